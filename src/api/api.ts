@@ -1,0 +1,471 @@
+/**
+ * The `/api/v1` of the spec, section 4, plus Burrow's documented extensions (docs/api.md).
+ *
+ * `handle()` is a plain async function of an ApiRequest: route, authenticate, rate-limit, run the
+ * handler, and map every failure to the spec's error shape. It owns no sockets.
+ */
+import { isUtf8 } from 'node:buffer';
+import { BurrowError, ERROR_CODES } from '../errors.js';
+import { idSegmentOfTokenId, nowIso } from '../ids.js';
+import { subdomainProblem } from '../subdomain.js';
+import type { CaptureRecord, CaptureStore } from '../store/captures.js';
+import type { Principal, Store } from '../store/store.js';
+import { periodOf, type UsageMeter } from '../store/usage.js';
+import { intParam, json, NO_CONTENT, queryParams, readJsonObject } from './http.js';
+import { FixedWindowLimiter, type RateDecision } from './rate-limit.js';
+import { Router } from './router.js';
+import type { ApiRequest, ApiResponse, HeaderPairs, InstanceInfo, ReplayOverrides, TunnelDirectory } from './types.js';
+
+export interface ApiOptions {
+  store: Store;
+  captures: CaptureStore;
+  usage: UsageMeter;
+  tunnels: TunnelDirectory;
+  instance: InstanceInfo;
+  /** Requests per window per token (spec section 8: 100 per minute by default). */
+  rateLimit?: number;
+  rateWindowMs?: number;
+  /** Failed authentications per window per client address. */
+  authFailureLimit?: number;
+  clock?: () => number;
+}
+
+interface Context {
+  req: ApiRequest;
+  params: Record<string, string>;
+  principal: Principal;
+}
+
+type Handler = (ctx: Context) => ApiResponse | Promise<ApiResponse>;
+interface Route {
+  handler: Handler;
+  public: boolean;
+}
+
+export const LABEL_MAX = 64;
+export const REQUEST_LIST_DEFAULT = 50;
+export const REQUEST_LIST_MAX = 1000;
+
+export class Api {
+  private readonly router = new Router<Route>();
+  readonly tokenLimiter: FixedWindowLimiter;
+  readonly failureLimiter: FixedWindowLimiter;
+  private readonly clock: () => number;
+
+  constructor(private readonly options: ApiOptions) {
+    this.clock = options.clock ?? Date.now;
+    const windowMs = options.rateWindowMs ?? 60_000;
+    this.tokenLimiter = new FixedWindowLimiter(options.rateLimit ?? 100, windowMs, this.clock);
+    this.failureLimiter = new FixedWindowLimiter(options.authFailureLimit ?? 30, windowMs, this.clock);
+    this.defineRoutes();
+  }
+
+  /** Drops finished rate-limit windows; the edge calls this from its coarse timer. */
+  sweep(): void {
+    this.tokenLimiter.sweep();
+    this.failureLimiter.sweep();
+  }
+
+  async handle(req: ApiRequest): Promise<ApiResponse> {
+    const lookup = this.router.lookup(req.method, req.path);
+    if (lookup.kind === 'not-found') return errorResponse(new BurrowError('NOT_FOUND', `No route for ${req.path}.`));
+    if (lookup.kind === 'method-not-allowed') {
+      const allow = lookup.allow.join(', ');
+      return errorResponse(
+        new BurrowError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${req.path}; use ${allow}.`, { Allow: allow }),
+      );
+    }
+    const { handler: route, params } = lookup.match;
+    if (route.public) return this.run(route.handler, { req, params, principal: undefined as unknown as Principal });
+
+    const auth = this.authenticate(req);
+    if ('refusal' in auth) return auth.refusal;
+    const { principal } = auth;
+    const rate = this.tokenLimiter.hit(principal.token.id);
+    const rateHeaders = rateLimitHeaders(rate);
+    if (!rate.allowed) {
+      return errorResponse(
+        new BurrowError('RATE_LIMITED', `Rate limit of ${rate.limit} requests per ${this.windowText()} reached.`, {
+          'Retry-After': String(rate.resetSeconds),
+        }),
+        rateHeaders,
+      );
+    }
+    void this.options.store.touchToken(principal.token.idSegment, this.clock());
+    const response = await this.run(route.handler, { req, params, principal });
+    response.headers = response.headers === undefined ? rateHeaders : [...response.headers, ...rateHeaders];
+    return response;
+  }
+
+  private async run(handler: Handler, ctx: Context): Promise<ApiResponse> {
+    try {
+      return await handler(ctx);
+    } catch (error) {
+      if (error instanceof BurrowError) return errorResponse(error);
+      process.stderr.write(`burrow: internal error on ${ctx.req.method} ${ctx.req.path}: ${(error as Error)?.stack ?? error}\n`);
+      return errorResponse(new BurrowError('INTERNAL_ERROR'));
+    }
+  }
+
+  /** The principal, or the 401/429 response to send instead. */
+  private authenticate(req: ApiRequest): { principal: Principal } | { refusal: ApiResponse } {
+    const outcome = this.authorize(req.headers.authorization, req.clientAddress);
+    return outcome instanceof BurrowError ? { refusal: errorResponse(outcome) } : { principal: outcome };
+  }
+
+  /**
+   * Checks an Authorization header: the principal, or the error to answer (401 UNAUTHORIZED, or 429
+   * RATE_LIMITED when the client address failed too often; then the token is not even looked at, so
+   * a blocked guesser learns nothing). Used by the API and by the tunnel endpoint.
+   */
+  authorize(header: string, clientAddress: string): Principal | BurrowError {
+    const blocked = this.failureLimiter.peek(clientAddress);
+    if (!blocked.allowed) return this.tooManyFailures(blocked);
+    let problem: string;
+    if (header === '') {
+      problem = 'The Authorization header is missing. Send "Authorization: Bearer <token>".';
+    } else {
+      const match = /^Bearer +(\S+) *$/i.exec(header);
+      if (match === null) {
+        problem = 'The Authorization header must be "Bearer <token>".';
+      } else {
+        const principal = this.options.store.authenticate(match[1]!);
+        if (principal !== null) return principal;
+        problem = 'The token is malformed, unknown or revoked.';
+      }
+    }
+    const failures = this.failureLimiter.hit(clientAddress);
+    if (!failures.allowed) return this.tooManyFailures(failures);
+    return new BurrowError('UNAUTHORIZED', problem, { 'WWW-Authenticate': 'Bearer realm="burrow"' });
+  }
+
+  private tooManyFailures(decision: RateDecision): BurrowError {
+    return new BurrowError('RATE_LIMITED', 'Too many failed authentications from this address. Wait before trying again.', {
+      'Retry-After': String(decision.resetSeconds),
+    });
+  }
+
+  private windowText(): string {
+    const ms = this.tokenLimiter.windowMs;
+    return ms === 60_000 ? 'minute' : `${ms / 1000} seconds`;
+  }
+
+  private retentionOf(principal: Principal): number {
+    return this.options.store.planLimits(principal.account.plan).retentionMs;
+  }
+
+  private defineRoutes(): void {
+    const { store, captures, tunnels, usage, instance } = this.options;
+    const add = (method: string, path: string, handler: Handler, isPublic = false): void => {
+      this.router.add(method, path, { handler, public: isPublic });
+    };
+
+    add('GET', '/api/v1/instance', () =>
+      json(200, { build: instance.build, region: instance.region, server_time: nowIso(this.clock()) }), true);
+
+    add('GET', '/api/v1/auth/me', ({ principal: { account } }) =>
+      json(200, { id: account.id, email: account.email, plan: account.plan }));
+
+    add('GET', '/api/v1/tokens', ({ principal }) =>
+      json(200, {
+        tokens: store.listTokens(principal.account.id).map((token) => ({
+          id: token.id,
+          label: token.label,
+          prefix: token.prefix,
+          created_at: nowIso(token.createdAt),
+          last_used_at: token.lastUsedAt === null ? null : nowIso(token.lastUsedAt),
+        })),
+      }));
+
+    add('POST', '/api/v1/tokens', async ({ req, principal }) => {
+      const body = readJsonObject(req);
+      rejectUnknownFields(body, ['label']);
+      const label = validateLabel(body.label);
+      const token = await store.createToken(principal.account, label, this.clock());
+      return json(201, {
+        id: token.id,
+        label: token.label,
+        prefix: token.prefix,
+        token: token.token,
+        created_at: nowIso(token.createdAt),
+      });
+    });
+
+    add('DELETE', '/api/v1/tokens/:id', async ({ params, principal }) => {
+      const idSegment = idSegmentOfTokenId(params.id!);
+      if (idSegment === null || !(await store.revokeToken(principal.account.id, idSegment, this.clock()))) {
+        throw new BurrowError('NOT_FOUND', `No active token ${params.id} on this account.`);
+      }
+      tunnels.closeByToken(params.id!);
+      return NO_CONTENT;
+    });
+
+    add('GET', '/api/v1/tunnels', ({ principal }) =>
+      json(200, {
+        tunnels: tunnels.listByAccount(principal.account.id).map((tunnel) => ({
+          subdomain: tunnel.subdomain,
+          port: tunnel.port,
+          started_at: nowIso(tunnel.startedAt),
+          token_id: tunnel.tokenId,
+        })),
+      }));
+
+    const ownTunnel = (subdomain: string, principal: Principal) => {
+      const tunnel = tunnels.get(subdomain);
+      if (tunnel === undefined || tunnel.accountId !== principal.account.id) {
+        throw new BurrowError('NOT_FOUND', `No active tunnel ${subdomain} on this account.`);
+      }
+      return tunnel;
+    };
+
+    add('GET', '/api/v1/tunnels/:subdomain', ({ params, principal }) => {
+      const tunnel = ownTunnel(params.subdomain!, principal);
+      return json(200, {
+        subdomain: tunnel.subdomain,
+        port: tunnel.port,
+        started_at: nowIso(tunnel.startedAt),
+        token_id: tunnel.tokenId,
+        reserved: store.getReservation(tunnel.subdomain)?.accountId === principal.account.id,
+        public_url: tunnel.publicUrl,
+      });
+    });
+
+    add('DELETE', '/api/v1/tunnels/:subdomain', ({ params, principal }) => {
+      ownTunnel(params.subdomain!, principal);
+      tunnels.close(params.subdomain!, 'closed-by-api');
+      return NO_CONTENT;
+    });
+
+    add('GET', '/api/v1/requests', ({ req, principal }) => {
+      const query = queryParams(req);
+      const subdomain = query.get('subdomain');
+      if (subdomain === null || subdomain === '') {
+        throw new BurrowError('INVALID_REQUEST', 'The "subdomain" query parameter is required.');
+      }
+      const limit = intParam(query, 'limit', REQUEST_LIST_DEFAULT, REQUEST_LIST_MAX);
+      const before = query.get('before');
+      let beforeSeq: number | undefined;
+      if (before !== null) {
+        const seq = captures.seqInRing(principal.account.id, subdomain, before);
+        if (seq === null) throw new BurrowError('INVALID_REQUEST', `"before" must be a request id of ${subdomain}.`);
+        beforeSeq = seq;
+      }
+      const list = captures.list(principal.account.id, subdomain, {
+        limit,
+        ...(beforeSeq === undefined ? {} : { beforeSeq }),
+        retentionMs: this.retentionOf(principal),
+        now: this.clock(),
+      });
+      if (list === null) throw new BurrowError('NOT_FOUND', `No requests for ${subdomain} on this account.`);
+      return json(200, {
+        requests: list.map((entry) => ({
+          id: entry.id,
+          method: entry.method,
+          path: entry.path,
+          status: entry.status,
+          duration_ms: entry.durationMs,
+          received_at: nowIso(entry.receivedAt),
+        })),
+      });
+    });
+
+    const ownCapture = (id: string, principal: Principal): CaptureRecord => {
+      const capture = captures.get(principal.account.id, id, this.retentionOf(principal), this.clock());
+      if (capture === null) throw new BurrowError('NOT_FOUND', `No request ${id} on this account.`);
+      return capture;
+    };
+
+    add('GET', '/api/v1/requests/:id', ({ params, principal }) => json(200, captureJson(ownCapture(params.id!, principal))));
+
+    add('POST', '/api/v1/requests/:id/replay', async ({ req, params, principal }) => {
+      const capture = ownCapture(params.id!, principal);
+      const overrides = validateReplayOverrides(readJsonObject(req, { optional: true }));
+      const tunnel = tunnels.get(capture.subdomain);
+      if (tunnel === undefined || tunnel.accountId !== principal.account.id) {
+        throw new BurrowError('TUNNEL_OFFLINE', `The tunnel ${capture.subdomain} is not connected; start it with "burrow http" and replay again.`);
+      }
+      const replayed = await tunnels.replay(capture, overrides);
+      return json(200, captureJson(replayed));
+    });
+
+    add('GET', '/api/v1/billing/summary', ({ principal: { account } }) => {
+      const limits = store.planLimits(account.plan);
+      const period = periodOf(this.clock());
+      const counts = usage.current(account.id);
+      return json(200, {
+        plan: account.plan,
+        period: { start: nowIso(period.start), end: nowIso(period.end) },
+        usage: {
+          active_tokens: store.countActiveTokens(account.id),
+          active_tunnels: tunnels.listByAccount(account.id).length,
+          requests: counts.requests,
+          bytes_in: counts.bytesIn,
+          bytes_out: counts.bytesOut,
+        },
+        limits: {
+          active_tokens: limits.activeTokens,
+          active_tunnels: limits.activeTunnels,
+          captured_requests_per_tunnel: limits.capturedRequests,
+          retention_hours: limits.retentionMs / 3_600_000,
+          requests_per_minute: Math.round(this.tokenLimiter.limit * (60_000 / this.tokenLimiter.windowMs)),
+          reserved_subdomains: limits.reservedSubdomains,
+        },
+      });
+    });
+
+    add('GET', '/api/v1/reserved-subdomains', ({ principal }) =>
+      json(200, {
+        reserved_subdomains: store.listReservations(principal.account.id).map((record) => ({
+          subdomain: record.subdomain,
+          created_at: nowIso(record.createdAt),
+        })),
+      }));
+
+    add('POST', '/api/v1/reserved-subdomains', async ({ req, principal }) => {
+      const body = readJsonObject(req);
+      rejectUnknownFields(body, ['subdomain']);
+      if (typeof body.subdomain !== 'string') throw new BurrowError('INVALID_REQUEST', '"subdomain" must be a string.');
+      const subdomain = body.subdomain.toLowerCase();
+      const problem = subdomainProblem(subdomain);
+      if (problem !== null) throw new BurrowError('INVALID_REQUEST', `Invalid subdomain "${body.subdomain}": ${problem}.`);
+      const accountId = principal.account.id;
+      const existing = store.getReservation(subdomain);
+      if (existing?.accountId === accountId) {
+        return json(200, { subdomain, created_at: nowIso(existing.createdAt) });
+      }
+      const holder = tunnels.holderOf(subdomain);
+      if (existing !== undefined || (holder !== undefined && holder !== accountId)) {
+        throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is in use by another account.`);
+      }
+      const cap = store.planLimits(principal.account.plan).reservedSubdomains;
+      if (store.listReservations(accountId).length >= cap) {
+        throw new BurrowError('RESERVATION_LIMIT_REACHED', `The ${principal.account.plan} plan allows ${cap} reserved subdomains.`);
+      }
+      const record = await store.reserve(accountId, subdomain, this.clock());
+      return json(201, { subdomain: record.subdomain, created_at: nowIso(record.createdAt) });
+    });
+
+    add('DELETE', '/api/v1/reserved-subdomains/:subdomain', async ({ params, principal }) => {
+      if (!(await store.releaseReservation(principal.account.id, params.subdomain!))) {
+        throw new BurrowError('NOT_FOUND', `No reserved subdomain ${params.subdomain} on this account.`);
+      }
+      return NO_CONTENT;
+    });
+  }
+}
+
+export function errorResponse(error: BurrowError, extraHeaders?: HeaderPairs): ApiResponse {
+  const headers: HeaderPairs = Object.entries(error.headers);
+  if (extraHeaders !== undefined) headers.push(...extraHeaders);
+  return { status: ERROR_CODES[error.code].status, headers, body: error.toBody() };
+}
+
+function rateLimitHeaders(rate: RateDecision): HeaderPairs {
+  return [
+    ['RateLimit-Limit', String(rate.limit)],
+    ['RateLimit-Remaining', String(rate.remaining)],
+    ['RateLimit-Reset', String(rate.resetSeconds)],
+  ];
+}
+
+function rejectUnknownFields(body: Record<string, unknown>, known: readonly string[]): void {
+  for (const key of Object.keys(body)) {
+    if (!known.includes(key)) throw new BurrowError('INVALID_REQUEST', `Unknown field "${key}"; expected ${known.map((k) => `"${k}"`).join(', ')}.`);
+  }
+}
+
+// Control characters (C0, DEL, C1) and the Unicode line/paragraph separators.
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
+export function validateLabel(value: unknown): string {
+  if (value === undefined) throw new BurrowError('INVALID_REQUEST', '"label" is required.');
+  if (typeof value !== 'string') throw new BurrowError('INVALID_REQUEST', '"label" must be a string.');
+  const label = value.trim();
+  if (label.length === 0) throw new BurrowError('INVALID_REQUEST', '"label" must not be empty.');
+  if ([...label].length > LABEL_MAX) throw new BurrowError('INVALID_REQUEST', `"label" must be at most ${LABEL_MAX} characters.`);
+  if (CONTROL_CHARACTERS.test(label)) throw new BurrowError('INVALID_REQUEST', '"label" must not contain control characters.');
+  return label;
+}
+
+const METHOD = /^[A-Z]{1,16}$/;
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/;
+const HEADER_VALUE = /^[\t\u0020-\u007e\u0080-\u00ff]*$/;
+
+export function validateReplayOverrides(body: Record<string, unknown>): ReplayOverrides {
+  rejectUnknownFields(body, ['method', 'path', 'headers', 'body']);
+  const overrides: ReplayOverrides = {};
+  if (body.method !== undefined) {
+    if (typeof body.method !== 'string' || !METHOD.test(body.method.toUpperCase())) {
+      throw new BurrowError('INVALID_REQUEST', '"method" must be an HTTP method such as "POST".');
+    }
+    overrides.method = body.method.toUpperCase();
+  }
+  if (body.path !== undefined) {
+    if (typeof body.path !== 'string' || !body.path.startsWith('/') || body.path.length > 8192 || /[\s\u0000-\u001f]/.test(body.path)) {
+      throw new BurrowError('INVALID_REQUEST', '"path" must start with "/" and hold no spaces or control characters.');
+    }
+    overrides.path = body.path;
+  }
+  if (body.headers !== undefined) {
+    if (body.headers === null || typeof body.headers !== 'object' || Array.isArray(body.headers)) {
+      throw new BurrowError('INVALID_REQUEST', '"headers" must be an object of header names to string values.');
+    }
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(body.headers as Record<string, unknown>)) {
+      if (!HEADER_NAME.test(name) || typeof value !== 'string' || !HEADER_VALUE.test(value)) {
+        throw new BurrowError('INVALID_REQUEST', `Header "${name}" must have a valid name and a string value.`);
+      }
+      headers[name.toLowerCase()] = value;
+    }
+    overrides.headers = headers;
+  }
+  if (body.body !== undefined) {
+    if (typeof body.body !== 'string') throw new BurrowError('INVALID_REQUEST', '"body" must be a string.');
+    overrides.body = body.body;
+  }
+  return overrides;
+}
+
+/** The full exchange as the API shows it: spec fields first, then the detail. */
+export function captureJson(capture: CaptureRecord): Record<string, unknown> {
+  return {
+    id: capture.id,
+    method: capture.method,
+    path: capture.path,
+    status: capture.status,
+    duration_ms: capture.durationMs,
+    received_at: nowIso(capture.receivedAt),
+    subdomain: capture.subdomain,
+    client_address: capture.clientAddress,
+    token_id: capture.tokenId,
+    error: capture.error,
+    replay_of: capture.replayOf,
+    request: {
+      headers: pairs(capture.requestHeaders),
+      ...bodyJson(capture.requestBody, capture.requestBodySize, capture.requestTruncated),
+    },
+    response: {
+      status: capture.status,
+      headers: pairs(capture.responseHeaders),
+      ...bodyJson(capture.responseBody, capture.responseBodySize, capture.responseTruncated),
+    },
+  };
+}
+
+function pairs(flat: string[]): [string, string][] {
+  const list: [string, string][] = [];
+  for (let i = 0; i + 1 < flat.length; i += 2) list.push([flat[i]!, flat[i + 1]!]);
+  return list;
+}
+
+function bodyJson(body: Uint8Array | null, size: number, truncated: boolean) {
+  if (body === null || body.byteLength === 0) return { body: '', body_encoding: 'utf8', body_size: size, truncated };
+  const buffer = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  const utf8 = isUtf8(buffer);
+  return {
+    body: buffer.toString(utf8 ? 'utf8' : 'base64'),
+    body_encoding: utf8 ? 'utf8' : 'base64',
+    body_size: size,
+    truncated,
+  };
+}

@@ -1,0 +1,69 @@
+/**
+ * What the API handlers take and give, and the interfaces through which they reach the live parts of
+ * the edge (tunnels) and the capture log. The handlers are plain functions of these; the uWebSockets.js
+ * adapter in src/edge turns sockets into ApiRequest and ApiResponse back into bytes.
+ */
+import type { CaptureDetail, CaptureStore } from '../store/captures.js';
+
+export interface ApiRequest {
+  /** Upper-case method. */
+  method: string;
+  /** The raw path, without the query string. */
+  path: string;
+  /** The raw query string, without '?'. */
+  query: string;
+  /** Lower-case header names; only those the API reads are copied. */
+  headers: {
+    authorization: string;
+    'content-type': string;
+  };
+  body: Buffer | null;
+  clientAddress: string;
+}
+
+export type HeaderPairs = [string, string][];
+
+export interface ApiResponse {
+  status: number;
+  headers?: HeaderPairs;
+  /** Serialised as JSON; absent for 204. */
+  body?: unknown;
+}
+
+export interface TunnelInfo {
+  subdomain: string;
+  accountId: string;
+  tokenId: string;
+  port: number;
+  startedAt: number;
+  publicUrl: string;
+}
+
+export type TunnelCloseReason = 'closed-by-api' | 'token-revoked';
+
+/** Edits applied to a captured request when it is replayed. */
+export interface ReplayOverrides {
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+/** The live tunnels of the edge, as the API sees them (implemented by the edge's registry). */
+export interface TunnelDirectory {
+  listByAccount(accountId: string): TunnelInfo[];
+  get(subdomain: string): TunnelInfo | undefined;
+  /** The account that holds the name now: a live tunnel or a dropped one inside its grace period. */
+  holderOf(subdomain: string): string | undefined;
+  close(subdomain: string, reason: TunnelCloseReason): boolean;
+  closeByToken(tokenId: string): number;
+  /** Re-sends a captured request through the live tunnel; resolves with the new capture. */
+  replay(capture: CaptureDetail, overrides: ReplayOverrides): Promise<CaptureDetail>;
+}
+
+export interface InstanceInfo {
+  build: string;
+  region: string;
+}
+
+export type { CaptureStore };

@@ -1,0 +1,70 @@
+/**
+ * Argument parsing for every command, on node:util parseArgs: `--help` everywhere, a one-line reason
+ * and exit code 2 for a usage error.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** A failure to report as one line on stderr and a non-zero exit. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+    this.name = 'CliError';
+  }
+}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+export interface Parsed<O extends Options> {
+  values: { [K in keyof O]?: O[K]['type'] extends 'boolean' ? (O[K]['multiple'] extends true ? boolean[] : boolean) : O[K]['multiple'] extends true ? string[] : string };
+  positionals: string[];
+}
+
+/** Parses `args` against `options`; prints `help` and returns null for --help. */
+export function parse<O extends Options>(args: string[], options: O, help: string): Parsed<O> | null {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message.split('\n')[0]}\n${firstLine(help)}`);
+  }
+  if ((parsed.values as Record<string, unknown>).help === true) {
+    process.stdout.write(`${help.trim()}\n`);
+    return null;
+  }
+  return parsed as unknown as Parsed<O>;
+}
+
+function firstLine(help: string): string {
+  const usage = help.trim().split('\n')[0] ?? '';
+  return `${usage} (see --help)`;
+}
+
+export function requirePositional(parsed: { positionals: string[] }, index: number, name: string, help: string): string {
+  const value = parsed.positionals[index];
+  if (value === undefined) throw new UsageError(`missing ${name}\n${firstLine(help)}`);
+  return value;
+}
+
+export function noExtraPositionals(parsed: { positionals: string[] }, count: number, help: string): void {
+  if (parsed.positionals.length > count) {
+    throw new UsageError(`unexpected argument "${parsed.positionals[count]}"\n${firstLine(help)}`);
+  }
+}
+
+export function intOption(value: string | undefined, name: string, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!/^[0-9]+$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new UsageError(`--${name} must be a whole number from ${min} to ${max}`);
+  }
+  return Number(value);
+}

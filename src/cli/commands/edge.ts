@@ -1,0 +1,110 @@
+import { resolve } from 'node:path';
+import { Edge } from '../../edge/server.js';
+import { intOption, noExtraPositionals, parse } from '../args.js';
+import { configPath, readConfig, writeConfig } from '../config.js';
+
+const HELP = `
+Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N]
+
+Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
+
+Options:
+  --host ADDR            address to bind (default 127.0.0.1)
+  --port N               port to bind (default 8080; 0 picks a free one)
+  --domain NAME          the edge's domain (default localhost)
+  --data DIR             LMDB data directory (default ./.burrow)
+  --rate-limit N         API requests per minute per token (default 100)
+  --timeout MS           the edge's timeout for a local response, 504 after it (default 30000)
+  --max-body BYTES       largest public request body, 413 beyond (default 104857600)
+  --grace MS             how long a dropped tunnel's subdomain stays reserved for its owner (default 60000)
+  --capture-body BYTES   bytes of each body kept in a capture (default 1048576)
+  --no-capture           forward without capturing (benchmarks)
+  --public-port N        port shown in public URLs, when a proxy in front of the edge uses another
+  --region NAME          region reported by /api/v1/instance (default local)
+  --dev                  on a data directory without accounts, create a dev account, print its token once
+                         and save it to the client config (what "npm start" does)
+  -h, --help             show this help
+
+Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, tunnels are told, LMDB is flushed.
+`;
+
+export async function edgeCommand(args: string[]): Promise<number> {
+  const parsed = parse(
+    args,
+    {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      domain: { type: 'string' },
+      data: { type: 'string' },
+      'rate-limit': { type: 'string' },
+      timeout: { type: 'string' },
+      'max-body': { type: 'string' },
+      grace: { type: 'string' },
+      'capture-body': { type: 'string' },
+      'no-capture': { type: 'boolean' },
+      'public-port': { type: 'string' },
+      region: { type: 'string' },
+      dev: { type: 'boolean' },
+    },
+    HELP,
+  );
+  if (parsed === null) return 0;
+  noExtraPositionals(parsed, 0, HELP);
+  const { values } = parsed;
+  const dataDir = resolve(values.data ?? '.burrow');
+  const publicPort = values['public-port'] === undefined ? undefined : intOption(values['public-port'], 'public-port', 0, 1, 65535);
+  const edge = await Edge.start({
+    dataDir,
+    host: values.host ?? '127.0.0.1',
+    port: intOption(values.port, 'port', 8080, 0, 65535),
+    domain: values.domain ?? 'localhost',
+    rateLimit: intOption(values['rate-limit'], 'rate-limit', 100, 1, 1_000_000),
+    requestTimeoutMs: intOption(values.timeout, 'timeout', 30_000, 1, 3_600_000),
+    maxRequestBody: intOption(values['max-body'], 'max-body', 100 * 1024 * 1024, 0, 2 ** 40),
+    graceMs: intOption(values.grace, 'grace', 60_000, 0, 86_400_000),
+    captureBodyLimit: intOption(values['capture-body'], 'capture-body', 1024 * 1024, 0, 64 * 1024 * 1024),
+    capture: values['no-capture'] !== true,
+    ...(publicPort === undefined ? {} : { publicPort }),
+    region: values.region ?? 'local',
+  });
+  process.stdout.write(`burrow edge listening on ${edge.url} (bound to ${values.host ?? '127.0.0.1'}:${edge.port}, data in ${dataDir})\n`);
+  if (values.dev === true) await devAccount(edge);
+
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write(`burrow edge: ${signal}, finishing in-flight requests and closing\n`);
+    edge.close().then(
+      () => process.exit(0),
+      (error: Error) => {
+        process.stderr.write(`burrow edge: shutdown failed: ${error.message}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  return new Promise<number>(() => {});
+}
+
+/** First start of a dev edge: an account, its token printed once and saved for `burrow http`. */
+async function devAccount(edge: Edge): Promise<void> {
+  const path = configPath();
+  if (edge.store.countAccounts() > 0) {
+    const saved = readConfig(path);
+    process.stdout.write(
+      saved.token !== undefined
+        ? `dev account ready; the client uses the token saved in ${path}\n`
+        : `accounts exist in this data directory; log in with "burrow login TOKEN --edge ${edge.url}"\n`,
+    );
+    return;
+  }
+  const { account, token } = await edge.store.createAccount('dev@localhost', 'FREE', 'dev');
+  writeConfig({ ...readConfig(path), edge: edge.url, token: token.token }, path);
+  process.stdout.write(
+    `created dev account ${account.email} (${account.id}, plan ${account.plan})\n` +
+      `dev token (shown once): ${token.token}\n` +
+      `saved to ${path}; now run: npx burrow http 3000\n`,
+  );
+}

@@ -1,0 +1,85 @@
+/**
+ * The client's configuration: `$XDG_CONFIG_HOME/burrow/config.json` (else ~/.config/burrow), mode 0600,
+ * written atomically. Token and edge come from flags first, then BURROW_TOKEN / BURROW_EDGE, then here.
+ */
+import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { CliError } from './args.js';
+
+export interface ClientConfig {
+  edge?: string;
+  token?: string;
+}
+
+export const DEFAULT_EDGE = 'http://localhost:8080';
+
+export function configPath(env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.XDG_CONFIG_HOME !== undefined && env.XDG_CONFIG_HOME !== '' ? env.XDG_CONFIG_HOME : join(homedir(), '.config');
+  return join(base, 'burrow', 'config.json');
+}
+
+export function readConfig(path = configPath()): ClientConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    throw new CliError(`cannot read ${path}: ${(error as Error).message}`);
+  }
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not a JSON object');
+    const { edge, token } = parsed as Record<string, unknown>;
+    return {
+      ...(typeof edge === 'string' ? { edge } : {}),
+      ...(typeof token === 'string' ? { token } : {}),
+    };
+  } catch (error) {
+    throw new CliError(`${path} is not valid: ${(error as Error).message}; fix it or run "burrow login" again`);
+  }
+}
+
+export function writeConfig(config: ClientConfig, path = configPath()): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const temporary = `${path}.${process.pid}.tmp`;
+  writeFileSync(temporary, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(temporary, 0o600);
+  renameSync(temporary, path);
+}
+
+export interface Credentials {
+  edge: string;
+  token: string | undefined;
+}
+
+/** Flags, then environment, then the config file, then the default edge. */
+export function resolveCredentials(flags: { edge?: string | undefined; token?: string | undefined }, env: NodeJS.ProcessEnv = process.env): Credentials {
+  const needsFile = flags.edge === undefined || flags.token === undefined;
+  const file = needsFile ? readConfig(configPath(env)) : {};
+  const edge = flags.edge ?? nonEmpty(env.BURROW_EDGE) ?? file.edge ?? DEFAULT_EDGE;
+  const token = flags.token ?? nonEmpty(env.BURROW_TOKEN) ?? file.token;
+  return { edge: normaliseEdge(edge), token };
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}
+
+export function normaliseEdge(edge: string): string {
+  let url: URL;
+  try {
+    url = new URL(edge.includes('://') ? edge : `http://${edge}`);
+  } catch {
+    throw new CliError(`"${edge}" is not an edge URL; use e.g. http://localhost:8080`, 2);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CliError(`the edge URL must be http or https, not ${url.protocol}`, 2);
+  return url.origin;
+}
+
+export function requireToken(credentials: Credentials): string {
+  if (credentials.token === undefined) {
+    throw new CliError('no token: pass --token, set BURROW_TOKEN, or run "burrow login TOKEN" (npm start prints a dev token)');
+  }
+  return credentials.token;
+}

@@ -1,0 +1,74 @@
+/**
+ * The `burrow` command: one entry, a sub-command per job (DESIGN.md section 5). Exit 0 on success;
+ * otherwise a one-line reason on stderr and exit 1 (2 for a usage error).
+ */
+import { adminCommand } from './commands/admin.js';
+import { loginCommand, requestsCommand, tokensCommand, tunnelsCommand } from './commands/api-commands.js';
+import { edgeCommand } from './commands/edge.js';
+import { CliError, UsageError } from './args.js';
+import { VERSION } from '../edge/server.js';
+
+const HELP = `
+Usage: burrow <command> [options]
+
+Expose a local port on a public subdomain; capture, inspect and replay every request.
+
+Commands:
+  http PORT                 open a tunnel to localhost:PORT (see burrow http --help)
+  replay (--last | REQ_ID)  replay a captured request through the local inspector
+  login TOKEN               save a token and edge URL for later commands
+  tokens list|create|revoke manage personal access tokens
+  tunnels list|show|close   see and close the account's tunnels
+  requests SUBDOMAIN        list the requests captured on a tunnel
+  edge                      run the edge server
+  admin create-account      create an account in an edge's data directory
+
+Every command takes --help. Token and edge come from --token/--edge, then BURROW_TOKEN/BURROW_EDGE,
+then the config file written by "burrow login" (or by "npm start").
+`;
+
+type Command = (args: string[]) => Promise<number>;
+
+const commands: Record<string, () => Promise<Command>> = {
+  edge: async () => edgeCommand,
+  admin: async () => adminCommand,
+  login: async () => loginCommand,
+  tokens: async () => tokensCommand,
+  tunnels: async () => tunnelsCommand,
+  requests: async () => requestsCommand,
+  http: async () => (await import('./commands/http.js')).httpCommand,
+  replay: async () => (await import('./commands/replay.js')).replayCommand,
+};
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(`${HELP.trim()}\n`);
+    return name === undefined ? 2 : 0;
+  }
+  if (name === '--version' || name === '-v') {
+    process.stdout.write(`burrow ${VERSION}\n`);
+    return 0;
+  }
+  const load = commands[name];
+  if (load === undefined) throw new UsageError(`unknown command "${name}"; run "burrow --help"`);
+  return (await load())(args);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    if (error instanceof UsageError) {
+      process.stderr.write(`burrow: ${error.message}\n`);
+      process.exitCode = 2;
+    } else if (error instanceof CliError) {
+      process.stderr.write(`burrow: ${error.message}\n`);
+      process.exitCode = error.exitCode;
+    } else {
+      process.stderr.write(`burrow: ${(error as Error)?.stack ?? String(error)}\n`);
+      process.exitCode = 1;
+    }
+  },
+);

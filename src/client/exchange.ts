@@ -1,0 +1,57 @@
+/**
+ * An exchange as the client saw it: what the inspector shows and the terminal prints. Built only when
+ * someone records (the inspector is on, or a listener asked), and bodies are kept up to a cap.
+ */
+
+export interface Exchange {
+  /** The edge's request id (`req_...`), the same the API and the inspector use. */
+  id: string;
+  method: string;
+  path: string;
+  /** The local port it went to. */
+  port: number;
+  requestHeaders: string[];
+  requestBody: Buffer | null;
+  requestBodySize: number;
+  requestTruncated: boolean;
+  status: number;
+  responseHeaders: string[];
+  responseBody: Buffer | null;
+  responseBodySize: number;
+  responseTruncated: boolean;
+  /** When the client received the request (ms since the epoch). */
+  startedAt: number;
+  /** Round trip to the local handler and back, in milliseconds (fractional). */
+  latencyMs: number;
+  /** Why the local exchange failed, if it did. */
+  error: string | null;
+  /** Set on exchanges the inspector replayed: the id they replayed. */
+  replayOf: string | null;
+}
+
+/** Keeps the first `limit` bytes of a body; chunks given to it are owned, so no copy until the end. */
+export class BodyRecorder {
+  private chunks: Buffer[] = [];
+  private kept = 0;
+  size = 0;
+
+  constructor(private readonly limit: number) {}
+
+  add(chunk: Uint8Array): void {
+    this.size += chunk.byteLength;
+    const room = this.limit - this.kept;
+    if (room <= 0 || chunk.byteLength === 0) return;
+    const take = chunk.byteLength <= room ? chunk.byteLength : room;
+    this.chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, take));
+    this.kept += take;
+  }
+
+  get truncated(): boolean {
+    return this.size > this.kept;
+  }
+
+  bytes(): Buffer | null {
+    if (this.kept === 0) return null;
+    return this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.kept);
+  }
+}

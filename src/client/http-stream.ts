@@ -1,0 +1,319 @@
+/**
+ * One HTTP exchange on the client's side: an OPEN frame becomes an undici dispatch to the local port;
+ * the response goes back as RESPONSE (+ DATA) within credit. A small response with a known length is one
+ * RESPONSE frame; anything else streams, and undici is paused while the edge has not granted credit, so
+ * a slow public reader slows the local server instead of filling the client's memory.
+ */
+import { Readable } from 'node:stream';
+import type { Dispatcher } from 'undici';
+import { encode } from '../protocol/codec.js';
+import { FrameType, ResetCode } from '../protocol/constants.js';
+import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
+import { dropHopByHop } from '../protocol/headers.js';
+import { BodyRecorder, type Exchange } from './exchange.js';
+import type { StreamHost } from './stream-host.js';
+
+/** Request headers undici refuses or that describe the edge↔client hop, not the request. */
+const NOT_FORWARDED = new Set(['expect']);
+
+export interface OpenRequest {
+  requestId: string;
+  method: string;
+  path: string;
+  headers: string[];
+  clientAddress: string;
+  replayOf: string | null;
+}
+
+export class ClientHttpStream implements Dispatcher.DispatchHandler {
+  readonly kind = 'http';
+  closed = false;
+  readonly port: number;
+  private readonly startedAt = Date.now();
+  private readonly startedHr = performance.now();
+
+  // Request body, edge → local.
+  private body: Readable | null = null;
+  private readonly requestWindow: ReceiveWindow;
+  private pushed = 0;
+  private accounted = 0;
+
+  // Response, local → edge.
+  private controller: Dispatcher.DispatchController | null = null;
+  private readonly sendCredit: SendCredit;
+  private status = 0;
+  private responseHeaders: string[] = [];
+  /** Fast path: a response of known small length is gathered into one RESPONSE frame. */
+  private gather: Buffer[] | null = null;
+  private gathered = 0;
+  private headSent = false;
+  private queue: Buffer[] = [];
+  private endPending = false;
+  private finished = false;
+
+  // Recording, for the inspector.
+  private readonly requestRecorder: BodyRecorder | null;
+  private readonly responseRecorder: BodyRecorder | null;
+
+  constructor(
+    readonly id: number,
+    private readonly host: StreamHost,
+    private readonly request: OpenRequest,
+  ) {
+    this.port = host.routes.portFor(request.path);
+    const settings = host.settings;
+    this.requestWindow = new ReceiveWindow(settings.streamWindow);
+    this.sendCredit = new SendCredit(settings.streamWindow);
+    const recording = host.recordLimit;
+    this.requestRecorder = recording > 0 ? new BodyRecorder(recording) : null;
+    this.responseRecorder = recording > 0 ? new BodyRecorder(recording) : null;
+  }
+
+  /** Starts the local request: `body` is the inline first chunk (owned), `end` says it is all. */
+  start(body: Uint8Array | null, end: boolean): void {
+    let payload: Buffer | Readable | null = null;
+    if (body !== null && body.byteLength > 0) {
+      if (!this.requestWindow.receive(body.byteLength)) {
+        this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
+        return;
+      }
+      this.requestRecorder?.add(body);
+    }
+    if (end) {
+      payload = body === null || body.byteLength === 0 ? null : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+      if (body !== null) this.host.consumedConnection(body.byteLength);
+    } else {
+      this.body = new Readable({ read: () => this.returnRequestCredit(), highWaterMark: 64 * 1024 });
+      if (body !== null && body.byteLength > 0) this.pushBody(body);
+      payload = this.body;
+    }
+    const forwarded = withoutNotForwarded(this.request.headers);
+    try {
+      this.host.pool(this.port).dispatch(
+        { path: this.request.path, method: this.request.method, headers: forwarded, body: payload, blocking: false },
+        this,
+      );
+    } catch (error) {
+      this.onResponseError(null, error as Error);
+    }
+  }
+
+  // ---- request body ---------------------------------------------------------------------------------
+
+  /** A DATA frame from the edge: more request body (a view of the frame, which we own). */
+  onRequestData(chunk: Uint8Array | null, end: boolean): void {
+    if (this.closed) return;
+    if (chunk !== null && chunk.byteLength > 0) {
+      if (!this.requestWindow.receive(chunk.byteLength)) {
+        this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
+        return;
+      }
+      this.requestRecorder?.add(chunk);
+      this.pushBody(chunk);
+    }
+    if (end) this.body?.push(null);
+  }
+
+  private pushBody(chunk: Uint8Array): void {
+    this.pushed += chunk.byteLength;
+    this.body!.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+  }
+
+  /** undici read from the body: what left the buffer goes back to the edge as credit. */
+  private returnRequestCredit(): void {
+    if (this.body === null || this.closed) return;
+    const consumed = this.pushed - this.body.readableLength;
+    const delta = consumed - this.accounted;
+    if (delta <= 0) return;
+    this.accounted = consumed;
+    const grant = this.requestWindow.consume(delta);
+    if (grant > 0) this.host.send(encode([FrameType.WINDOW, this.id, grant]));
+    this.host.consumedConnection(delta);
+  }
+
+  // ---- undici's handler -----------------------------------------------------------------------------
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.closed) controller.abort(new Error('cancelled by the edge'));
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    if (statusCode < 200) return; // 1xx informational: the final response follows.
+    this.status = statusCode;
+    const flat: string[] = [];
+    for (const name in headers) {
+      const value = headers[name];
+      if (value === undefined) continue;
+      if (typeof value === 'string') flat.push(name, value);
+      else for (const item of value) flat.push(name, item);
+    }
+    this.responseHeaders = dropHopByHop(flat);
+    const length = headers['content-length'];
+    const known = typeof length === 'string' && /^[0-9]{1,15}$/.test(length) ? Number(length) : -1;
+    const noBody = this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304;
+    if (noBody || (known >= 0 && known <= this.host.settings.maxFrameBody)) {
+      this.gather = [];
+    } else {
+      this.sendHead();
+    }
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.closed) return;
+    this.responseRecorder?.add(chunk);
+    if (this.gather !== null) {
+      this.gather.push(chunk);
+      this.gathered += chunk.byteLength;
+      if (this.gathered > this.host.settings.maxFrameBody) {
+        // The server sent more than it declared; stream from here on.
+        const gathered = Buffer.concat(this.gather, this.gathered);
+        this.gather = null;
+        this.sendHead();
+        this.sendBody(gathered);
+      }
+      return;
+    }
+    this.sendBody(chunk);
+  }
+
+  onResponseEnd(): void {
+    if (this.closed) return;
+    if (this.gather !== null) {
+      const body = this.gathered === 0 ? null : this.gather.length === 1 ? this.gather[0]! : Buffer.concat(this.gather, this.gathered);
+      if (body === null || this.takeCredit(body.byteLength)) {
+        this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.responseHeaders, body, true]));
+        this.complete(null);
+        return;
+      }
+      // Not enough connection credit for one frame: stream it instead.
+      this.gather = null;
+      this.sendHead();
+      this.queue.push(body);
+    }
+    this.endPending = true;
+    this.flush();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
+    if (this.closed) return;
+    const code = (error as { code?: string }).code ?? '';
+    const unreachable = !this.headSent && this.status === 0 && /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|UND_ERR_SOCKET|UND_ERR_CONNECT/.test(`${code} ${error.message}`);
+    const message = `local server at localhost:${this.port}: ${error.message}`;
+    this.host.send(encode([FrameType.RESET, this.id, unreachable ? ResetCode.LOCAL_UNREACHABLE : ResetCode.LOCAL_ERROR, message]));
+    this.complete(message);
+  }
+
+  // ---- response body within credit ------------------------------------------------------------------
+
+  private sendHead(): void {
+    this.headSent = true;
+    this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.responseHeaders, null, false]));
+  }
+
+  private takeCredit(size: number): boolean {
+    const connection = this.host.connectionSend;
+    if (size > this.sendCredit.available || size > connection.available || size > this.host.settings.maxFrameBody) return false;
+    this.sendCredit.take(size);
+    connection.take(size);
+    return true;
+  }
+
+  private sendBody(chunk: Buffer): void {
+    this.queue.push(chunk);
+    this.flush();
+  }
+
+  /** Sends queued response bytes within credit; pauses undici while bytes wait. */
+  flush(): void {
+    if (this.closed) return;
+    const maxFrame = this.host.settings.maxFrameBody;
+    const connection = this.host.connectionSend;
+    while (this.queue.length > 0) {
+      const chunk = this.queue[0]!;
+      let size = chunk.byteLength > maxFrame ? maxFrame : chunk.byteLength;
+      if (size > this.sendCredit.available) size = this.sendCredit.available;
+      if (size > connection.available) size = connection.available;
+      if (size === 0) {
+        if (connection.available === 0) this.host.blocked.add(this);
+        if (this.controller !== null && !this.controller.paused) this.controller.pause();
+        return;
+      }
+      this.sendCredit.take(size);
+      connection.take(size);
+      const last = this.endPending && this.queue.length === 1 && size === chunk.byteLength;
+      this.host.send(encode([FrameType.DATA, this.id, size === chunk.byteLength ? chunk : chunk.subarray(0, size), last]));
+      if (size === chunk.byteLength) this.queue.shift();
+      else this.queue[0] = chunk.subarray(size);
+      if (last) {
+        this.complete(null);
+        return;
+      }
+    }
+    if (this.endPending) {
+      this.host.send(encode([FrameType.DATA, this.id, null, true]));
+      this.complete(null);
+      return;
+    }
+    if (this.controller !== null && this.controller.paused) this.controller.resume();
+  }
+
+  onWindow(credit: number): void {
+    this.sendCredit.grant(credit);
+    this.flush();
+  }
+
+  /** RESET from the edge: the public client left or the edge gave up. */
+  onReset(): void {
+    if (this.closed) return;
+    this.complete('cancelled by the edge');
+    this.controller?.abort(new Error('cancelled by the edge'));
+    this.body?.destroy();
+  }
+
+  /** The tunnel dropped. */
+  tunnelClosed(): void {
+    this.onReset();
+  }
+
+  private complete(error: string | null): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.closed = true;
+    this.host.endStream(this);
+    if (this.body !== null && !this.body.readableEnded) this.body.destroy();
+    const requestRecorder = this.requestRecorder;
+    const responseRecorder = this.responseRecorder;
+    const exchange: Exchange = {
+      id: this.request.requestId,
+      method: this.request.method,
+      path: this.request.path,
+      port: this.port,
+      requestHeaders: this.request.headers,
+      requestBody: requestRecorder === null ? null : requestRecorder.bytes(),
+      requestBodySize: requestRecorder === null ? this.pushed : requestRecorder.size,
+      requestTruncated: requestRecorder === null ? false : requestRecorder.truncated,
+      status: this.status,
+      responseHeaders: this.responseHeaders,
+      responseBody: responseRecorder === null ? null : responseRecorder.bytes(),
+      responseBodySize: responseRecorder === null ? 0 : responseRecorder.size,
+      responseTruncated: responseRecorder === null ? false : responseRecorder.truncated,
+      startedAt: this.startedAt,
+      latencyMs: performance.now() - this.startedHr,
+      error,
+      replayOf: this.request.replayOf,
+    };
+    this.host.record(exchange);
+  }
+}
+
+function withoutNotForwarded(headers: string[]): string[] {
+  let found = false;
+  for (let i = 0; i < headers.length; i += 2) if (NOT_FORWARDED.has(headers[i]!)) found = true;
+  if (!found) return headers;
+  const kept: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    if (!NOT_FORWARDED.has(headers[i]!)) kept.push(headers[i]!, headers[i + 1]!);
+  }
+  return kept;
+}

@@ -1,0 +1,32 @@
+/**
+ * What a client stream needs from its tunnel: the settings the edge announced, the routes and local
+ * pools, a way to send frames, and the connection's credit.
+ */
+import type { Dispatcher } from 'undici';
+import type { Settings } from '../protocol/constants.js';
+import type { SendCredit } from '../protocol/flow.js';
+import type { Exchange } from './exchange.js';
+import type { RouteTable } from './routes.js';
+
+export interface FlushableStream {
+  readonly id: number;
+  closed: boolean;
+  flush(): void;
+}
+
+export interface StreamHost {
+  readonly settings: Settings;
+  readonly routes: RouteTable;
+  /** Bytes of each body recorded for the inspector; 0 when nobody records. */
+  readonly recordLimit: number;
+  readonly connectionSend: SendCredit;
+  /** Streams waiting for connection credit. */
+  readonly blocked: Set<FlushableStream>;
+  pool(port: number): Dispatcher;
+  send(frame: Buffer): void;
+  /** Body bytes that left the client's hands: return connection credit to the edge. */
+  consumedConnection(bytes: number): void;
+  endStream(stream: FlushableStream): void;
+  record(exchange: Exchange): void;
+  protocolError(message: string): void;
+}

@@ -1,0 +1,141 @@
+/**
+ * WebSocket passthrough on the client: WS_OPEN becomes a WebSocket to the local port (same path,
+ * subprotocols and headers such as Origin and Cookie); its answer goes back as WS_RESPONSE, then
+ * messages flow both ways within credit and close codes are kept. Dev servers' hot reload works.
+ */
+import WebSocket from 'ws';
+import { encode, type Frame } from '../protocol/codec.js';
+import { FrameType, ResetCode } from '../protocol/constants.js';
+import { dropHopByHop } from '../protocol/headers.js';
+import { MessageRelay } from '../protocol/ws-relay.js';
+import type { StreamHost } from './stream-host.js';
+
+/** Headers the local WebSocket handshake makes itself. */
+const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol', 'host']);
+
+export const MAX_WS_MESSAGE = 4 * 1024 * 1024;
+
+export class ClientWsStream {
+  readonly kind = 'passthrough';
+  closed = false;
+  readonly port: number;
+  private socket: WebSocket | null = null;
+  private readonly relay: MessageRelay;
+  private readonly send = (frame: Buffer): void => this.host.send(frame);
+
+  constructor(
+    readonly id: number,
+    private readonly host: StreamHost,
+    private readonly path: string,
+    private readonly headers: string[],
+  ) {
+    this.port = host.routes.portFor(path);
+    this.relay = new MessageRelay(id, host.settings, MAX_WS_MESSAGE, MAX_WS_MESSAGE);
+  }
+
+  start(): void {
+    const headers: Record<string, string> = {};
+    let protocols: string[] = [];
+    const list = dropHopByHop(this.headers);
+    for (let i = 0; i < list.length; i += 2) {
+      const name = list[i]!;
+      const value = list[i + 1]!;
+      if (name === 'sec-websocket-protocol') protocols = value.split(',').map((p) => p.trim()).filter((p) => p.length > 0);
+      else if (!HANDSHAKE_HEADERS.has(name)) headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+    }
+    const socket = new WebSocket(`ws://localhost:${this.port}${this.path}`, protocols, {
+      headers,
+      perMessageDeflate: false,
+      maxPayload: MAX_WS_MESSAGE,
+      handshakeTimeout: 30_000,
+    });
+    this.socket = socket;
+    socket.on('open', () => {
+      if (this.closed) return;
+      this.host.send(encode([FrameType.WS_RESPONSE, this.id, 101, socket.protocol, []]));
+    });
+    socket.on('unexpected-response', (_request, response) => {
+      const flat: string[] = [];
+      for (let i = 0; i + 1 < response.rawHeaders.length; i += 2) flat.push(response.rawHeaders[i]!.toLowerCase(), response.rawHeaders[i + 1]!);
+      this.host.send(encode([FrameType.WS_RESPONSE, this.id, response.statusCode ?? 502, '', dropHopByHop(flat)]));
+      response.resume();
+      this.finish();
+      socket.terminate();
+    });
+    socket.on('message', (data: Buffer, isBinary: boolean) => {
+      if (this.closed) return;
+      if (!this.relay.push(data, isBinary, this.host.connectionSend, this.send)) {
+        socket.close(1008, 'the tunnel cannot keep up');
+        return;
+      }
+      if (this.relay.waiting > 0 && this.host.connectionSend.available === 0) this.host.blocked.add(this);
+    });
+    socket.on('close', (code: number, reason: Buffer) => {
+      if (this.closed) return;
+      this.host.send(encode([FrameType.WS_CLOSE, this.id, code === 1006 ? 1005 : code, reason.toString('utf8')]));
+      this.finish();
+    });
+    socket.on('error', (error: Error) => {
+      if (this.closed) return;
+      if (socket.readyState === WebSocket.CONNECTING || socket.readyState === WebSocket.CLOSED) {
+        this.host.send(encode([FrameType.RESET, this.id, ResetCode.LOCAL_UNREACHABLE, `local WebSocket at localhost:${this.port}: ${error.message}`]));
+        this.finish();
+      }
+    });
+  }
+
+  onFrame(frame: Frame): void {
+    if (frame[0] === FrameType.WS_MESSAGE) {
+      const data = frame[2];
+      if (!this.relay.receiveWindow.receive(data.byteLength)) {
+        this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
+        return;
+      }
+      const message = this.relay.receive(data, frame[3], frame[4]);
+      if (message === null || this.socket === null || this.socket.readyState !== WebSocket.OPEN) {
+        this.returnCredit(data.byteLength);
+        return;
+      }
+      const size = message.data.byteLength;
+      this.socket.send(message.data, { binary: message.binary }, () => this.returnCredit(size));
+    } else if (frame[0] === FrameType.WS_CLOSE) {
+      this.finish();
+      const code = frame[2];
+      const valid = code >= 1000 && code <= 4999 && code !== 1004 && code !== 1005 && code !== 1006 && code !== 1015;
+      this.socket?.close(valid ? code : 1000, frame[3].slice(0, 120));
+    }
+  }
+
+  private returnCredit(bytes: number): void {
+    if (!this.closed) {
+      const grant = this.relay.receiveWindow.consume(bytes);
+      if (grant > 0) this.host.send(encode([FrameType.WINDOW, this.id, grant]));
+    }
+    this.host.consumedConnection(bytes);
+  }
+
+  onWindow(credit: number): void {
+    this.relay.sendCredit.grant(credit);
+    this.flush();
+  }
+
+  flush(): void {
+    if (!this.closed) this.relay.flush(this.host.connectionSend, this.send);
+  }
+
+  onReset(): void {
+    this.finish();
+    this.socket?.terminate();
+  }
+
+  tunnelClosed(): void {
+    this.finish();
+    this.socket?.close(1001, 'tunnel closed');
+  }
+
+  private finish(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.host.endStream(this);
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * Keeps the first `limit` bytes of a body for its capture; the traffic itself is never cut.
+ */
+export class CaptureBuffer {
+  private chunks: Buffer[] = [];
+  private kept = 0;
+  /** Every byte seen, kept or not. */
+  size = 0;
+
+  constructor(private readonly limit: number) {}
+
+  add(chunk: Uint8Array): void {
+    this.size += chunk.byteLength;
+    const room = this.limit - this.kept;
+    if (room <= 0 || chunk.byteLength === 0) return;
+    const take = chunk.byteLength <= room ? chunk.byteLength : room;
+    // A copy: the chunk is a view of a buffer uWebSockets.js reuses once the callback returns.
+    this.chunks.push(Buffer.copyBytesFrom(chunk, 0, take));
+    this.kept += take;
+  }
+
+  get truncated(): boolean {
+    return this.size > this.kept;
+  }
+
+  bytes(): Buffer | null {
+    if (this.kept === 0) return null;
+    if (this.chunks.length === 1) return this.chunks[0]!;
+    const whole = Buffer.concat(this.chunks, this.kept);
+    this.chunks = [whole];
+    return whole;
+  }
+}

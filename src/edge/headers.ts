@@ -1,0 +1,149 @@
+/**
+ * Header rules at the edge (DESIGN.md section 4): hop-by-hop headers, and those named in Connection,
+ * never cross the tunnel in either direction; X-Forwarded-For/-Proto/-Host are the edge's own.
+ *
+ * Headers travel as flat arrays [name, value, ...] with lower-case names. The uWS request is read
+ * through one module-level collector, so a request costs no closure (uWS requests are synchronous).
+ */
+import { HOP_BY_HOP, connectionNamed, removeNamed } from '../protocol/headers.js';
+import type { HttpRequest } from '../uws.js';
+
+export interface PublicRequestHead {
+  headers: string[];
+  host: string;
+  /** -1 when the request has no Content-Length. */
+  contentLength: number;
+  chunked: boolean;
+  /** Values needed for WebSocket upgrades. */
+  upgrade: string;
+  secWebSocketKey: string;
+  secWebSocketProtocol: string;
+  secWebSocketExtensions: string;
+}
+
+const collector = {
+  headers: [] as string[],
+  host: '',
+  contentLength: -1,
+  chunked: false,
+  connection: '',
+  forwardedFor: '',
+  upgrade: '',
+  secWebSocketKey: '',
+  secWebSocketProtocol: '',
+  secWebSocketExtensions: '',
+  add(name: string, value: string): void {
+    switch (name) {
+      case 'host':
+        collector.host = value;
+        collector.headers.push(name, value);
+        return;
+      case 'content-length':
+        collector.contentLength = /^[0-9]{1,15}$/.test(value) ? Number(value) : -2;
+        collector.headers.push(name, value);
+        return;
+      case 'transfer-encoding':
+        collector.chunked = true;
+        return;
+      case 'connection':
+        collector.connection = collector.connection === '' ? value : `${collector.connection},${value}`;
+        return;
+      case 'x-forwarded-for':
+        collector.forwardedFor = collector.forwardedFor === '' ? value : `${collector.forwardedFor}, ${value}`;
+        return;
+      case 'x-forwarded-proto':
+      case 'x-forwarded-host':
+        return;
+      case 'upgrade':
+        collector.upgrade = value;
+        return;
+      case 'sec-websocket-key':
+        collector.secWebSocketKey = value;
+        break;
+      case 'sec-websocket-protocol':
+        collector.secWebSocketProtocol = value;
+        break;
+      case 'sec-websocket-extensions':
+        collector.secWebSocketExtensions = value;
+        break;
+      default:
+        if (HOP_BY_HOP.has(name)) return;
+    }
+    collector.headers.push(name, value);
+  },
+};
+
+/**
+ * Copies a public request's headers for the tunnel: hop-by-hop and Connection-named headers dropped,
+ * X-Forwarded-For extended with the client address, X-Forwarded-Proto and -Host set by the edge.
+ * A Content-Length that is not a plain number is reported as -2 (the caller refuses the request).
+ */
+export function readPublicRequestHead(req: HttpRequest, clientAddress: string, proto: string): PublicRequestHead {
+  collector.headers = [];
+  collector.host = '';
+  collector.contentLength = -1;
+  collector.chunked = false;
+  collector.connection = '';
+  collector.forwardedFor = '';
+  collector.upgrade = '';
+  collector.secWebSocketKey = '';
+  collector.secWebSocketProtocol = '';
+  collector.secWebSocketExtensions = '';
+  req.forEach(collector.add);
+  const headers = collector.headers;
+  if (collector.connection !== '') {
+    const named = connectionNamed(collector.connection);
+    if (named.length > 0) removeNamed(headers, named);
+  }
+  headers.push(
+    'x-forwarded-for',
+    collector.forwardedFor === '' ? clientAddress : `${collector.forwardedFor}, ${clientAddress}`,
+    'x-forwarded-proto',
+    proto,
+    'x-forwarded-host',
+    collector.host,
+  );
+  return {
+    headers,
+    host: collector.host,
+    contentLength: collector.contentLength,
+    chunked: collector.chunked,
+    upgrade: collector.upgrade,
+    secWebSocketKey: collector.secWebSocketKey,
+    secWebSocketProtocol: collector.secWebSocketProtocol,
+    secWebSocketExtensions: collector.secWebSocketExtensions,
+  };
+}
+
+/**
+ * Response headers from the tunnel, cleaned for the public client: hop-by-hop and Connection-named
+ * headers dropped, as are Content-Length and Date, which uWebSockets.js writes itself.
+ * Returns the declared Content-Length (-1 when absent).
+ */
+export function cleanResponseHeaders(headers: string[]): { headers: string[]; contentLength: number } {
+  let contentLength = -1;
+  let connection = '';
+  let clean = true;
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i]!;
+    if (name === 'content-length') {
+      const value = headers[i + 1]!;
+      contentLength = /^[0-9]{1,15}$/.test(value) ? Number(value) : -1;
+      clean = false;
+    } else if (name === 'connection') {
+      connection = headers[i + 1]!;
+      clean = false;
+    } else if (name === 'date' || HOP_BY_HOP.has(name)) {
+      clean = false;
+    }
+  }
+  if (clean) return { headers, contentLength };
+  const named = connection === '' ? [] : connectionNamed(connection);
+  const kept: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = headers[i]!;
+    if (name === 'content-length' || name === 'date' || HOP_BY_HOP.has(name) || named.includes(name)) continue;
+    kept.push(name, headers[i + 1]!);
+  }
+  return { headers: kept, contentLength };
+}

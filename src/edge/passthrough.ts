@@ -1,0 +1,210 @@
+/**
+ * WebSocket passthrough on the edge: a public WebSocket upgrade on a tunnel's subdomain becomes a
+ * stream; the upgrade completes only when the local server accepted it (WS_RESPONSE 101), and then
+ * messages flow both ways as WS_MESSAGE frames within credit, and close codes are kept.
+ *
+ * uWS cannot pause reading a WebSocket, so messages from a public socket that outruns the tunnel wait
+ * in a bounded queue; past it the public socket is closed (1008), never the edge's memory.
+ */
+import { ERROR_CODES } from '../errors.js';
+import { encode, ProtocolError, type Frame } from '../protocol/codec.js';
+import { FrameType, ResetCode } from '../protocol/constants.js';
+import { MessageRelay } from '../protocol/ws-relay.js';
+import type { HttpResponse, us_socket_context_t, WebSocket } from '../uws.js';
+import { cleanResponseHeaders } from './headers.js';
+import type { RequestHead } from './http-stream.js';
+import { errorJson, statusLine } from './responses.js';
+import type { SocketData, TunnelSession } from './session.js';
+
+export interface UpgradeKeys {
+  key: string;
+  protocol: string;
+  extensions: string;
+}
+
+const NORMAL_CLOSURE = 1000;
+const NO_STATUS = 1005;
+const ABNORMAL = 1006;
+const POLICY_VIOLATION = 1008;
+const INTERNAL_ERROR = 1011;
+
+export class PassthroughStream {
+  readonly kind = 'passthrough';
+  closed = false;
+  readonly requestId: string;
+  readonly relay: MessageRelay;
+  private res: HttpResponse | null;
+  private ws: WebSocket<SocketData> | null = null;
+  /** Bytes sent to the public socket under backpressure: their credit returns on drain. */
+  private unacknowledged = 0;
+  private readonly send = (frame: Buffer): void => this.session.send(frame);
+
+  constructor(
+    readonly id: number,
+    readonly session: TunnelSession,
+    readonly head: RequestHead,
+    res: HttpResponse,
+    private readonly context: us_socket_context_t,
+    private readonly keys: UpgradeKeys,
+    maxBuffered: number,
+  ) {
+    this.res = res;
+    this.requestId = session.ring.next().id;
+    const settings = session.deps.settings;
+    this.relay = new MessageRelay(id, settings, maxBuffered, maxBuffered);
+  }
+
+  start(): void {
+    this.session.send(
+      encode([FrameType.WS_OPEN, this.id, this.requestId, this.head.path, this.head.headers, this.head.clientAddress]),
+    );
+  }
+
+  /** The public client left while the upgrade was pending. */
+  upgradeAborted(): void {
+    this.res = null;
+    if (this.closed) return;
+    this.session.send(encode([FrameType.RESET, this.id, ResetCode.CANCEL, 'the public client went away']));
+    this.session.endStream(this);
+  }
+
+  onFrame(frame: Frame): void {
+    switch (frame[0]) {
+      case FrameType.WS_RESPONSE:
+        this.onAnswer(frame[2], frame[3], frame[4]);
+        return;
+      case FrameType.WS_MESSAGE: {
+        if (this.ws === null) throw new ProtocolError(`WS_MESSAGE before the upgrade on stream ${this.id}`);
+        const data = frame[2];
+        if (!this.relay.receiveWindow.receive(data.byteLength)) throw new ProtocolError(`the client exceeded the window of stream ${this.id}`);
+        if (this.closed) {
+          this.session.consumedConnection(data.byteLength);
+          return;
+        }
+        const message = this.relay.receive(data, frame[3], frame[4]);
+        if (message === null) {
+          this.returnCredit(data.byteLength);
+          return;
+        }
+        const status = this.ws.send(message.data, message.binary, false);
+        // 0: buffered under backpressure; credit waits for drain. 1: sent.
+        if (status === 1) this.returnCredit(message.data.byteLength);
+        else this.unacknowledged += message.data.byteLength;
+        return;
+      }
+      case FrameType.WS_CLOSE:
+        this.closePublic(frame[2], frame[3]);
+        return;
+      default:
+        throw new ProtocolError(`frame type ${frame[0]} on WebSocket stream ${this.id}`);
+    }
+  }
+
+  private returnCredit(bytes: number): void {
+    const grant = this.relay.receiveWindow.consume(bytes);
+    if (grant > 0) this.session.send(encode([FrameType.WINDOW, this.id, grant]));
+    this.session.consumedConnection(bytes);
+  }
+
+  onWindow(credit: number): void {
+    this.relay.sendCredit.grant(credit);
+    this.relay.flush(this.session.connectionSend, this.send);
+  }
+
+  /** More connection credit arrived. */
+  drain(): void {
+    if (this.ws !== null) this.relay.flush(this.session.connectionSend, this.send);
+  }
+
+  private onAnswer(status: number, protocol: string, headers: string[]): void {
+    const res = this.res;
+    if (res === null) return;
+    this.res = null;
+    if (status === 101) {
+      res.cork(() => {
+        res.upgrade<SocketData>({ session: null, passthrough: this }, this.keys.key, protocol, '', this.context);
+      });
+      return;
+    }
+    // The local server refused the upgrade: its status and headers go to the public client.
+    this.session.endStream(this);
+    const cleaned = cleanResponseHeaders(headers).headers;
+    res.cork(() => {
+      res.writeStatus(statusLine(status));
+      for (let i = 0; i < cleaned.length; i += 2) res.writeHeader(cleaned[i]!, cleaned[i + 1]!);
+      res.end();
+    });
+  }
+
+  onReset(code: number, message: string): void {
+    if (this.res !== null) {
+      const res = this.res;
+      this.res = null;
+      const errorCode = code === ResetCode.LOCAL_UNREACHABLE || code === ResetCode.LOCAL_ERROR ? 'LOCAL_UNREACHABLE' : 'TUNNEL_CLOSED';
+      res.cork(() => {
+        res
+          .writeStatus(statusLine(ERROR_CODES[errorCode].status))
+          .writeHeader('content-type', 'application/json')
+          .writeHeader('burrow-error', errorCode)
+          .end(errorJson(errorCode, message === '' ? ERROR_CODES[errorCode].message : message));
+      });
+      this.session.endStream(this);
+      return;
+    }
+    this.closePublic(INTERNAL_ERROR, message);
+  }
+
+  /** The tunnel dropped. */
+  tunnelClosed(): void {
+    if (this.res !== null) this.onReset(ResetCode.CANCEL, ERROR_CODES.TUNNEL_CLOSED.message);
+    else this.closePublic(INTERNAL_ERROR, 'tunnel closed');
+  }
+
+  // ---- the public WebSocket ---------------------------------------------------------------------
+
+  onPublicOpen(ws: WebSocket<SocketData>): void {
+    this.ws = ws;
+    if (this.closed) ws.end(INTERNAL_ERROR, 'tunnel closed');
+  }
+
+  onPublicMessage(message: ArrayBuffer, isBinary: boolean): void {
+    if (this.closed) return;
+    // A copy: uWS reuses the message's memory once this callback returns.
+    const data = Buffer.copyBytesFrom(new Uint8Array(message));
+    if (!this.relay.push(data, isBinary, this.session.connectionSend, this.send)) {
+      this.closePublic(POLICY_VIOLATION, 'the tunnel cannot keep up with this WebSocket');
+      this.session.send(encode([FrameType.WS_CLOSE, this.id, POLICY_VIOLATION, 'the tunnel cannot keep up']));
+      return;
+    }
+    if (this.relay.waiting > 0 && this.session.connectionSend.available === 0) this.session.blocked.add(this);
+  }
+
+  onPublicDrain(): void {
+    if (this.unacknowledged > 0 && this.ws !== null && this.ws.getBufferedAmount() === 0) {
+      const bytes = this.unacknowledged;
+      this.unacknowledged = 0;
+      this.returnCredit(bytes);
+    }
+  }
+
+  onPublicClose(code: number, message: ArrayBuffer): void {
+    this.ws = null;
+    if (this.closed) return;
+    const reason = Buffer.from(message).toString('utf8');
+    this.session.send(encode([FrameType.WS_CLOSE, this.id, code === ABNORMAL ? NO_STATUS : code, reason]));
+    this.session.endStream(this);
+  }
+
+  private closePublic(code: number, reason: string): void {
+    this.session.endStream(this);
+    const ws = this.ws;
+    if (ws === null) return;
+    this.ws = null;
+    try {
+      if (code === NO_STATUS || code === ABNORMAL || code < 1000) ws.end(NORMAL_CLOSURE, reason);
+      else ws.end(code, reason);
+    } catch {
+      // The socket closed meanwhile.
+    }
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * Status lines and error bodies, built once and reused: they are written on every response.
+ */
+import { STATUS_CODES } from 'node:http';
+import { defaultErrorJson, ERROR_CODES, type ErrorCode } from '../errors.js';
+import type { HttpResponse } from '../uws.js';
+
+const STATUS_LINES: string[] = [];
+for (let code = 100; code <= 999; code++) STATUS_LINES[code] = `${code} ${STATUS_CODES[code] ?? 'Status'}`;
+
+export function statusLine(status: number): string {
+  return STATUS_LINES[status] ?? `${status} Status`;
+}
+
+export function errorJson(code: ErrorCode, message: string): string {
+  return message === ERROR_CODES[code].message ? defaultErrorJson(code) : JSON.stringify({ error: { code, message } });
+}
+
+/**
+ * Answers an edge error on the public side at once (inside the request handler, so already corked).
+ * `burrow-error` tells users the edge answered, not their app.
+ */
+export function writePublicError(
+  res: HttpResponse,
+  code: ErrorCode,
+  message: string = ERROR_CODES[code].message,
+  closeConnection = false,
+  extraHeaders: readonly [string, string][] = [],
+): void {
+  res.writeStatus(statusLine(ERROR_CODES[code].status));
+  for (const [name, value] of extraHeaders) res.writeHeader(name, value);
+  res.writeHeader('content-type', 'application/json').writeHeader('burrow-error', code).end(errorJson(code, message), closeConnection);
+}

@@ -1,0 +1,479 @@
+/**
+ * The edge: one uWebSockets.js app on one port (DESIGN.md section 1). Host dispatch sends API hosts to
+ * the /api/v1 router and tunnel hosts to their session; WebSocket upgrades are either a tunnel client
+ * connecting (/api/v1/connect on the API host) or a public WebSocket passed through to a tunnel.
+ */
+import { BurrowError } from '../errors.js';
+import { Api, errorResponse } from '../api/api.js';
+import type { ApiRequest, ApiResponse } from '../api/types.js';
+import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
+import { CaptureStore } from '../store/captures.js';
+import { Store, type StoreOptions } from '../store/store.js';
+import { UsageMeter } from '../store/usage.js';
+import { listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
+import { readPublicRequestHead } from './headers.js';
+import { HostDispatch } from './host.js';
+import { PassthroughStream } from './passthrough.js';
+import { TunnelRegistry } from './registry.js';
+import { statusLine, writePublicError } from './responses.js';
+import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
+
+export const VERSION = '0.1.0';
+
+export interface EdgeOptions {
+  dataDir: string;
+  /** Address to bind; 127.0.0.1 by default. */
+  host?: string;
+  /** Port to bind; 0 picks a free one. */
+  port?: number;
+  /** The API answers on <domain> and api.<domain>, tunnels on <sub>.<domain>. */
+  domain?: string;
+  /** API requests per minute per token (spec section 8). */
+  rateLimit?: number;
+  rateWindowMs?: number;
+  /** Failed authentications per window per client address. */
+  authFailureLimit?: number;
+  /** The edge's own timeout for a local response (504 LOCAL_TIMEOUT). */
+  requestTimeoutMs?: number;
+  /** Largest public request body (413 beyond). */
+  maxRequestBody?: number;
+  /** Largest API request body (413 beyond). */
+  apiBodyLimit?: number;
+  /** How long a dropped tunnel's subdomain stays its owner's. */
+  graceMs?: number;
+  capture?: boolean;
+  captureBodyLimit?: number;
+  /** Largest WebSocket message on the edge (passthrough messages, tunnel frames). */
+  maxWebSocketMessage?: number;
+  settings?: Partial<Settings>;
+  plans?: StoreOptions['plans'];
+  /** How public URLs are printed: scheme and port (the edge's own port by default). */
+  publicScheme?: 'http' | 'https';
+  publicPort?: number;
+  region?: string;
+  /** How often expired captures are swept. */
+  captureSweepMs?: number;
+  log?: (line: string) => void;
+}
+
+const TICK_MS = 250;
+const RETRY_SOON: [string, string][] = [['retry-after', '1']];
+
+export class Edge {
+  readonly store: Store;
+  readonly captures: CaptureStore;
+  readonly usage: UsageMeter;
+  readonly registry: TunnelRegistry;
+  readonly api: Api;
+  readonly domain: string;
+  readonly settings: Settings;
+  private readonly app: TemplatedApp;
+  private readonly hosts: HostDispatch;
+  private readonly deps: SessionDeps;
+  private listenSocket: us_listen_socket | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private apiInFlight = 0;
+  private closing: Promise<void> | null = null;
+  private ticks = 0;
+  port = 0;
+
+  private readonly maxRequestBody: number;
+  private readonly apiBodyLimit: number;
+  private readonly publicScheme: string;
+  private readonly log: (line: string) => void;
+
+  private constructor(private readonly options: EdgeOptions) {
+    this.domain = (options.domain ?? 'localhost').toLowerCase();
+    this.hosts = new HostDispatch(this.domain);
+    this.log = options.log ?? ((line) => process.stderr.write(`${line}\n`));
+    this.settings = { ...DEFAULT_SETTINGS, ...options.settings };
+    this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
+    this.apiBodyLimit = options.apiBodyLimit ?? 64 * 1024;
+    this.publicScheme = options.publicScheme ?? 'http';
+    this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
+    this.captures = new CaptureStore(this.store.root);
+    this.usage = new UsageMeter(this.store.root);
+    this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
+    this.api = new Api({
+      store: this.store,
+      captures: this.captures,
+      usage: this.usage,
+      tunnels: this.registry,
+      instance: { build: VERSION, region: options.region ?? 'local' },
+      ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
+      ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
+      ...(options.authFailureLimit === undefined ? {} : { authFailureLimit: options.authFailureLimit }),
+    });
+    this.deps = {
+      settings: this.settings,
+      captures: this.captures,
+      usage: this.usage,
+      capture: { enabled: options.capture ?? true, bodyLimit: options.captureBodyLimit ?? 1024 * 1024 },
+      requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
+      registry: this.registry,
+      log: this.log,
+    };
+    this.app = uws.App();
+    this.routes();
+  }
+
+  /** Opens the store, binds the port and starts the coarse timer. */
+  static async start(options: EdgeOptions): Promise<Edge> {
+    const edge = new Edge(options);
+    await edge.listen(options.host ?? '127.0.0.1', options.port ?? 8080);
+    return edge;
+  }
+
+  /** The API's base URL as users see it. */
+  get url(): string {
+    return `${this.publicScheme}://${this.domain}${this.portSuffix()}`;
+  }
+
+  publicUrl(subdomain: string): string {
+    return `${this.publicScheme}://${subdomain}.${this.domain}${this.portSuffix()}`;
+  }
+
+  private portSuffix(): string {
+    const port = this.options.publicPort ?? this.port;
+    if ((this.publicScheme === 'http' && port === 80) || (this.publicScheme === 'https' && port === 443)) return '';
+    return `:${port}`;
+  }
+
+  private listen(host: string, port: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.app.listen(host, port, (socket) => {
+        if (socket === false) {
+          void this.store.close();
+          reject(new Error(`cannot listen on ${host}:${port} (in use, or not an address of this machine)`));
+          return;
+        }
+        this.listenSocket = socket;
+        this.port = listenPort(socket);
+        this.timer = setInterval(() => this.tick(), TICK_MS);
+        this.timer.unref();
+        resolve();
+      });
+    });
+  }
+
+  /** One coarse timer for the whole edge: deadlines, holds, rate-limit windows, usage, retention. */
+  private tick(): void {
+    const now = Date.now();
+    for (const session of this.registry.sessions()) session.checkDeadlines(now);
+    this.ticks++;
+    if (this.ticks % 4 === 0) {
+      this.registry.sweep();
+      this.usage.flush().catch((error: Error) => this.log(`usage flush failed: ${error.message}`));
+    }
+    if (this.ticks % 240 === 0) this.api.sweep();
+    const sweepTicks = Math.max(1, Math.round((this.options.captureSweepMs ?? 600_000) / TICK_MS));
+    if (this.ticks % sweepTicks === 0) {
+      this.captures
+        .sweep((accountId) => {
+          const account = this.store.getAccount(accountId);
+          return account === undefined ? undefined : this.store.planLimits(account.plan).retentionMs;
+        })
+        .catch((error: Error) => this.log(`capture sweep failed: ${error.message}`));
+    }
+  }
+
+  // ---- routes -----------------------------------------------------------------------------------------
+
+  private routes(): void {
+    this.app.ws<SocketData>('/*', {
+      compression: uws.DISABLED,
+      maxPayloadLength: this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
+      // Far above the session's high-water mark: with credit in force, a send is never dropped.
+      maxBackpressure: 64 * 1024 * 1024,
+      closeOnBackpressureLimit: 0,
+      idleTimeout: 32,
+      sendPingsAutomatically: true,
+      upgrade: (res, req, context) => this.onUpgrade(res, req, context),
+      open: (ws) => {
+        const data = ws.getUserData();
+        if (data.session !== null) data.session.attach(ws);
+        else data.passthrough?.onPublicOpen(ws);
+      },
+      message: (ws, message, isBinary) => {
+        const data = ws.getUserData();
+        if (data.session !== null) data.session.onMessage(message, isBinary);
+        else data.passthrough?.onPublicMessage(message, isBinary);
+      },
+      drain: (ws) => {
+        const data = ws.getUserData();
+        if (data.session !== null) data.session.onDrain();
+        else data.passthrough?.onPublicDrain();
+      },
+      close: (ws, code, message) => {
+        const data = ws.getUserData();
+        if (data.session !== null) data.session.onClose(code);
+        else data.passthrough?.onPublicClose(code, message);
+      },
+    });
+    this.app.any('/*', (res, req) => {
+      const target = this.hosts.resolve(req.getHeader('host'));
+      if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
+      else if (target.kind === 'api') this.serveApi(res, req);
+      else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
+    });
+  }
+
+  // ---- the API ----------------------------------------------------------------------------------------
+
+  private serveApi(res: HttpResponse, req: HttpRequest): void {
+    const method = req.getCaseSensitiveMethod();
+    const apiRequest: ApiRequest = {
+      method,
+      path: req.getUrl(),
+      query: req.getQuery() ?? '',
+      headers: { authorization: req.getHeader('authorization'), 'content-type': req.getHeader('content-type') },
+      body: null,
+      clientAddress: remoteAddress(res),
+    };
+    const isHead = method === 'HEAD';
+    const lengthHeader = req.getHeader('content-length');
+    const chunked = req.getHeader('transfer-encoding') !== '';
+    const length = lengthHeader === '' ? 0 : Number(lengthHeader);
+    if (length > this.apiBodyLimit) {
+      writeApiResponse(res, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), isHead, true);
+      return;
+    }
+    const exchange = { aborted: false };
+    res.onAborted(() => {
+      exchange.aborted = true;
+    });
+    if (length === 0 && !chunked) {
+      this.dispatchApi(res, apiRequest, exchange, isHead);
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let received = 0;
+    res.onData((chunk, isLast) => {
+      if (received < 0) return;
+      received += chunk.byteLength;
+      if (received > this.apiBodyLimit) {
+        received = -1;
+        res.cork(() =>
+          writeApiResponse(res, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), isHead, true),
+        );
+        exchange.aborted = true;
+        return;
+      }
+      chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
+      if (isLast) {
+        apiRequest.body = Buffer.concat(chunks, received);
+        this.dispatchApi(res, apiRequest, exchange, isHead);
+      }
+    });
+  }
+
+  private dispatchApi(res: HttpResponse, request: ApiRequest, exchange: { aborted: boolean }, isHead: boolean): void {
+    this.apiInFlight++;
+    this.api.handle(request).then(
+      (response) => {
+        this.apiInFlight--;
+        if (!exchange.aborted) res.cork(() => writeApiResponse(res, response, isHead));
+      },
+      (error: unknown) => {
+        this.apiInFlight--;
+        this.log(`api: ${(error as Error).stack ?? error}`);
+        if (!exchange.aborted) res.cork(() => writeApiResponse(res, errorResponse(new BurrowError('INTERNAL_ERROR')), isHead));
+      },
+    );
+  }
+
+  // ---- public traffic ---------------------------------------------------------------------------------
+
+  private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
+    const session = this.registry.session(subdomain);
+    if (session === undefined) {
+      writePublicError(res, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
+      return;
+    }
+    if (!session.hasRoom()) {
+      writePublicError(res, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
+      return;
+    }
+    const clientAddress = remoteAddress(res);
+    const method = req.getCaseSensitiveMethod();
+    const url = req.getUrl();
+    const query = req.getQuery();
+    const head = readPublicRequestHead(req, clientAddress, this.publicScheme);
+    if (head.contentLength > this.maxRequestBody) {
+      writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true);
+      return;
+    }
+    const stream = session.openPublicHttp(
+      res,
+      { method, path: query ? `${url}?${query}` : url, headers: head.headers, clientAddress },
+      method === 'HEAD',
+    );
+    res.onAborted(() => stream.onAborted());
+    const length = head.contentLength;
+    if (length <= 0 && !head.chunked) {
+      stream.sendOpen(null, true);
+      return;
+    }
+    if (length > 0 && length <= this.settings.maxFrameBody) {
+      // The fast path: gather the body (usually one chunk, passed on without a copy) into one OPEN.
+      let gathered: Buffer | null = null;
+      let offset = 0;
+      res.onData((chunk, isLast) => {
+        if (gathered === null && isLast) {
+          stream.sendOpen(new Uint8Array(chunk), true);
+          return;
+        }
+        gathered ??= Buffer.allocUnsafe(length);
+        const bytes = new Uint8Array(chunk);
+        gathered.set(bytes.subarray(0, Math.min(bytes.byteLength, length - offset)), offset);
+        offset += bytes.byteLength;
+        if (isLast) stream.sendOpen(gathered.subarray(0, Math.min(offset, length)), true);
+      });
+      return;
+    }
+    stream.sendOpen(null, false);
+    let received = 0;
+    const limit = this.maxRequestBody;
+    res.onData((chunk, isLast) => {
+      if (stream.closed) return;
+      received += chunk.byteLength;
+      if (received > limit) {
+        stream.cancel('PAYLOAD_TOO_LARGE', `The request body is larger than ${limit} bytes.`);
+        return;
+      }
+      stream.sendBody(new Uint8Array(chunk), isLast);
+    });
+  }
+
+  // ---- WebSockets -------------------------------------------------------------------------------------
+
+  private onUpgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    const target = this.hosts.resolve(req.getHeader('host'));
+    if (target.kind === 'api' && req.getUrl() === CONNECT_PATH) this.connectTunnel(res, req, context);
+    else if (target.kind === 'tunnel') this.upgradePublic(res, req, context, target.subdomain);
+    else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', `No WebSocket endpoint at ${req.getUrl()}.`)), false);
+  }
+
+  /** A tunnel client connects: every check happens here, and a refusal is a plain HTTP error. */
+  private connectTunnel(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    const clientAddress = remoteAddress(res);
+    const authorization = req.getHeader('authorization');
+    const version = req.getHeader(PROTOCOL_HEADER);
+    const key = req.getHeader('sec-websocket-key');
+    const protocol = req.getHeader('sec-websocket-protocol');
+    const extensions = req.getHeader('sec-websocket-extensions');
+    const query = new URLSearchParams(req.getQuery() ?? '');
+    try {
+      const principal = this.api.authorize(authorization, clientAddress);
+      if (principal instanceof BurrowError) throw principal;
+      void this.store.touchToken(principal.token.idSegment);
+      if (version !== String(PROTOCOL_VERSION)) {
+        throw new BurrowError(
+          'INVALID_REQUEST',
+          `This edge speaks tunnel protocol ${PROTOCOL_VERSION} and the client sent ${version === '' ? 'none' : version}; update the client.`,
+        );
+      }
+      const portText = query.get('port') ?? '';
+      const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
+      if (port < 1 || port > 65535) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
+      const requested = query.get('subdomain');
+      const account = principal.account;
+      const limits = this.store.planLimits(account.plan);
+      const subdomain = this.registry.admit(account.id, limits.activeTunnels, requested === null || requested === '' ? null : requested.toLowerCase());
+      const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests);
+      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring);
+      res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
+      res.upgrade<SocketData>({ session, passthrough: null }, key, protocol, extensions, context);
+    } catch (error) {
+      const refusal = error instanceof BurrowError ? error : new BurrowError('INTERNAL_ERROR');
+      if (!(error instanceof BurrowError)) this.log(`connect: ${(error as Error).stack ?? error}`);
+      writeApiResponse(res, errorResponse(refusal), false);
+    }
+  }
+
+  private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
+    const session = this.registry.session(subdomain);
+    if (session === undefined) {
+      writePublicError(res, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
+      return;
+    }
+    if (!session.hasRoom()) {
+      writePublicError(res, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
+      return;
+    }
+    const clientAddress = remoteAddress(res);
+    const url = req.getUrl();
+    const query = req.getQuery();
+    const head = readPublicRequestHead(req, clientAddress, this.publicScheme);
+    const stream = new PassthroughStream(
+      session.newStreamId(),
+      session,
+      { method: 'GET', path: query ? `${url}?${query}` : url, headers: head.headers, clientAddress },
+      res,
+      context,
+      { key: head.secWebSocketKey, protocol: head.secWebSocketProtocol, extensions: head.secWebSocketExtensions },
+      this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
+    );
+    res.onAborted(() => stream.upgradeAborted());
+    session.registerPassthrough(stream);
+    stream.start();
+  }
+
+  // ---- lifecycle --------------------------------------------------------------------------------------
+
+  private openStreams(): number {
+    let count = 0;
+    for (const session of this.registry.sessions()) count += session.streams.size;
+    return count;
+  }
+
+  /**
+   * Graceful stop: no new connections, in-flight requests finish (up to `drainMs`), tunnels get
+   * GOAWAY SHUTDOWN (clients reconnect elsewhere or later), pending writes commit, LMDB closes.
+   */
+  close(drainMs = 10_000): Promise<void> {
+    this.closing ??= this.shutdown(drainMs);
+    return this.closing;
+  }
+
+  private async shutdown(drainMs: number): Promise<void> {
+    if (this.listenSocket !== null) {
+      uws.us_listen_socket_close(this.listenSocket);
+      this.listenSocket = null;
+    }
+    const deadline = Date.now() + drainMs;
+    while ((this.openStreams() > 0 || this.apiInFlight > 0) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    for (const session of [...this.registry.sessions()]) session.goAway(GoAwayCode.SHUTDOWN, 'the edge is shutting down');
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    // Streams cut by the GOAWAY still write their captures; give their batch a turn to queue.
+    await new Promise((resolve) => setImmediate(resolve));
+    await this.usage.flush();
+    await this.store.close();
+  }
+}
+
+function remoteAddress(res: HttpResponse): string {
+  const text = Buffer.from(res.getRemoteAddressAsText()).toString();
+  return text.startsWith('::ffff:') ? text.slice(7) : text;
+}
+
+/** Writes an API response (inside a cork). JSON, never cached; `closeConnection` after an unread body. */
+export function writeApiResponse(res: HttpResponse, response: ApiResponse, isHead: boolean, closeConnection = false): void {
+  res.writeStatus(statusLine(response.status));
+  if (response.headers !== undefined) {
+    for (const [name, value] of response.headers) res.writeHeader(name, value);
+  }
+  res.writeHeader('cache-control', 'no-store');
+  if (response.status === 204 || response.body === undefined) {
+    res.endWithoutBody(undefined, closeConnection);
+    return;
+  }
+  const body = JSON.stringify(response.body);
+  res.writeHeader('content-type', 'application/json; charset=utf-8');
+  if (isHead) res.endWithoutBody(Buffer.byteLength(body), closeConnection);
+  else res.end(body, closeConnection);
+}
+

@@ -1,0 +1,360 @@
+/**
+ * A tunnel session: one client WebSocket carrying many streams (DESIGN.md section 2).
+ *
+ * Frames from the client are decoded and dispatched by type; a frame that breaks the protocol ends
+ * this tunnel with GOAWAY and a reason, never the process. Frames to the client are batched: sends
+ * made during one event-loop turn go out corked together in the check phase right after it, and when
+ * the WebSocket's buffer passes a high-water mark they wait in a backlog for `drain`, so uWS never drops
+ * a message. The backlog is bounded because every body byte needs credit the client granted.
+ */
+import { BurrowError, type ErrorCode } from '../errors.js';
+import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
+import {
+  CLOSE_CODE_BASE,
+  FINAL_GOAWAY_CODES,
+  FrameType,
+  GoAwayCode,
+  type GoAwayCodeValue,
+  type Settings,
+} from '../protocol/constants.js';
+import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
+import type { CaptureRecord, CaptureStore, RingHandle } from '../store/captures.js';
+import type { UsageMeter } from '../store/usage.js';
+import type { ReplayOverrides, TunnelInfo } from '../api/types.js';
+import type { HttpResponse, WebSocket } from '../uws.js';
+import type { EdgeHttpStream, RequestHead } from './http-stream.js';
+import type { PassthroughStream } from './passthrough.js';
+import { PublicHttpStream } from './public-stream.js';
+import type { TunnelRegistry } from './registry.js';
+import { ReplayHttpStream } from './replay-stream.js';
+
+export interface SessionDeps {
+  settings: Settings;
+  captures: CaptureStore;
+  usage: UsageMeter;
+  capture: { enabled: boolean; bodyLimit: number };
+  requestTimeoutMs: number;
+  registry: TunnelRegistry;
+  log(message: string): void;
+}
+
+/** What uWS keeps on each WebSocket: a tunnel session or a public passthrough socket. */
+export interface SocketData {
+  session: TunnelSession | null;
+  passthrough: PassthroughStream | null;
+}
+
+/** Above this many buffered bytes in uWS, frames wait in the session's backlog for `drain`. */
+export const HIGH_WATER_MARK = 1024 * 1024;
+
+type Stream = EdgeHttpStream | PassthroughStream;
+
+export class TunnelSession {
+  ws: WebSocket<SocketData> | null = null;
+  readonly streams = new Map<number, Stream>();
+  /** Streams whose outgoing bytes wait for connection credit. */
+  readonly blocked = new Set<Stream>();
+  readonly connectionSend: SendCredit;
+  private readonly connectionReceive: ReceiveWindow;
+  private nextStreamId = 1;
+  /** Stream ids wrapped around once: "never opened" can no longer be told from "already ended". */
+  private wrapped = false;
+  private outbox: Buffer[] = [];
+  private backlog: Buffer[] = [];
+  private flushScheduled = false;
+  private readonly flushNow = (): void => this.flush();
+  closed = false;
+  /** Set when the session ends for good (client quit, closed by the API): the name is not held. */
+  private final = false;
+  readonly startedAt = Date.now();
+
+  constructor(
+    readonly deps: SessionDeps,
+    readonly subdomain: string,
+    readonly accountId: string,
+    readonly tokenId: string,
+    readonly port: number,
+    readonly publicUrl: string,
+    readonly ring: RingHandle,
+  ) {
+    this.connectionSend = new SendCredit(deps.settings.connectionWindow);
+    this.connectionReceive = new ReceiveWindow(deps.settings.connectionWindow);
+  }
+
+  info(): TunnelInfo {
+    return {
+      subdomain: this.subdomain,
+      accountId: this.accountId,
+      tokenId: this.tokenId,
+      port: this.port,
+      startedAt: this.startedAt,
+      publicUrl: this.publicUrl,
+    };
+  }
+
+  /** The WebSocket opened: register and tell the client it is live. */
+  attach(ws: WebSocket<SocketData>): void {
+    this.ws = ws;
+    this.deps.registry.add(this);
+    this.send(encode([FrameType.READY, 0, this.subdomain, this.publicUrl, this.deps.settings]));
+  }
+
+  // ---- sending ----------------------------------------------------------------------------------------
+
+  send(frame: Buffer): void {
+    if (this.closed) return;
+    this.outbox.push(frame);
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(this.flushNow);
+    }
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const ws = this.ws;
+    if (ws === null || this.closed) return;
+    if (this.backlog.length > 0) {
+      for (const frame of this.outbox) this.backlog.push(frame);
+      this.outbox = [];
+      return;
+    }
+    const frames = this.outbox;
+    this.outbox = [];
+    ws.cork(() => this.sendAll(ws, frames, 0));
+  }
+
+  private sendAll(ws: WebSocket<SocketData>, frames: Buffer[], from: number): void {
+    for (let i = from; i < frames.length; i++) {
+      if (ws.getBufferedAmount() > HIGH_WATER_MARK) {
+        for (let j = i; j < frames.length; j++) this.backlog.push(frames[j]!);
+        return;
+      }
+      ws.send(frames[i]!, true, false);
+    }
+  }
+
+  /** uWS drained the socket's buffer: send what waited. */
+  onDrain(): void {
+    if (this.backlog.length === 0 || this.ws === null || this.closed) return;
+    const frames = this.backlog;
+    this.backlog = [];
+    const ws = this.ws;
+    ws.cork(() => this.sendAll(ws, frames, 0));
+  }
+
+  get bufferedFrames(): number {
+    return this.backlog.length + this.outbox.length;
+  }
+
+  // ---- streams ----------------------------------------------------------------------------------------
+
+  private allocateStreamId(): number {
+    const id = this.nextStreamId;
+    if (id >= 0xfffffff0) {
+      this.nextStreamId = 1;
+      this.wrapped = true;
+    } else {
+      this.nextStreamId = id + 1;
+    }
+    return id;
+  }
+
+  /** Whether another stream may open now (the settings' stream cap). */
+  hasRoom(): boolean {
+    return !this.closed && this.streams.size < this.deps.settings.maxStreams;
+  }
+
+  openPublicHttp(res: HttpResponse, head: RequestHead, isHead: boolean): PublicHttpStream {
+    const stream = new PublicHttpStream(this.allocateStreamId(), this, head, res, isHead);
+    this.streams.set(stream.id, stream);
+    return stream;
+  }
+
+  registerPassthrough(stream: PassthroughStream): void {
+    this.streams.set(stream.id, stream);
+  }
+
+  newStreamId(): number {
+    return this.allocateStreamId();
+  }
+
+  /** Replays a captured request through this tunnel; resolves with the new capture. */
+  replay(capture: CaptureRecord, overrides: ReplayOverrides): Promise<CaptureRecord> {
+    if (!this.hasRoom()) return Promise.reject(new BurrowError('TUNNEL_BUSY'));
+    const stream = new ReplayHttpStream(this.allocateStreamId(), this, capture, overrides);
+    this.streams.set(stream.id, stream);
+    return stream.start();
+  }
+
+  /** A stream finished or failed: it leaves the table and frames for it are ignored from now on. */
+  endStream(stream: Stream): void {
+    if (stream.closed) return;
+    stream.closed = true;
+    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
+    this.blocked.delete(stream);
+  }
+
+  /** Response bytes written out (or dropped): return connection credit to the client. */
+  consumedConnection(bytes: number): void {
+    const grant = this.connectionReceive.consume(bytes);
+    if (grant > 0) this.send(encode([FrameType.WINDOW, 0, grant]));
+  }
+
+  checkDeadlines(now: number): void {
+    for (const stream of this.streams.values()) {
+      if (stream.kind === 'http' && stream.deadline <= now) stream.checkDeadline(now);
+    }
+  }
+
+  // ---- receiving --------------------------------------------------------------------------------------
+
+  onMessage(message: ArrayBuffer, isBinary: boolean): void {
+    if (this.closed) return;
+    try {
+      if (!isBinary) throw new ProtocolError('text messages are not part of the protocol');
+      this.dispatch(decode(Buffer.from(message)));
+    } catch (error) {
+      const reason = error instanceof ProtocolError ? error.message : `internal error: ${(error as Error).message}`;
+      if (!(error instanceof ProtocolError)) this.deps.log(`tunnel ${this.subdomain}: ${(error as Error).stack}`);
+      this.goAway(GoAwayCode.PROTOCOL_ERROR, reason);
+    }
+  }
+
+  private dispatch(frame: Frame): void {
+    switch (frame[0]) {
+      case FrameType.RESPONSE: {
+        const body = frame[4];
+        const http = this.httpStream(frame[1], body);
+        if (http === null) return;
+        if (!http.onResponse(frame[2], frame[3], body, frame[5])) throw new ProtocolError(`second RESPONSE on stream ${frame[1]}`);
+        return;
+      }
+      case FrameType.DATA: {
+        const chunk = frame[2];
+        const stream = this.streams.get(frame[1]);
+        if (stream !== undefined && stream.kind === 'passthrough') throw new ProtocolError('DATA on a WebSocket stream');
+        const http = this.httpStream(frame[1], chunk);
+        if (http === null) return;
+        if (!http.onData(chunk, frame[3])) throw new ProtocolError(`DATA before RESPONSE on stream ${frame[1]}`);
+        return;
+      }
+      case FrameType.WINDOW: {
+        if (frame[1] === 0) {
+          this.connectionSend.grant(frame[2]);
+          this.unblock();
+          return;
+        }
+        this.streams.get(frame[1])?.onWindow(frame[2]);
+        return;
+      }
+      case FrameType.RESET: {
+        const stream = this.streams.get(frame[1]);
+        if (stream !== undefined) stream.onReset(frame[2], frame[3]);
+        return;
+      }
+      case FrameType.GOAWAY: {
+        this.final = FINAL_GOAWAY_CODES.has(frame[2]);
+        this.close(CLOSE_CODE_BASE + GoAwayCode.CLIENT_CLOSING, frame[3] === '' ? 'client closed the tunnel' : frame[3]);
+        return;
+      }
+      case FrameType.WS_MESSAGE: {
+        const size = frame[2].byteLength;
+        if (size > this.deps.settings.maxFrameBody) throw new ProtocolError(`a message fragment of ${size} bytes exceeds maxFrameBody`);
+        if (!this.connectionReceive.receive(size)) throw new ProtocolError('the client exceeded the connection window');
+        const stream = this.streams.get(frame[1]);
+        if (stream === undefined) {
+          this.consumedConnection(size);
+          return;
+        }
+        if (stream.kind !== 'passthrough') throw new ProtocolError(`WebSocket frame on HTTP stream ${frame[1]}`);
+        stream.onFrame(frame);
+        return;
+      }
+      case FrameType.WS_RESPONSE:
+      case FrameType.WS_CLOSE: {
+        const stream = this.streams.get(frame[1]);
+        if (stream === undefined) return;
+        if (stream.kind !== 'passthrough') throw new ProtocolError(`WebSocket frame on HTTP stream ${frame[1]}`);
+        stream.onFrame(frame);
+        return;
+      }
+      default:
+        throw new ProtocolError(`a client may not send frame type ${frame[0]}`);
+    }
+  }
+
+  /**
+   * The HTTP stream a body-carrying frame is for, after flow-control accounting. Bytes for a stream
+   * that already ended are dropped but their connection credit is returned.
+   */
+  private httpStream(id: number, body: Uint8Array | null): EdgeHttpStream | null {
+    const size = body === null ? 0 : body.byteLength;
+    if (size > this.deps.settings.maxFrameBody) throw new ProtocolError(`a body chunk of ${size} bytes exceeds maxFrameBody`);
+    if (size > 0 && !this.connectionReceive.receive(size)) throw new ProtocolError('the client exceeded the connection window');
+    const stream = this.streams.get(id);
+    if (stream === undefined || stream.kind !== 'http') {
+      if (size > 0) this.consumedConnection(size);
+      if (stream === undefined && !this.wrapped && id >= this.nextStreamId) {
+        throw new ProtocolError(`frame for stream ${id}, which the edge never opened`);
+      }
+      return null;
+    }
+    if (size > 0 && !stream.receiveWindow.receive(size)) throw new ProtocolError(`the client exceeded the window of stream ${id}`);
+    return stream;
+  }
+
+  private unblock(): void {
+    if (this.blocked.size === 0) return;
+    const waiting = [...this.blocked];
+    this.blocked.clear();
+    for (const stream of waiting) {
+      if (this.connectionSend.available === 0) {
+        this.blocked.add(stream);
+        continue;
+      }
+      stream.drain();
+    }
+  }
+
+  // ---- closing ----------------------------------------------------------------------------------------
+
+  /** Sends GOAWAY and closes the WebSocket; the client learns why from both. */
+  goAway(code: GoAwayCodeValue, message: string): void {
+    if (this.closed) return;
+    if (FINAL_GOAWAY_CODES.has(code)) this.final = true;
+    this.send(encode([FrameType.GOAWAY, 0, code, message]));
+    this.flushScheduled = false;
+    this.flush();
+    this.close(CLOSE_CODE_BASE + code, message);
+  }
+
+  private close(code: number, message: string): void {
+    const ws = this.ws;
+    if (ws !== null && !this.closed) {
+      try {
+        ws.end(code, message.slice(0, 120));
+      } catch {
+        // Already closed by the peer; the close handler runs (or ran) anyway.
+      }
+    }
+  }
+
+  /** uWS: the WebSocket is gone. Every open stream ends; the name is held unless the end was final. */
+  onClose(code: number): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.ws = null;
+    if (code === CLOSE_CODE_BASE + GoAwayCode.CLIENT_CLOSING) this.final = true;
+    const failure: ErrorCode = 'TUNNEL_CLOSED';
+    for (const stream of [...this.streams.values()]) {
+      if (stream.kind === 'http') stream.fail(failure);
+      else stream.tunnelClosed();
+    }
+    this.outbox = [];
+    this.backlog = [];
+    this.blocked.clear();
+    this.deps.registry.remove(this, !this.final);
+  }
+}
+

@@ -1,0 +1,71 @@
+/**
+ * The one error type of Burrow and its registry of stable codes.
+ *
+ * Every error the edge answers, on the API and on public tunnel traffic, is one of these codes with
+ * its HTTP status, in the spec's body shape `{"error":{"code","message"}}`. docs/errors.md lists the
+ * same table; a test keeps the two equal.
+ */
+
+export const ERROR_CODES = {
+  // The spec's own codes (spec section 7).
+  UNAUTHORIZED: { status: 401, message: 'Token missing, malformed or revoked.' },
+  TOKEN_LIMIT_REACHED: { status: 403, message: 'Active-token cap of the plan reached. Revoke a token or upgrade.' },
+  TUNNEL_LIMIT_REACHED: { status: 403, message: 'Active-tunnel cap reached. Close a tunnel or upgrade.' },
+  SUBDOMAIN_TAKEN: { status: 409, message: 'Subdomain already owned by another account.' },
+  NOT_FOUND: { status: 404, message: 'Resource does not exist on this account.' },
+  RATE_LIMITED: { status: 429, message: 'Too many requests. Retry after the time in the Retry-After header.' },
+  // Burrow's additions for what the spec leaves "not shown" (DESIGN.md section 4).
+  INVALID_REQUEST: { status: 400, message: 'The request is not valid.' },
+  METHOD_NOT_ALLOWED: { status: 405, message: 'Method not allowed on this path.' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'The request body must be JSON, sent with Content-Type: application/json.' },
+  PAYLOAD_TOO_LARGE: { status: 413, message: 'The request body is larger than the limit.' },
+  RESERVATION_LIMIT_REACHED: { status: 403, message: 'Reserved-subdomain cap of the plan reached. Release one or upgrade.' },
+  TUNNEL_OFFLINE: { status: 409, message: 'The tunnel is not connected.' },
+  INTERNAL_ERROR: { status: 500, message: 'Internal error.' },
+  // Public tunnel traffic: answered by the edge itself, marked with a `burrow-error` header.
+  TUNNEL_NOT_FOUND: { status: 404, message: 'No tunnel is connected on this subdomain.' },
+  TUNNEL_BUSY: { status: 503, message: 'The tunnel has too many requests in flight. Retry shortly.' },
+  TUNNEL_CLOSED: { status: 502, message: 'The tunnel closed before the response was complete.' },
+  LOCAL_UNREACHABLE: { status: 502, message: 'The tunnel client could not reach the local server.' },
+  LOCAL_TIMEOUT: { status: 504, message: 'The local server did not answer in time.' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string };
+}
+
+export class BurrowError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  /** Extra response headers the error carries (Retry-After, Allow). */
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(code: ErrorCode, message: string = ERROR_CODES[code].message, headers: Record<string, string> = {}) {
+    super(message);
+    this.name = 'BurrowError';
+    this.code = code;
+    this.status = ERROR_CODES[code].status;
+    this.headers = headers;
+  }
+
+  toBody(): ErrorBody {
+    return { error: { code: this.code, message: this.message } };
+  }
+}
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(ERROR_CODES, value);
+}
+
+/** Serialised once per code: public-traffic errors are answered on the hot path. */
+const defaultBodies = new Map<ErrorCode, string>();
+export function defaultErrorJson(code: ErrorCode): string {
+  let body = defaultBodies.get(code);
+  if (body === undefined) {
+    body = JSON.stringify({ error: { code, message: ERROR_CODES[code].message } });
+    defaultBodies.set(code, body);
+  }
+  return body;
+}

@@ -1,0 +1,109 @@
+/**
+ * Wire constants of the tunnel protocol, version 1 (docs/protocol.md). A test pins every value: they
+ * are a contract with clients that may be written in other languages, so a number here never changes
+ * meaning. New frame types or codes get new numbers.
+ */
+
+export const PROTOCOL_VERSION = 1;
+/** The header that carries the protocol version on the upgrade request and the 101 response. */
+export const PROTOCOL_HEADER = 'burrow-protocol';
+/** The path of the tunnel endpoint on the API host. */
+export const CONNECT_PATH = '/api/v1/connect';
+
+/** Frame types: the first element of every frame array. */
+export const FrameType = {
+  /** edge → client: the tunnel is live. [1, 0, subdomain, publicUrl, settings] */
+  READY: 1,
+  /** edge → client: a new public request. [2, stream, requestId, method, path, headers, clientAddress, body, end] */
+  OPEN: 2,
+  /** both: a body chunk. [3, stream, chunk, end] */
+  DATA: 3,
+  /** client → edge: the response head. [4, stream, status, headers, body, end] */
+  RESPONSE: 4,
+  /** both: flow-control credit in bytes; stream 0 is the connection. [5, stream, credit] */
+  WINDOW: 5,
+  /** both: abort one stream. [6, stream, code, message] */
+  RESET: 6,
+  /** both: the sender is closing the tunnel. [7, 0, code, message] */
+  GOAWAY: 7,
+  /** edge → client: a public WebSocket upgrade. [8, stream, requestId, path, headers, clientAddress] */
+  WS_OPEN: 8,
+  /** client → edge: the local server's answer to the upgrade; 101 accepts. [9, stream, status, protocol, headers] */
+  WS_RESPONSE: 9,
+  /** both: a WebSocket message or a fragment of one; `fin` ends the message. [10, stream, data, binary, fin] */
+  WS_MESSAGE: 10,
+  /** both: the WebSocket closed on the sender's side. [11, stream, code, reason] */
+  WS_CLOSE: 11,
+} as const;
+export type FrameTypeValue = (typeof FrameType)[keyof typeof FrameType];
+export const MAX_FRAME_TYPE = 11;
+
+/** RESET codes: why one stream ended early. */
+export const ResetCode = {
+  /** The public client went away, or the edge gave up (timeout); stop work on the stream. */
+  CANCEL: 1,
+  /** The client could not connect to the local port. */
+  LOCAL_UNREACHABLE: 2,
+  /** The local server failed or closed the connection mid-exchange. */
+  LOCAL_ERROR: 3,
+  /** A frame on this stream broke the protocol. */
+  PROTOCOL_ERROR: 4,
+  /** The peer sent more body bytes than its credit. */
+  FLOW_CONTROL_ERROR: 5,
+  /** The receiver will not take the stream (too many streams, shutting down). */
+  REFUSED: 6,
+} as const;
+export type ResetCodeValue = (typeof ResetCode)[keyof typeof ResetCode];
+
+/** GOAWAY codes: why the whole tunnel is closing. The WebSocket close code is 4000 + this code. */
+export const GoAwayCode = {
+  /** The edge is shutting down: reconnect. */
+  SHUTDOWN: 1,
+  /** Closed through DELETE /api/v1/tunnels/:subdomain: do not reconnect. */
+  CLOSED_BY_API: 2,
+  /** The token that opened the tunnel was revoked: do not reconnect. */
+  TOKEN_REVOKED: 3,
+  /** Another connection of the same account took over the subdomain: do not reconnect. */
+  REPLACED: 4,
+  /** The peer broke the protocol. */
+  PROTOCOL_ERROR: 5,
+  /** The client is closing (Ctrl-C). */
+  CLIENT_CLOSING: 6,
+  /** The peer stopped answering pings. */
+  TIMEOUT: 7,
+} as const;
+export type GoAwayCodeValue = (typeof GoAwayCode)[keyof typeof GoAwayCode];
+export const CLOSE_CODE_BASE = 4000;
+
+/** Codes after which a client must not reconnect on its own. */
+export const FINAL_GOAWAY_CODES: ReadonlySet<number> = new Set([
+  GoAwayCode.CLOSED_BY_API,
+  GoAwayCode.TOKEN_REVOKED,
+  GoAwayCode.REPLACED,
+  GoAwayCode.CLIENT_CLOSING,
+]);
+
+/** Settings the edge announces in READY; the client obeys them. */
+export interface Settings {
+  /** Largest body chunk in one OPEN, DATA or RESPONSE frame. */
+  maxFrameBody: number;
+  /** Initial credit of each stream, in each direction. */
+  streamWindow: number;
+  /** Initial credit of the connection, in each direction. */
+  connectionWindow: number;
+  /** Most streams open at once; further public requests wait or are refused by the edge. */
+  maxStreams: number;
+  /** Largest WebSocket message the edge accepts (a frame plus its envelope). */
+  maxMessage: number;
+}
+
+export const DEFAULT_SETTINGS: Readonly<Settings> = Object.freeze({
+  maxFrameBody: 64 * 1024,
+  streamWindow: 256 * 1024,
+  connectionWindow: 16 * 1024 * 1024,
+  maxStreams: 1024,
+  maxMessage: 64 * 1024 + 64 * 1024,
+});
+
+/** Credit may never exceed this (2^31 - 1), as in HTTP/2. */
+export const MAX_WINDOW = 0x7fffffff;

@@ -1,0 +1,61 @@
+/**
+ * Credit-based flow control, the arithmetic only (docs/protocol.md, "Flow control").
+ *
+ * Each direction of each stream, and each direction of the whole connection, has a window. A sender
+ * holds `SendCredit` and never sends more body bytes than it has; a receiver holds a `ReceiveWindow`,
+ * checks that the peer stayed within the credit it was given, and returns credit (a WINDOW frame) as it
+ * writes the bytes out. Grants are batched: one WINDOW per quarter window consumed, not per chunk.
+ */
+import { MAX_WINDOW } from './constants.js';
+import { ProtocolError } from './codec.js';
+
+export class SendCredit {
+  constructor(private credit: number) {}
+
+  get available(): number {
+    return this.credit;
+  }
+
+  /** Takes up to `wanted` bytes of credit and returns how many were taken. */
+  take(wanted: number): number {
+    const taken = wanted < this.credit ? wanted : this.credit;
+    this.credit -= taken;
+    return taken;
+  }
+
+  /** Adds credit from a WINDOW frame; more than MAX_WINDOW outstanding is a protocol error. */
+  grant(credit: number): void {
+    if (credit <= 0 || this.credit + credit > MAX_WINDOW) throw new ProtocolError(`invalid WINDOW credit ${credit}`);
+    this.credit += credit;
+  }
+}
+
+export class ReceiveWindow {
+  /** Credit the peer still holds. */
+  private outstanding: number;
+  /** Bytes written out since the last grant. */
+  private consumed = 0;
+  private readonly threshold: number;
+
+  constructor(readonly size: number) {
+    this.outstanding = size;
+    this.threshold = Math.max(1, size >>> 2);
+  }
+
+  /** Accounts for `bytes` received; false when the peer exceeded its credit (a flow-control error). */
+  receive(bytes: number): boolean {
+    if (bytes > this.outstanding) return false;
+    this.outstanding -= bytes;
+    return true;
+  }
+
+  /** Accounts for `bytes` written out; returns the credit to grant now (0 to wait for more). */
+  consume(bytes: number): number {
+    this.consumed += bytes;
+    if (this.consumed < this.threshold) return 0;
+    const grant = this.consumed;
+    this.consumed = 0;
+    this.outstanding += grant;
+    return grant;
+  }
+}

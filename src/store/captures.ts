@@ -1,0 +1,242 @@
+/**
+ * Captured exchanges: a ring buffer per (account, tunnel subdomain) in LMDB (DESIGN.md section 3).
+ *
+ * A ring has a fixed number of slots, the plan's captured-request count. Sequence numbers grow for
+ * ever; `seq % capacity` picks the slot, so a new capture overwrites the oldest and retention costs no
+ * deletes. The plan's time window is applied on every read and by a periodic sweep that frees expired
+ * slots. A request id `req_<ring><seq>` names its ring and sequence, so a lookup is one read; a slot
+ * that holds another sequence (overwritten) or an expired capture answers "not found".
+ */
+import type { Database, RootDatabase } from 'lmdb';
+
+export interface CaptureRecord {
+  id: string;
+  seq: number;
+  subdomain: string;
+  accountId: string;
+  tokenId: string;
+  clientAddress: string;
+  method: string;
+  /** Path and query as received. */
+  path: string;
+  requestHeaders: string[];
+  requestBody: Uint8Array | null;
+  requestBodySize: number;
+  requestTruncated: boolean;
+  status: number;
+  responseHeaders: string[];
+  responseBody: Uint8Array | null;
+  responseBodySize: number;
+  responseTruncated: boolean;
+  receivedAt: number;
+  durationMs: number;
+  /** The edge's own error code when the edge answered instead of the local server. */
+  error: string | null;
+  /** The id of the capture this one replayed, if it is a replay. */
+  replayOf: string | null;
+}
+
+export type CaptureDetail = CaptureRecord;
+
+export interface CaptureSummary {
+  id: string;
+  method: string;
+  path: string;
+  status: number;
+  durationMs: number;
+  receivedAt: number;
+}
+
+interface RingRecord {
+  ringId: number;
+  accountId: string;
+  subdomain: string;
+  capacity: number;
+  /** The next sequence number to hand out. */
+  head: number;
+  /** Every sequence below this was swept (expired and removed). */
+  swept: number;
+}
+
+export interface RingHandle {
+  readonly ringId: number;
+  readonly accountId: string;
+  readonly subdomain: string;
+  readonly capacity: number;
+  /** Hands out the next sequence number and its request id. */
+  next(): { seq: number; id: string };
+}
+
+export interface ListOptions {
+  limit: number;
+  /** Only captures older than this sequence (a `before` cursor). */
+  beforeSeq?: number;
+  retentionMs: number;
+  now?: number;
+}
+
+type RingKey = [string, string];
+type SlotKey = [number, number];
+
+const SEQ_DIGITS = 12;
+const RING_DIGITS = 8;
+const ID_PATTERN = /^req_([0-9a-f]{8})([0-9a-f]{12})$/;
+
+export function captureId(ringId: number, seq: number): string {
+  return `req_${ringId.toString(16).padStart(RING_DIGITS, '0')}${seq.toString(16).padStart(SEQ_DIGITS, '0')}`;
+}
+
+export function parseCaptureId(id: string): { ringId: number; seq: number } | null {
+  const match = ID_PATTERN.exec(id);
+  if (match === null) return null;
+  return { ringId: parseInt(match[1]!, 16), seq: parseInt(match[2]!, 16) };
+}
+
+export class CaptureStore {
+  private readonly rings: Database<RingRecord, RingKey>;
+  private readonly ringsById: Database<RingKey, number>;
+  private readonly slots: Database<CaptureRecord, SlotKey>;
+  private readonly meta: Database<number, string>;
+  /** Rings in use by this process: the head lives here and is written with each capture. */
+  private readonly open = new Map<number, { record: RingRecord; handle: RingHandle }>();
+
+  constructor(private readonly root: RootDatabase) {
+    this.rings = root.openDB({ name: 'capture-rings', encoding: 'msgpack' });
+    this.ringsById = root.openDB({ name: 'capture-rings-by-id', encoding: 'msgpack' });
+    this.slots = root.openDB({ name: 'capture-slots', encoding: 'msgpack' });
+    this.meta = root.openDB({ name: 'capture-meta', encoding: 'msgpack' });
+  }
+
+  /**
+   * The ring of (account, subdomain), created with `capacity` slots when it does not exist yet.
+   * Synchronous: a tunnel connect needs its ring before the upgrade completes, and only the first
+   * connect of a subdomain writes (one small transaction).
+   */
+  ring(accountId: string, subdomain: string, capacity: number): RingHandle {
+    const record =
+      this.rings.get([accountId, subdomain]) ??
+      this.root.transactionSync(() => {
+        const existing = this.rings.get([accountId, subdomain]);
+        if (existing !== undefined) return existing;
+        const ringId = this.meta.get('next-ring-id') ?? 1;
+        const created: RingRecord = { ringId, accountId, subdomain, capacity, head: 0, swept: 0 };
+        this.meta.put('next-ring-id', ringId + 1);
+        this.rings.put([accountId, subdomain], created);
+        this.ringsById.put(ringId, [accountId, subdomain]);
+        return created;
+      });
+    const cached = this.open.get(record.ringId);
+    if (cached !== undefined) return cached.handle;
+    const handle: RingHandle = {
+      ringId: record.ringId,
+      accountId,
+      subdomain,
+      capacity: record.capacity,
+      next: () => {
+        const seq = record.head++;
+        return { seq, id: captureId(record.ringId, seq) };
+      },
+    };
+    this.open.set(record.ringId, { record, handle });
+    return handle;
+  }
+
+  /**
+   * Writes a capture into its slot, with the ring's head, in the current lmdb batch. Resolves once the
+   * batch is committed: after that a kill -9 of the process cannot lose it.
+   */
+  write(ring: RingHandle, seq: number, capture: CaptureRecord): Promise<boolean> {
+    const cached = this.open.get(ring.ringId);
+    if (cached !== undefined) this.rings.put([ring.accountId, ring.subdomain], cached.record);
+    return this.slots.put([ring.ringId, seq % ring.capacity], capture);
+  }
+
+  /** Newest first; null when the account never had this subdomain. */
+  list(accountId: string, subdomain: string, options: ListOptions): CaptureSummary[] | null {
+    const ring = this.currentRing(accountId, subdomain);
+    if (ring === undefined) return null;
+    const now = options.now ?? Date.now();
+    const oldest = Math.max(0, ring.head - ring.capacity, ring.swept);
+    let seq = Math.min(ring.head, options.beforeSeq ?? Infinity) - 1;
+    const list: CaptureSummary[] = [];
+    for (; seq >= oldest && list.length < options.limit; seq--) {
+      const capture = this.slots.get([ring.ringId, seq % ring.capacity]);
+      if (capture === undefined || capture.seq !== seq) continue;
+      if (now - capture.receivedAt > options.retentionMs) break;
+      list.push({
+        id: capture.id,
+        method: capture.method,
+        path: capture.path,
+        status: capture.status,
+        durationMs: capture.durationMs,
+        receivedAt: capture.receivedAt,
+      });
+    }
+    return list;
+  }
+
+  /** A capture of the account by id, or null when it is unknown, another account's, overwritten or expired. */
+  get(accountId: string, id: string, retentionMs: number, now = Date.now()): CaptureRecord | null {
+    const parsed = parseCaptureId(id);
+    if (parsed === null) return null;
+    const owner = this.ringsById.get(parsed.ringId);
+    if (owner === undefined || owner[0] !== accountId) return null;
+    const ring = this.currentRing(owner[0], owner[1]);
+    if (ring === undefined) return null;
+    const capture = this.slots.get([parsed.ringId, parsed.seq % ring.capacity]);
+    if (capture === undefined || capture.seq !== parsed.seq || capture.accountId !== accountId) return null;
+    if (now - capture.receivedAt > retentionMs) return null;
+    return capture;
+  }
+
+  /** Whether `id` names a capture in this account's ring for `subdomain` (for the `before` cursor). */
+  seqInRing(accountId: string, subdomain: string, id: string): number | null {
+    const parsed = parseCaptureId(id);
+    if (parsed === null) return null;
+    const ring = this.currentRing(accountId, subdomain);
+    if (ring === undefined || ring.ringId !== parsed.ringId) return null;
+    return parsed.seq;
+  }
+
+  /**
+   * Removes captures older than their account's retention window, oldest first, ring by ring.
+   * `retentionOf` maps an account id to its window (or undefined to leave the account alone).
+   */
+  async sweep(retentionOf: (accountId: string) => number | undefined, now = Date.now()): Promise<number> {
+    let removed = 0;
+    for (const { value: stored } of this.rings.getRange()) {
+      const retention = retentionOf(stored.accountId);
+      if (retention === undefined) continue;
+      // Inside a write transaction the reads see every capture queued before it, so a slot that a new
+      // capture has just taken over is never removed by mistake.
+      removed += await this.root.transaction(() => {
+        const ring = this.open.get(stored.ringId)?.record ?? this.rings.get([stored.accountId, stored.subdomain]);
+        if (ring === undefined) return 0;
+        const cutoff = now - retention;
+        const start = Math.max(ring.swept, ring.head - ring.capacity, 0);
+        let seq = start;
+        let count = 0;
+        for (; seq < ring.head; seq++) {
+          const slot: SlotKey = [ring.ringId, seq % ring.capacity];
+          const capture = this.slots.get(slot);
+          if (capture === undefined || capture.seq !== seq) continue;
+          if (capture.receivedAt >= cutoff) break;
+          this.slots.remove(slot);
+          count++;
+        }
+        if (seq !== start) {
+          ring.swept = seq;
+          this.rings.put([ring.accountId, ring.subdomain], ring);
+        }
+        return count;
+      });
+    }
+    return removed;
+  }
+
+  private currentRing(accountId: string, subdomain: string): RingRecord | undefined {
+    const stored = this.rings.get([accountId, subdomain]);
+    if (stored === undefined) return undefined;
+    return this.open.get(stored.ringId)?.record ?? stored;
+  }
+}

@@ -1,0 +1,30 @@
+/**
+ * Plans and their quotas (DESIGN.md section 4). The spec names FREE; PRO is Burrow's second plan.
+ */
+
+export interface PlanLimits {
+  /** Active personal access tokens an account may hold. */
+  activeTokens: number;
+  /** Tunnels an account may have connected at once. */
+  activeTunnels: number;
+  /** Captured requests kept per tunnel subdomain: the size of its ring buffer. */
+  capturedRequests: number;
+  /** How long a captured request stays listable, in milliseconds. */
+  retentionMs: number;
+  /** Subdomains an account may reserve permanently. */
+  reservedSubdomains: number;
+}
+
+export const PLAN_NAMES = ['FREE', 'PRO'] as const;
+export type PlanName = (typeof PLAN_NAMES)[number];
+
+const HOUR = 60 * 60 * 1000;
+
+export const DEFAULT_PLANS: Readonly<Record<PlanName, PlanLimits>> = {
+  FREE: { activeTokens: 5, activeTunnels: 3, capturedRequests: 1_000, retentionMs: 24 * HOUR, reservedSubdomains: 3 },
+  PRO: { activeTokens: 50, activeTunnels: 25, capturedRequests: 10_000, retentionMs: 7 * 24 * HOUR, reservedSubdomains: 50 },
+};
+
+export function isPlanName(value: unknown): value is PlanName {
+  return typeof value === 'string' && (PLAN_NAMES as readonly string[]).includes(value);
+}

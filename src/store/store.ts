@@ -1,0 +1,283 @@
+/**
+ * The LMDB environment and the account half of Burrow's data: accounts, tokens, reservations.
+ *
+ * One environment in the data directory, a named database per kind of record (DESIGN.md section 3).
+ * Writes that must hold together (a token and its account index, a revoke) run in one lmdb transaction,
+ * checks first and writes last, so a crash leaves either all of it or none. Other processes (`burrow
+ * admin`) may write while the edge runs; nothing here is cached in memory, so the edge sees their writes.
+ */
+import { mkdirSync } from 'node:fs';
+import { timingSafeEqual } from 'node:crypto';
+import { open, type Database, type RootDatabase } from 'lmdb';
+import { BurrowError } from '../errors.js';
+import {
+  hashToken,
+  newAccountId,
+  newTokenIdSegment,
+  newTokenSecret,
+  parseToken,
+  tokenIdOf,
+  tokenPrefixOf,
+} from '../ids.js';
+import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
+
+export interface AccountRecord {
+  id: string;
+  email: string;
+  plan: PlanName;
+  createdAt: number;
+}
+
+export interface TokenRecord {
+  idSegment: string;
+  accountId: string;
+  label: string;
+  hash: Uint8Array;
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+export interface ReservationRecord {
+  subdomain: string;
+  accountId: string;
+  createdAt: number;
+}
+
+/** A token as callers see it; the secret appears only on the create result. */
+export interface TokenInfo {
+  id: string;
+  idSegment: string;
+  accountId: string;
+  label: string;
+  prefix: string;
+  createdAt: number;
+  lastUsedAt: number | null;
+}
+
+export interface CreatedToken extends TokenInfo {
+  token: string;
+}
+
+export interface Principal {
+  account: AccountRecord;
+  token: TokenInfo;
+}
+
+export interface StoreOptions {
+  /** Overrides of the plans' limits, merged over the defaults. */
+  plans?: Partial<Record<PlanName, Partial<PlanLimits>>>;
+}
+
+type Key = string | (string | number)[];
+
+/** Sorts after every token id segment and subdomain in an account's index ranges. */
+const RANGE_END = '\uffff';
+
+export class Store {
+  readonly root: RootDatabase;
+  private readonly accounts: Database<AccountRecord, string>;
+  private readonly accountsByEmail: Database<string, string>;
+  private readonly tokens: Database<TokenRecord, string>;
+  private readonly tokenLastUsed: Database<number, string>;
+  private readonly accountTokens: Database<true, Key>;
+  private readonly reservations: Database<ReservationRecord, string>;
+  private readonly accountReservations: Database<true, Key>;
+  private readonly plans: Record<PlanName, PlanLimits>;
+  private closed = false;
+
+  private constructor(root: RootDatabase, options: StoreOptions) {
+    this.root = root;
+    this.accounts = root.openDB({ name: 'accounts', encoding: 'msgpack' });
+    this.accountsByEmail = root.openDB({ name: 'accounts-by-email', encoding: 'msgpack' });
+    this.tokens = root.openDB({ name: 'tokens', encoding: 'msgpack' });
+    this.tokenLastUsed = root.openDB({ name: 'token-last-used', encoding: 'msgpack' });
+    this.accountTokens = root.openDB({ name: 'account-tokens', encoding: 'msgpack' });
+    this.reservations = root.openDB({ name: 'reservations', encoding: 'msgpack' });
+    this.accountReservations = root.openDB({ name: 'account-reservations', encoding: 'msgpack' });
+    this.plans = {
+      FREE: { ...DEFAULT_PLANS.FREE, ...options.plans?.FREE },
+      PRO: { ...DEFAULT_PLANS.PRO, ...options.plans?.PRO },
+    };
+  }
+
+  /** Opens (creating when needed) the environment in `dir` and clears stale readers of dead processes. */
+  static open(dir: string, options: StoreOptions = {}): Store {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const root = open({ path: dir, maxDbs: 16, compression: false });
+    root.readerCheck();
+    return new Store(root, options);
+  }
+
+  planLimits(plan: PlanName): PlanLimits {
+    return this.plans[plan];
+  }
+
+  // ---- accounts -------------------------------------------------------------------------------
+
+  getAccount(id: string): AccountRecord | undefined {
+    return this.accounts.get(id);
+  }
+
+  countAccounts(): number {
+    return this.accounts.getKeysCount();
+  }
+
+  /** Creates an account with a first token labelled `tokenLabel`, atomically. */
+  async createAccount(email: string, plan: PlanName, tokenLabel: string, now = Date.now()): Promise<{ account: AccountRecord; token: CreatedToken }> {
+    const normalisedEmail = email.trim().toLowerCase();
+    const account: AccountRecord = { id: newAccountId(), email: normalisedEmail, plan, createdAt: now };
+    const created = await this.root.transaction(() => {
+      if (this.accountsByEmail.get(normalisedEmail) !== undefined) return null;
+      this.accounts.put(account.id, account);
+      this.accountsByEmail.put(normalisedEmail, account.id);
+      return this.writeNewToken(account.id, tokenLabel, now);
+    });
+    if (created === null) throw new BurrowError('INVALID_REQUEST', `an account with e-mail ${normalisedEmail} exists already`);
+    return { account, token: created };
+  }
+
+  // ---- tokens ---------------------------------------------------------------------------------
+
+  /** Creates a token unless the plan's active-token cap is reached (403 TOKEN_LIMIT_REACHED). */
+  async createToken(account: AccountRecord, label: string, now = Date.now()): Promise<CreatedToken> {
+    const cap = this.planLimits(account.plan).activeTokens;
+    const created = await this.root.transaction(() => {
+      if (this.countActiveTokens(account.id) >= cap) return null;
+      return this.writeNewToken(account.id, label, now);
+    });
+    if (created === null) {
+      throw new BurrowError(
+        'TOKEN_LIMIT_REACHED',
+        `The ${account.plan} plan allows ${cap} active tokens. Revoke a token or upgrade.`,
+      );
+    }
+    return created;
+  }
+
+  /** Runs inside a write transaction: picks a free id segment and writes token and index together. */
+  private writeNewToken(accountId: string, label: string, now: number): CreatedToken {
+    let idSegment = newTokenIdSegment();
+    while (this.tokens.get(idSegment) !== undefined) idSegment = newTokenIdSegment();
+    const secret = newTokenSecret(idSegment);
+    const record: TokenRecord = { idSegment, accountId, label, hash: hashToken(secret), createdAt: now, revokedAt: null };
+    this.tokens.put(idSegment, record);
+    this.accountTokens.put([accountId, idSegment], true);
+    return { ...toTokenInfo(record, null), token: secret };
+  }
+
+  countActiveTokens(accountId: string): number {
+    return this.accountTokens.getKeysCount({ start: [accountId], end: [accountId, RANGE_END] });
+  }
+
+  /** The account's active tokens, oldest first. */
+  listTokens(accountId: string): TokenInfo[] {
+    const list: TokenInfo[] = [];
+    for (const key of this.accountTokens.getKeys({ start: [accountId], end: [accountId, RANGE_END] })) {
+      const idSegment = (key as [string, string])[1];
+      const record = this.tokens.get(idSegment);
+      if (record === undefined || record.revokedAt !== null) continue;
+      list.push(toTokenInfo(record, this.tokenLastUsed.get(idSegment) ?? null));
+    }
+    list.sort((a, b) => a.createdAt - b.createdAt || a.idSegment.localeCompare(b.idSegment));
+    return list;
+  }
+
+  /** Revokes an active token of the account; false when there is no such token on it. */
+  async revokeToken(accountId: string, idSegment: string, now = Date.now()): Promise<boolean> {
+    return this.root.transaction(() => {
+      const record = this.tokens.get(idSegment);
+      if (record === undefined || record.accountId !== accountId || record.revokedAt !== null) return false;
+      this.tokens.put(idSegment, { ...record, revokedAt: now });
+      this.accountTokens.remove([accountId, idSegment]);
+      return true;
+    });
+  }
+
+  /**
+   * The account and token a bearer token stands for, or null when it is malformed, unknown or revoked.
+   * The stored SHA-256 and the presented token's are compared as equal-length digests in constant time.
+   */
+  authenticate(bearer: string): Principal | null {
+    const parsed = parseToken(bearer);
+    if (parsed === null) return null;
+    const record = this.tokens.get(parsed.idSegment);
+    const presented = hashToken(bearer);
+    // Compare even when the record is missing, so a miss costs the same time as a wrong secret.
+    const stored = record?.hash ?? NO_TOKEN_HASH;
+    const equal = stored.byteLength === presented.byteLength && timingSafeEqual(stored, presented);
+    if (!equal || record === undefined || record.revokedAt !== null) return null;
+    const account = this.accounts.get(record.accountId);
+    if (account === undefined) return null;
+    return { account, token: toTokenInfo(record, this.tokenLastUsed.get(parsed.idSegment) ?? null) };
+  }
+
+  /** Records a use of a token; not awaited by callers, lmdb batches it with other writes. */
+  touchToken(idSegment: string, now = Date.now()): Promise<boolean> {
+    return this.tokenLastUsed.put(idSegment, now);
+  }
+
+  // ---- reservations ---------------------------------------------------------------------------
+
+  getReservation(subdomain: string): ReservationRecord | undefined {
+    return this.reservations.get(subdomain);
+  }
+
+  listReservations(accountId: string): ReservationRecord[] {
+    const list: ReservationRecord[] = [];
+    for (const key of this.accountReservations.getKeys({ start: [accountId], end: [accountId, RANGE_END] })) {
+      const record = this.reservations.get((key as [string, string])[1]);
+      if (record !== undefined && record.accountId === accountId) list.push(record);
+    }
+    return list;
+  }
+
+  /** Reserves `subdomain` for the account; 409 SUBDOMAIN_TAKEN when another account holds it. */
+  async reserve(accountId: string, subdomain: string, now = Date.now()): Promise<ReservationRecord> {
+    const outcome = await this.root.transaction(() => {
+      const existing = this.reservations.get(subdomain);
+      if (existing !== undefined) return existing;
+      const record: ReservationRecord = { subdomain, accountId, createdAt: now };
+      this.reservations.put(subdomain, record);
+      this.accountReservations.put([accountId, subdomain], true);
+      return record;
+    });
+    if (outcome.accountId !== accountId) {
+      throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is reserved by another account.`);
+    }
+    return outcome;
+  }
+
+  async releaseReservation(accountId: string, subdomain: string): Promise<boolean> {
+    return this.root.transaction(() => {
+      const existing = this.reservations.get(subdomain);
+      if (existing === undefined || existing.accountId !== accountId) return false;
+      this.reservations.remove(subdomain);
+      this.accountReservations.remove([accountId, subdomain]);
+      return true;
+    });
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------------------
+
+  /** Waits for every queued write to commit, then closes the environment. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.root.committed;
+    await this.root.close();
+  }
+}
+
+const NO_TOKEN_HASH = Buffer.alloc(32);
+
+function toTokenInfo(record: TokenRecord, lastUsedAt: number | null): TokenInfo {
+  return {
+    id: tokenIdOf(record.idSegment),
+    idSegment: record.idSegment,
+    accountId: record.accountId,
+    label: record.label,
+    prefix: tokenPrefixOf(record.idSegment),
+    createdAt: record.createdAt,
+    lastUsedAt,
+  };
+}
