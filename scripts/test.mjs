@@ -1,0 +1,16 @@
+#!/usr/bin/env node
+// `npm test`: build, make sure what the tests need is installed, run every test file under dist/test.
+// Exits non-zero when anything fails, so CI fails with it.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const run = (command, args) => {
+  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit' });
+  if (result.status !== 0) process.exit(result.status ?? 1);
+};
+
+run('npx', ['tsc', '-p', 'tsconfig.json']);
+run(process.execPath, ['scripts/ensure-browser.mjs']);
+const files = process.argv.slice(2);
+run(process.execPath, ['--test', '--test-force-exit', '--test-concurrency=2', '--test-timeout=300000', ...(files.length > 0 ? files : ['dist/test/'])]);

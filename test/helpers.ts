@@ -1,0 +1,223 @@
+/**
+ * Shared test set-up: real parts only. A real edge on a free loopback port with LMDB in a temp dir, real
+ * accounts, a real local HTTP server, the real tunnel client, and the real CLI as a subprocess.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { Edge, type EdgeOptions } from '../src/edge/server.js';
+import { RouteTable, type Route } from '../src/client/routes.js';
+import { TunnelClient, type TunnelClientOptions } from '../src/client/tunnel-client.js';
+import type { PlanName } from '../src/store/plans.js';
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const BIN = join(ROOT, 'bin', 'burrow.js');
+
+export function tempDir(prefix = 'burrow-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export interface TestEdge {
+  edge: Edge;
+  dataDir: string;
+  /** http://127.0.0.1:PORT: connect here and set Host to pick API or tunnel. */
+  base: string;
+  /** The edge URL a client uses (http://localhost:PORT). */
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Starts an edge on a free port with data in a fresh temp dir (or `dataDir`). */
+export async function startEdge(options: Partial<EdgeOptions> = {}): Promise<TestEdge> {
+  const dataDir = options.dataDir ?? tempDir();
+  const edge = await Edge.start({ port: 0, log: () => {}, ...options, dataDir });
+  let closed = false;
+  return {
+    edge,
+    dataDir,
+    base: `http://127.0.0.1:${edge.port}`,
+    url: `http://localhost:${edge.port}`,
+    port: edge.port,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await edge.close(2_000);
+      if (options.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface TestAccount {
+  id: string;
+  email: string;
+  token: string;
+  tokenId: string;
+}
+
+let accountCounter = 0;
+
+export async function createAccount(target: TestEdge, plan: PlanName = 'FREE', email?: string): Promise<TestAccount> {
+  const address = email ?? `user${++accountCounter}-${process.pid}@example.test`;
+  const { account, token } = await target.edge.store.createAccount(address, plan, 'test');
+  return { id: account.id, email: account.email, token: token.token, tokenId: token.id };
+}
+
+export interface HttpResult {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  json: any;
+}
+
+/** One HTTP request to the edge with a chosen Host header (API host by default). */
+export async function call(
+  target: TestEdge,
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string>; host?: string } = {},
+): Promise<HttpResult> {
+  const headers: Record<string, string> = { host: options.host ?? `localhost:${target.port}`, ...options.headers };
+  if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+  let body: string | Buffer | undefined;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers['content-type'] ??= 'application/json';
+  } else if (options.rawBody !== undefined) {
+    body = options.rawBody;
+  }
+  const response = await request(`${target.base}${path}`, { method: method as 'GET', headers, ...(body === undefined ? {} : { body }) });
+  const text = await response.body.text();
+  let json: unknown;
+  try {
+    json = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.statusCode, headers: response.headers, text, json };
+}
+
+export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+export interface LocalServer {
+  server: Server;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** A real local HTTP server on a free loopback port. */
+export async function startLocal(handler: Handler): Promise<LocalServer> {
+  const server = createServer(handler);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as AddressInfo).port;
+  return {
+    server,
+    port,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Reads a request body whole. */
+export async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** An echo handler: method, url, headers and body length and text. */
+export const echo: Handler = (req, res) => {
+  void readBody(req).then((body) => {
+    res.setHeader('content-type', 'application/json');
+    res.setHeader('x-echo', 'yes');
+    res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, body: body.toString('utf8'), length: body.length }));
+  });
+};
+
+/** Starts the real tunnel client in-process; resolves once READY. */
+export async function startClient(
+  target: TestEdge,
+  token: string,
+  port: number,
+  options: Partial<TunnelClientOptions> & { routes?: Route[] } = {},
+): Promise<{ client: TunnelClient; subdomain: string; publicUrl: string; host: string }> {
+  const { routes, ...rest } = options;
+  const client = new TunnelClient({
+    edge: target.url,
+    token,
+    routes: new RouteTable(port, routes ?? []),
+    minBackoffMs: 50,
+    maxBackoffMs: 500,
+    ...rest,
+  });
+  const ready = await client.start();
+  return { client, subdomain: ready.subdomain, publicUrl: ready.publicUrl, host: `${ready.subdomain}.localhost:${target.port}` };
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real `burrow` binary with a private config directory. */
+export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = 20_000): Promise<CliResult> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  const [code] = (await once(child, 'exit')) as [number | null];
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+/** Starts a long-running CLI command (burrow http, burrow edge) and waits for a line matching `ready`. */
+export async function spawnCli(
+  args: string[],
+  env: Record<string, string>,
+  ready: RegExp,
+  timeoutMs = 20_000,
+): Promise<{ child: ChildProcess; output: () => string; match: RegExpMatchArray; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const match = await new Promise<RegExpMatchArray>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${ready} in:\n${output}`)), timeoutMs);
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString();
+      const found = output.match(ready);
+      if (found !== null) {
+        clearTimeout(timer);
+        resolve(found);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited with ${code} before ${ready}:\n${output}`));
+    });
+  });
+  return { child, output: () => output, match, exited };
+}
+
+/** Polls `check` until it returns true or the time is up. */
+export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 5_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
