@@ -93,8 +93,8 @@ export class Api {
     }
     void this.options.store.touchToken(principal.token.idSegment, this.clock());
     const response = await this.run(route.handler, { req, params, principal });
-    response.headers = response.headers === undefined ? rateHeaders : [...response.headers, ...rateHeaders];
-    return response;
+    // A new object: handlers may return shared frozen responses (NO_CONTENT).
+    return { ...response, headers: response.headers === undefined ? rateHeaders : [...response.headers, ...rateHeaders] };
   }
 
   private async run(handler: Handler, ctx: Context): Promise<ApiResponse> {

@@ -468,7 +468,10 @@ export function writeApiResponse(res: HttpResponse, response: ApiResponse, isHea
   }
   res.writeHeader('cache-control', 'no-store');
   if (response.status === 204 || response.body === undefined) {
-    res.endWithoutBody(undefined, closeConnection);
+    // No length argument at all: uWS reads an explicit `undefined` as a huge Content-Length (or aborts),
+    // and a 204 must carry no Content-Length.
+    if (closeConnection) res.endWithoutBody(0, true);
+    else res.endWithoutBody();
     return;
   }
   const body = JSON.stringify(response.body);
