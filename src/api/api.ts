@@ -119,8 +119,10 @@ export class Api {
    * a blocked guesser learns nothing). Used by the API and by the tunnel endpoint.
    */
   authorize(header: string, clientAddress: string): Principal | BurrowError {
+    // An address that has used up its failures is blocked until the window resets, even with a right
+    // token: otherwise each window would give a guesser one check more than the limit.
     const blocked = this.failureLimiter.peek(clientAddress);
-    if (!blocked.allowed) return this.tooManyFailures(blocked);
+    if (blocked.remaining === 0) return this.tooManyFailures(blocked);
     let problem: string;
     if (header === '') {
       problem = 'The Authorization header is missing. Send "Authorization: Bearer <token>".';
@@ -134,8 +136,7 @@ export class Api {
         problem = 'The token is malformed, unknown or revoked.';
       }
     }
-    const failures = this.failureLimiter.hit(clientAddress);
-    if (!failures.allowed) return this.tooManyFailures(failures);
+    this.failureLimiter.hit(clientAddress);
     return new BurrowError('UNAUTHORIZED', problem, { 'WWW-Authenticate': 'Bearer realm="burrow"' });
   }
 
