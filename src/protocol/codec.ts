@@ -1,17 +1,19 @@
 /**
  * Frame encoding and decoding: one msgpack array per WebSocket message, `[type, stream, ...fields]`.
  *
- * Decoding validates every field's type through a table indexed by frame type (after a range check),
- * so the session code can index a decoded frame without checks. Anything else, including truncated or
- * trailing bytes, is a ProtocolError: the receiving side ends that tunnel with the reason, never the
- * process. Binary fields decode as views of the input, not copies: a receiver that keeps a chunk past
- * the input's lifetime copies it itself, once.
+ * Decoding first walks the msgpack structure (exactly one array value, no extension types, bounded
+ * nesting, every length inside the input), then lets msgpackr build it, then validates every field
+ * through a table indexed by frame type (after a range check), so the session code can index a decoded
+ * frame without checks. Anything else, including truncated or trailing bytes, is a ProtocolError: the
+ * receiving side ends that tunnel with the reason, never the process. Binary fields decode as views
+ * of the input, not copies: a receiver that keeps a chunk past the input's lifetime copies it itself,
+ * once.
  */
 import { Packr, Unpackr } from 'msgpackr';
-import { FrameType, GoAwayCode, MAX_FRAME_TYPE, type GoAwayCodeValue, type Settings } from './constants.js';
+import { FrameType, GoAwayCode, MAX_FRAME_TYPE, MAX_WINDOW, type GoAwayCodeValue, type Settings } from './constants.js';
 
 export type Bytes = Uint8Array;
-/** Header pairs flattened: [name0, value0, name1, value1, ...]; names are lower-case. */
+/** Header pairs flattened: [name0, value0, name1, value1, ...]; names are lower-case; no CR, LF or NUL. */
 export type HeaderList = string[];
 
 export type ReadyFrame = [typeof FrameType.READY, 0, subdomain: string, publicUrl: string, settings: Settings];
@@ -80,6 +82,128 @@ export function encode(frame: Frame): Buffer {
   return packr.pack(frame);
 }
 
+// ---- structure --------------------------------------------------------------------------------
+
+/** Containers nest at most this deep: a frame array holding header arrays or the settings map is 2. */
+export const MAX_NESTING = 4;
+/** Items still to read in each open container, by depth; decode is not re-entrant, so one suffices. */
+const pendingItems = new Float64Array(MAX_NESTING + 1);
+
+/**
+ * Walks the msgpack structure without building values: the input must be exactly one value, an array,
+ * of plain msgpack (no extension types), nesting at most MAX_NESTING deep, with every length inside
+ * the input. It never recurses and never allocates, so hostile input (deep nesting, huge declared
+ * lengths, trailing bytes) is refused in time linear in the input before msgpackr sees it.
+ */
+function checkStructure(bytes: Uint8Array): void {
+  const end = bytes.length;
+  if (end === 0) throw new ProtocolError('an empty message is not a frame');
+  const first = bytes[0]!;
+  if (!((first >= 0x90 && first <= 0x9f) || first === 0xdc || first === 0xdd)) {
+    throw new ProtocolError('a frame must be an array [type, stream, ...]');
+  }
+  let position = 0;
+  let depth = 0;
+  pendingItems[0] = 1;
+  while (depth >= 0) {
+    if (pendingItems[depth] === 0) {
+      depth--;
+      continue;
+    }
+    pendingItems[depth]!--;
+    if (position >= end) throw truncated();
+    const token = bytes[position++]!;
+    let items = -1;
+    let skip = 0;
+    if (token <= 0x7f || token >= 0xe0) {
+      // fixint
+    } else if (token <= 0x8f) {
+      items = (token & 0x0f) * 2;
+    } else if (token <= 0x9f) {
+      items = token & 0x0f;
+    } else if (token <= 0xbf) {
+      skip = token & 0x1f;
+    } else {
+      switch (token) {
+        case 0xc0: // nil
+        case 0xc2: // false
+        case 0xc3: // true
+          break;
+        case 0xcc: // uint 8
+        case 0xd0: // int 8
+          skip = 1;
+          break;
+        case 0xcd: // uint 16
+        case 0xd1: // int 16
+          skip = 2;
+          break;
+        case 0xca: // float 32
+        case 0xce: // uint 32
+        case 0xd2: // int 32
+          skip = 4;
+          break;
+        case 0xcb: // float 64
+        case 0xcf: // uint 64
+        case 0xd3: // int 64
+          skip = 8;
+          break;
+        case 0xc4: // bin 8
+        case 0xd9: // str 8
+          if (position + 1 > end) throw truncated();
+          skip = bytes[position]!;
+          position += 1;
+          break;
+        case 0xc5: // bin 16
+        case 0xda: // str 16
+          if (position + 2 > end) throw truncated();
+          skip = (bytes[position]! << 8) | bytes[position + 1]!;
+          position += 2;
+          break;
+        case 0xc6: // bin 32
+        case 0xdb: // str 32
+          if (position + 4 > end) throw truncated();
+          skip = readUint32(bytes, position);
+          position += 4;
+          break;
+        case 0xdc: // array 16
+        case 0xde: // map 16
+          if (position + 2 > end) throw truncated();
+          items = ((bytes[position]! << 8) | bytes[position + 1]!) * (token === 0xde ? 2 : 1);
+          position += 2;
+          break;
+        case 0xdd: // array 32
+        case 0xdf: // map 32
+          if (position + 4 > end) throw truncated();
+          items = readUint32(bytes, position) * (token === 0xdf ? 2 : 1);
+          position += 4;
+          break;
+        default:
+          // 0xc1 (never used) and the extension types 0xc7-0xc9, 0xd4-0xd8.
+          throw new ProtocolError(`msgpack type 0x${token.toString(16)} is not allowed in a frame`);
+      }
+    }
+    if (items >= 0) {
+      // Every item takes at least one byte: a count beyond the input is a truncated (or lying) frame.
+      if (items > end - position) throw truncated();
+      if (depth + 1 > MAX_NESTING) throw new ProtocolError(`a frame may nest containers at most ${MAX_NESTING} deep`);
+      pendingItems[++depth] = items;
+    } else if (skip > end - position) {
+      throw truncated();
+    } else {
+      position += skip;
+    }
+  }
+  if (position !== end) throw new ProtocolError(`${end - position} trailing bytes after the frame; a message carries exactly one frame`);
+}
+
+function readUint32(bytes: Uint8Array, at: number): number {
+  return bytes[at]! * 0x1000000 + ((bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!);
+}
+
+function truncated(): ProtocolError {
+  return new ProtocolError('truncated frame');
+}
+
 // ---- validation -------------------------------------------------------------------------------
 
 type Check = (value: unknown) => boolean;
@@ -93,24 +217,34 @@ const isBytes = (value: unknown): boolean => value instanceof Uint8Array;
 const isBytesOrNull = (value: unknown): boolean => value === null || value instanceof Uint8Array;
 const isStatus = (value: unknown): boolean => typeof value === 'number' && Number.isInteger(value) && value >= 100 && value <= 999;
 const isCloseCode = (value: unknown): boolean => typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 4999;
+const isWindow = (value: unknown): boolean => isStream(value) && (value as number) <= MAX_WINDOW;
+/** Header names: no upper-case letters, and nothing that could end a header line (CR, LF, NUL). */
+const BAD_NAME = /[A-Z\r\n\0]/;
+/** Header values and the WebSocket subprotocol: nothing that could end a header line. */
+const BAD_VALUE = /[\r\n\0]/;
+const isHeaderValue = (value: unknown): boolean => typeof value === 'string' && !BAD_VALUE.test(value);
 const isHeaders = (value: unknown): boolean => {
   if (!Array.isArray(value) || value.length % 2 !== 0) return false;
-  for (let i = 0; i < value.length; i++) if (typeof value[i] !== 'string') return false;
+  for (let i = 0; i < value.length; i += 2) {
+    const name: unknown = value[i];
+    const text: unknown = value[i + 1];
+    if (typeof name !== 'string' || typeof text !== 'string' || BAD_NAME.test(name) || BAD_VALUE.test(text)) return false;
+  }
   return true;
 };
 const isSettings = (value: unknown): boolean => {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  if (value === null || typeof value !== 'object' || Array.isArray(value) || value instanceof Uint8Array) return false;
   const settings = value as Record<string, unknown>;
   return (
     isStream(settings.maxFrameBody) &&
-    isStream(settings.streamWindow) &&
-    isStream(settings.connectionWindow) &&
+    isWindow(settings.streamWindow) &&
+    isWindow(settings.connectionWindow) &&
     isStream(settings.maxStreams) &&
     isStream(settings.maxMessage)
   );
 };
 
-/** Field checks after [type, stream], indexed by frame type. */
+/** Field checks after the type, indexed by frame type; the first checks the stream id. */
 const SHAPES: (readonly Check[] | undefined)[] = [];
 SHAPES[FrameType.READY] = [isZero, isString, isString, isSettings];
 SHAPES[FrameType.OPEN] = [isStream, isString, isString, isString, isHeaders, isString, isBytesOrNull, isBool];
@@ -120,7 +254,7 @@ SHAPES[FrameType.WINDOW] = [isUint, isStream];
 SHAPES[FrameType.RESET] = [isStream, isUint, isString];
 SHAPES[FrameType.GOAWAY] = [isZero, isUint, isString];
 SHAPES[FrameType.WS_OPEN] = [isStream, isString, isString, isHeaders, isString];
-SHAPES[FrameType.WS_RESPONSE] = [isStream, isStatus, isString, isHeaders];
+SHAPES[FrameType.WS_RESPONSE] = [isStream, isStatus, isHeaderValue, isHeaders];
 SHAPES[FrameType.WS_MESSAGE] = [isStream, isBytes, isBool, isBool];
 SHAPES[FrameType.WS_CLOSE] = [isStream, isCloseCode, isString];
 
@@ -133,26 +267,28 @@ export const FRAME_NAMES: readonly string[] = Object.freeze(
 
 /**
  * Decodes and validates one frame. `bytes` may be a view of a buffer the caller does not own; binary
- * fields of the result are views of it too.
+ * fields of the result are views of it too. Anything that is not exactly one valid frame throws a
+ * ProtocolError whose message is short and safe to send back in GOAWAY.
  */
 export function decode(bytes: Uint8Array): Frame {
+  checkStructure(bytes);
   let value: unknown;
   try {
     value = unpackr.unpack(bytes as Buffer);
   } catch (error) {
-    throw new ProtocolError(`undecodable frame: ${(error as Error).message}`);
+    throw new ProtocolError(`undecodable frame: ${String((error as Error)?.message).slice(0, 80)}`);
   }
   if (!Array.isArray(value) || value.length < 2) throw new ProtocolError('a frame must be an array [type, stream, ...]');
   const type = value[0];
   if (typeof type !== 'number' || !Number.isInteger(type) || type < 1 || type > MAX_FRAME_TYPE) {
-    throw new ProtocolError(`unknown frame type ${String(type)}`);
+    throw new ProtocolError(`unknown frame type ${typeof type === 'number' ? type : typeof type}`);
   }
   const shape = SHAPES[type]!;
   if (value.length !== shape.length + 1) {
     throw new ProtocolError(`${FRAME_NAMES[type]} frame has ${value.length} elements, expected ${shape.length + 1}`);
   }
   for (let i = 0; i < shape.length; i++) {
-    if (!shape[i]!(value[i + 1])) throw new ProtocolError(`${FRAME_NAMES[type]} frame: element ${i + 1} has the wrong type`);
+    if (!shape[i]!(value[i + 1])) throw new ProtocolError(`${FRAME_NAMES[type]} frame: element ${i + 1} has the wrong type or value`);
   }
   return value as Frame;
 }
