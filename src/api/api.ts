@@ -220,26 +220,25 @@ export class Api {
     };
 
     add('GET', '/api/v1/tunnels/:subdomain', ({ params, principal }) => {
-      const tunnel = ownTunnel(params.subdomain!, principal);
+      const tunnel = ownTunnel(params.subdomain!.toLowerCase(), principal);
       return json(200, {
         subdomain: tunnel.subdomain,
         port: tunnel.port,
         started_at: nowIso(tunnel.startedAt),
         token_id: tunnel.tokenId,
         reserved: store.getReservation(tunnel.subdomain)?.accountId === principal.account.id,
-        public_url: tunnel.publicUrl,
       });
     });
 
     add('DELETE', '/api/v1/tunnels/:subdomain', ({ params, principal }) => {
-      ownTunnel(params.subdomain!, principal);
-      tunnels.close(params.subdomain!, 'closed-by-api');
+      const tunnel = ownTunnel(params.subdomain!.toLowerCase(), principal);
+      tunnels.close(tunnel.subdomain, 'closed-by-api');
       return NO_CONTENT;
     });
 
     add('GET', '/api/v1/requests', ({ req, principal }) => {
       const query = queryParams(req);
-      const subdomain = query.get('subdomain');
+      const subdomain = query.get('subdomain')?.toLowerCase() ?? null;
       if (subdomain === null || subdomain === '') {
         throw new BurrowError('INVALID_REQUEST', 'The "subdomain" query parameter is required.');
       }
@@ -338,16 +337,15 @@ export class Api {
       if (existing !== undefined || (holder !== undefined && holder !== accountId)) {
         throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is in use by another account.`);
       }
+      // The plan's cap is checked inside the store's write transaction: concurrent requests cannot pass it.
       const cap = store.planLimits(principal.account.plan).reservedSubdomains;
-      if (store.listReservations(accountId).length >= cap) {
-        throw new BurrowError('RESERVATION_LIMIT_REACHED', `The ${principal.account.plan} plan allows ${cap} reserved subdomains.`);
-      }
-      const record = await store.reserve(accountId, subdomain, this.clock());
+      const record = await store.reserve(accountId, subdomain, this.clock(), cap);
       return json(201, { subdomain: record.subdomain, created_at: nowIso(record.createdAt) });
     });
 
     add('DELETE', '/api/v1/reserved-subdomains/:subdomain', async ({ params, principal }) => {
-      if (!(await store.releaseReservation(principal.account.id, params.subdomain!))) {
+      // Names are stored lower-cased, as POST stores them (host names are case-insensitive).
+      if (!(await store.releaseReservation(principal.account.id, params.subdomain!.toLowerCase()))) {
         throw new BurrowError('NOT_FOUND', `No reserved subdomain ${params.subdomain} on this account.`);
       }
       return NO_CONTENT;

@@ -231,16 +231,25 @@ export class Store {
     return list;
   }
 
-  /** Reserves `subdomain` for the account; 409 SUBDOMAIN_TAKEN when another account holds it. */
-  async reserve(accountId: string, subdomain: string, now = Date.now()): Promise<ReservationRecord> {
+  /**
+   * Reserves `subdomain` for the account: 409 SUBDOMAIN_TAKEN when another account holds it, 403
+   * RESERVATION_LIMIT_REACHED when the account already holds `cap` names. The cap is checked inside the
+   * write transaction, so concurrent requests cannot reserve past it. Reserving a name the account
+   * already holds returns that reservation.
+   */
+  async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity): Promise<ReservationRecord> {
     const outcome = await this.root.transaction(() => {
       const existing = this.reservations.get(subdomain);
       if (existing !== undefined) return existing;
+      if (this.accountReservations.getKeysCount({ start: [accountId], end: [accountId, RANGE_END] }) >= cap) return null;
       const record: ReservationRecord = { subdomain, accountId, createdAt: now };
       this.reservations.put(subdomain, record);
       this.accountReservations.put([accountId, subdomain], true);
       return record;
     });
+    if (outcome === null) {
+      throw new BurrowError('RESERVATION_LIMIT_REACHED', `The plan allows ${cap} reserved subdomains. Release one or upgrade.`);
+    }
     if (outcome.accountId !== accountId) {
       throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is reserved by another account.`);
     }

@@ -130,7 +130,6 @@ interface TunnelJson {
   started_at: string;
   token_id: string;
   reserved?: boolean;
-  public_url?: string;
 }
 
 export async function tunnelsCommand(args: string[]): Promise<number> {
@@ -158,8 +157,8 @@ export async function tunnelsCommand(args: string[]): Promise<number> {
       if (values.json === true) printJson(tunnel);
       else
         printTable(
-          ['SUBDOMAIN', 'PORT', 'STARTED', 'TOKEN', 'RESERVED', 'URL'],
-          [[tunnel.subdomain, tunnel.port, shortTime(tunnel.started_at), tunnel.token_id, tunnel.reserved, tunnel.public_url]],
+          ['SUBDOMAIN', 'PORT', 'STARTED', 'TOKEN', 'RESERVED'],
+          [[tunnel.subdomain, tunnel.port, shortTime(tunnel.started_at), tunnel.token_id, tunnel.reserved]],
           '',
         );
       return 0;
