@@ -2,6 +2,7 @@
  * Shared test set-up: real parts only. A real edge on a free loopback port with LMDB in a temp dir, real
  * accounts, a real local HTTP server, the real tunnel client, and the real CLI as a subprocess.
  */
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { Edge, type EdgeOptions } from '../src/edge/server.js';
+import { ERROR_CODES, type ErrorCode } from '../src/errors.js';
 import { RouteTable, type Route } from '../src/client/routes.js';
 import { TunnelClient, type TunnelClientOptions } from '../src/client/tunnel-client.js';
 import type { PlanName } from '../src/store/plans.js';
@@ -101,6 +103,21 @@ export async function call(
     json = undefined;
   }
   return { status: response.statusCode, headers: response.headers, text, json };
+}
+
+/** The spec's timestamps: ISO 8601 UTC ending in Z (spec conventions). */
+export const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** The spec's error response (section 7): the code's status, JSON, exactly {"error":{"code","message"}}. */
+export function assertApiError(response: HttpResult, code: ErrorCode): void {
+  const status = ERROR_CODES[code].status;
+  assert.equal(response.status, status, `expected ${status} ${code}, got ${response.status} ${response.text}`);
+  assert.match(String(response.headers['content-type']), /^application\/json/);
+  assert.deepEqual(Object.keys(response.json ?? {}), ['error'], response.text);
+  assert.deepEqual(Object.keys(response.json.error), ['code', 'message']);
+  assert.equal(response.json.error.code, code);
+  assert.equal(typeof response.json.error.message, 'string');
+  assert.ok(response.json.error.message.length > 0, 'a message');
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
