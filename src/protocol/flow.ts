@@ -18,14 +18,18 @@ export class SendCredit {
 
   /** Takes up to `wanted` bytes of credit and returns how many were taken. */
   take(wanted: number): number {
+    if (!(wanted > 0)) return 0;
     const taken = wanted < this.credit ? wanted : this.credit;
     this.credit -= taken;
     return taken;
   }
 
-  /** Adds credit from a WINDOW frame; more than MAX_WINDOW outstanding is a protocol error. */
+  /** Adds credit from a WINDOW frame; a non-positive grant, or more than MAX_WINDOW held, is a protocol error. */
   grant(credit: number): void {
-    if (credit <= 0 || this.credit + credit > MAX_WINDOW) throw new ProtocolError(`invalid WINDOW credit ${credit}`);
+    if (!Number.isInteger(credit) || credit <= 0) throw new ProtocolError(`invalid WINDOW credit ${credit}: credit is a positive integer`);
+    if (this.credit + credit > MAX_WINDOW) {
+      throw new ProtocolError(`WINDOW credit ${credit} on top of ${this.credit} exceeds the maximum window of ${MAX_WINDOW} bytes`);
+    }
     this.credit += credit;
   }
 }
@@ -51,6 +55,7 @@ export class ReceiveWindow {
 
   /** Accounts for `bytes` written out; returns the credit to grant now (0 to wait for more). */
   consume(bytes: number): number {
+    if (!(bytes > 0)) return 0;
     this.consumed += bytes;
     if (this.consumed < this.threshold) return 0;
     const grant = this.consumed;

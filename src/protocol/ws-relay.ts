@@ -76,7 +76,10 @@ export class MessageRelay {
    * whole message when `fin` ends it, or null while it is incomplete.
    */
   receive(data: Uint8Array, binary: boolean, fin: boolean): { data: Uint8Array; binary: boolean } | null {
-    if (this.fragments.length === 0 && fin) return { data, binary };
+    if (this.fragments.length === 0 && fin) {
+      if (data.byteLength > this.maxMessage) throw new ProtocolError(`a WebSocket message over ${this.maxMessage} bytes`);
+      return { data, binary };
+    }
     if (this.fragments.length === 0) this.fragmentBinary = binary;
     this.fragmentBytes += data.byteLength;
     if (this.fragmentBytes > this.maxMessage) throw new ProtocolError(`a WebSocket message over ${this.maxMessage} bytes`);

@@ -1,0 +1,386 @@
+/**
+ * The pure parts of the protocol around the codec: credit arithmetic (flow.ts), the hop-by-hop header
+ * rule (headers.ts), and WebSocket message relaying (ws-relay.ts).
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import { decode, ProtocolError, type WsMessageFrame } from '../../src/protocol/codec.js';
+import { DEFAULT_SETTINGS, FrameType, MAX_WINDOW, type Settings } from '../../src/protocol/constants.js';
+import { ReceiveWindow, SendCredit } from '../../src/protocol/flow.js';
+import { connectionNamed, dropHopByHop, HOP_BY_HOP, removeNamed } from '../../src/protocol/headers.js';
+import { MessageRelay } from '../../src/protocol/ws-relay.js';
+
+describe('SendCredit', () => {
+  test('take never exceeds the credit', () => {
+    const credit = new SendCredit(100);
+    assert.equal(credit.available, 100);
+    assert.equal(credit.take(30), 30);
+    assert.equal(credit.available, 70);
+    assert.equal(credit.take(500), 70);
+    assert.equal(credit.available, 0);
+    assert.equal(credit.take(1), 0);
+    assert.equal(credit.available, 0);
+  });
+
+  test('take of nothing, or of a nonsense amount, takes nothing', () => {
+    const credit = new SendCredit(100);
+    for (const wanted of [0, -1, -100, Number.NaN]) {
+      assert.equal(credit.take(wanted), 0, `take(${wanted})`);
+      assert.equal(credit.available, 100);
+    }
+  });
+
+  test('grant adds credit, up to MAX_WINDOW exactly', () => {
+    const credit = new SendCredit(0);
+    credit.grant(10);
+    assert.equal(credit.available, 10);
+    credit.grant(MAX_WINDOW - 10);
+    assert.equal(credit.available, MAX_WINDOW);
+  });
+
+  test('a grant past MAX_WINDOW is a protocol error and changes nothing', () => {
+    const credit = new SendCredit(MAX_WINDOW - 5);
+    assert.throws(() => credit.grant(6), ProtocolError);
+    assert.equal(credit.available, MAX_WINDOW - 5);
+    assert.throws(() => new SendCredit(0).grant(0xffffffff), ProtocolError);
+    credit.grant(5);
+    assert.equal(credit.available, MAX_WINDOW);
+    assert.throws(() => credit.grant(1), /exceeds the maximum window/);
+  });
+
+  test('non-positive or non-integer grants are protocol errors', () => {
+    const credit = new SendCredit(100);
+    for (const bad of [0, -1, -MAX_WINDOW, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      assert.throws(() => credit.grant(bad), ProtocolError, `grant(${bad})`);
+      assert.equal(credit.available, 100);
+    }
+  });
+
+  test('property: available stays within 0..MAX_WINDOW and take never hands out more than was there', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: MAX_WINDOW }),
+        fc.array(fc.oneof(fc.record({ take: fc.integer({ min: -10, max: 2 ** 32 }) }), fc.record({ grant: fc.integer({ min: -10, max: 2 ** 32 }) })), { maxLength: 50 }),
+        (initial, operations) => {
+          const credit = new SendCredit(initial);
+          let expected = initial;
+          for (const operation of operations) {
+            if ('take' in operation) {
+              const taken = credit.take(operation.take);
+              assert.ok(taken >= 0 && taken <= expected && taken <= Math.max(0, operation.take));
+              expected -= taken;
+            } else if (operation.grant > 0 && expected + operation.grant <= MAX_WINDOW) {
+              credit.grant(operation.grant);
+              expected += operation.grant;
+            } else {
+              assert.throws(() => credit.grant(operation.grant), ProtocolError);
+            }
+            assert.equal(credit.available, expected);
+            assert.ok(expected >= 0 && expected <= MAX_WINDOW);
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('ReceiveWindow', () => {
+  test('a receiver detects a sender exceeding its credit', () => {
+    const window = new ReceiveWindow(100);
+    assert.equal(window.receive(60), true);
+    assert.equal(window.receive(41), false, 'one byte more than the 40 left');
+    assert.equal(window.receive(40), true, 'a refused receive changes nothing');
+    assert.equal(window.receive(1), false);
+    assert.equal(window.receive(0), true);
+  });
+
+  test('grants are batched: one WINDOW per quarter window written out', () => {
+    const window = new ReceiveWindow(1000);
+    assert.ok(window.receive(1000));
+    assert.equal(window.consume(100), 0);
+    assert.equal(window.consume(149), 0);
+    assert.equal(window.consume(1), 250, 'the quarter is reached: everything consumed so far is granted');
+    assert.equal(window.consume(249), 0);
+    assert.equal(window.consume(300), 549, 'a batch may be larger than a quarter');
+    assert.equal(window.consume(0), 0);
+    assert.equal(window.consume(-5), 0);
+    // 799 bytes of credit went back: the sender may send them again, and no more.
+    assert.ok(window.receive(799));
+    assert.equal(window.receive(1), false);
+  });
+
+  test('tiny windows grant every byte', () => {
+    for (const size of [1, 2, 3]) {
+      const window = new ReceiveWindow(size);
+      assert.ok(window.receive(size));
+      assert.equal(window.consume(1), 1, `size ${size}`);
+    }
+  });
+
+  test('the default windows batch at 64 KiB and 4 MiB', () => {
+    const stream = new ReceiveWindow(DEFAULT_SETTINGS.streamWindow);
+    assert.ok(stream.receive(DEFAULT_SETTINGS.streamWindow));
+    assert.equal(stream.consume(65_535), 0);
+    assert.equal(stream.consume(1), 65_536);
+    const connection = new ReceiveWindow(DEFAULT_SETTINGS.connectionWindow);
+    assert.ok(connection.receive(4 * 1024 * 1024));
+    assert.equal(connection.consume(4 * 1024 * 1024 - 1), 0);
+    assert.equal(connection.consume(1), 4 * 1024 * 1024);
+  });
+
+  test('property: an honest sender and receiver never disagree and never stall', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 4096 }),
+        fc.integer({ min: 1, max: 100_000 }),
+        fc.array(fc.integer({ min: 1, max: 5000 }), { minLength: 1, maxLength: 30 }),
+        (size, total, writes) => {
+          const sender = new SendCredit(size);
+          const receiver = new ReceiveWindow(size);
+          let sent = 0;
+          let buffered = 0;
+          let written = 0;
+          let turn = 0;
+          // The sender sends what credit allows; the receiver writes out a varying amount and grants.
+          while (written < total) {
+            const chunk = sender.take(total - sent);
+            if (chunk > 0) {
+              assert.ok(receiver.receive(chunk), 'the receiver accepts everything the credit allowed');
+              sent += chunk;
+              buffered += chunk;
+            }
+            const out = Math.min(buffered, writes[turn++ % writes.length]!);
+            buffered -= out;
+            written += out;
+            const grant = receiver.consume(out);
+            if (grant > 0) sender.grant(grant);
+            // Liveness: with nothing in flight the sender must hold credit (no deadlock).
+            if (buffered === 0 && written < total) assert.ok(sender.available > 0 || chunk > 0 || out > 0, 'stalled');
+            assert.ok(turn < 1_000_000);
+          }
+          assert.equal(sent, total);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('hop-by-hop headers', () => {
+  test('the hop-by-hop set (RFC 9110 section 7.6.1 and the usual extras)', () => {
+    assert.deepEqual(
+      [...HOP_BY_HOP].sort(),
+      ['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'],
+    );
+  });
+
+  test('hop-by-hop headers are dropped, the rest kept in order with duplicates', () => {
+    const headers = [
+      'content-type', 'text/html',
+      'connection', 'keep-alive',
+      'keep-alive', 'timeout=5',
+      'transfer-encoding', 'chunked',
+      'set-cookie', 'a=1',
+      'te', 'trailers',
+      'trailer', 'x-checksum',
+      'upgrade', 'h2c',
+      'proxy-connection', 'keep-alive',
+      'proxy-authenticate', 'Basic',
+      'proxy-authorization', 'Basic eA==',
+      'set-cookie', 'b=2',
+    ];
+    assert.deepEqual(dropHopByHop(headers), ['content-type', 'text/html', 'set-cookie', 'a=1', 'set-cookie', 'b=2']);
+  });
+
+  test('headers named in Connection are dropped too', () => {
+    const headers = ['x-keep', '1', 'connection', 'close, X-Secret ,x-other', 'x-secret', 's', 'x-other', 'o', 'connection', 'x-third', 'x-third', 't'];
+    assert.deepEqual(dropHopByHop(headers), ['x-keep', '1']);
+  });
+
+  test('a list without hop-by-hop headers comes back as is, without a copy', () => {
+    const headers = ['content-type', 'text/plain', 'x-connection-id', '7'];
+    assert.equal(dropHopByHop(headers), headers);
+    const empty: string[] = [];
+    assert.equal(dropHopByHop(empty), empty);
+  });
+
+  test('connectionNamed: lower-cased, trimmed, without close, empties and hop-by-hop names', () => {
+    assert.deepEqual(connectionNamed('close'), []);
+    assert.deepEqual(connectionNamed(' Keep-Alive , Upgrade'), []);
+    assert.deepEqual(connectionNamed('X-Foo, ,x-bar,,CLOSE,  X-Baz  '), ['x-foo', 'x-bar', 'x-baz']);
+    assert.deepEqual(connectionNamed(''), []);
+  });
+
+  test('removeNamed works in place', () => {
+    const headers = ['a', '1', 'b', '2', 'a', '3', 'c', '4'];
+    removeNamed(headers, ['a', 'c']);
+    assert.deepEqual(headers, ['b', '2']);
+    removeNamed(headers, []);
+    assert.deepEqual(headers, ['b', '2']);
+  });
+});
+
+describe('MessageRelay (WebSocket passthrough)', () => {
+  const settings: Settings = { maxFrameBody: 10, streamWindow: 25, connectionWindow: 1000, maxStreams: 8, maxMessage: 100 };
+  const STREAM = 7;
+
+  function collector(): { frames: WsMessageFrame[]; send: (frame: Buffer) => void } {
+    const frames: WsMessageFrame[] = [];
+    return {
+      frames,
+      send: (bytes) => {
+        const frame = decode(bytes);
+        assert.equal(frame[0], FrameType.WS_MESSAGE);
+        frames.push(frame as WsMessageFrame);
+      },
+    };
+  }
+  const sizes = (frames: WsMessageFrame[]): [number, boolean][] => frames.map((frame) => [frame[2].byteLength, frame[4]]);
+
+  test('a message is cut into fragments of at most maxFrameBody, within the stream credit', () => {
+    const relay = new MessageRelay(STREAM, settings, 1000, 1000);
+    const connection = new SendCredit(1000);
+    const { frames, send } = collector();
+    const message = Buffer.from('abcdefghijklmnopqrstuvwxyz0123456789'); // 36 bytes
+    assert.equal(relay.push(message, true, connection, send), true);
+    assert.deepEqual(sizes(frames), [[10, false], [10, false], [5, false]], 'the 25 bytes of stream credit');
+    assert.equal(relay.waiting, 11);
+    assert.equal(relay.sendCredit.available, 0);
+    assert.equal(connection.available, 975);
+    assert.equal(relay.flush(connection, send), false, 'still waiting for credit');
+    relay.sendCredit.grant(100);
+    assert.equal(relay.flush(connection, send), true);
+    assert.deepEqual(sizes(frames), [[10, false], [10, false], [5, false], [10, false], [1, true]]);
+    assert.equal(relay.waiting, 0);
+    for (const frame of frames) {
+      assert.equal(frame[1], STREAM);
+      assert.equal(frame[3], true, 'binary');
+    }
+    assert.deepEqual(Buffer.concat(frames.map((frame) => frame[2])), message);
+  });
+
+  test('the connection credit is respected too', () => {
+    const relay = new MessageRelay(STREAM, settings, 1000, 1000);
+    const connection = new SendCredit(4);
+    const { frames, send } = collector();
+    relay.push(Buffer.from('hello world'), false, connection, send);
+    assert.deepEqual(sizes(frames), [[4, false]]);
+    assert.equal(connection.available, 0);
+    assert.equal(relay.sendCredit.available, 21);
+    connection.grant(100);
+    assert.equal(relay.flush(connection, send), true);
+    assert.deepEqual(sizes(frames), [[4, false], [7, true]]);
+    assert.equal(frames[0]![3], false, 'text');
+  });
+
+  test('an empty message is one empty final fragment', () => {
+    const relay = new MessageRelay(STREAM, settings, 1000, 1000);
+    const { frames, send } = collector();
+    relay.push(Buffer.alloc(0), false, new SendCredit(0), send);
+    assert.deepEqual(sizes(frames), [[0, true]]);
+  });
+
+  test('messages queue in order behind one waiting for credit', () => {
+    const relay = new MessageRelay(STREAM, settings, 1000, 1000);
+    const connection = new SendCredit(1000);
+    const { frames, send } = collector();
+    relay.push(Buffer.alloc(30, 1), true, connection, send);
+    relay.push(Buffer.alloc(3, 2), false, connection, send);
+    assert.equal(relay.waiting, 8);
+    relay.sendCredit.grant(50);
+    relay.flush(connection, send);
+    assert.deepEqual(sizes(frames), [[10, false], [10, false], [5, false], [5, true], [3, true]]);
+    assert.equal(frames[4]![2][0], 2);
+    assert.equal(frames[4]![3], false);
+  });
+
+  test('push refuses once too much waits for credit (the caller closes the socket)', () => {
+    const relay = new MessageRelay(STREAM, settings, 40, 1000);
+    const connection = new SendCredit(0);
+    const { send } = collector();
+    assert.equal(relay.push(Buffer.alloc(30), true, connection, send), true);
+    assert.equal(relay.push(Buffer.alloc(10), true, connection, send), true, 'exactly at the limit');
+    assert.equal(relay.push(Buffer.alloc(1), true, connection, send), false);
+    assert.equal(relay.waiting, 40);
+    // One message larger than the limit is still taken when nothing waits: it is bounded by the socket.
+    const lone = new MessageRelay(STREAM, settings, 40, 1000);
+    assert.equal(lone.push(Buffer.alloc(100), true, connection, send), true);
+  });
+
+  test('a single final fragment comes back as is (no copy)', () => {
+    const relay = new MessageRelay(STREAM, settings, 1000, 100);
+    const data = Buffer.from('whole');
+    const message = relay.receive(data, false, true);
+    assert.ok(message !== null);
+    assert.equal(message.data, data);
+    assert.equal(message.binary, false);
+  });
+
+  test('fragments are put back together, copied, with the first fragment\'s binary flag', () => {
+    const relay = new MessageRelay(STREAM, settings, 1000, 100);
+    const first = Buffer.from('hello ');
+    assert.equal(relay.receive(first, true, false), null);
+    first.fill(0); // the frame's memory is reused once the callback returns
+    assert.equal(relay.receive(Buffer.from('wide '), false, false), null);
+    const message = relay.receive(Buffer.from('world'), false, true);
+    assert.ok(message !== null);
+    assert.equal(Buffer.from(message.data).toString(), 'hello wide world');
+    assert.equal(message.binary, true);
+    // The next message starts afresh.
+    assert.deepEqual(relay.receive(Buffer.from('x'), false, true), { data: Buffer.from('x'), binary: false });
+  });
+
+  test('a message over the size limit is a protocol error, fragmented or not', () => {
+    const fragmented = new MessageRelay(STREAM, settings, 1000, 25);
+    assert.equal(fragmented.receive(Buffer.alloc(10), true, false), null);
+    assert.equal(fragmented.receive(Buffer.alloc(10), true, false), null);
+    assert.throws(() => fragmented.receive(Buffer.alloc(10), true, true), ProtocolError);
+    const single = new MessageRelay(STREAM, settings, 1000, 25);
+    assert.ok(single.receive(Buffer.alloc(25), true, true) !== null, 'exactly the limit');
+    assert.throws(() => single.receive(Buffer.alloc(26), true, true), ProtocolError);
+  });
+
+  test('property: messages relayed through fragments arrive whole and in order, within credit', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ data: fc.uint8Array({ maxLength: 80 }), binary: fc.boolean() }), { maxLength: 12 }),
+        fc.integer({ min: 1, max: 5 }),
+        (messages, batch) => {
+          const sender = new MessageRelay(STREAM, settings, 10_000, 10_000);
+          const receiver = new MessageRelay(STREAM, settings, 10_000, 100);
+          const connection = new SendCredit(settings.connectionWindow);
+          const wire: Buffer[] = [];
+          const send = (bytes: Buffer): void => {
+            wire.push(bytes);
+          };
+          const received: { data: Buffer; binary: boolean }[] = [];
+          for (const message of messages) assert.ok(sender.push(message.data, message.binary, connection, send));
+          let rounds = 0;
+          // The receiver takes up to `batch` frames per round, writes them out and grants credit back.
+          while (wire.length > 0 || sender.waiting > 0) {
+            for (const bytes of wire.splice(0, batch)) {
+              const frame = decode(bytes) as WsMessageFrame;
+              const size = frame[2].byteLength;
+              assert.ok(size <= settings.maxFrameBody);
+              assert.ok(receiver.receiveWindow.receive(size), 'the sender stayed within the stream window');
+              const message = receiver.receive(frame[2], frame[3], frame[4]);
+              if (message !== null) received.push({ data: Buffer.from(message.data), binary: message.binary });
+              const grant = receiver.receiveWindow.consume(size);
+              if (grant > 0) sender.sendCredit.grant(grant);
+              connection.grant(size > 0 ? size : 1);
+            }
+            sender.flush(connection, send);
+            assert.ok(rounds++ < 10_000, 'stalled');
+          }
+          assert.deepEqual(
+            received,
+            messages.map((message) => ({ data: Buffer.from(message.data), binary: message.binary })),
+          );
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
