@@ -1,0 +1,546 @@
+// The inspector page: a list of exchanges kept live over a WebSocket, a detail view, replay.
+// Plain DOM, no framework. Everything captured is shown with textContent, never parsed as HTML:
+// paths, headers and bodies come from whoever sent the request.
+
+const MAX_ROWS = 1000;
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  /** Summaries by id, and their order (newest first). */
+  items: new Map(),
+  order: [],
+  rows: new Map(),
+  selected: null,
+  detail: null,
+  filter: '',
+  onlyErrors: false,
+  hiddenBefore: 0,
+  maxRows: MAX_ROWS,
+};
+
+// ---- formatting ----------------------------------------------------------------------------------------
+
+function statusClass(item) {
+  if (item.error !== null && item.status === 0) return 'serr';
+  const s = item.status;
+  if (s >= 200 && s < 300) return 's2xx';
+  if (s >= 300 && s < 400) return 's3xx';
+  if (s >= 400 && s < 500) return 's4xx';
+  return s >= 500 ? 's5xx' : 'serr';
+}
+
+function statusText(item) {
+  return item.status === 0 ? 'ERR' : String(item.status);
+}
+
+function latencyText(ms) {
+  if (ms < 10) return `${ms.toFixed(1)} ms`;
+  if (ms < 10000) return `${Math.round(ms)} ms`;
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+function timeText(iso) {
+  const date = new Date(iso);
+  const pad = (n, w = 2) => String(n).padStart(w, '0');
+  return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}`;
+}
+
+function sizeText(bytes) {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+function headerValue(headers, name) {
+  for (const [key, value] of headers) if (key.toLowerCase() === name) return value;
+  return '';
+}
+
+function base64Bytes(text) {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+const HEX_LIMIT = 64 * 1024;
+
+function hexDump(bytes) {
+  const lines = [];
+  const end = Math.min(bytes.length, HEX_LIMIT);
+  for (let offset = 0; offset < end; offset += 16) {
+    let hex = '';
+    let ascii = '';
+    for (let i = 0; i < 16; i++) {
+      if (offset + i < end) {
+        const byte = bytes[offset + i];
+        hex += byte.toString(16).padStart(2, '0') + (i === 7 ? '  ' : ' ');
+        ascii += byte >= 0x20 && byte < 0x7f ? String.fromCharCode(byte) : '.';
+      } else {
+        hex += i === 7 ? '    ' : '   ';
+      }
+    }
+    lines.push(`${offset.toString(16).padStart(8, '0')}  ${hex} |${ascii}|`);
+  }
+  if (bytes.length > end) lines.push(`… ${bytes.length - end} more bytes`);
+  return lines.join('\n');
+}
+
+/** What a body pane shows: pretty JSON, the text, or a hex dump. */
+function renderBody(part, headers) {
+  if (part.body_encoding === 'base64') return { text: hexDump(base64Bytes(part.body)), kind: 'binary, hex dump' };
+  const type = headerValue(headers, 'content-type').toLowerCase();
+  const trimmed = part.body.trimStart();
+  if (!part.truncated && (type.includes('json') || trimmed.startsWith('{') || trimmed.startsWith('['))) {
+    try {
+      return { text: JSON.stringify(JSON.parse(part.body), null, 2), kind: 'JSON' };
+    } catch {
+      // Not JSON after all: shown as text.
+    }
+  }
+  return { text: part.body, kind: 'text' };
+}
+
+function bodyInfo(part, kind) {
+  if (part.body_size === 0) return '';
+  const kept = part.truncated ? `, first ${sizeText(part.body_encoding === 'base64' ? Math.floor((part.body.length * 3) / 4) : new TextEncoder().encode(part.body).length)} kept` : '';
+  return `(${sizeText(part.body_size)}, ${kind}${kept})`;
+}
+
+// ---- the list ------------------------------------------------------------------------------------------
+
+function matches(item) {
+  if (state.onlyErrors && statusClass(item) === 's2xx') return false;
+  if (state.filter === '') return true;
+  const haystack = `${item.method} ${item.path} ${statusText(item)} ${item.id} ${item.replay_of ?? ''}`.toLowerCase();
+  return state.filter.split(/\s+/).every((word) => haystack.includes(word));
+}
+
+function buildRow(item) {
+  const tr = document.createElement('tr');
+  tr.dataset.id = item.id;
+  fillRow(tr, item);
+  return tr;
+}
+
+function fillRow(tr, item) {
+  const cls = statusClass(item);
+  tr.className = `${cls}${cls === 's2xx' ? '' : ' non2xx'}${state.selected === item.id ? ' selected' : ''}`;
+  const cells = [
+    ['method', item.method],
+    ['path', item.path],
+    ['status', statusText(item)],
+    ['latency', latencyText(item.latency_ms)],
+    ['time', timeText(item.received_at)],
+  ];
+  tr.replaceChildren();
+  for (const [name, text] of cells) {
+    const td = document.createElement('td');
+    td.className = name;
+    td.textContent = text;
+    if (name === 'path') {
+      td.title = item.path;
+      if (item.replay_of !== null) {
+        const mark = document.createElement('span');
+        mark.className = 'replay-mark';
+        mark.textContent = '↻ replay';
+        mark.title = `replay of ${item.replay_of}`;
+        td.append(mark);
+      }
+    }
+    tr.append(td);
+  }
+  tr.hidden = !matches(item);
+}
+
+/** Adds or updates summaries; `fresh` ones (from the live feed) flash. */
+function upsert(items, fresh) {
+  const rowsBody = $('rows');
+  const added = [];
+  for (const item of items) {
+    const existing = state.items.get(item.id);
+    state.items.set(item.id, item);
+    if (existing !== undefined) {
+      const tr = state.rows.get(item.id);
+      if (tr !== undefined) fillRow(tr, item);
+      if (state.selected === item.id && state.detail !== null) {
+        state.detail.replay_of = item.replay_of;
+        showFacts(state.detail);
+      }
+      continue;
+    }
+    added.push(item);
+  }
+  if (added.length > 0) {
+    // `items` arrive oldest first (in the order they completed): the newest goes on top.
+    added.reverse();
+    const fragment = document.createDocumentFragment();
+    for (const item of added) {
+      const tr = buildRow(item);
+      if (fresh) tr.classList.add('fresh');
+      state.rows.set(item.id, tr);
+      fragment.append(tr);
+    }
+    rowsBody.prepend(fragment);
+    state.order = [...added.map((item) => item.id), ...state.order];
+    trim();
+  }
+  updateEmpty();
+}
+
+function trim() {
+  while (state.order.length > state.maxRows) {
+    const id = state.order.pop();
+    state.items.delete(id);
+    state.rows.get(id)?.remove();
+    state.rows.delete(id);
+  }
+}
+
+function updateEmpty() {
+  const visible = state.order.some((id) => !state.rows.get(id).hidden);
+  $('empty').hidden = visible;
+  if (!visible) $('empty').textContent = state.order.length === 0 ? 'Waiting for requests… send one to your public URL.' : 'No request matches the filter.';
+}
+
+function applyFilter() {
+  for (const id of state.order) state.rows.get(id).hidden = !matches(state.items.get(id));
+  updateEmpty();
+}
+
+async function loadList() {
+  const response = await fetch(`/api/requests?summary=1&limit=${state.maxRows}`);
+  if (!response.ok) throw new Error(`the list answered ${response.status}`);
+  const { requests } = await response.json();
+  state.items.clear();
+  state.rows.clear();
+  state.order = [];
+  $('rows').replaceChildren();
+  upsert(requests.reverse(), false);
+  if (state.selected !== null && state.rows.has(state.selected)) state.rows.get(state.selected).classList.add('selected');
+}
+
+// ---- the detail ----------------------------------------------------------------------------------------
+
+function fillHeaders(table, headers) {
+  table.replaceChildren();
+  for (const [name, value] of headers) {
+    const tr = document.createElement('tr');
+    const n = document.createElement('td');
+    n.textContent = name;
+    const v = document.createElement('td');
+    v.textContent = value;
+    tr.append(n, v);
+    table.append(tr);
+  }
+}
+
+function showFacts(detail) {
+  $('d-id').textContent = detail.id;
+  $('d-time').textContent = `${timeText(detail.received_at)}  (${detail.received_at})`;
+  $('d-latency').textContent = latencyText(detail.latency_ms);
+  $('d-port').textContent = String(detail.port);
+  const replayOf = detail.replay_of;
+  $('d-replay-of').hidden = replayOf === null;
+  $('d-replay-of-label').hidden = replayOf === null;
+  $('d-replay-of').replaceChildren();
+  if (replayOf !== null) {
+    const link = document.createElement('a');
+    link.href = `#${replayOf}`;
+    link.textContent = replayOf;
+    link.addEventListener('click', (event) => {
+      event.preventDefault();
+      select(replayOf);
+    });
+    $('d-replay-of').append(link);
+  }
+  $('d-error').hidden = detail.error === null;
+  $('d-error-label').hidden = detail.error === null;
+  $('d-error').textContent = detail.error ?? '';
+}
+
+function showDetail(detail) {
+  state.detail = detail;
+  $('placeholder').hidden = true;
+  $('detail').hidden = false;
+  $('d-method').textContent = detail.method;
+  $('d-path').textContent = detail.path;
+  const cls = statusClass(detail);
+  $('d-status').textContent = statusText(detail);
+  $('d-status').className = `status ${cls}`;
+  showFacts(detail);
+  fillHeaders($('req-headers'), detail.request.headers);
+  const requestBody = renderBody(detail.request, detail.request.headers);
+  $('req-body').textContent = requestBody.text;
+  $('req-body-info').textContent = bodyInfo(detail.request, requestBody.kind);
+  $('res-status').textContent = statusText(detail);
+  $('res-status').className = `status ${cls}`;
+  fillHeaders($('res-headers'), detail.response.headers);
+  const responseBody = renderBody(detail.response, detail.response.headers);
+  $('res-body').textContent = responseBody.text;
+  $('res-body-info').textContent = bodyInfo(detail.response, responseBody.kind);
+  if (!$('editor').hidden) openEditor();
+}
+
+let detailRequest = 0;
+
+async function select(id, { scroll = true } = {}) {
+  if (state.selected !== null) state.rows.get(state.selected)?.classList.remove('selected');
+  state.selected = id;
+  const tr = state.rows.get(id);
+  if (tr !== undefined) {
+    tr.classList.add('selected');
+    if (scroll) tr.scrollIntoView({ block: 'nearest' });
+  }
+  history.replaceState(null, '', `#${id}`);
+  const ticket = ++detailRequest;
+  const response = await fetch(`/api/requests/${encodeURIComponent(id)}`);
+  if (ticket !== detailRequest) return;
+  if (!response.ok) {
+    toast(`${id} is no longer in the inspector`, true);
+    return;
+  }
+  showDetail(await response.json());
+}
+
+function visibleIds() {
+  return state.order.filter((id) => !state.rows.get(id).hidden);
+}
+
+function move(step) {
+  const ids = visibleIds();
+  if (ids.length === 0) return;
+  const index = state.selected === null ? -1 : ids.indexOf(state.selected);
+  const next = index < 0 ? 0 : Math.min(ids.length - 1, Math.max(0, index + step));
+  void select(ids[next]);
+}
+
+// ---- replay --------------------------------------------------------------------------------------------
+
+async function replay(id, edits) {
+  const buttons = [$('replay'), $('replay-edit'), $('e-send')];
+  for (const button of buttons) button.disabled = true;
+  try {
+    const response = await fetch(`/api/requests/${encodeURIComponent(id)}/replay`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(edits ?? {}),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      toast(`Replay failed: ${body.error?.code ?? response.status}: ${body.error?.message ?? ''}`, true);
+      return null;
+    }
+    toast(`Replayed ${id} as ${body.id}: ${body.status === 0 ? 'ERR' : body.status} in ${latencyText(body.latency_ms ?? body.duration_ms ?? 0)}`, false, body.id);
+    if (body.method !== undefined && body.received_at !== undefined) upsert([body], true);
+    return body;
+  } catch (error) {
+    toast(`Replay failed: ${error.message}`, true);
+    return null;
+  } finally {
+    for (const button of buttons) button.disabled = false;
+  }
+}
+
+function openEditor() {
+  const detail = state.detail;
+  if (detail === null) return;
+  $('editor').hidden = false;
+  $('e-method').value = detail.method;
+  $('e-path').value = detail.path;
+  $('e-headers').value = detail.request.headers.map(([name, value]) => `${name}: ${value}`).join('\n');
+  const binary = detail.request.body_encoding === 'base64' || detail.request.truncated;
+  $('e-body').value = binary ? '' : detail.request.body;
+  $('e-body').disabled = binary;
+  $('e-body').placeholder = binary ? 'Binary or truncated body: replayed unchanged' : '';
+  $('e-body-note').textContent = binary ? '(binary or truncated: replayed as captured)' : '(sent only if changed)';
+  $('e-method').focus();
+}
+
+function closeEditor() {
+  $('editor').hidden = true;
+}
+
+/** The edits: what differs from the captured request. Header lines are "Name: value". */
+function collectEdits() {
+  const detail = state.detail;
+  const edits = {};
+  const method = $('e-method').value.trim().toUpperCase();
+  if (method !== '' && method !== detail.method) edits.method = method;
+  const path = $('e-path').value.trim();
+  if (path !== '' && path !== detail.path) edits.path = path;
+  const original = new Map(detail.request.headers.map(([name, value]) => [name.toLowerCase(), value]));
+  const headers = {};
+  for (const line of $('e-headers').value.split('\n')) {
+    if (line.trim() === '') continue;
+    const colon = line.indexOf(':');
+    if (colon <= 0) throw new Error(`"${line}" is not "Name: value"`);
+    const name = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1).trim();
+    if (original.get(name) !== value) headers[name] = value;
+  }
+  if (Object.keys(headers).length > 0) edits.headers = headers;
+  if (!$('e-body').disabled && $('e-body').value !== detail.request.body) edits.body = $('e-body').value;
+  return edits;
+}
+
+// ---- the header bar and the live feed ------------------------------------------------------------------
+
+function showStatus(status) {
+  const session = $('session');
+  if (status.connected) {
+    session.textContent = 'online';
+    session.className = 'pill pill-on';
+  } else {
+    session.textContent = status.public_url === null ? 'offline' : 'reconnecting';
+    session.className = 'pill pill-off';
+  }
+  const lines = [];
+  if (status.public_url !== null && status.default_port !== null) {
+    lines.push(`${status.public_url} → localhost:${status.default_port}`);
+    for (const route of status.routes) lines.push(`${route.prefix} → localhost:${route.port}`);
+  }
+  $('forwarding').textContent = lines.join('   ');
+  $('counts').textContent = `${status.requests} requests · ${status.errors} errors · ${status.active_streams} open`;
+  state.maxRows = Math.max(1, Math.min(MAX_ROWS, status.max_exchanges ?? MAX_ROWS));
+}
+
+let feedDelay = 250;
+
+function connectFeed() {
+  const socket = new WebSocket(`ws://${location.host}/api/live`);
+  socket.addEventListener('open', () => {
+    feedDelay = 250;
+    void loadList().catch((error) => toast(error.message, true));
+  });
+  socket.addEventListener('message', (event) => {
+    const message = JSON.parse(event.data);
+    if (message.type === 'exchanges') upsert(message.items, true);
+    else if (message.type === 'status') showStatus(message.status);
+    else if (message.type === 'resync') void loadList();
+  });
+  socket.addEventListener('close', () => {
+    const session = $('session');
+    session.textContent = 'inspector offline';
+    session.className = 'pill pill-off';
+    setTimeout(connectFeed, feedDelay);
+    feedDelay = Math.min(5000, feedDelay * 2);
+  });
+}
+
+let toastTimer = null;
+
+function toast(text, isError = false, linkId = null) {
+  const element = $('toast');
+  element.replaceChildren();
+  element.append(document.createTextNode(text));
+  if (linkId !== null) {
+    element.append(' ');
+    const link = document.createElement('a');
+    link.href = `#${linkId}`;
+    link.textContent = 'open';
+    link.addEventListener('click', (event) => {
+      event.preventDefault();
+      void select(linkId);
+    });
+    element.append(link);
+  }
+  element.className = `toast${isError ? ' toast-error' : ''}`;
+  element.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => (element.hidden = true), isError ? 8000 : 4000);
+}
+
+// ---- wiring --------------------------------------------------------------------------------------------
+
+function typing(target) {
+  return target instanceof HTMLInputElement || target instanceof HTMLTextAreaElement;
+}
+
+function wire() {
+  $('rows').addEventListener('click', (event) => {
+    const tr = event.target.closest('tr');
+    if (tr !== null && tr.dataset.id !== undefined) void select(tr.dataset.id, { scroll: false });
+  });
+  $('filter').addEventListener('input', () => {
+    state.filter = $('filter').value.trim().toLowerCase();
+    applyFilter();
+  });
+  $('only-errors').addEventListener('change', () => {
+    state.onlyErrors = $('only-errors').checked;
+    applyFilter();
+  });
+  $('clear').addEventListener('click', () => {
+    for (const id of state.order) state.rows.get(id).remove();
+    state.items.clear();
+    state.rows.clear();
+    state.order = [];
+    updateEmpty();
+  });
+  $('replay').addEventListener('click', () => {
+    if (state.detail !== null) void replay(state.detail.id);
+  });
+  $('replay-edit').addEventListener('click', openEditor);
+  $('e-cancel').addEventListener('click', closeEditor);
+  $('editor').addEventListener('submit', (event) => {
+    event.preventDefault();
+    let edits;
+    try {
+      edits = collectEdits();
+    } catch (error) {
+      toast(error.message, true);
+      return;
+    }
+    void replay(state.detail.id, edits).then((result) => {
+      if (result !== null) closeEditor();
+    });
+  });
+  document.addEventListener('keydown', (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (typing(event.target)) {
+      if (event.key === 'Escape') {
+        event.target.blur();
+        if (event.target.closest('#editor') !== null) closeEditor();
+      }
+      return;
+    }
+    switch (event.key) {
+      case 'j':
+      case 'ArrowDown':
+        move(1);
+        break;
+      case 'k':
+      case 'ArrowUp':
+        move(-1);
+        break;
+      case 'Enter':
+        if (state.selected === null) move(0);
+        else void select(state.selected);
+        break;
+      case 'r':
+        if (state.detail !== null) void replay(state.detail.id);
+        break;
+      case 'e':
+        openEditor();
+        break;
+      case '/':
+        $('filter').focus();
+        break;
+      case 'Escape':
+        closeEditor();
+        break;
+      default:
+        return;
+    }
+    event.preventDefault();
+  });
+  fetch('/api/status')
+    .then((response) => response.json())
+    .then(showStatus)
+    .catch(() => {});
+  connectFeed();
+  const wanted = location.hash.slice(1);
+  if (wanted.startsWith('req_')) void select(wanted);
+}
+
+wire();

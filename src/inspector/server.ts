@@ -1,0 +1,591 @@
+/**
+ * The local inspector (spec section 1 and section 4's "Local inspector interface"): a uWebSockets.js app
+ * on a loopback address (127.0.0.1:4040 by default) serving
+ * - the page (src/inspector/page/),
+ * - a JSON API: GET /api/requests, GET /api/requests/:id, POST /api/requests/:id/replay, GET /api/status,
+ * - a live feed: a WebSocket at /api/live pushing each new exchange's summary to the page.
+ *
+ * Exchanges come from the TunnelClient's 'exchange' events into a bounded ring (ring.ts). Recording is
+ * O(1) and serialises nothing; the feed batches summaries on one short timer and only while someone is
+ * subscribed, and a subscriber whose socket buffer is full is skipped (then told to resync once it
+ * drains), never buffered for without bound.
+ *
+ * Replays go through the edge's replay API, so they reach the local handler the way the original did
+ * (the tunnel, the routes) and the edge captures them under a new `req_` id; the new exchange arrives
+ * here as an ordinary 'exchange' event and is marked `replay_of` when the edge answers.
+ * docs/inspector.md explains the choice.
+ */
+import { request } from 'undici';
+import { validateReplayOverrides } from '../api/api.js';
+import type { ReplayOverrides } from '../api/types.js';
+import type { Exchange } from '../client/exchange.js';
+import type { TunnelClient } from '../client/tunnel-client.js';
+import { BurrowError, ERROR_CODES, isErrorCode } from '../errors.js';
+import { listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t, type WebSocket } from '../uws.js';
+import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, urlHost } from './address.js';
+import { loadAssets, type Asset } from './assets.js';
+import { exchangeJson, summaryJson } from './json.js';
+import { ExchangeRing, type Entry, type RingOptions } from './ring.js';
+import { allowedHosts, hostAllowed, isJsonContentType, originAllowed } from './security.js';
+
+export interface InspectorOptions extends RingOptions {
+  /** A loopback IP literal to bind (default 127.0.0.1). */
+  host?: string;
+  /** The first port to try (default 4040); 0 picks any free port. */
+  port?: number;
+  /** Further ports tried, one after another, when `port` is taken (default 0: `port` or fail). */
+  portTries?: number;
+  /** The edge and token replays go through (the tunnel client's own). */
+  edge?: string;
+  token?: string;
+  /** The live feed sends at most one message per subscriber per this many milliseconds (default 50). */
+  feedIntervalMs?: number;
+  /** A subscriber with more than this many bytes unsent is skipped until it drains (default 1 MiB). */
+  feedMaxBuffered?: number;
+  /** Largest request body the API reads (default 1 MiB). */
+  maxBodyBytes?: number;
+  log?: (line: string) => void;
+}
+
+/** The inspector's error codes: the shared registry's, plus the two refusals only it answers. */
+type InspectorErrorCode = keyof typeof ERROR_CODES | 'FORBIDDEN' | 'EDGE_UNREACHABLE';
+const STATUS_OF: Record<InspectorErrorCode, number> = {
+  ...Object.fromEntries(Object.entries(ERROR_CODES).map(([code, { status }]) => [code, status])),
+  FORBIDDEN: 403,
+  EDGE_UNREACHABLE: 502,
+} as Record<InspectorErrorCode, number>;
+
+class InspectorError extends Error {
+  constructor(
+    readonly code: InspectorErrorCode,
+    message: string,
+    readonly status: number = STATUS_OF[code],
+    readonly headers: [string, string][] = [],
+  ) {
+    super(message);
+  }
+}
+
+interface FeedSocket {
+  /** Skipped messages since its buffer filled: it gets a resync once it drains. */
+  lagging: boolean;
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  200: '200 OK',
+  400: '400 Bad Request',
+  403: '403 Forbidden',
+  404: '404 Not Found',
+  405: '405 Method Not Allowed',
+  409: '409 Conflict',
+  413: '413 Payload Too Large',
+  415: '415 Unsupported Media Type',
+  429: '429 Too Many Requests',
+  500: '500 Internal Server Error',
+  502: '502 Bad Gateway',
+  503: '503 Service Unavailable',
+  504: '504 Gateway Timeout',
+};
+
+const REQUEST_PATH = /^\/api\/requests\/([^/]+)$/;
+const REPLAY_PATH = /^\/api\/requests\/([^/]+)\/replay$/;
+/** uWS's LIBUS_LISTEN_EXCLUSIVE_PORT (exported by the binary, missing from its typings as a value). */
+const LISTEN_EXCLUSIVE_PORT = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT?: number }).LIBUS_LISTEN_EXCLUSIVE_PORT ?? 1;
+/** Replays the edge answered before their exchange arrived: new id → original id (bounded). */
+const MAX_PENDING_REPLAYS = 256;
+
+export class Inspector {
+  readonly ring: ExchangeRing;
+  readonly host: string;
+  port = 0;
+  private readonly app: TemplatedApp;
+  private listenSocket: us_listen_socket | null = null;
+  private allowed: Set<string> = new Set();
+  private readonly assets: Map<string, Asset>;
+  private readonly subscribers = new Set<WebSocket<FeedSocket>>();
+  private pending: Entry[] = [];
+  private flushTimer: NodeJS.Timeout | null = null;
+  private readonly pendingReplays = new Map<string, string>();
+  private client: TunnelClient | null = null;
+  private detach: (() => void) | null = null;
+  private closed = false;
+  private readonly feedIntervalMs: number;
+  private readonly feedMaxBuffered: number;
+  private readonly maxBodyBytes: number;
+  private readonly log: (line: string) => void;
+
+  private constructor(private readonly options: InspectorOptions) {
+    this.ring = new ExchangeRing(options);
+    this.host = options.host ?? DEFAULT_INSPECT_HOST;
+    this.feedIntervalMs = options.feedIntervalMs ?? 50;
+    this.feedMaxBuffered = options.feedMaxBuffered ?? 1024 * 1024;
+    this.maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+    this.log = options.log ?? (() => {});
+    this.assets = loadAssets();
+    this.app = uws.App();
+    this.routes();
+  }
+
+  /** Starts listening; rejects when no port could be bound (each tried port is named). */
+  static async start(options: InspectorOptions = {}): Promise<Inspector> {
+    const inspector = new Inspector(options);
+    await inspector.listen(options.port ?? DEFAULT_INSPECT_PORT, options.portTries ?? 0);
+    return inspector;
+  }
+
+  /** The page's address. */
+  get url(): string {
+    return `http://${urlHost(this.host)}:${this.port}`;
+  }
+
+  /** Records every exchange of `client` and shows its state on /api/status; returns the detach function. */
+  attach(client: TunnelClient): () => void {
+    this.detach?.();
+    this.client = client;
+    const onExchange = (exchange: Exchange): void => this.record(exchange);
+    const onState = (): void => this.broadcast(JSON.stringify({ type: 'status', status: this.status() }));
+    client.on('exchange', onExchange);
+    client.on('ready', onState);
+    client.on('reconnecting', onState);
+    client.on('closed', onState);
+    this.detach = () => {
+      client.off('exchange', onExchange);
+      client.off('ready', onState);
+      client.off('reconnecting', onState);
+      client.off('closed', onState);
+      this.detach = null;
+    };
+    return this.detach;
+  }
+
+  /** Keeps an exchange: O(1), nothing serialised here. */
+  record(exchange: Exchange): void {
+    if (this.closed) return;
+    if (this.pendingReplays.size > 0) {
+      const original = this.pendingReplays.get(exchange.id);
+      if (original !== undefined) {
+        this.pendingReplays.delete(exchange.id);
+        exchange.replayOf = original;
+      }
+    }
+    const entry = this.ring.add(exchange);
+    if (this.subscribers.size > 0) this.queue(entry);
+  }
+
+  /** Stops listening and closes every connection, the live feed's included. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.detach?.();
+    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    if (this.listenSocket !== null) uws.us_listen_socket_close(this.listenSocket);
+    this.listenSocket = null;
+    for (const ws of [...this.subscribers]) ws.close();
+    this.subscribers.clear();
+    // Closes the keep-alive connections too (present in the binary, missing from its typings).
+    (this.app as unknown as { close?: () => void }).close?.();
+  }
+
+  status(): Record<string, unknown> {
+    const client = this.client;
+    return {
+      connected: client?.connected ?? false,
+      public_url: client?.publicUrl ?? null,
+      default_port: client?.routes.defaultPort ?? null,
+      routes: client === null ? [] : client.routes.rules.map((route) => ({ prefix: route.prefix, port: route.port })),
+      active_streams: client?.activeStreams ?? 0,
+      requests: client?.stats.requests ?? 0,
+      errors: client?.stats.errors ?? 0,
+      bytes_in: client?.stats.bytesIn ?? 0,
+      bytes_out: client?.stats.bytesOut ?? 0,
+      recorded: this.ring.size,
+      recorded_bytes: this.ring.bytes,
+      max_exchanges: this.ring.maxExchanges,
+      max_bytes: this.ring.maxBytes,
+      replay: this.options.edge !== undefined && this.options.token !== undefined,
+    };
+  }
+
+  // ---- listening --------------------------------------------------------------------------------------
+
+  private async listen(first: number, tries: number): Promise<void> {
+    const taken: number[] = [];
+    for (let port = first; port <= Math.min(65535, first + tries); port++) {
+      const socket = await this.listenOn(port);
+      if (socket !== false) {
+        this.listenSocket = socket;
+        this.port = listenPort(socket);
+        this.allowed = allowedHosts(this.port, this.host);
+        return;
+      }
+      taken.push(port);
+      if (port === 0) break;
+    }
+    const ports = taken.length === 1 ? `port ${taken[0]}` : `ports ${taken[0]}-${taken[taken.length - 1]}`;
+    throw new Error(`the inspector cannot listen on ${urlHost(this.host)} ${ports} (in use, or not an address of this machine)`);
+  }
+
+  private listenOn(port: number): Promise<us_listen_socket | false> {
+    return new Promise((resolve) => {
+      // Exclusive: without it uWS sets SO_REUSEPORT and two inspectors would share 4040 silently.
+      const listen = this.app.listen as unknown as (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void;
+      listen.call(this.app, this.host, port, LISTEN_EXCLUSIVE_PORT, resolve);
+    });
+  }
+
+  // ---- routes -----------------------------------------------------------------------------------------
+
+  private routes(): void {
+    this.app.ws<FeedSocket>('/api/live', {
+      compression: uws.DISABLED,
+      maxPayloadLength: 4 * 1024,
+      // Far above feedMaxBuffered: a subscriber is skipped long before uWS would drop a message.
+      maxBackpressure: 64 * 1024 * 1024,
+      closeOnBackpressureLimit: 0,
+      idleTimeout: 120,
+      sendPingsAutomatically: true,
+      upgrade: (res, req, context) => this.onUpgrade(res, req, context),
+      open: (ws) => {
+        this.subscribers.add(ws);
+        ws.send(JSON.stringify({ type: 'status', status: this.status() }), false);
+      },
+      message: () => {
+        // The page sends nothing; anything it sends is ignored.
+      },
+      drain: (ws) => {
+        const data = ws.getUserData();
+        if (data.lagging && ws.getBufferedAmount() < this.feedMaxBuffered / 4) {
+          data.lagging = false;
+          ws.send('{"type":"resync"}', false);
+        }
+      },
+      close: (ws) => {
+        this.subscribers.delete(ws);
+      },
+    });
+    this.app.any('/*', (res, req) => this.onRequest(res, req));
+  }
+
+  private onUpgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    const host = req.getHeader('host');
+    const origin = req.getHeader('origin');
+    const key = req.getHeader('sec-websocket-key');
+    const protocol = req.getHeader('sec-websocket-protocol');
+    const extensions = req.getHeader('sec-websocket-extensions');
+    const refusal = this.refuseHost(host) ?? (originAllowed(origin, host) ? null : forbiddenOrigin(origin));
+    if (refusal !== null) {
+      writeError(res, refusal);
+      return;
+    }
+    res.upgrade<FeedSocket>({ lagging: false }, key, protocol, extensions, context);
+  }
+
+  private refuseHost(host: string): InspectorError | null {
+    if (hostAllowed(host, this.allowed)) return null;
+    return new InspectorError(
+      'FORBIDDEN',
+      `The inspector answers only to Host localhost:${this.port}, 127.0.0.1:${this.port} or [::1]:${this.port}, not "${host}".`,
+    );
+  }
+
+  private onRequest(res: HttpResponse, req: HttpRequest): void {
+    const method = req.getCaseSensitiveMethod();
+    const path = req.getUrl();
+    const query = req.getQuery() ?? '';
+    const host = req.getHeader('host');
+    const hostRefusal = this.refuseHost(host);
+    if (hostRefusal !== null) {
+      writeError(res, hostRefusal, true);
+      return;
+    }
+    if (method !== 'GET') {
+      const origin = req.getHeader('origin');
+      if (!originAllowed(origin, host)) {
+        writeError(res, forbiddenOrigin(origin), true);
+        return;
+      }
+      if (!isJsonContentType(req.getHeader('content-type'))) {
+        writeError(res, new InspectorError('UNSUPPORTED_MEDIA_TYPE', 'Requests other than GET must be sent with Content-Type: application/json.'), true);
+        return;
+      }
+    }
+
+    if (path.startsWith('/api/')) {
+      this.serveApi(res, req, method, path, query);
+      return;
+    }
+    const asset = this.assets.get(path);
+    if (asset === undefined) {
+      writeError(res, new InspectorError('NOT_FOUND', `Nothing at ${path}.`), method !== 'GET');
+      return;
+    }
+    if (method !== 'GET') {
+      writeError(res, notAllowed(path, 'GET'), true);
+      return;
+    }
+    res.writeStatus('200 OK');
+    res.writeHeader('content-type', asset.contentType);
+    res.writeHeader('cache-control', 'no-cache');
+    res.writeHeader('x-content-type-options', 'nosniff');
+    res.writeHeader('referrer-policy', 'no-referrer');
+    if (asset.contentType.startsWith('text/html')) {
+      // No framing (a page elsewhere cannot trick a click on Replay); nothing loads from anywhere else.
+      res.writeHeader(
+        'content-security-policy',
+        `default-src 'self'; connect-src 'self' ws://${host}; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'`,
+      );
+      res.writeHeader('x-frame-options', 'DENY');
+    }
+    res.end(asset.body);
+  }
+
+  private serveApi(res: HttpResponse, req: HttpRequest, method: string, path: string, query: string): void {
+    // A refused request's body is never read: close that connection rather than parse the body as a request.
+    const unread = method !== 'GET';
+    if (path === '/api/requests') {
+      if (method !== 'GET') return writeError(res, notAllowed(path, 'GET'), unread);
+      return this.answer(res, () => this.list(query));
+    }
+    if (path === '/api/status') {
+      if (method !== 'GET') return writeError(res, notAllowed(path, 'GET'), unread);
+      return writeJson(res, 200, this.status());
+    }
+    let match = REPLAY_PATH.exec(path);
+    if (match !== null) {
+      if (method !== 'POST') return writeError(res, notAllowed(path, 'POST'), unread);
+      return this.serveReplay(res, req, decodeId(match[1]!));
+    }
+    match = REQUEST_PATH.exec(path);
+    if (match !== null) {
+      if (method !== 'GET') return writeError(res, notAllowed(path, 'GET'), unread);
+      const id = decodeId(match[1]!);
+      return this.answer(res, () => exchangeJson(this.entry(id).exchange));
+    }
+    writeError(res, new InspectorError('NOT_FOUND', `No inspector endpoint at ${path}.`), unread);
+  }
+
+  /** Answers at once with `build()`'s JSON, or its error. */
+  private answer(res: HttpResponse, build: () => unknown): void {
+    let body: unknown;
+    try {
+      body = build();
+    } catch (error) {
+      writeError(res, asInspectorError(error, this.log));
+      return;
+    }
+    writeJson(res, 200, body);
+  }
+
+  private entry(id: string): Entry {
+    const entry = this.ring.get(id);
+    if (entry === undefined) throw new InspectorError('NOT_FOUND', `No request ${id} in the inspector (it keeps the last ${this.ring.maxExchanges}).`);
+    return entry;
+  }
+
+  private list(query: string): { requests: unknown[] } {
+    const params = new URLSearchParams(query);
+    const limitText = params.get('limit');
+    let limit = 50;
+    if (limitText !== null) {
+      if (!/^[0-9]{1,7}$/.test(limitText) || Number(limitText) < 1) {
+        throw new InspectorError('INVALID_REQUEST', `"limit" must be a whole number from 1 to ${this.ring.maxExchanges}.`);
+      }
+      limit = Math.min(Number(limitText), this.ring.maxExchanges);
+    }
+    const before = params.get('before') ?? undefined;
+    if (before !== undefined && this.ring.get(before) === undefined) {
+      throw new InspectorError('NOT_FOUND', `No request ${before} in the inspector to list from.`);
+    }
+    const summary = params.get('summary');
+    const brief = summary === '1' || summary === 'true';
+    const entries = this.ring.list(limit, before);
+    return { requests: entries.map((entry) => (brief ? summaryJson(entry.exchange) : exchangeJson(entry.exchange))) };
+  }
+
+  // ---- replay -----------------------------------------------------------------------------------------
+
+  private serveReplay(res: HttpResponse, req: HttpRequest, id: string): void {
+    const lengthText = req.getHeader('content-length');
+    const state = { aborted: false };
+    res.onAborted(() => {
+      state.aborted = true;
+    });
+    if (lengthText !== '' && Number(lengthText) > this.maxBodyBytes) {
+      writeError(res, new InspectorError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.maxBodyBytes} bytes.`), true);
+      state.aborted = true;
+      return;
+    }
+    const run = (body: Buffer): void => {
+      this.replay(id, body).then(
+        (result) => {
+          if (!state.aborted) res.cork(() => writeJson(res, 200, result));
+        },
+        (error: unknown) => {
+          if (!state.aborted) res.cork(() => writeError(res, asInspectorError(error, this.log)));
+        },
+      );
+    };
+    if ((lengthText === '' || lengthText === '0') && req.getHeader('transfer-encoding') === '') {
+      run(Buffer.alloc(0));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let received = 0;
+    res.onData((chunk, isLast) => {
+      if (state.aborted) return;
+      received += chunk.byteLength;
+      if (received > this.maxBodyBytes) {
+        state.aborted = true;
+        writeError(res, new InspectorError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.maxBodyBytes} bytes.`), true);
+        return;
+      }
+      chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
+      if (isLast) run(Buffer.concat(chunks, received));
+    });
+  }
+
+  /** Replays `id` with the edits in `body` (JSON {headers, method, path, body}, all optional). */
+  async replay(id: string, body: Buffer | ReplayOverrides = {}): Promise<unknown> {
+    this.entry(id);
+    let overrides: ReplayOverrides;
+    if (Buffer.isBuffer(body)) {
+      let parsed: unknown = {};
+      if (body.byteLength > 0) {
+        try {
+          parsed = JSON.parse(body.toString('utf8'));
+        } catch (error) {
+          throw new InspectorError('INVALID_REQUEST', `The body is not valid JSON: ${(error as Error).message}`);
+        }
+      }
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InspectorError('INVALID_REQUEST', 'The body must be a JSON object.');
+      overrides = validateReplayOverrides(parsed as Record<string, unknown>);
+    } else {
+      overrides = validateReplayOverrides(body as Record<string, unknown>);
+    }
+    const { edge, token } = this.options;
+    if (edge === undefined || token === undefined) {
+      throw new InspectorError('TUNNEL_OFFLINE', 'This inspector has no edge to replay through.');
+    }
+    let response;
+    try {
+      response = await request(`${edge}/api/v1/requests/${encodeURIComponent(id)}/replay`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' },
+        body: JSON.stringify(overrides),
+        headersTimeout: 120_000,
+        bodyTimeout: 120_000,
+      });
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as { code?: string }).code ?? (error as Error).message;
+      throw new InspectorError('EDGE_UNREACHABLE', `The edge at ${edge} is unreachable (${cause}); replays go through the tunnel.`);
+    }
+    const text = await response.body.text();
+    let parsed: { id?: unknown; error?: { code?: unknown; message?: unknown } } | undefined;
+    try {
+      parsed = JSON.parse(text) as typeof parsed;
+    } catch {
+      parsed = undefined;
+    }
+    if (response.statusCode !== 200) {
+      const code = parsed?.error?.code;
+      const message = typeof parsed?.error?.message === 'string' ? parsed.error.message : `The edge answered ${response.statusCode}.`;
+      const retry = response.headers['retry-after'];
+      throw new InspectorError(
+        typeof code === 'string' && (isErrorCode(code) || code in STATUS_OF) ? (code as InspectorErrorCode) : 'INTERNAL_ERROR',
+        message,
+        response.statusCode >= 400 ? response.statusCode : 502,
+        typeof retry === 'string' ? [['retry-after', retry]] : [],
+      );
+    }
+    const newId = typeof parsed?.id === 'string' ? parsed.id : null;
+    if (newId === null) throw new InspectorError('INTERNAL_ERROR', 'The edge answered the replay without an id.');
+    const replayed = this.markReplay(newId, id);
+    // The client records the exchange before the edge can answer, so it is normally here already.
+    return replayed === undefined ? { ...(parsed as object), replay_of: id } : exchangeJson(replayed.exchange);
+  }
+
+  /** Marks the exchange `newId` as a replay of `original`, now or when it arrives. */
+  private markReplay(newId: string, original: string): Entry | undefined {
+    const entry = this.ring.get(newId);
+    if (entry === undefined) {
+      if (this.pendingReplays.size >= MAX_PENDING_REPLAYS) this.pendingReplays.delete(this.pendingReplays.keys().next().value!);
+      this.pendingReplays.set(newId, original);
+      return undefined;
+    }
+    if (entry.exchange.replayOf !== original) {
+      entry.exchange.replayOf = original;
+      if (this.subscribers.size > 0) this.queue(entry);
+    }
+    return entry;
+  }
+
+  // ---- the live feed ----------------------------------------------------------------------------------
+
+  private queue(entry: Entry): void {
+    // Bounded: past a page's worth, the subscribers resync from the list instead.
+    if (this.pending.length < 500) this.pending.push(entry);
+    else this.pending.length = 0;
+    this.flushTimer ??= setTimeout(() => this.flush(), this.feedIntervalMs);
+  }
+
+  private flush(): void {
+    this.flushTimer = null;
+    const entries = this.pending;
+    this.pending = [];
+    if (this.subscribers.size === 0) return;
+    const message = entries.length === 0 ? '{"type":"resync"}' : JSON.stringify({ type: 'exchanges', items: entries.map((entry) => summaryJson(entry.exchange)) });
+    this.broadcast(message);
+  }
+
+  private broadcast(message: string): void {
+    for (const ws of this.subscribers) {
+      const data = ws.getUserData();
+      if (data.lagging) continue;
+      if (ws.getBufferedAmount() > this.feedMaxBuffered) {
+        data.lagging = true;
+        continue;
+      }
+      ws.send(message, false);
+    }
+  }
+}
+
+// ---- responses --------------------------------------------------------------------------------------
+
+function forbiddenOrigin(origin: string): InspectorError {
+  return new InspectorError('FORBIDDEN', `Requests from ${origin} may not use the inspector; only its own page may.`);
+}
+
+function notAllowed(path: string, allow: string): InspectorError {
+  return new InspectorError('METHOD_NOT_ALLOWED', `${path} takes ${allow} only.`, 405, [['allow', allow]]);
+}
+
+function decodeId(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+function asInspectorError(error: unknown, log: (line: string) => void): InspectorError {
+  if (error instanceof InspectorError) return error;
+  if (error instanceof BurrowError) return new InspectorError(error.code, error.message, error.status);
+  log(`inspector: ${(error as Error)?.stack ?? String(error)}`);
+  return new InspectorError('INTERNAL_ERROR', ERROR_CODES.INTERNAL_ERROR.message);
+}
+
+function writeJson(res: HttpResponse, status: number, body: unknown, headers: [string, string][] = [], closeConnection = false): void {
+  res.writeStatus(STATUS_TEXT[status] ?? `${status} Status`);
+  for (const [name, value] of headers) res.writeHeader(name, value);
+  res.writeHeader('content-type', 'application/json; charset=utf-8');
+  res.writeHeader('cache-control', 'no-store');
+  res.writeHeader('x-content-type-options', 'nosniff');
+  res.end(JSON.stringify(body), closeConnection);
+}
+
+/** The spec's error shape. A refused request's unread body closes the connection. */
+function writeError(res: HttpResponse, error: InspectorError, closeConnection = false): void {
+  writeJson(res, error.status, { error: { code: error.code, message: error.message } }, error.headers, closeConnection);
+}
