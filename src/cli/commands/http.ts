@@ -1,24 +1,47 @@
+/**
+ * `burrow http PORT`: the tunnel client, the local inspector beside it, and what the terminal shows.
+ *
+ * In a terminal (stdout is a TTY, no --log) a status block is redrawn in place at most 10 times a
+ * second; otherwise, or with --log text|json, one line per request. Every mode first prints
+ * "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live.
+ */
 import { parsePort, parseRoute, RouteTable, type Route } from '../../client/routes.js';
-import { TunnelClient, TunnelRefusedError } from '../../client/tunnel-client.js';
+import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
 import type { Exchange } from '../../client/exchange.js';
+import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseInspectAddress } from '../../inspector/address.js';
+import { Inspector } from '../../inspector/server.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { requireToken, resolveCredentials } from '../config.js';
 
 const HELP = `
 Usage: burrow http PORT [--subdomain NAME] [--route PREFIX=PORT ...] [--edge URL] [--token T]
+                        [--inspect ADDR | --no-inspect] [--log text|json]
 
 Opens a tunnel: requests to the public URL the edge gives are forwarded to http://localhost:PORT.
 Prints "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live; reconnects by
 itself (keeping the URL) when the connection drops; Ctrl-C closes the tunnel.
+
+The local inspector (http://127.0.0.1:4040, or the next free port up to 4059) shows every request
+with headers, body, the local response and latency, live, and replays them (burrow replay).
 
 Options:
   --subdomain NAME        ask for this subdomain (3-63 of a-z, 0-9, -); default: one is made up
   --route PREFIX=PORT     send paths under PREFIX to another local port (repeatable; longest wins)
   --edge URL              the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
   --token T               the token (default: BURROW_TOKEN, the config file)
-  --log text|json         one line per request (default text)
+  --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
+                          (exactly this port; 0 picks a free one)
+  --no-inspect            no inspector: nothing is recorded
+  --log text|json         one line per request, also in a terminal (default: a live status
+                          block in a terminal, text lines otherwise); NO_COLOR turns colour off
   -h, --help              show this help
 `;
+
+/** Bytes of each body the client keeps for the inspector (the edge keeps the same by default). */
+export const INSPECTOR_BODY_LIMIT = 1024 * 1024;
+/** Requests shown in the terminal's status block. */
+const RECENT = 10;
+const REDRAW_MS = 100;
 
 export async function httpCommand(args: string[]): Promise<number> {
   const parsed = parse(
@@ -29,6 +52,8 @@ export async function httpCommand(args: string[]): Promise<number> {
       edge: { type: 'string' },
       token: { type: 'string' },
       log: { type: 'string' },
+      inspect: { type: 'string' },
+      'no-inspect': { type: 'boolean' },
     },
     HELP,
   );
@@ -43,45 +68,58 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (typeof route === 'string') throw new UsageError(`--route ${route}`);
     routes.push(route);
   }
-  const logFormat = parsed.values.log ?? 'text';
-  if (logFormat !== 'text' && logFormat !== 'json') throw new UsageError('--log must be text or json');
+  const logFormat = parsed.values.log;
+  if (logFormat !== undefined && logFormat !== 'text' && logFormat !== 'json') throw new UsageError('--log must be text or json');
+  const inspect = parsed.values['no-inspect'] === true ? null : inspectAddress(parsed.values.inspect);
+  if (parsed.values['no-inspect'] === true && parsed.values.inspect !== undefined) throw new UsageError('give --inspect or --no-inspect, not both');
   const credentials = resolveCredentials(parsed.values);
   const token = requireToken(credentials);
   const table = new RouteTable(port, routes);
+
+  // The inspector first: a taken --inspect port fails before any tunnel opens.
+  let inspector: Inspector | null = null;
+  if (inspect !== null) {
+    try {
+      inspector = await Inspector.start({ ...inspect, edge: credentials.edge, token });
+    } catch (error) {
+      throw new CliError(`${(error as Error).message}; choose another with --inspect PORT, or --no-inspect`);
+    }
+  }
   const client = new TunnelClient({
     edge: credentials.edge,
     token,
     routes: table,
+    recordLimit: inspector === null ? 0 : INSPECTOR_BODY_LIMIT,
     ...(parsed.values.subdomain === undefined ? {} : { subdomain: parsed.values.subdomain.toLowerCase() }),
   });
+  inspector?.attach(client);
 
-  let ready;
+  let ready: ReadyInfo;
   try {
     ready = await client.start();
   } catch (error) {
+    inspector?.close();
     if (error instanceof TunnelRefusedError) throw new CliError(`${error.code}: ${error.message}`);
     throw new CliError((error as Error).message);
   }
   const out = process.stdout;
-  out.write(`Forwarding ${ready.publicUrl} -> http://localhost:${port}\n`);
-  for (const route of table.rules) out.write(`Forwarding ${ready.publicUrl}${route.prefix} -> http://localhost:${route.port}\n`);
+  const forwarding = forwardingLines(ready.publicUrl, table);
+  out.write(forwarding.map((line) => `Forwarding ${line}\n`).join(''));
+  if (inspector !== null) out.write(`Inspector ${inspector.url}\n`);
 
-  client.on('exchange', (exchange: Exchange) => {
-    if (logFormat === 'json') {
-      out.write(
-        `${JSON.stringify({ id: exchange.id, method: exchange.method, path: exchange.path, status: exchange.status, latency_ms: round(exchange.latencyMs), port: exchange.port, error: exchange.error })}\n`,
-      );
-    } else {
-      const status = exchange.error !== null ? 'ERR' : String(exchange.status);
-      out.write(`${exchange.method} ${exchange.path} ${status} ${round(exchange.latencyMs)}ms${exchange.error !== null ? ` ${exchange.error}` : ''}\n`);
-    }
-  });
-  client.on('reconnecting', ({ attempt, delayMs, reason }) => {
-    process.stderr.write(`burrow: connection lost (${reason}); reconnecting in ${delayMs} ms (attempt ${attempt})\n`);
-  });
-  client.on('ready', (info) => {
-    if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> http://localhost:${port}\n`);
-  });
+  const live = out.isTTY === true && logFormat === undefined ? new StatusBlock(client, table, inspector?.url ?? null, out) : null;
+  if (live === null) {
+    const json = logFormat === 'json';
+    client.on('exchange', (exchange: Exchange) => out.write(json ? jsonLine(exchange) : textLine(exchange)));
+    client.on('reconnecting', ({ attempt, delayMs, reason }) => {
+      process.stderr.write(`burrow: connection lost (${reason}); reconnecting in ${delayMs} ms (attempt ${attempt})\n`);
+    });
+    client.on('ready', (info) => {
+      if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> http://localhost:${port}\n`);
+    });
+  } else {
+    live.start(ready.publicUrl);
+  }
 
   return new Promise<number>((resolve) => {
     const stop = (): void => {
@@ -90,17 +128,239 @@ export async function httpCommand(args: string[]): Promise<number> {
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     client.on('closed', (info) => {
+      live?.stop();
+      inspector?.close();
+      let code = 0;
       if (info.byUser) {
         out.write('tunnel closed\n');
-        resolve(0);
       } else {
         process.stderr.write(`burrow: tunnel closed by the edge: ${info.code}: ${info.reason}\n`);
-        resolve(1);
+        code = 1;
       }
+      // Nothing should keep the process up now; if something does, it must not hold Ctrl-C hostage.
+      setTimeout(() => process.exit(code), 2_000).unref();
+      resolve(code);
     });
   });
 }
 
+function inspectAddress(text: string | undefined): { host: string; port: number; portTries: number } {
+  if (text === undefined) return { host: DEFAULT_INSPECT_HOST, port: DEFAULT_INSPECT_PORT, portTries: DEFAULT_PORT_TRIES - 1 };
+  const address = parseInspectAddress(text);
+  if (typeof address === 'string') throw new UsageError(`--inspect ${address}`);
+  return { ...address, portTries: 0 };
+}
+
+function forwardingLines(publicUrl: string, table: RouteTable): string[] {
+  return [
+    `${publicUrl} -> http://localhost:${table.defaultPort}`,
+    ...table.rules.map((route) => `${publicUrl}${route.prefix} -> http://localhost:${route.port}`),
+  ];
+}
+
 function round(ms: number): number {
   return Math.round(ms * 10) / 10;
+}
+
+export function textLine(exchange: Exchange): string {
+  const status = exchange.error !== null && exchange.status === 0 ? 'ERR' : String(exchange.status);
+  return `${exchange.method} ${exchange.path} ${status} ${round(exchange.latencyMs)}ms${exchange.error !== null ? ` ${exchange.error}` : ''}\n`;
+}
+
+export function jsonLine(exchange: Exchange): string {
+  return `${JSON.stringify({
+    id: exchange.id,
+    method: exchange.method,
+    path: exchange.path,
+    status: exchange.status,
+    latency_ms: round(exchange.latencyMs),
+    port: exchange.port,
+    received_at: new Date(exchange.startedAt).toISOString(),
+    error: exchange.error,
+  })}\n`;
+}
+
+// ---- the terminal's status block ----------------------------------------------------------------------
+
+export interface RecentRequest {
+  method: string;
+  path: string;
+  status: number;
+  error: string | null;
+  latencyMs: number;
+}
+
+export interface StatusView {
+  session: 'online' | 'reconnecting' | 'closed';
+  /** Why it is reconnecting, when it is. */
+  detail: string;
+  forwarding: string[];
+  inspector: string | null;
+  openStreams: number;
+  requests: number;
+  errors: number;
+  bytesIn: number;
+  bytesOut: number;
+  /** Newest last. */
+  recent: readonly RecentRequest[];
+}
+
+export interface RenderOptions {
+  color: boolean;
+  /** Terminal columns: every line is cut to fit, so the block never wraps. */
+  width: number;
+}
+
+/** The status block's lines, pure (tested on its own). */
+export function renderStatus(view: StatusView, options: RenderOptions): string[] {
+  const paint = (code: string, text: string): string => (options.color ? `\x1b[${code}m${text}\x1b[0m` : text);
+  const label = (text: string): string => paint('2', text.padEnd(12));
+  const lines: [string, number][] = [];
+  const add = (text: string, visible: number): void => {
+    lines.push([text, visible]);
+  };
+  const plain = (text: string): void => add(text, text.length);
+  const labelled = (name: string, value: string, colored = value): void => add(`${label(name)}${colored}`, 12 + value.length);
+
+  plain('Burrow  (Ctrl-C to quit)');
+  plain('');
+  const sessionText = view.session === 'online' ? 'online' : view.session === 'reconnecting' ? `reconnecting${view.detail === '' ? '' : ` (${view.detail})`}` : 'closed';
+  labelled('Session', sessionText, paint(view.session === 'online' ? '32' : view.session === 'reconnecting' ? '33' : '31', sessionText));
+  view.forwarding.forEach((line, index) => labelled(index === 0 ? 'Forwarding' : '', line));
+  if (view.inspector !== null) labelled('Inspector', view.inspector);
+  labelled(
+    'Connections',
+    `${view.openStreams} open · ${view.requests} requests · ${view.errors} errors · ${bytes(view.bytesIn)} in · ${bytes(view.bytesOut)} out`,
+  );
+  plain('');
+  plain(paint('1', 'Requests'));
+  if (view.recent.length === 0) plain(paint('2', 'none yet'));
+  const pathWidth = Math.max(10, Math.min(60, options.width - 32));
+  for (let i = view.recent.length - 1; i >= 0; i--) {
+    const request = view.recent[i]!;
+    const status = request.error !== null && request.status === 0 ? 'ERR' : String(request.status);
+    const path = request.path.length > pathWidth ? `${request.path.slice(0, pathWidth - 1)}…` : request.path.padEnd(pathWidth);
+    const latency = `${round(request.latencyMs)} ms`.padStart(10);
+    const head = `${request.method.padEnd(7)} ${path} `;
+    add(`${head}${paint(statusColor(request), status.padEnd(4))}${latency}`, head.length + 4 + latency.length);
+  }
+  return lines.map(([text, visible]) => (visible <= options.width - 1 ? text : cut(text, options.width - 1, options.color)));
+}
+
+function statusColor(request: RecentRequest): string {
+  if (request.status === 0 || request.status >= 500) return '31';
+  if (request.status >= 400) return '33';
+  if (request.status >= 300) return '36';
+  return '32';
+}
+
+/** Cuts a line to `width` visible characters, keeping colour sequences whole and resetting at the end. */
+function cut(text: string, width: number, color: boolean): string {
+  let visible = 0;
+  let result = '';
+  for (let i = 0; i < text.length && visible < width; ) {
+    if (text.charCodeAt(i) === 27) {
+      const end = text.indexOf('m', i);
+      result += text.slice(i, end + 1);
+      i = end + 1;
+      continue;
+    }
+    result += text[i];
+    visible++;
+    i++;
+  }
+  return color ? `${result}\x1b[0m` : result;
+}
+
+function bytes(count: number): string {
+  if (count < 1024) return `${count} B`;
+  if (count < 1024 * 1024) return `${(count / 1024).toFixed(1)} KiB`;
+  if (count < 1024 * 1024 * 1024) return `${(count / 1024 / 1024).toFixed(1)} MiB`;
+  return `${(count / 1024 / 1024 / 1024).toFixed(2)} GiB`;
+}
+
+/** Redraws the status block in place, below what was printed before it, at most every REDRAW_MS. */
+class StatusBlock {
+  private readonly recent: RecentRequest[] = [];
+  private session: StatusView['session'] = 'online';
+  private detail = '';
+  private forwarding: string[] = [];
+  private dirty = true;
+  private drawn = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private ticks = 0;
+  private readonly color: boolean;
+
+  constructor(
+    private readonly client: TunnelClient,
+    private readonly table: RouteTable,
+    private readonly inspector: string | null,
+    private readonly out: NodeJS.WriteStream,
+  ) {
+    const noColor = process.env.NO_COLOR;
+    this.color = (noColor === undefined || noColor === '') && process.env.TERM !== 'dumb';
+  }
+
+  start(publicUrl: string): void {
+    this.forwarding = forwardingLines(publicUrl, this.table);
+    this.client.on('exchange', (exchange) => {
+      // Only what the block shows: no reference to the bodies is kept.
+      this.recent.push({ method: exchange.method, path: exchange.path, status: exchange.status, error: exchange.error, latencyMs: exchange.latencyMs });
+      if (this.recent.length > RECENT) this.recent.shift();
+      this.dirty = true;
+    });
+    this.client.on('reconnecting', ({ attempt, delayMs, reason }) => {
+      this.session = 'reconnecting';
+      this.detail = `attempt ${attempt} in ${delayMs} ms: ${reason}`;
+      this.dirty = true;
+    });
+    this.client.on('ready', (info) => {
+      this.session = 'online';
+      this.detail = '';
+      this.forwarding = forwardingLines(info.publicUrl, this.table);
+      this.dirty = true;
+    });
+    this.out.on('resize', () => {
+      this.dirty = true;
+    });
+    this.out.write('\x1b[?25l'); // hide the cursor while the block lives
+    this.draw();
+    this.timer = setInterval(() => {
+      // Open streams and byte counts change without events: refresh once a second regardless.
+      if (++this.ticks % 10 === 0) this.dirty = true;
+      if (this.dirty) this.draw();
+    }, REDRAW_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.session = 'closed';
+    this.draw();
+    this.out.write('\x1b[?25h');
+  }
+
+  private draw(): void {
+    this.dirty = false;
+    const lines = renderStatus(
+      {
+        session: this.session,
+        detail: this.detail,
+        forwarding: this.forwarding,
+        inspector: this.inspector,
+        openStreams: this.client.activeStreams,
+        requests: this.client.stats.requests,
+        errors: this.client.stats.errors,
+        bytesIn: this.client.stats.bytesIn,
+        bytesOut: this.client.stats.bytesOut,
+        recent: this.recent,
+      },
+      { color: this.color, width: this.out.columns ?? 100 },
+    );
+    // Up to where the previous block began, clear from there down, draw the new one.
+    const up = this.drawn > 0 ? `\x1b[${this.drawn}F\x1b[0J` : '';
+    this.out.write(`${up}${lines.join('\n')}\n`);
+    this.drawn = lines.length;
+  }
 }
