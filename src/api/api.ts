@@ -68,11 +68,11 @@ export class Api {
 
   async handle(req: ApiRequest): Promise<ApiResponse> {
     const lookup = this.router.lookup(req.method, req.path);
-    if (lookup.kind === 'not-found') return errorResponse(new BurrowError('NOT_FOUND', `No route for ${req.path}.`));
+    if (lookup.kind === 'not-found') return errorResponse(new BurrowError('NOT_FOUND', `No route for ${quoted(req.path)}.`));
     if (lookup.kind === 'method-not-allowed') {
       const allow = lookup.allow.join(', ');
       return errorResponse(
-        new BurrowError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${req.path}; use ${allow}.`, { Allow: allow }),
+        new BurrowError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${quoted(req.path)}; use ${allow}.`, { Allow: allow }),
       );
     }
     const { handler: route, params } = lookup.match;
@@ -195,7 +195,7 @@ export class Api {
     add('DELETE', '/api/v1/tokens/:id', async ({ params, principal }) => {
       const idSegment = idSegmentOfTokenId(params.id!);
       if (idSegment === null || !(await store.revokeToken(principal.account.id, idSegment, this.clock()))) {
-        throw new BurrowError('NOT_FOUND', `No active token ${params.id} on this account.`);
+        throw new BurrowError('NOT_FOUND', `No active token ${quoted(params.id!)} on this account.`);
       }
       tunnels.closeByToken(params.id!);
       return NO_CONTENT;
@@ -214,7 +214,7 @@ export class Api {
     const ownTunnel = (subdomain: string, principal: Principal) => {
       const tunnel = tunnels.get(subdomain);
       if (tunnel === undefined || tunnel.accountId !== principal.account.id) {
-        throw new BurrowError('NOT_FOUND', `No active tunnel ${subdomain} on this account.`);
+        throw new BurrowError('NOT_FOUND', `No active tunnel ${quoted(subdomain)} on this account.`);
       }
       return tunnel;
     };
@@ -247,7 +247,7 @@ export class Api {
       let beforeSeq: number | undefined;
       if (before !== null) {
         const seq = captures.seqInRing(principal.account.id, subdomain, before);
-        if (seq === null) throw new BurrowError('INVALID_REQUEST', `"before" must be a request id of ${subdomain}.`);
+        if (seq === null) throw new BurrowError('INVALID_REQUEST', `"before" must be a request id of ${quoted(subdomain)}.`);
         beforeSeq = seq;
       }
       const list = captures.list(principal.account.id, subdomain, {
@@ -256,7 +256,7 @@ export class Api {
         retentionMs: this.retentionOf(principal),
         now: this.clock(),
       });
-      if (list === null) throw new BurrowError('NOT_FOUND', `No requests for ${subdomain} on this account.`);
+      if (list === null) throw new BurrowError('NOT_FOUND', `No requests for ${quoted(subdomain)} on this account.`);
       return json(200, {
         requests: list.map((entry) => ({
           id: entry.id,
@@ -271,7 +271,7 @@ export class Api {
 
     const ownCapture = (id: string, principal: Principal): CaptureRecord => {
       const capture = captures.get(principal.account.id, id, this.retentionOf(principal), this.clock());
-      if (capture === null) throw new BurrowError('NOT_FOUND', `No request ${id} on this account.`);
+      if (capture === null) throw new BurrowError('NOT_FOUND', `No request ${quoted(id)} on this account.`);
       return capture;
     };
 
@@ -327,7 +327,7 @@ export class Api {
       if (typeof body.subdomain !== 'string') throw new BurrowError('INVALID_REQUEST', '"subdomain" must be a string.');
       const subdomain = body.subdomain.toLowerCase();
       const problem = subdomainProblem(subdomain);
-      if (problem !== null) throw new BurrowError('INVALID_REQUEST', `Invalid subdomain "${body.subdomain}": ${problem}.`);
+      if (problem !== null) throw new BurrowError('INVALID_REQUEST', `Invalid subdomain "${quoted(body.subdomain)}": ${problem}.`);
       const accountId = principal.account.id;
       const existing = store.getReservation(subdomain);
       if (existing?.accountId === accountId) {
@@ -346,7 +346,7 @@ export class Api {
     add('DELETE', '/api/v1/reserved-subdomains/:subdomain', async ({ params, principal }) => {
       // Names are stored lower-cased, as POST stores them (host names are case-insensitive).
       if (!(await store.releaseReservation(principal.account.id, params.subdomain!.toLowerCase()))) {
-        throw new BurrowError('NOT_FOUND', `No reserved subdomain ${params.subdomain} on this account.`);
+        throw new BurrowError('NOT_FOUND', `No reserved subdomain ${quoted(params.subdomain!)} on this account.`);
       }
       return NO_CONTENT;
     });
@@ -357,6 +357,11 @@ export function errorResponse(error: BurrowError, extraHeaders?: HeaderPairs): A
   const headers: HeaderPairs = Object.entries(error.headers);
   if (extraHeaders !== undefined) headers.push(...extraHeaders);
   return { status: ERROR_CODES[error.code].status, headers, body: error.toBody() };
+}
+
+/** A client-supplied path or name for an error message: cut short, so a huge URL is not echoed back whole. */
+function quoted(path: string): string {
+  return path.length <= 200 ? path : `${path.slice(0, 200)}…`;
 }
 
 function rateLimitHeaders(rate: RateDecision): HeaderPairs {
