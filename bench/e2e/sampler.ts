@@ -1,0 +1,181 @@
+/**
+ * Samples the RSS and CPU time of the benchmark's processes from /proc every ~200 ms (Linux only; elsewhere
+ * the numbers are null). A run asks for a `Window` over its start and end and gets each process's peak RSS
+ * and mean CPU over exactly that span; the whole series is kept at a coarser step for the results file.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+
+export interface ProcSample {
+  /** ms since the epoch. */
+  t: number;
+  /** Resident set size, KiB. */
+  rssKiB: number;
+  /** Peak RSS so far (VmHWM), KiB. */
+  hwmKiB: number;
+  /** utime + stime, clock ticks. */
+  ticks: number;
+}
+
+export interface ProcStats {
+  peakRssMiB: number | null;
+  /** Mean CPU over the window, percent of one core (up to 100 x cores). */
+  cpuPct: number | null;
+}
+
+function clockTicks(): number {
+  try {
+    const value = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+    return Number.isFinite(value) && value > 0 ? value : 100;
+  } catch {
+    return 100;
+  }
+}
+
+export function readProc(pid: number): ProcSample | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name, which is in parentheses and may contain spaces: state is field 3,
+    // utime field 14 and stime field 15 (proc(5)).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const rss = /VmRSS:\s+(\d+) kB/.exec(status);
+    const hwm = /VmHWM:\s+(\d+) kB/.exec(status);
+    if (rss === null) return null; // a zombie has no memory lines
+    return { t: Date.now(), rssKiB: Number(rss[1]), hwmKiB: hwm === null ? 0 : Number(hwm[1]), ticks };
+  } catch {
+    return null;
+  }
+}
+
+/** Busy and total clock ticks of the whole machine, from the first line of /proc/stat. */
+export function readSystem(): { busy: number; total: number } | null {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+    const ticks = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = ticks.slice(0, 8).reduce((sum, value) => sum + value, 0);
+    const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0);
+    return { busy: total - idle, total };
+  } catch {
+    return null;
+  }
+}
+
+export interface WindowStats {
+  procs: Record<string, ProcStats>;
+  /** CPU the whole machine used over the window, percent of one core (up to 100 x cores); null off Linux. */
+  systemCpuPct: number | null;
+}
+
+interface Tracked {
+  pid: number;
+  samples: ProcSample[];
+  /** Every sample ever taken, thinned to one per `keepEveryMs`, for the results file. */
+  series: ProcSample[];
+  peakRssKiB: number;
+  lastHwmKiB: number;
+}
+
+export class Sampler {
+  readonly hz = clockTicks();
+  private readonly tracked = new Map<string, Tracked>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly intervalMs = 200,
+    private readonly keepEveryMs = 1_000,
+  ) {}
+
+  track(name: string, pid: number): void {
+    this.tracked.set(name, { pid, samples: [], series: [], peakRssKiB: 0, lastHwmKiB: 0 });
+    this.sampleOne(name);
+  }
+
+  start(): void {
+    this.timer ??= setInterval(() => this.sampleAll(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  sampleAll(): void {
+    for (const name of this.tracked.keys()) this.sampleOne(name);
+  }
+
+  private sampleOne(name: string): void {
+    const entry = this.tracked.get(name)!;
+    const sample = readProc(entry.pid);
+    if (sample === null) return;
+    entry.samples.push(sample);
+    // Only the last ten minutes stay at full resolution; windows are shorter than that.
+    if (entry.samples.length > 3_000) entry.samples.splice(0, 1_000);
+    const last = entry.series[entry.series.length - 1];
+    if (last === undefined || sample.t - last.t >= this.keepEveryMs) entry.series.push(sample);
+    if (sample.rssKiB > entry.peakRssKiB) entry.peakRssKiB = sample.rssKiB;
+    entry.lastHwmKiB = sample.hwmKiB;
+  }
+
+  /** Marks the start of a window; `end()` of the returned object gives per-process stats over it. */
+  window(): { end(): WindowStats } {
+    this.sampleAll();
+    const system = readSystem();
+    const startedAt = Date.now();
+    const first = new Map<string, ProcSample | undefined>();
+    for (const [name, entry] of this.tracked) first.set(name, entry.samples[entry.samples.length - 1]);
+    return {
+      end: () => {
+        this.sampleAll();
+        const systemEnd = readSystem();
+        const stats: Record<string, ProcStats> = {};
+        for (const [name, entry] of this.tracked) {
+          const start = first.get(name);
+          const end = entry.samples[entry.samples.length - 1];
+          if (start === undefined || end === undefined || end === start) {
+            stats[name] = { peakRssMiB: null, cpuPct: null };
+            continue;
+          }
+          let peak = 0;
+          for (let i = entry.samples.length - 1; i >= 0 && entry.samples[i]!.t >= startedAt - this.intervalMs; i--) {
+            if (entry.samples[i]!.rssKiB > peak) peak = entry.samples[i]!.rssKiB;
+          }
+          const seconds = (end.t - start.t) / 1000;
+          stats[name] = {
+            peakRssMiB: peak / 1024,
+            cpuPct: seconds > 0 ? ((end.ticks - start.ticks) / this.hz / seconds) * 100 : null,
+          };
+        }
+        const cores = availableParallelism();
+        const systemCpuPct =
+          system === null || systemEnd === null || systemEnd.total <= system.total
+            ? null
+            : ((systemEnd.busy - system.busy) / (systemEnd.total - system.total)) * cores * 100;
+        return { procs: stats, systemCpuPct };
+      },
+    };
+  }
+
+  /** Peak RSS over everything sampled and the kernel's own high-water mark, MiB. */
+  peaks(): Record<string, { peakRssMiB: number; hwmMiB: number }> {
+    const out: Record<string, { peakRssMiB: number; hwmMiB: number }> = {};
+    for (const [name, entry] of this.tracked) out[name] = { peakRssMiB: entry.peakRssKiB / 1024, hwmMiB: entry.lastHwmKiB / 1024 };
+    return out;
+  }
+
+  /** The thinned series: [seconds since `origin`, RSS MiB, cumulative CPU seconds] per process. */
+  series(origin: number): Record<string, Array<[number, number, number]>> {
+    const out: Record<string, Array<[number, number, number]>> = {};
+    for (const [name, entry] of this.tracked) {
+      out[name] = entry.series.map((s) => [
+        Math.round((s.t - origin) / 100) / 10,
+        Math.round((s.rssKiB / 1024) * 10) / 10,
+        Math.round((s.ticks / this.hz) * 100) / 100,
+      ]);
+    }
+    return out;
+  }
+}
