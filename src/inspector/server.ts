@@ -187,6 +187,17 @@ export class Inspector {
     (this.app as unknown as { close?: () => void }).close?.();
   }
 
+  /** The live feed's state: subscribers, those skipped for a full buffer, bytes unsent, summaries queued. */
+  feedStats(): { subscribers: number; lagging: number; buffered: number; queued: number } {
+    let lagging = 0;
+    let buffered = 0;
+    for (const ws of this.subscribers) {
+      if (ws.getUserData().lagging) lagging++;
+      buffered += ws.getBufferedAmount();
+    }
+    return { subscribers: this.subscribers.size, lagging, buffered, queued: this.pending.length };
+  }
+
   status(): Record<string, unknown> {
     const client = this.client;
     return {

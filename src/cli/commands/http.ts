@@ -279,6 +279,13 @@ function bytes(count: number): string {
   return `${(count / 1024 / 1024 / 1024).toFixed(2)} GiB`;
 }
 
+/** A pseudo-terminal without a size (a test's `script`, some CI) reports 0 columns. */
+function terminalWidth(out: NodeJS.WriteStream): number {
+  if (out.columns !== undefined && out.columns > 0) return out.columns;
+  const fromEnv = Number(process.env.COLUMNS);
+  return Number.isInteger(fromEnv) && fromEnv > 20 ? fromEnv : 100;
+}
+
 /** Redraws the status block in place, below what was printed before it, at most every REDRAW_MS. */
 class StatusBlock {
   private readonly recent: RecentRequest[] = [];
@@ -356,7 +363,7 @@ class StatusBlock {
         bytesOut: this.client.stats.bytesOut,
         recent: this.recent,
       },
-      { color: this.color, width: this.out.columns ?? 100 },
+      { color: this.color, width: terminalWidth(this.out) },
     );
     // Up to where the previous block began, clear from there down, draw the new one.
     const up = this.drawn > 0 ? `\x1b[${this.drawn}F\x1b[0J` : '';

@@ -1,0 +1,200 @@
+/**
+ * The ring's bounds: never more than maxExchanges entries nor maxBytes bytes, oldest out first, lookups
+ * by id, newest-first pages; and the same through a real tunnel.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import type { Exchange } from '../../src/client/exchange.js';
+import { ENTRY_OVERHEAD, ExchangeRing, sizeOf } from '../../src/inspector/ring.js';
+import { inspect, startStack } from './fixture.js';
+
+let counter = 0;
+
+function exchange(bodyBytes = 0, id = `req_${(counter++).toString(16).padStart(20, '0')}`): Exchange {
+  return {
+    id,
+    method: 'POST',
+    path: '/x',
+    port: 3000,
+    requestHeaders: ['content-type', 'application/json'],
+    requestBody: bodyBytes > 0 ? Buffer.alloc(bodyBytes, 1) : null,
+    requestBodySize: bodyBytes,
+    requestTruncated: false,
+    status: 200,
+    responseHeaders: [],
+    responseBody: null,
+    responseBodySize: 0,
+    responseTruncated: false,
+    startedAt: Date.now(),
+    latencyMs: 1,
+    error: null,
+    replayOf: null,
+  };
+}
+
+describe('ExchangeRing', () => {
+  test('keeps at most maxExchanges, evicting the oldest', () => {
+    const ring = new ExchangeRing({ maxExchanges: 3, maxBytes: 1_000_000 });
+    const added = Array.from({ length: 5 }, () => exchange());
+    for (const item of added) ring.add(item);
+    assert.equal(ring.size, 3);
+    assert.deepEqual(
+      ring.list(10).map((entry) => entry.exchange.id),
+      added.slice(2).reverse().map((item) => item.id),
+    );
+    assert.equal(ring.get(added[0]!.id), undefined);
+    assert.equal(ring.get(added[1]!.id), undefined);
+    assert.equal(ring.get(added[4]!.id)?.exchange, added[4]);
+    assert.equal(ring.newest()?.exchange, added[4]);
+  });
+
+  test('keeps at most maxBytes, counting bodies, headers and a fixed overhead', () => {
+    const one = sizeOf(exchange(1000));
+    assert.equal(one, ENTRY_OVERHEAD + 'POST'.length + '/x'.length + 'content-type'.length + 'application/json'.length + 1000);
+    const ring = new ExchangeRing({ maxExchanges: 100, maxBytes: one * 3 + 10 });
+    const added = Array.from({ length: 10 }, () => exchange(1000));
+    for (const item of added) ring.add(item);
+    assert.equal(ring.size, 3);
+    assert.ok(ring.bytes <= ring.maxBytes);
+    assert.deepEqual(
+      ring.list(10).map((entry) => entry.exchange.id),
+      added.slice(7).reverse().map((item) => item.id),
+    );
+  });
+
+  test('an exchange larger than the whole bound keeps its head, without bodies, marked truncated', () => {
+    const ring = new ExchangeRing({ maxExchanges: 10, maxBytes: 4096 });
+    ring.add(exchange(100));
+    const big = ring.add(exchange(10_000));
+    assert.equal(big.exchange.requestBody, null);
+    assert.equal(big.exchange.requestTruncated, true);
+    assert.equal(big.exchange.requestBodySize, 10_000);
+    assert.ok(ring.bytes <= 4096);
+  });
+
+  test('a small view of a large buffer is copied, so the large one can go', () => {
+    const ring = new ExchangeRing();
+    const backing = Buffer.alloc(256 * 1024);
+    const item = exchange();
+    item.requestBody = backing.subarray(10, 20);
+    ring.add(item);
+    assert.equal(item.requestBody!.byteLength, 10);
+    assert.ok(item.requestBody!.buffer.byteLength < 64 * 1024);
+    const whole = exchange();
+    whole.responseBody = Buffer.alloc(100);
+    const before = whole.responseBody;
+    ring.add(whole);
+    assert.equal(whole.responseBody, before, 'a body that owns its buffer is kept as is');
+  });
+
+  test('list pages with a before cursor; an unknown cursor gives nothing', () => {
+    const ring = new ExchangeRing({ maxExchanges: 5 });
+    const added = Array.from({ length: 7 }, () => exchange());
+    for (const item of added) ring.add(item);
+    const ids = added.map((item) => item.id).reverse();
+    assert.deepEqual(ring.list(2).map((entry) => entry.exchange.id), ids.slice(0, 2));
+    assert.deepEqual(ring.list(2, ids[1]).map((entry) => entry.exchange.id), ids.slice(2, 4));
+    assert.deepEqual(ring.list(10, ids[3]).map((entry) => entry.exchange.id), [ids[4]]);
+    assert.deepEqual(ring.list(10, ids[4]), []);
+    assert.deepEqual(ring.list(10, ids[6]), [], 'evicted');
+  });
+
+  test('the same id recorded again replaces its entry', () => {
+    const ring = new ExchangeRing({ maxExchanges: 5 });
+    const first = exchange(10, 'req_same');
+    const other = exchange();
+    ring.add(first);
+    ring.add(other);
+    const again = exchange(20, 'req_same');
+    ring.add(again);
+    assert.equal(ring.size, 2);
+    assert.equal(ring.get('req_same')?.exchange, again);
+    assert.deepEqual(ring.list(5).map((entry) => entry.exchange), [again, other]);
+    assert.equal(ring.bytes, sizeOf(again) + sizeOf(other));
+  });
+
+  test('bounds hold and the index agrees with the list, whatever the sequence (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 8 }),
+        fc.integer({ min: 400, max: 5000 }),
+        fc.array(fc.record({ size: fc.integer({ min: 0, max: 3000 }), reuse: fc.integer({ min: 0, max: 12 }) }), { maxLength: 60 }),
+        (maxExchanges, maxBytes, steps) => {
+          const ring = new ExchangeRing({ maxExchanges, maxBytes });
+          for (const step of steps) {
+            ring.add(exchange(step.size, step.reuse < 3 ? `req_reused${step.reuse}` : undefined));
+            assert.ok(ring.size <= maxExchanges);
+            assert.ok(ring.bytes <= maxBytes);
+            const listed = ring.list(1000);
+            assert.equal(listed.length, ring.size);
+            assert.equal(listed.reduce((sum, entry) => sum + entry.size, 0), ring.bytes);
+            for (let i = 1; i < listed.length; i++) assert.ok(listed[i - 1]!.seq > listed[i]!.seq);
+            for (const entry of listed) assert.equal(ring.get(entry.exchange.id), entry);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  test('bad bounds are refused', () => {
+    assert.throws(() => new ExchangeRing({ maxExchanges: 0 }), RangeError);
+    assert.throws(() => new ExchangeRing({ maxBytes: 10 }), RangeError);
+  });
+});
+
+describe('ring bounds through a real tunnel', () => {
+  test('the inspector keeps the newest maxExchanges exchanges', async () => {
+    const stack = await startStack({ maxExchanges: 5 });
+    try {
+      for (let i = 0; i < 8; i++) await stack.send('GET', `/count/${i}`);
+      const list = (await inspect(stack.inspector, 'GET', '/api/requests?limit=100&summary=1')).json.requests;
+      assert.deepEqual(
+        list.map((item: { path: string }) => item.path),
+        ['/count/7', '/count/6', '/count/5', '/count/4', '/count/3'],
+      );
+      const status = (await inspect(stack.inspector, 'GET', '/api/status')).json;
+      assert.equal(status.recorded, 5);
+      assert.equal(status.requests, 8);
+    } finally {
+      await stack.close();
+    }
+  });
+
+  test('the inspector keeps no more than maxBytes, oldest out first', async () => {
+    const body = 'x'.repeat(10_000);
+    const stack = await startStack({ maxBytes: 45_000 });
+    try {
+      // Each exchange holds ~20 KB: the body going in and the echo coming back.
+      for (let i = 0; i < 6; i++) await stack.send('POST', `/bytes/${i}`, { body, headers: { 'content-type': 'text/plain' } });
+      const list = (await inspect(stack.inspector, 'GET', '/api/requests?limit=100')).json.requests;
+      assert.deepEqual(
+        list.map((item: { path: string }) => item.path),
+        ['/bytes/5', '/bytes/4'],
+      );
+      assert.equal(list[0].request.body, body);
+      const status = (await inspect(stack.inspector, 'GET', '/api/status')).json;
+      assert.ok(status.recorded_bytes <= 45_000);
+    } finally {
+      await stack.close();
+    }
+  });
+
+  test('bodies beyond the client recordLimit are cut and marked truncated, the traffic is not', async () => {
+    const stack = await startStack({}, 1001);
+    try {
+      const body = 'é'.repeat(1500);
+      const response = await stack.send('POST', '/big', { body, headers: { 'content-type': 'text/plain; charset=utf-8' } });
+      assert.equal(response.status, 200);
+      assert.equal(JSON.parse(response.text).body, body);
+      const [item] = (await inspect(stack.inspector, 'GET', '/api/requests?limit=1')).json.requests;
+      assert.equal(item.request.truncated, true);
+      assert.equal(item.request.body_size, 3000);
+      assert.equal(item.request.body_encoding, 'utf8', 'a cut in the middle of a character is still text');
+      assert.equal(item.request.body, 'é'.repeat(500));
+    } finally {
+      await stack.close();
+    }
+  });
+});
