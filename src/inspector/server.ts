@@ -545,7 +545,10 @@ export class Inspector {
     const entries = this.pending;
     this.pending = [];
     if (this.subscribers.size === 0) return;
-    const message = entries.length === 0 ? '{"type":"resync"}' : JSON.stringify({ type: 'exchanges', items: entries.map((entry) => summaryJson(entry.exchange)) });
+    const message =
+      entries.length === 0
+        ? '{"type":"resync"}'
+        : JSON.stringify({ type: 'exchanges', items: entries.map((entry) => summaryJson(entry.exchange)), status: this.status() });
     this.broadcast(message);
   }
 

@@ -401,7 +401,8 @@ function showStatus(status) {
     for (const route of status.routes) lines.push(`${route.prefix} → localhost:${route.port}`);
   }
   $('forwarding').textContent = lines.join('   ');
-  $('counts').textContent = `${status.requests} requests · ${status.errors} errors · ${status.active_streams} open`;
+  const plural = (count, word) => `${count} ${word}${count === 1 ? '' : 's'}`;
+  $('counts').textContent = `${plural(status.requests, 'request')} · ${plural(status.errors, 'error')} · ${status.active_streams} open`;
   state.maxRows = Math.max(1, Math.min(MAX_ROWS, status.max_exchanges ?? MAX_ROWS));
 }
 
@@ -415,7 +416,10 @@ function connectFeed() {
   });
   socket.addEventListener('message', (event) => {
     const message = JSON.parse(event.data);
-    if (message.type === 'exchanges') upsert(message.items, true);
+    if (message.type === 'exchanges') {
+      upsert(message.items, true);
+      if (message.status !== undefined) showStatus(message.status);
+    }
     else if (message.type === 'status') showStatus(message.status);
     else if (message.type === 'resync') void loadList();
   });
