@@ -1,0 +1,100 @@
+#!/usr/bin/env node
+// docs/inspector.png from the real thing: an edge, a local app, the tunnel client with its inspector,
+// a few requests through the tunnel (one 500), the page in Debian's Chromium. Run after a build:
+//   npm run build && node scripts/screenshot.mjs [output.png]
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { once } from 'node:events';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const output = process.argv[2] ?? join(root, 'docs', 'inspector.png');
+const CHROMIUM = process.env.BURROW_CHROMIUM ?? '/usr/bin/chromium';
+const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+const load = (path) => import(new URL(`../dist/src/${path}`, import.meta.url).href);
+let modules;
+try {
+  modules = await Promise.all([load('edge/server.js'), load('client/tunnel-client.js'), load('client/routes.js'), load('inspector/server.js')]);
+} catch (error) {
+  console.error(`screenshot: the build is missing (${error.message}); run "npm run build" first`);
+  process.exit(1);
+}
+const [{ Edge }, { TunnelClient }, { RouteTable }, { Inspector }] = modules;
+const { chromium } = await import('playwright-core');
+const { request } = await import('undici');
+
+const dataDir = mkdtempSync(join(tmpdir(), 'burrow-screenshot-'));
+const profile = mkdtempSync(join(tmpdir(), 'burrow-chromium-'));
+const cleanup = [];
+
+try {
+  const edge = await Edge.start({ dataDir, port: 0, log: () => {} });
+  cleanup.push(() => edge.close(2_000));
+  const { token } = await edge.store.createAccount('dev@example.com', 'FREE', 'screenshot');
+
+  // A small webhook receiver with an API, one route of which is broken.
+  const app = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (chunk) => chunks.push(chunk));
+    req.on('end', () => {
+      const reply = (status, body) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(body));
+      };
+      if (req.url.startsWith('/api/orders')) return reply(500, { error: 'database is locked' });
+      if (req.url.startsWith('/webhooks/')) return reply(200, { received: true, bytes: Buffer.concat(chunks).length });
+      if (req.url.startsWith('/api/users/')) return reply(200, { id: 42, name: 'Ada', plan: 'pro' });
+      return reply(404, { error: 'not found' });
+    });
+  });
+  app.listen(0, '127.0.0.1');
+  await once(app, 'listening');
+  cleanup.push(() => new Promise((resolve) => app.close(resolve)));
+  const localPort = app.address().port;
+
+  const client = new TunnelClient({ edge: `http://localhost:${edge.port}`, token: token.token, routes: new RouteTable(localPort), subdomain: 'acme-webhooks', recordLimit: 1024 * 1024 });
+  const ready = await client.start();
+  cleanup.push(() => client.close());
+  const inspector = await Inspector.start({ port: 0, edge: `http://localhost:${edge.port}`, token: token.token });
+  inspector.attach(client);
+  cleanup.push(() => inspector.close());
+
+  const host = `${ready.subdomain}.localhost:${edge.port}`;
+  const send = async (method, path, body, headers = {}) => {
+    const response = await request(`http://127.0.0.1:${edge.port}${path}`, { method, headers: { host, 'user-agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)', ...headers }, body });
+    await response.body.text();
+  };
+  await send('GET', '/api/users/42', undefined, { accept: 'application/json', 'user-agent': 'curl/8.5.0' });
+  await send('POST', '/webhooks/github', JSON.stringify({ action: 'opened', number: 7, repository: { full_name: 'acme/shop' } }), {
+    'content-type': 'application/json',
+    'x-github-event': 'pull_request',
+    'user-agent': 'GitHub-Hookshot/abc123',
+  });
+  await send('GET', '/favicon.ico', undefined, { 'user-agent': 'Mozilla/5.0' });
+  await send('POST', '/api/orders', JSON.stringify({ sku: 'TEE-RED-M', qty: 2 }), { 'content-type': 'application/json', 'user-agent': 'curl/8.5.0' });
+  await send(
+    'POST',
+    '/webhooks/stripe',
+    JSON.stringify({ id: 'evt_1Q2w3E4r', type: 'payment_intent.succeeded', data: { object: { id: 'pi_3Q2w', amount: 4200, currency: 'eur', status: 'succeeded' } } }),
+    { 'content-type': 'application/json', 'stripe-signature': 't=1763750000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd' },
+  );
+
+  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1400, height: 820 }, deviceScaleFactor: 1 });
+  cleanup.push(() => context.close());
+  const page = await context.newPage();
+  await page.goto(inspector.url);
+  await page.waitForSelector('#session.pill-on');
+  await page.waitForFunction(() => document.querySelectorAll('#rows tr').length === 5);
+  await page.locator('#rows tr', { has: page.locator('td.path', { hasText: '/webhooks/stripe' }) }).click();
+  await page.waitForFunction(() => document.querySelector('#d-path')?.textContent === '/webhooks/stripe');
+  await page.waitForTimeout(900); // let the new-row flash fade
+  await page.screenshot({ path: output });
+  console.log(`screenshot: wrote ${output}`);
+} finally {
+  for (const step of cleanup.reverse()) await step();
+  rmSync(dataDir, { recursive: true, force: true });
+  rmSync(profile, { recursive: true, force: true });
+}
