@@ -91,9 +91,9 @@ export interface Settings {
   streamWindow: number;
   /** Initial credit of the connection, in each direction. */
   connectionWindow: number;
-  /** Most streams open at once; further public requests wait or are refused by the edge. */
+  /** Most streams open at once; the edge refuses further public requests (503 TUNNEL_BUSY). */
   maxStreams: number;
-  /** Largest WebSocket message the edge accepts (a frame plus its envelope). */
+  /** Largest WebSocket message a peer may send (a full body chunk plus the rest of its frame). */
   maxMessage: number;
 }
 

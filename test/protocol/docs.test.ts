@@ -1,0 +1,49 @@
+/**
+ * docs/protocol.md stays true to the code: its constants summary matches constants.ts, and every hex
+ * dump in it decodes to the frame the worked example describes.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { decode } from '../../src/protocol/codec.js';
+import { CLOSE_CODE_BASE, CONNECT_PATH, DEFAULT_SETTINGS, FINAL_GOAWAY_CODES, FrameType, GoAwayCode, PROTOCOL_HEADER, PROTOCOL_VERSION, ResetCode } from '../../src/protocol/constants.js';
+
+const doc = readFileSync(new URL('../../../docs/protocol.md', import.meta.url), 'utf8');
+const glance = doc.slice(doc.indexOf('## 15. Constants at a glance'));
+
+test('the constants summary matches constants.ts', () => {
+  assert.match(glance, new RegExp(`PROTOCOL_VERSION = ${PROTOCOL_VERSION}\\b`));
+  assert.ok(glance.includes(`header: ${PROTOCOL_HEADER}`));
+  assert.ok(glance.includes(`path: ${CONNECT_PATH}`));
+  for (const [name, value] of [...Object.entries(FrameType), ...Object.entries(ResetCode), ...Object.entries(GoAwayCode)]) {
+    assert.match(glance, new RegExp(`\\b${name} ${value}\\b`), `${name} ${value}`);
+  }
+  assert.ok(glance.includes(`${CLOSE_CODE_BASE} + GOAWAY code`));
+  assert.ok(glance.includes(`Final (no reconnect): ${[...FINAL_GOAWAY_CODES].sort().join(', ')}`));
+  for (const [name, value] of Object.entries(DEFAULT_SETTINGS)) assert.match(glance, new RegExp(`${name} ${value}\\b`), name);
+});
+
+test('the frame table lists every type with its number', () => {
+  for (const [name, value] of Object.entries(FrameType)) assert.match(doc, new RegExp(`\\| ${value} \\| ${name} \\|`), name);
+});
+
+test('the hex dumps of the worked example decode to the frames it describes', () => {
+  // Runs of lines that are nothing but hex digits, inside fenced blocks.
+  const dumps: Buffer[] = [];
+  let run = '';
+  for (const line of doc.split('\n')) {
+    if (/^[0-9a-f]+$/.test(line)) {
+      run += line;
+    } else if (run !== '') {
+      dumps.push(Buffer.from(run, 'hex'));
+      run = '';
+    }
+  }
+  assert.equal(dumps.length, 2);
+  const open = decode(dumps[0]!);
+  assert.equal(open[0], FrameType.OPEN);
+  assert.equal(Buffer.from(open[7] as Uint8Array).toString(), '{"zen":"Keep it logically awesome."}');
+  assert.equal(open[8], true);
+  const response = decode(dumps[1]!);
+  assert.deepEqual(response, [FrameType.RESPONSE, 1, 200, ['content-type', 'text/plain', 'content-length', '2'], Buffer.from('ok'), true]);
+});
