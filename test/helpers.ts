@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -165,7 +165,7 @@ export async function startClient(
   target: TestEdge,
   token: string,
   port: number,
-  options: Partial<TunnelClientOptions> & { routes?: Route[] } = {},
+  options: Partial<Omit<TunnelClientOptions, 'routes'>> & { routes?: Route[] } = {},
 ): Promise<{ client: TunnelClient; subdomain: string; publicUrl: string; host: string }> {
   const { routes, ...rest } = options;
   const client = new TunnelClient({
@@ -227,6 +227,18 @@ export async function spawnCli(
     });
   });
   return { child, output: () => output, match, exited };
+}
+
+/** Sends raw bytes on a fresh connection and collects the answer until the server closes or `untilMs` passes. */
+export async function rawRequest(port: number, bytes: string | Buffer, untilMs = 2_000): Promise<string> {
+  const socket = connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  socket.write(bytes);
+  let answer = '';
+  socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+  await Promise.race([once(socket, 'close'), new Promise((resolve) => setTimeout(resolve, untilMs))]);
+  socket.destroy();
+  return answer;
 }
 
 /** Polls `check` until it returns true or the time is up. */

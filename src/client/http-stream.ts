@@ -220,6 +220,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   }
 
   private sendBody(chunk: Buffer): void {
+    if (chunk.byteLength === 0) return;
     this.queue.push(chunk);
     this.flush();
   }

@@ -185,6 +185,14 @@ export abstract class EdgeHttpStream {
     this.drain();
   }
 
+  /** Request body bytes held while waiting for credit. */
+  get bufferedRequestBytes(): number {
+    let bytes = 0;
+    for (const chunk of this.pending) bytes += chunk.byteLength;
+    return bytes;
+  }
+
+
   protected abstract pauseRequest(): void;
   protected abstract resumeRequest(): void;
 

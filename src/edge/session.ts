@@ -143,8 +143,16 @@ export class TunnelSession {
     ws.cork(() => this.sendAll(ws, frames, 0));
   }
 
-  get bufferedFrames(): number {
-    return this.backlog.length + this.outbox.length;
+  /** What this tunnel holds in memory now: frames waiting for the socket and bodies waiting for peers. */
+  memory(): { streams: number; frameBytes: number; requestBytes: number; responseBytes: number } {
+    let frameBytes = 0;
+    for (const frame of this.backlog) frameBytes += frame.byteLength;
+    for (const frame of this.outbox) frameBytes += frame.byteLength;
+    let requestBytes = 0;
+    for (const stream of this.streams.values()) if (stream.kind === 'http') requestBytes += stream.bufferedRequestBytes;
+    // Response bytes are counted by the connection window: it also covers finished responses still
+    // draining to a slow public client, which have left the stream table.
+    return { streams: this.streams.size, frameBytes, requestBytes, responseBytes: this.connectionReceive.held };
   }
 
   // ---- streams ----------------------------------------------------------------------------------------

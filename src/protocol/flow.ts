@@ -53,6 +53,11 @@ export class ReceiveWindow {
     return true;
   }
 
+  /** Bytes received and not yet written out: what the receiver holds in memory for this window. */
+  get held(): number {
+    return this.size - this.outstanding - this.consumed;
+  }
+
   /** Accounts for `bytes` written out; returns the credit to grant now (0 to wait for more). */
   consume(bytes: number): number {
     if (!(bytes > 0)) return 0;
