@@ -11,9 +11,10 @@ import { after, before, describe, test } from 'node:test';
 import { Packr } from 'msgpackr';
 import { request } from 'undici';
 import WebSocket from 'ws';
-import { decode, encode, ProtocolError, type Frame, type OpenFrame, type ReadyFrame } from '../../src/protocol/codec.js';
+import { decode, encode, ProtocolError, type OpenFrame } from '../../src/protocol/codec.js';
 import { CLOSE_CODE_BASE, DEFAULT_SETTINGS, FrameType, GoAwayCode, MAX_WINDOW, PROTOCOL_HEADER } from '../../src/protocol/constants.js';
 import { call, createAccount, echo, startClient, startEdge, startLocal, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
+import { connectUrl as rawConnectUrl, openRawTunnel, tunnelHeaders as rawTunnelHeaders, type RawTunnel } from './raw-tunnel.js';
 
 const PROTOCOL_ERROR_CLOSE = CLOSE_CODE_BASE + GoAwayCode.PROTOCOL_ERROR;
 const raw = new Packr({ useRecords: false, variableMapSize: true });
@@ -36,79 +37,16 @@ after(async () => {
   await target?.close();
 });
 
-// ---- a raw tunnel client ------------------------------------------------------------------------------
-
-interface Closed {
-  code: number;
-  reason: string;
-}
-
-class RawTunnel {
-  readonly frames: Frame[] = [];
-  /** Messages the test could not decode (the edge sent something broken). */
-  readonly undecodable: string[] = [];
-  readonly closed: Promise<Closed>;
-  private waiters: { type: number; resolve: (frame: Frame) => void }[] = [];
-
-  constructor(readonly ws: WebSocket) {
-    ws.on('message', (data: Buffer, isBinary: boolean) => {
-      let frame: Frame;
-      try {
-        assert.ok(isBinary, 'the edge sends binary messages only');
-        frame = decode(data);
-      } catch (error) {
-        this.undecodable.push(String(error));
-        return;
-      }
-      this.frames.push(frame);
-      for (const waiter of this.waiters.filter((w) => w.type === frame[0])) waiter.resolve(frame);
-      this.waiters = this.waiters.filter((w) => w.type !== frame[0]);
-    });
-    ws.on('error', () => {
-      // 'close' follows.
-    });
-    this.closed = new Promise((resolve) => ws.on('close', (code: number, reason: Buffer) => resolve({ code, reason: reason.toString('utf8') })));
-  }
-
-  /** The next frame of `type` (or one already received and not yet taken). */
-  next<T extends Frame>(type: number): Promise<T> {
-    const index = this.frames.findIndex((frame) => frame[0] === type);
-    if (index >= 0) return Promise.resolve(this.frames.splice(index, 1)[0] as T);
-    return new Promise((resolve) => this.waiters.push({ type, resolve: (frame) => resolve(this.frames.splice(this.frames.indexOf(frame), 1)[0] as T) }));
-  }
-
-  send(data: Buffer | string): void {
-    this.ws.send(data);
-  }
-
-  /** Resolves once the edge has handled everything sent before: it answers pings in order. */
-  barrier(): Promise<'pong' | 'closed'> {
-    return new Promise((resolve) => {
-      this.ws.once('pong', () => resolve('pong'));
-      void this.closed.then(() => resolve('closed'));
-      this.ws.ping();
-    });
-  }
-}
-
 function connectUrl(query: string): string {
-  return `ws://127.0.0.1:${target.port}/api/v1/connect${query === '' ? '' : `?${query}`}`;
+  return rawConnectUrl(target, query);
 }
 
 function tunnelHeaders(token: string = account.token): Record<string, string> {
-  return { host: `localhost:${target.port}`, authorization: `Bearer ${token}`, [PROTOCOL_HEADER]: '1' };
+  return rawTunnelHeaders(target, token);
 }
 
-/** Opens a tunnel by hand; resolves once READY arrived. */
-async function openRaw(query = 'port=1234'): Promise<{ tunnel: RawTunnel; ready: ReadyFrame; upgradeHeaders: Record<string, unknown> }> {
-  const ws = new WebSocket(connectUrl(query), { headers: tunnelHeaders(), perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
-  let upgradeHeaders: Record<string, unknown> = {};
-  ws.once('upgrade', (response) => {
-    upgradeHeaders = response.headers;
-  });
-  const tunnel = new RawTunnel(ws);
-  const ready = await tunnel.next<ReadyFrame>(FrameType.READY);
-  return { tunnel, ready, upgradeHeaders };
+function openRaw(query = 'port=1234'): ReturnType<typeof openRawTunnel> {
+  return openRawTunnel(target, account.token, query);
 }
 
 /** The edge ended the tunnel for a protocol error: GOAWAY 5 with a reason, then close 4005. */
