@@ -6,6 +6,7 @@
  * native server, so we load the binary for this platform ourselves and refuse to run without it.
  */
 import { createRequire } from 'node:module';
+import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import type * as UwsTypes from 'uWebSockets.js';
 
@@ -39,4 +40,34 @@ export const uws: Uws = loadNative();
 /** The port a listen socket is bound to (useful after listening on port 0). */
 export function listenPort(socket: UwsTypes.us_listen_socket): number {
   return uws.us_socket_local_port(socket as unknown as UwsTypes.us_socket);
+}
+
+/**
+ * Listens on host:port, refusing a port another server is listening on.
+ *
+ * uWS binds with SO_REUSEPORT, so a second server on a taken port would start "successfully" and share
+ * it. Its exclusive mode drops SO_REUSEPORT but then a restart cannot bind while the previous process's
+ * connections sit in TIME_WAIT (a minute). So: keep uWS's own bind, and first try to connect to the
+ * port: if something accepts, it is taken.
+ */
+export async function listenAlone(app: UwsTypes.TemplatedApp, host: string, port: number): Promise<UwsTypes.us_listen_socket | false> {
+  if (port !== 0 && (await somethingListens(host, port))) return false;
+  return new Promise((resolve) => app.listen(host, port, resolve));
+}
+
+function somethingListens(host: string, port: number): Promise<boolean> {
+  const target = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host.replace(/^\[|\]$/g, '');
+  return new Promise((resolve) => {
+    const socket = connect({ host: target, port });
+    socket.setTimeout(1_000);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('timeout', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', () => resolve(false));
+  });
 }

@@ -10,7 +10,7 @@ import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAw
 import { CaptureStore } from '../store/captures.js';
 import { Store, type StoreOptions } from '../store/store.js';
 import { UsageMeter } from '../store/usage.js';
-import { listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
+import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
 import { PassthroughStream } from './passthrough.js';
@@ -139,21 +139,16 @@ export class Edge {
     return `:${port}`;
   }
 
-  private listen(host: string, port: number): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.app.listen(host, port, (socket) => {
-        if (socket === false) {
-          void this.store.close();
-          reject(new Error(`cannot listen on ${host}:${port} (in use, or not an address of this machine)`));
-          return;
-        }
-        this.listenSocket = socket;
-        this.port = listenPort(socket);
-        this.timer = setInterval(() => this.tick(), TICK_MS);
-        this.timer.unref();
-        resolve();
-      });
-    });
+  private async listen(host: string, port: number): Promise<void> {
+    const socket = await listenAlone(this.app, host, port);
+    if (socket === false) {
+      await this.store.close();
+      throw new Error(`cannot listen on ${host}:${port} (in use, or not an address of this machine)`);
+    }
+    this.listenSocket = socket;
+    this.port = listenPort(socket);
+    this.timer = setInterval(() => this.tick(), TICK_MS);
+    this.timer.unref();
   }
 
   /** One coarse timer for the whole edge: deadlines, holds, rate-limit windows, usage, retention. */

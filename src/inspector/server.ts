@@ -21,7 +21,7 @@ import type { ReplayOverrides } from '../api/types.js';
 import type { Exchange } from '../client/exchange.js';
 import type { TunnelClient } from '../client/tunnel-client.js';
 import { BurrowError, ERROR_CODES, isErrorCode } from '../errors.js';
-import { listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t, type WebSocket } from '../uws.js';
+import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t, type WebSocket } from '../uws.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, urlHost } from './address.js';
 import { loadAssets, type Asset } from './assets.js';
 import { exchangeJson, summaryJson } from './json.js';
@@ -89,8 +89,6 @@ const STATUS_TEXT: Record<number, string> = {
 
 const REQUEST_PATH = /^\/api\/requests\/([^/]+)$/;
 const REPLAY_PATH = /^\/api\/requests\/([^/]+)\/replay$/;
-/** uWS's LIBUS_LISTEN_EXCLUSIVE_PORT (exported by the binary, missing from its typings as a value). */
-const LISTEN_EXCLUSIVE_PORT = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT?: number }).LIBUS_LISTEN_EXCLUSIVE_PORT ?? 1;
 /** Replays the edge answered before their exchange arrived: new id → original id (bounded). */
 const MAX_PENDING_REPLAYS = 256;
 
@@ -238,11 +236,8 @@ export class Inspector {
   }
 
   private listenOn(port: number): Promise<us_listen_socket | false> {
-    return new Promise((resolve) => {
-      // Exclusive: without it uWS sets SO_REUSEPORT and two inspectors would share 4040 silently.
-      const listen = this.app.listen as unknown as (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void;
-      listen.call(this.app, this.host, port, LISTEN_EXCLUSIVE_PORT, resolve);
-    });
+    // Alone: otherwise two inspectors would share 4040 silently.
+    return listenAlone(this.app, this.host, port);
   }
 
   // ---- routes -----------------------------------------------------------------------------------------
