@@ -45,6 +45,10 @@ Options:
   --methods LIST        GET,POST (default both)
   --probe N             latency-probe requests per path and method in each round (default 5000; --quick: 1000)
   --pause MS            pause between runs (default 300)
+  --max-other-cpu PCT   a direct/tunnel pair (or a probe) during which processes outside the benchmark used
+                        more than PCT % of a core is discarded and run again, after waiting for the machine
+                        to be quiet (default 25; 0 turns this off)
+  --retries N           how often one pair or probe is run again for that reason (default 2)
   --quick               a smoke run: shorter, fewer scenarios
   --burrow DIR          the Burrow checkout whose bin/burrow.js runs (default: this one); it must be built
   --out DIR             where the results JSON goes (default bench/out)
@@ -61,6 +65,8 @@ interface Options {
   methods: Method[];
   probeRequests: number;
   pauseMs: number;
+  maxOtherCpuPct: number;
+  retries: number;
   quick: boolean;
   burrowDir: string;
   outDir: string;
@@ -79,6 +85,8 @@ function parseOptions(argv: string[]): Options | null {
       methods: { type: 'string' },
       probe: { type: 'string' },
       pause: { type: 'string' },
+      'max-other-cpu': { type: 'string' },
+      retries: { type: 'string' },
       quick: { type: 'boolean' },
       burrow: { type: 'string' },
       out: { type: 'string' },
@@ -111,6 +119,8 @@ function parseOptions(argv: string[]): Options | null {
     methods: [...new Set(methods)] as Method[],
     probeRequests: Math.round(number(values.probe, 'probe', quick ? 1000 : 5000, 0, 1_000_000)),
     pauseMs: number(values.pause, 'pause', 300, 0, 60_000),
+    maxOtherCpuPct: number(values['max-other-cpu'], 'max-other-cpu', 25, 0, 10_000),
+    retries: Math.round(number(values.retries, 'retries', 2, 0, 20)),
     quick,
     burrowDir: resolve(values.burrow ?? ROOT),
     outDir: resolve(values.out ?? join(ROOT, 'bench', 'out')),
@@ -286,6 +296,8 @@ interface RunRecord {
   otherCpuPct: number | null;
   /** What the client logged for this run (read after the pause, so the run's own end is included). */
   clientLog: ClientLogCounts | null;
+  /** Why this run was thrown away and run again (foreign CPU load), or null for a run that counts. */
+  discarded: string | null;
 }
 
 interface WarmupRecord {
@@ -300,9 +312,15 @@ interface ProbeRecord {
   method: Method;
   path: string;
   result: ProbeResult;
+  /** CPU other processes used while the probe ran, percent of one core. */
+  otherCpuPct: number | null;
+  discarded: string | null;
 }
 
 const runs: RunRecord[] = [];
+/** Runs thrown away because other processes loaded the machine meanwhile; kept for the record. */
+const discarded: RunRecord[] = [];
+let runCounter = 0;
 /** Client-log counts of the traffic outside measured runs (warm-up, probe), per phase and client. */
 const otherClientLog: Array<{ phase: string; client: string } & ClientLogCounts> = [];
 
@@ -315,6 +333,7 @@ function drainClientLogs(setup: Setup, phase: string): void {
 }
 const warmups: WarmupRecord[] = [];
 const probes: ProbeRecord[] = [];
+const discardedProbes: ProbeRecord[] = [];
 let origin = Date.now();
 
 function scenarioName(method: Method, connections: number): string {
@@ -351,7 +370,7 @@ async function measure(
   const ours = Object.values(all).reduce((total, stats) => total + (stats.cpuPct ?? 0), runnerCpuPct);
   const otherCpuPct = systemCpuPct === null ? null : Math.max(0, systemCpuPct - ours);
   const record: RunRecord = {
-    seq: runs.length + 1,
+    seq: ++runCounter,
     round,
     scenario: scenarioName(method, connections),
     method,
@@ -367,8 +386,8 @@ async function measure(
     systemCpuPct,
     otherCpuPct,
     clientLog: null,
+    discarded: null,
   };
-  runs.push(record);
   if (options.pauseMs > 0) await sleep(options.pauseMs);
   if (config !== null) record.clientLog = readClientLog(setup.clientLogs.get(config.client)!);
   printRun(record, config);
@@ -398,6 +417,63 @@ function printRun(record: RunRecord, config: TunnelConfig | null): void {
   );
 }
 
+/**
+ * CPU that processes outside the benchmark use right now, percent of one core, measured over `ms` while the
+ * benchmark's own processes are idle. Null off Linux.
+ */
+async function foreignCpu(ms: number): Promise<number | null> {
+  const window = sampler.window();
+  const cpu = process.cpuUsage();
+  const started = process.hrtime.bigint();
+  await sleep(ms);
+  const used = process.cpuUsage(cpu);
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const { procs, systemCpuPct } = window.end();
+  if (systemCpuPct === null) return null;
+  const ours = Object.values(procs).reduce((total, stats) => total + (stats.cpuPct ?? 0), ((used.user + used.system) / 1e6 / seconds) * 100);
+  return Math.max(0, systemCpuPct - ours);
+}
+
+/** Waits (at most `maxMs`) until processes outside the benchmark use less than the threshold. */
+async function waitQuiet(options: Options, maxMs = 10_000, windowMs = 500): Promise<void> {
+  if (options.maxOtherCpuPct <= 0) return;
+  const deadline = Date.now() + maxMs;
+  let other: number | null = null;
+  while (Date.now() < deadline) {
+    checkAbort();
+    other = await foreignCpu(windowMs);
+    if (other === null || other <= options.maxOtherCpuPct) return;
+  }
+  log(`  (the machine did not get quiet within ${maxMs / 1000} s: other processes use ${formatNumber(other)}% CPU; going on)`);
+}
+
+const tooBusy = (options: Options, ...values: Array<number | null>): number | null => {
+  if (options.maxOtherCpuPct <= 0) return null;
+  const worst = Math.max(...values.map((value) => value ?? 0));
+  return worst > options.maxOtherCpuPct ? worst : null;
+};
+
+/** A direct run and then a tunnel run of the same scenario; run again when foreign load spoiled either. */
+async function measurePair(setup: Setup, options: Options, round: number, method: Method, connections: number, config: TunnelConfig): Promise<void> {
+  await waitQuiet(options, 10_000, 250);
+  for (let attempt = 0; ; attempt++) {
+    const direct = await measure(setup, options, round, method, connections, null, null);
+    const tunnel = await measure(setup, options, round, method, connections, config, direct.seq);
+    const busy = tooBusy(options, direct.otherCpuPct, tunnel.otherCpuPct);
+    if (busy === null || attempt >= options.retries) {
+      runs.push(direct, tunnel);
+      if (busy !== null) log(`  (kept #${direct.seq}/#${tunnel.seq} although other processes used ${formatNumber(busy)}% CPU: out of retries)`);
+      return;
+    }
+    const reason = `other processes used ${formatNumber(busy)}% CPU (over ${options.maxOtherCpuPct}%)`;
+    direct.discarded = reason;
+    tunnel.discarded = reason;
+    discarded.push(direct, tunnel);
+    log(`  discarded #${direct.seq}/#${tunnel.seq}: ${reason}; waiting for a quiet machine and running the pair again`);
+    await waitQuiet(options);
+  }
+}
+
 async function warmUp(setup: Setup, options: Options): Promise<void> {
   if (options.warmupS <= 0) return;
   log(`warm-up: ${options.warmupS} s per path and method`);
@@ -421,16 +497,34 @@ async function runProbe(setup: Setup, options: Options, round: number): Promise<
   if (options.probeRequests <= 0) return;
   const paths = new Map<string, Target>([['direct', setup.direct], ...setup.tunnels.map((t): [string, Target] => [t.id, t.target])]);
   for (const method of options.methods) {
-    checkAbort();
-    const results = await probe(paths, method, { requests: options.probeRequests, warmup: Math.min(500, options.probeRequests), block: 100 }, () => aborting !== null);
-    for (const [path, result] of results) probes.push({ round, method, path, result });
-    const direct = results.get('direct');
-    log(
-      `  probe ${method} @1 (${options.probeRequests} sequential requests per path): ` +
-        [...results]
-          .map(([path, r]) => `${path} p50 ${formatNumber(r.p50)} µs p99 ${formatNumber(r.p99)} µs${path !== 'direct' && direct !== undefined ? ` (+${formatNumber(r.p50 - direct.p50)})` : ''}${r.errors > 0 ? ` !! ${r.errors} errors` : ''}`)
-          .join('; '),
-    );
+    for (let attempt = 0; ; attempt++) {
+      checkAbort();
+      await waitQuiet(options);
+      const window = sampler.window();
+      const cpu = process.cpuUsage();
+      const started = process.hrtime.bigint();
+      const results = await probe(paths, method, { requests: options.probeRequests, warmup: Math.min(500, options.probeRequests), block: 100 }, () => aborting !== null);
+      const used = process.cpuUsage(cpu);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const { procs, systemCpuPct } = window.end();
+      const ours = Object.values(procs).reduce((total, stats) => total + (stats.cpuPct ?? 0), ((used.user + used.system) / 1e6 / seconds) * 100);
+      const otherCpuPct = systemCpuPct === null ? null : Math.max(0, systemCpuPct - ours);
+      const busy = tooBusy(options, otherCpuPct);
+      const direct = results.get('direct');
+      log(
+        `  probe ${method} @1 (${options.probeRequests} sequential requests per path): ` +
+          [...results]
+            .map(([path, r]) => `${path} p50 ${formatNumber(r.p50)} µs p99 ${formatNumber(r.p99)} µs${path !== 'direct' && direct !== undefined ? ` (+${formatNumber(r.p50 - direct.p50)})` : ''}${r.errors > 0 ? ` !! ${r.errors} errors` : ''}`)
+            .join('; ') +
+          (busy === null ? '' : `  !! other processes used ${formatNumber(busy)}% CPU`),
+      );
+      const keep = busy === null || attempt >= options.retries;
+      for (const [path, result] of results) {
+        (keep ? probes : discardedProbes).push({ round, method, path, result, otherCpuPct, discarded: keep ? null : `other processes used ${formatNumber(busy!)}% CPU` });
+      }
+      if (keep) break;
+      log('  discarded that probe; waiting for a quiet machine and probing again');
+    }
   }
   drainClientLogs(setup, `probe round ${round}`);
 }
@@ -447,10 +541,7 @@ async function runAll(setup: Setup, options: Options): Promise<void> {
         if (round > 1 && !headline && !options.repeatAll) continue;
         // Rotate the order of the tunnel configs across rounds so no config always runs first.
         const order = setup.tunnels.map((_, i) => setup.tunnels[(i + round - 1) % setup.tunnels.length]!);
-        for (const config of order) {
-          const direct = await measure(setup, options, round, method, connections, null, null);
-          await measure(setup, options, round, method, connections, config, direct.seq);
-        }
+        for (const config of order) await measurePair(setup, options, round, method, connections, config);
       }
     }
   }
@@ -481,6 +572,8 @@ interface GroupSummary {
   clientCpuPct: number;
   targetCpuPct: number;
   runnerCpuPct: number;
+  /** CPU time per completed request, µs (medians): where the tunnel's cost goes. */
+  cpuUsPerRequest: { edge: number; client: number; target: number; runner: number; directTarget: number; directRunner: number };
   /** Highest CPU other processes on the machine used during these runs and their direct pairs. */
   otherCpuPctMax: number;
   /** Sums over the tunnel runs and their direct pairs. */
@@ -502,6 +595,12 @@ interface ProbeSummary {
   meanUs: number;
   /** Median over rounds of (this path's p50 − direct p50) from the same round. */
   addedP50Us: number | null;
+}
+
+/** CPU µs one process spent per completed request during a run. */
+function perRequest(run: RunRecord, cpuPct: number | null | undefined): number {
+  if (cpuPct === null || cpuPct === undefined || run.load.reqPerSec <= 0) return Number.NaN;
+  return ((cpuPct / 100) * 1e6) / run.load.reqPerSec;
 }
 
 function summarize(setup: Setup): { groups: GroupSummary[]; probes: ProbeSummary[] } {
@@ -541,6 +640,14 @@ function summarize(setup: Setup): { groups: GroupSummary[]; probes: ProbeSummary
       clientCpuPct: m((r) => r.procs.client?.cpuPct, 0),
       targetCpuPct: m((r) => r.procs.target?.cpuPct, 0),
       runnerCpuPct: m((r) => r.runnerCpuPct, 0),
+      cpuUsPerRequest: {
+        edge: m((r) => perRequest(r, r.procs.edge?.cpuPct), 0),
+        client: m((r) => perRequest(r, r.procs.client?.cpuPct), 0),
+        target: m((r) => perRequest(r, r.procs.target?.cpuPct), 0),
+        runner: m((r) => perRequest(r, r.runnerCpuPct), 0),
+        directTarget: m((r) => perRequest(r, r.procs.target?.cpuPct), 1),
+        directRunner: m((r) => perRequest(r, r.runnerCpuPct), 1),
+      },
       otherCpuPctMax: max(pairs.flatMap(([t, d]) => [t.otherCpuPct, d.otherCpuPct])),
       errors: sum((l) => l.errors),
       timeouts: sum((l) => l.timeouts),
@@ -606,7 +713,7 @@ function printSummary(summary: ReturnType<typeof summarize>): void {
   log('\nTunnel / direct, medians over repeats (each tunnel run against the direct run just before it):');
   log(
     textTable(
-      ['scenario', 'tunnel config', 'n', 'direct req/s', 'tunnel req/s', 'ratio', '+p50 ms', '+mean ms', '+p99 ms', 'edge MiB', 'edge CPU', 'client CPU', 'other CPU', 'bad'],
+      ['scenario', 'tunnel config', 'n', 'direct req/s', 'tunnel req/s', 'ratio', '+p50 ms', '+mean ms', '+p99 ms', 'edge MiB', 'edge CPU', 'client CPU', 'µs/req edge', 'client', 'target', 'direct target', 'other CPU', 'bad'],
       summary.groups.map((g) => [
         g.scenario,
         g.path,
@@ -620,6 +727,10 @@ function printSummary(summary: ReturnType<typeof summarize>): void {
         formatNumber(g.edgePeakRssMiB),
         formatNumber(g.edgeCpuPct),
         formatNumber(g.clientCpuPct),
+        formatNumber(g.cpuUsPerRequest.edge),
+        formatNumber(g.cpuUsPerRequest.client),
+        formatNumber(g.cpuUsPerRequest.target),
+        formatNumber(g.cpuUsPerRequest.directTarget),
         formatNumber(g.otherCpuPctMax),
         g.errors + g.timeouts + g.non2xx + g.mismatches,
       ]),
@@ -730,6 +841,8 @@ async function main(): Promise<number> {
     warmups,
     otherClientLog,
     probes,
+    discarded,
+    discardedProbes,
     processes,
     series,
   };

@@ -251,6 +251,12 @@ function render(results, file, checks, history) {
       `Capture off is a second edge started with \`--no-capture\`. ` +
       (results.inspectFlag ? 'Inspector off is a client started with `--no-inspect`.' : '`burrow http` had no `--no-inspect` yet, so the inspector dimension was not measured.'),
   );
+  const dropped = results.discarded?.length ?? 0;
+  const droppedProbes = new Set((results.discardedProbes ?? []).map((p) => `${p.round} ${p.method}`)).size;
+  if (o.maxOtherCpuPct !== undefined) out.push(
+    `- Shared-machine guard: a direct/tunnel pair or probe during which processes outside the benchmark used more than ${o.maxOtherCpuPct ?? '–'}% of a core ` +
+      `was run again (up to ${o.retries ?? '–'} times); this run discarded ${dropped / 2} pair(s) and ${droppedProbes} probe(s) for that reason.`,
+  );
   if (results.error) out.push(`- **The run failed:** ${results.error.split('\n')[0]}`);
   out.push('');
 
@@ -264,12 +270,13 @@ function render(results, file, checks, history) {
   out.push(
     'Medians over the repeats. Each tunnel run is compared with the direct run just before it (same scenario), ' +
       'so ratio = tunnel req/s ÷ that direct req/s. autocannon latencies are whole milliseconds; see the probe for µs. ' +
-      'CPU is percent of one core, averaged over the run.',
+      'CPU is percent of one core, averaged over the run; CPU µs/req is the CPU time a process spent per completed request, ' +
+      'which shows where the tunnel\'s cost goes (the direct target\'s figure is the baseline for a request handled once).',
   );
   out.push('');
   out.push(
     table(
-      ['Scenario', 'Tunnel config', 'n', 'Direct req/s', 'Tunnel req/s', 'Ratio', 'Direct p50/p99 ms', 'Tunnel p50/p99 ms', '+mean ms', 'Edge CPU %', 'Client CPU %', 'Edge peak MiB', 'Bad'],
+      ['Scenario', 'Tunnel config', 'n', 'Direct req/s', 'Tunnel req/s', 'Ratio', 'Direct p50/p99 ms', 'Tunnel p50/p99 ms', '+mean ms', 'Edge CPU %', 'Client CPU %', 'CPU µs/req edge / client / target (direct target)', 'Edge peak MiB', 'Bad'],
       results.summary.groups.map((g) => [
         g.scenario,
         g.label.replace(/^tunnel /, ''),
@@ -282,6 +289,7 @@ function render(results, file, checks, history) {
         signed(g.addedMeanMs, 2),
         num(g.edgeCpuPct),
         num(g.clientCpuPct),
+        g.cpuUsPerRequest ? `${num(g.cpuUsPerRequest.edge)} / ${num(g.cpuUsPerRequest.client)} / ${num(g.cpuUsPerRequest.target)} (${num(g.cpuUsPerRequest.directTarget)})` : '–',
         num(g.edgePeakRssMiB, 1),
         g.errors + g.timeouts + g.non2xx + g.mismatches,
       ]),
