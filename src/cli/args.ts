@@ -1,6 +1,6 @@
 /**
  * Argument parsing for every command, on node:util parseArgs: `--help` everywhere, a one-line reason
- * and exit code 2 for a usage error.
+ * and exit code 2 for a usage error (DESIGN.md section 5).
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
@@ -35,7 +35,9 @@ export function parse<O extends Options>(args: string[], options: O, help: strin
   try {
     parsed = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new UsageError(`${(error as Error).message.split('\n')[0]}\n${firstLine(help)}`);
+    // Node's advice on positionals that start with '-' is noise here; the reason stays one line.
+    const reason = ((error as Error).message.split('\n')[0] ?? '').replace(/\. To specify a positional argument.*$/, '');
+    throw new UsageError(`${reason}; ${usageHint(help)}`);
   }
   if ((parsed.values as Record<string, unknown>).help === true) {
     process.stdout.write(`${help.trim()}\n`);
@@ -44,20 +46,21 @@ export function parse<O extends Options>(args: string[], options: O, help: strin
   return parsed as unknown as Parsed<O>;
 }
 
-function firstLine(help: string): string {
-  const usage = help.trim().split('\n')[0] ?? '';
-  return `${usage} (see --help)`;
+/** "usage: burrow tokens list | ... (see --help)", from the help's first line: usage errors stay one line. */
+export function usageHint(help: string): string {
+  const usage = (help.trim().split('\n')[0] ?? '').replace(/^Usage:\s*/, '');
+  return `usage: ${usage} (see --help)`;
 }
 
 export function requirePositional(parsed: { positionals: string[] }, index: number, name: string, help: string): string {
   const value = parsed.positionals[index];
-  if (value === undefined) throw new UsageError(`missing ${name}\n${firstLine(help)}`);
+  if (value === undefined) throw new UsageError(`missing ${name}; ${usageHint(help)}`);
   return value;
 }
 
 export function noExtraPositionals(parsed: { positionals: string[] }, count: number, help: string): void {
   if (parsed.positionals.length > count) {
-    throw new UsageError(`unexpected argument "${parsed.positionals[count]}"\n${firstLine(help)}`);
+    throw new UsageError(`unexpected argument "${parsed.positionals[count]}"; ${usageHint(help)}`);
   }
 }
 

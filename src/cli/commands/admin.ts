@@ -3,7 +3,7 @@ import { BurrowError } from '../../errors.js';
 import { nowIso } from '../../ids.js';
 import { isPlanName } from '../../store/plans.js';
 import { Store } from '../../store/store.js';
-import { CliError, noExtraPositionals, parse, UsageError } from '../args.js';
+import { CliError, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { printJson } from '../output.js';
 
 const HELP = `
@@ -24,11 +24,13 @@ const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
 
 export async function adminCommand(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
-  if (sub === undefined || sub === '--help' || sub === '-h') {
+  if (sub === '--help' || sub === '-h') {
     process.stdout.write(`${HELP.trim()}\n`);
-    return sub === undefined ? 2 : 0;
+    return 0;
   }
-  if (sub !== 'create-account') throw new UsageError(`unknown admin command "${sub}"; try "burrow admin create-account --help"`);
+  // A usage error is one line on stderr (DESIGN.md section 5), not the help on stdout.
+  if (sub === undefined) throw new UsageError(`missing the admin command; ${usageHint(HELP)}`);
+  if (sub !== 'create-account') throw new UsageError(`unknown admin command "${sub}"; ${usageHint(HELP)}`);
   const parsed = parse(rest, { email: { type: 'string' }, plan: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } }, HELP);
   if (parsed === null) return 0;
   noExtraPositionals(parsed, 0, HELP);

@@ -5,7 +5,7 @@
 import { parseToken } from '../../ids.js';
 import { ApiClient } from '../api-client.js';
 import { noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
-import { configPath, normaliseEdge, readConfig, resolveCredentials, requireToken, writeConfig } from '../config.js';
+import { configPath, readConfig, resolveCredentials, requireToken, writeConfig } from '../config.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
 const CONNECTION_OPTIONS = {
@@ -45,7 +45,8 @@ export async function loginCommand(args: string[]): Promise<number> {
   if (parseToken(token) === null) throw new UsageError('that is not a Burrow token (svc_pat_<8 hex>_<36 hex>)');
   const path = configPath();
   const saved = readConfig(path);
-  const edge = normaliseEdge(parsed.values.edge ?? process.env.BURROW_EDGE ?? saved.edge ?? 'http://localhost:8080');
+  // The edge as every other command finds it: the flag, then BURROW_EDGE, then the config file.
+  const { edge } = resolveCredentials({ edge: parsed.values.edge, token });
   const me = await new ApiClient(edge, token).call<{ id: string; email: string; plan: string }>('GET', '/api/v1/auth/me');
   writeConfig({ ...saved, edge, token }, path);
   process.stdout.write(`logged in to ${edge} as ${me.email} (${me.plan}); saved to ${path}\n`);

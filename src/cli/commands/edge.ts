@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { Edge } from '../../edge/server.js';
-import { intOption, noExtraPositionals, parse } from '../args.js';
+import { CliError, intOption, noExtraPositionals, parse } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
@@ -53,6 +53,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
   const { values } = parsed;
   const dataDir = resolve(values.data ?? '.burrow');
   const publicPort = values['public-port'] === undefined ? undefined : intOption(values['public-port'], 'public-port', 0, 1, 65535);
+  // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     dataDir,
     host: values.host ?? '127.0.0.1',
@@ -66,6 +67,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
     capture: values['no-capture'] !== true,
     ...(publicPort === undefined ? {} : { publicPort }),
     region: values.region ?? 'local',
+  }).catch((error: Error) => {
+    throw new CliError(`cannot start the edge: ${error.message}`);
   });
   process.stdout.write(`burrow edge listening on ${edge.url} (bound to ${values.host ?? '127.0.0.1'}:${edge.port}, data in ${dataDir})\n`);
   if (values.dev === true) await devAccount(edge);
