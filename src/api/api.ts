@@ -60,6 +60,11 @@ export class Api {
     this.defineRoutes();
   }
 
+  /** The API's routes as `METHOD /pattern` (HEAD is answered on every GET route besides). */
+  get routes(): readonly { method: string; pattern: string }[] {
+    return this.router.routes;
+  }
+
   /** Drops finished rate-limit windows; the edge calls this from its coarse timer. */
   sweep(): void {
     this.tokenLimiter.sweep();

@@ -23,6 +23,12 @@ class Node<H> {
 
 export class Router<H> {
   private readonly root = new Node<H>();
+  private readonly table: { method: string; pattern: string }[] = [];
+
+  /** Every route added, in order: what the docs test holds docs/api.md against. */
+  get routes(): readonly { method: string; pattern: string }[] {
+    return this.table;
+  }
 
   /** Adds `METHOD /a/:b/c`; a method is matched case-sensitively in upper case. */
   add(method: string, pattern: string, handler: H): this {
@@ -44,6 +50,7 @@ export class Router<H> {
     }
     if (node.handlers.has(method)) throw new Error(`route ${method} ${pattern} is defined twice`);
     node.handlers.set(method, handler);
+    this.table.push({ method, pattern });
     return this;
   }
 

@@ -116,3 +116,17 @@ test('parameters of one lookup do not leak into the next', () => {
   assert.deepEqual({ ...first.params }, { id: 'one' });
   assert.deepEqual({ ...second.params }, {});
 });
+
+test('routes lists every route added, in order', () => {
+  assert.deepEqual(
+    router.routes.map(({ method, pattern }) => `${method} ${pattern}`),
+    [
+      'GET /api/v1/tokens',
+      'POST /api/v1/tokens',
+      'DELETE /api/v1/tokens/:id',
+      'GET /api/v1/requests/:id',
+      'POST /api/v1/requests/:id/replay',
+      'GET /api/v1/instance',
+    ],
+  );
+});
