@@ -6,7 +6,6 @@
  * native server, so we load the binary for this platform ourselves and refuse to run without it.
  */
 import { createRequire } from 'node:module';
-import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import type * as UwsTypes from 'uWebSockets.js';
 
@@ -42,32 +41,28 @@ export function listenPort(socket: UwsTypes.us_listen_socket): number {
   return uws.us_socket_local_port(socket as unknown as UwsTypes.us_socket);
 }
 
-/**
- * Listens on host:port, refusing a port another server is listening on.
- *
- * uWS binds with SO_REUSEPORT, so a second server on a taken port would start "successfully" and share
- * it. Its exclusive mode drops SO_REUSEPORT but then a restart cannot bind while the previous process's
- * connections sit in TIME_WAIT (a minute). So: keep uWS's own bind, and first try to connect to the
- * port: if something accepts, it is taken.
- */
-export async function listenAlone(app: UwsTypes.TemplatedApp, host: string, port: number): Promise<UwsTypes.us_listen_socket | false> {
-  if (port !== 0 && (await somethingListens(host, port))) return false;
-  return new Promise((resolve) => app.listen(host, port, resolve));
-}
+/** uWS's LIBUS_LISTEN_EXCLUSIVE_PORT: exported by the binary, missing from its typings as a value. */
+const LISTEN_EXCLUSIVE_PORT = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT?: number }).LIBUS_LISTEN_EXCLUSIVE_PORT ?? 1;
 
-function somethingListens(host: string, port: number): Promise<boolean> {
-  const target = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host.replace(/^\[|\]$/g, '');
-  return new Promise((resolve) => {
-    const socket = connect({ host: target, port });
-    socket.setTimeout(1_000);
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('timeout', () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.once('error', () => resolve(false));
-  });
+/**
+ * Listens on host:port, refusing a port another server holds.
+ *
+ * By default uWS binds with SO_REUSEPORT: a second server on a taken port starts "successfully" and
+ * shares it, and (measured here) a restarted server cannot bind while the old process's connections sit
+ * in TIME_WAIT. The exclusive mode binds like any other server (SO_REUSEADDR only): a taken port is an
+ * error and a restart binds at once.
+ */
+export async function listenAlone(
+  app: UwsTypes.TemplatedApp,
+  host: string,
+  port: number,
+): Promise<{ socket: UwsTypes.us_listen_socket } | { refused: string }> {
+  const listen = app.listen as unknown as (
+    host: string,
+    port: number,
+    options: number,
+    cb: (socket: UwsTypes.us_listen_socket | false) => void,
+  ) => void;
+  const socket = await new Promise<UwsTypes.us_listen_socket | false>((resolve) => listen.call(app, host, port, LISTEN_EXCLUSIVE_PORT, resolve));
+  return socket === false ? { refused: `cannot bind ${host}:${port} (in use, or not an address of this machine)` } : { socket };
 }

@@ -241,6 +241,16 @@ export async function rawRequest(port: number, bytes: string | Buffer, untilMs =
   return answer;
 }
 
+/** A loopback port that was free a moment ago (for processes that must be restarted on the same port). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as AddressInfo).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 /** Polls `check` until it returns true or the time is up. */
 export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 5_000, what = 'condition'): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -140,13 +140,13 @@ export class Edge {
   }
 
   private async listen(host: string, port: number): Promise<void> {
-    const socket = await listenAlone(this.app, host, port);
-    if (socket === false) {
+    const listening = await listenAlone(this.app, host, port);
+    if ('refused' in listening) {
       await this.store.close();
-      throw new Error(`cannot listen on ${host}:${port} (in use, or not an address of this machine)`);
+      throw new Error(`cannot listen: ${listening.refused}`);
     }
-    this.listenSocket = socket;
-    this.port = listenPort(socket);
+    this.listenSocket = listening.socket;
+    this.port = listenPort(listening.socket);
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.timer.unref();
   }

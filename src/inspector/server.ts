@@ -235,9 +235,10 @@ export class Inspector {
     throw new Error(`the inspector cannot listen on ${urlHost(this.host)} ${ports} (in use, or not an address of this machine)`);
   }
 
-  private listenOn(port: number): Promise<us_listen_socket | false> {
+  private async listenOn(port: number): Promise<us_listen_socket | false> {
     // Alone: otherwise two inspectors would share 4040 silently.
-    return listenAlone(this.app, this.host, port);
+    const listening = await listenAlone(this.app, this.host, port);
+    return 'socket' in listening ? listening.socket : false;
   }
 
   // ---- routes -----------------------------------------------------------------------------------------

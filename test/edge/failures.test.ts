@@ -4,22 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
-import { call, createAccount, startClient, startEdge, startLocal, waitFor, type TestAccount, type TestEdge } from '../helpers.js';
-
-/** A port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+import { call, createAccount, freePort, startClient, startEdge, startLocal, waitFor, type TestAccount, type TestEdge } from '../helpers.js';
 
 function sessionOf(target: TestEdge, subdomain: string) {
   const session = target.edge.registry.session(subdomain);
@@ -41,7 +29,7 @@ describe('edge errors on the public side', () => {
   });
 
   test('a closed local port answers 502 LOCAL_UNREACHABLE', async () => {
-    const started = await startClient(target, account.token, await closedPort());
+    const started = await startClient(target, account.token, await freePort());
     try {
       const response = await call(target, 'GET', '/', { host: started.host });
       assert.equal(response.status, 502);

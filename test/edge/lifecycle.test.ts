@@ -11,7 +11,7 @@ import type { ClosedInfo } from '../../src/client/tunnel-client.js';
 import { request } from 'undici';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
-import { call, createAccount, echo, runCli, spawnCli, startClient, startEdge, startLocal, tempDir, waitFor, type LocalServer, type TestEdge } from '../helpers.js';
+import { call, createAccount, echo, freePort, runCli, spawnCli, startClient, startEdge, startLocal, tempDir, waitFor, type LocalServer, type TestEdge } from '../helpers.js';
 
 describe('reconnects keep the URL', () => {
   let local: LocalServer;
@@ -43,8 +43,10 @@ describe('reconnects keep the URL', () => {
   test('after the edge process restarts on the same data and port, the client comes back on the same URL', async () => {
     const dataDir = tempDir();
     const env = { XDG_CONFIG_HOME: tempDir() };
-    const first = await spawnCli(['edge', '--port', '0', '--data', dataDir], env, /listening on http:\/\/localhost:(\d+)/);
-    const port = Number(first.match[1]);
+    // A fixed port, as in real use: uSockets sets SO_REUSEADDR only on an explicit port, and without it
+    // the old process's connections in TIME_WAIT would block the restart for a minute.
+    const port = await freePort();
+    const first = await spawnCli(['edge', '--port', String(port), '--data', dataDir], env, /listening on http:\/\/localhost:(\d+)/);
     const created = await runCli(['admin', 'create-account', '--email', 'restart@example.test', '--data', dataDir, '--json'], env);
     const token = JSON.parse(created.stdout).token.token as string;
     const edgeUrl = `http://localhost:${port}`;
