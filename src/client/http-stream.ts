@@ -37,6 +37,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   private readonly requestWindow: ReceiveWindow;
   private pushed = 0;
   private accounted = 0;
+  private requestEnded = false;
 
   // Response, local → edge.
   private controller: Dispatcher.DispatchController | null = null;
@@ -103,6 +104,11 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   /** A DATA frame from the edge: more request body (a view of the frame, which we own). */
   onRequestData(chunk: Uint8Array | null, end: boolean): void {
     if (this.closed) return;
+    if (this.body === null || this.body.readableEnded || this.requestEnded) {
+      this.host.protocolError(`DATA after the end of the request body on stream ${this.id}`);
+      return;
+    }
+    if (end) this.requestEnded = true;
     if (chunk !== null && chunk.byteLength > 0) {
       if (!this.requestWindow.receive(chunk.byteLength)) {
         this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
@@ -111,7 +117,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       this.requestRecorder?.add(chunk);
       this.pushBody(chunk);
     }
-    if (end) this.body?.push(null);
+    if (end) this.body.push(null);
   }
 
   private pushBody(chunk: Uint8Array): void {

@@ -6,6 +6,7 @@
  * same subdomain; the edge holds it for the owner meanwhile. A GOAWAY that is final (closed through the
  * API, token revoked, replaced) ends the client with the edge's reason.
  */
+import { closeReason } from '../protocol/close-reason.js';
 import { EventEmitter } from 'node:events';
 import { Pool, type Dispatcher } from 'undici';
 import WebSocket from 'ws';
@@ -41,7 +42,8 @@ export interface TunnelClientOptions {
   /** Reconnect backoff bounds. */
   minBackoffMs?: number;
   maxBackoffMs?: number;
-  /** The edge is presumed dead after this long without a message or ping. */
+  /** The edge is presumed dead after this long without a message or ping (it pings an idle tunnel
+   * within its 32 s idle timeout). */
   silenceTimeoutMs?: number;
 }
 
@@ -154,7 +156,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const socket = this.socket;
     if (socket !== null && socket.readyState === WebSocket.OPEN) {
       socket.send(encode([FrameType.GOAWAY, 0, GoAwayCode.CLIENT_CLOSING, reason]));
-      socket.close(CLOSE_CODE_BASE + GoAwayCode.CLIENT_CLOSING, reason);
+      socket.close(CLOSE_CODE_BASE + GoAwayCode.CLIENT_CLOSING, closeReason(reason));
     } else {
       socket?.terminate();
     }
@@ -277,7 +279,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   private startWatchdog(): void {
     if (this.watchdog !== null) return;
-    const silence = this.options.silenceTimeoutMs ?? 75_000;
+    const silence = this.options.silenceTimeoutMs ?? 45_000;
     this.watchdog = setInterval(() => {
       const socket = this.socket;
       if (socket !== null && socket.readyState === WebSocket.OPEN && Date.now() - this.lastSeen > silence) socket.terminate();
@@ -317,6 +319,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         return;
       case FrameType.OPEN: {
         const [, id, requestId, method, path, headers, clientAddress, body, end] = frame;
+        if (this.streams.has(id)) throw new ProtocolError(`OPEN for stream ${id}, which is already open`);
         if (body !== null && body.byteLength > 0) this.receiveConnection(body.byteLength);
         const stream = new ClientHttpStream(id, this, { requestId, method, path, headers, clientAddress, replayOf: null });
         this.streams.set(id, stream);
@@ -353,6 +356,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         this.goAway = { code: frame[2], message: frame[3] };
         return;
       case FrameType.WS_OPEN: {
+        if (this.streams.has(frame[1])) throw new ProtocolError(`WS_OPEN for stream ${frame[1]}, which is already open`);
         const stream = new ClientWsStream(frame[1], this, frame[3], frame[4]);
         this.streams.set(frame[1], stream);
         stream.start();
@@ -437,6 +441,6 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const socket = this.socket;
     if (socket === null) return;
     socket.send(encode([FrameType.GOAWAY, 0, GoAwayCode.PROTOCOL_ERROR, message]));
-    socket.close(CLOSE_CODE_BASE + GoAwayCode.PROTOCOL_ERROR, message.slice(0, 120));
+    socket.close(CLOSE_CODE_BASE + GoAwayCode.PROTOCOL_ERROR, closeReason(message));
   }
 }

@@ -4,6 +4,7 @@
  * messages flow both ways within credit and close codes are kept. Dev servers' hot reload works.
  */
 import WebSocket from 'ws';
+import { closeReason } from '../protocol/close-reason.js';
 import { encode, type Frame } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { dropHopByHop } from '../protocol/headers.js';
@@ -102,7 +103,7 @@ export class ClientWsStream {
       this.finish();
       const code = frame[2];
       const valid = code >= 1000 && code <= 4999 && code !== 1004 && code !== 1005 && code !== 1006 && code !== 1015;
-      this.socket?.close(valid ? code : 1000, frame[3].slice(0, 120));
+      this.socket?.close(valid ? code : 1000, closeReason(frame[3]));
     }
   }
 

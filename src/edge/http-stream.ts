@@ -91,7 +91,9 @@ export abstract class EdgeHttpStream {
       this.requestFinished = true;
       this.endSent = true;
     } else if (size > 0 && inline === null) {
+      // Too big for one frame, or the credit left is short: send what the credit allows now.
       this.queueBody(body!, end, 0);
+      this.drain();
     }
   }
 

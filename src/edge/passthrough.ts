@@ -6,6 +6,7 @@
  * uWS cannot pause reading a WebSocket, so messages from a public socket that outruns the tunnel wait
  * in a bounded queue; past it the public socket is closed (1008), never the edge's memory.
  */
+import { closeReason } from '../protocol/close-reason.js';
 import { ERROR_CODES } from '../errors.js';
 import { encode, ProtocolError, type Frame } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
@@ -201,8 +202,8 @@ export class PassthroughStream {
     if (ws === null) return;
     this.ws = null;
     try {
-      if (code === NO_STATUS || code === ABNORMAL || code < 1000) ws.end(NORMAL_CLOSURE, reason);
-      else ws.end(code, reason);
+      if (code === NO_STATUS || code === ABNORMAL || code < 1000) ws.end(NORMAL_CLOSURE, closeReason(reason));
+      else ws.end(code, closeReason(reason));
     } catch {
       // The socket closed meanwhile.
     }

@@ -161,7 +161,9 @@ export class PublicHttpStream extends EdgeHttpStream {
       const status = this.status;
       if (this.isHead || status === 204 || status === 304 || status < 200) {
         this.finished = true;
-        this.res.endWithoutBody(this.isHead && this.contentLength >= 0 ? this.contentLength : undefined);
+        // endWithoutBody(undefined) would announce a huge Content-Length: call it without an argument.
+        if (this.isHead && this.contentLength >= 0) this.res.endWithoutBody(this.contentLength);
+        else this.res.endWithoutBody();
         this.releaseConnectionCredit();
         return;
       }
@@ -185,12 +187,17 @@ export class PublicHttpStream extends EdgeHttpStream {
     });
   }
 
-  /** Everything was handed over: a body shorter than its Content-Length cannot end cleanly. */
+  /**
+   * Everything was handed over. tryEnd ends the response when the last declared byte goes out; what is
+   * left is an empty body (Content-Length: 0), ended here, or a body shorter than it declared, which
+   * cannot end cleanly: the connection is cut so the client sees the truncation.
+   */
   private completeEnd(): void {
     this.releaseConnectionCredit();
     if (this.finished) return;
     this.finished = true;
-    if (this.bodyBytes !== this.contentLength) this.res.close();
+    if (this.bodyBytes === this.contentLength) this.res.end();
+    else this.res.close();
   }
 
   protected failResponse(code: ErrorCode, message: string, started: boolean): void {

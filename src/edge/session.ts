@@ -7,6 +7,7 @@
  * the WebSocket's buffer passes a high-water mark they wait in a backlog for `drain`, so uWS never drops
  * a message. The backlog is bounded because every body byte needs credit the client granted.
  */
+import { closeReason } from '../protocol/close-reason.js';
 import { BurrowError, type ErrorCode } from '../errors.js';
 import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
 import {
@@ -158,14 +159,17 @@ export class TunnelSession {
   // ---- streams ----------------------------------------------------------------------------------------
 
   private allocateStreamId(): number {
-    const id = this.nextStreamId;
-    if (id >= 0xfffffff0) {
-      this.nextStreamId = 1;
-      this.wrapped = true;
-    } else {
-      this.nextStreamId = id + 1;
+    for (;;) {
+      const id = this.nextStreamId;
+      if (id >= 0xfffffff0) {
+        this.nextStreamId = 1;
+        this.wrapped = true;
+      } else {
+        this.nextStreamId = id + 1;
+      }
+      // After a wrap, a long-lived stream (a WebSocket, say) may still hold a low id.
+      if (!this.wrapped || !this.streams.has(id)) return id;
     }
-    return id;
   }
 
   /** Whether another stream may open now (the settings' stream cap). */
@@ -221,6 +225,8 @@ export class TunnelSession {
     if (this.closed) return;
     try {
       if (!isBinary) throw new ProtocolError('text messages are not part of the protocol');
+      const limit = this.deps.settings.maxMessage;
+      if (message.byteLength > limit) throw new ProtocolError(`a message of ${message.byteLength} bytes exceeds maxMessage (${limit})`);
       this.dispatch(decode(Buffer.from(message)));
     } catch (error) {
       const reason = error instanceof ProtocolError ? error.message : `internal error: ${(error as Error).message}`;
@@ -262,8 +268,9 @@ export class TunnelSession {
         return;
       }
       case FrameType.GOAWAY: {
+        // Only a final code (the client quitting) releases the name; after any other the client returns.
         this.final = FINAL_GOAWAY_CODES.has(frame[2]);
-        this.close(CLOSE_CODE_BASE + GoAwayCode.CLIENT_CLOSING, frame[3] === '' ? 'client closed the tunnel' : frame[3]);
+        this.close(CLOSE_CODE_BASE + frame[2], frame[3] === '' ? 'client closed the tunnel' : frame[3]);
         return;
       }
       case FrameType.WS_MESSAGE: {
@@ -341,7 +348,7 @@ export class TunnelSession {
     const ws = this.ws;
     if (ws !== null && !this.closed) {
       try {
-        ws.end(code, message.slice(0, 120));
+        ws.end(code, closeReason(message));
       } catch {
         // Already closed by the peer; the close handler runs (or ran) anyway.
       }

@@ -1,11 +1,11 @@
 /**
- * Regression (todo until src/edge/http-stream.ts is fixed): a fast-path request body that does not fit
+ * Regression: a fast-path request body that does not fit
  * the connection credit left must still go out, as DATA, once the client returns credit.
  *
- * EdgeHttpStream.sendOpen falls back to OPEN(end=false) and queues the body, but it only joins the
- * session's blocked set when the connection credit is exactly 0. With some credit left (less than the
- * body), nothing ever drains the queue: a later connection WINDOW finds no blocked stream, and no stream
- * WINDOW comes because the client has received nothing on the stream. The request ends in 504.
+ * EdgeHttpStream.sendOpen fell back to OPEN(end=false) and queued the body, but only joined the
+ * session's blocked set when the connection credit was exactly 0. With some credit left (less than the
+ * body), nothing ever drained the queue and the request ended in 504. It now sends what the credit
+ * allows at once and waits for the rest like any streamed body.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -17,7 +17,6 @@ import { openRawTunnel } from './raw-tunnel.js';
 
 test(
   'a request body that did not fit the remaining connection credit goes out once credit returns',
-  { todo: 'src/edge/http-stream.ts sendOpen: queued body never drained when 0 < connection credit < body' },
   async () => {
     const target = await startEdge({ settings: { connectionWindow: 100_000 }, requestTimeoutMs: 3_000 });
     try {

@@ -13,6 +13,8 @@ describe('forwarding through a tunnel', () => {
   let other: LocalServer;
   let host: string;
   let hopHost: string;
+  let emptyHost: string;
+
   let close: () => Promise<void>;
 
   before(async () => {
@@ -33,10 +35,21 @@ describe('forwarding through a tunnel', () => {
     });
     const hopClient = await startClient(target, account.token, hopServer.port);
     hopHost = hopClient.host;
+    // Node's plain res.end() answers Content-Length: 0; 204 and 304 carry no length at all.
+    const emptyServer = await startLocal((req, res) => {
+      res.statusCode = Number(req.url!.split('/')[2]);
+      res.setHeader('x-empty', 'yes');
+      if (req.method === 'HEAD') res.setHeader('content-length', '1234');
+      res.end();
+    });
+    const emptyClient = await startClient(target, account.token, emptyServer.port);
+    emptyHost = emptyClient.host;
     close = async () => {
       await started.client.close();
       await hopClient.client.close();
       await hopServer.close();
+      await emptyClient.client.close();
+      await emptyServer.close();
     };
   });
 
@@ -130,6 +143,23 @@ describe('forwarding through a tunnel', () => {
     const head = await call(target, 'HEAD', '/head', { host });
     assert.equal(head.status, 200);
     assert.equal(head.text, '');
+    // The length a local server announces for HEAD reaches the public client, with no body.
+    const announced = await call(target, 'HEAD', '/status/200', { host: emptyHost });
+    assert.equal(announced.headers['content-length'], '1234');
+    assert.equal(announced.text, '');
+    for (const status of [204, 304]) {
+      const response = await call(target, 'GET', `/status/${status}`, { host: emptyHost });
+      assert.equal(response.status, status);
+      assert.equal(response.text, '');
+      assert.equal(response.headers['content-length'], undefined, `${status} must not announce a length`);
+    }
+  });
+
+  test('an empty body with Content-Length: 0 ends (regression: it hung)', async () => {
+    const response = await call(target, 'GET', '/status/200', { host: emptyHost });
+    assert.equal(response.status, 200);
+    assert.equal(response.text, '');
+    assert.equal(response.headers['x-empty'], 'yes');
   });
 
   test('an unknown subdomain answers 404 TUNNEL_NOT_FOUND marked as the edge', async () => {
