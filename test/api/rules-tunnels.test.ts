@@ -6,6 +6,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import type { ClosedInfo, TunnelClient } from '../../src/client/tunnel-client.js';
 import { TunnelRefusedError } from '../../src/client/tunnel-client.js';
 import {
@@ -181,9 +182,55 @@ describe('tunnel quotas and names at connect (DESIGN.md section 2)', () => {
     await tunnel.client.close();
   });
 
+  test('a refused connect is a plain HTTP error in the spec shape, never a 101', async () => {
+    const dave = await createAccount(target);
+    const three = [await open(dave.token), await open(dave.token), await open(dave.token)];
+    const text = await new Promise<string>((resolve) => {
+      const socket = connect(target.port, '127.0.0.1');
+      let received = '';
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString();
+        // The whole answer is in once the body has its Content-Length.
+        const [head = '', body] = received.split('\r\n\r\n', 2);
+        const length = /content-length: (\d+)/i.exec(head)?.[1];
+        if (body !== undefined && length !== undefined && Buffer.byteLength(body) >= Number(length)) socket.destroy();
+      });
+      socket.on('error', () => {});
+      socket.on('close', () => resolve(received));
+      socket.write(
+        `GET /api/v1/connect?port=${local.port} HTTP/1.1\r\nHost: localhost:${target.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nburrow-protocol: 1\r\nAuthorization: Bearer ${dave.token}\r\n\r\n`,
+      );
+      setTimeout(() => socket.destroy(), 5_000);
+    });
+    const [head = '', body = ''] = text.split('\r\n\r\n', 2);
+    assert.match(head, /^HTTP\/1\.1 403 /);
+    assert.match(head, /content-type: application\/json/i);
+    assert.deepEqual(Object.keys(JSON.parse(body).error), ['code', 'message']);
+    assert.equal(JSON.parse(body).error.code, 'TUNNEL_LIMIT_REACHED');
+    for (const tunnel of three) await tunnel.client.close();
+  });
+
   test('an invalid name: 400 INVALID_REQUEST; a bad token: 401 UNAUTHORIZED', async () => {
     await assert.rejects(open(alice.token, 'no_underscores'), (error: unknown) => error instanceof TunnelRefusedError && error.status === 400 && error.code === 'INVALID_REQUEST');
     await assert.rejects(open(`svc_pat_00000000_${'0'.repeat(36)}`), (error: unknown) => error instanceof TunnelRefusedError && error.status === 401 && error.code === 'UNAUTHORIZED');
+  });
+});
+
+describe('errors on public tunnel traffic', () => {
+  test('a local port with nothing listening: 502 LOCAL_UNREACHABLE marked burrow-error, captured with its error', async () => {
+    const closed = await startLocal((_req, res) => res.end());
+    const deadPort = closed.port;
+    await closed.close();
+    const tunnel = await startClient(target, bob.token, deadPort, { subdomain: 'bob-dead-port' });
+    clients.push(tunnel.client);
+    const response = await publicCall(tunnel.host, 'GET', '/nobody-home');
+    assertError(response, 502, 'LOCAL_UNREACHABLE');
+    assert.equal(response.headers['burrow-error'], 'LOCAL_UNREACHABLE');
+    const [entry] = (await get('/api/v1/requests?subdomain=bob-dead-port', bob.token)).json.requests;
+    assert.equal(entry.status, 502);
+    assert.equal((await get(`/api/v1/requests/${entry.id}`, bob.token)).json.error, 'LOCAL_UNREACHABLE');
+    await tunnel.client.close();
   });
 });
 
