@@ -96,7 +96,8 @@ export class Api {
         rateHeaders,
       );
     }
-    void this.options.store.touchToken(principal.token.idSegment, this.clock());
+    // Best effort: a failed write of last_used_at must not fail the request, nor go unhandled.
+    this.options.store.touchToken(principal.token.idSegment, this.clock()).catch(() => {});
     const response = await this.run(route.handler, { req, params, principal });
     // A new object: handlers may return shared frozen responses (NO_CONTENT).
     return { ...response, headers: response.headers === undefined ? rateHeaders : [...response.headers, ...rateHeaders] };
