@@ -386,6 +386,7 @@ function rejectUnknownFields(body: Record<string, unknown>, known: readonly stri
 
 // Control characters (C0, DEL, C1) and the Unicode line/paragraph separators.
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+const LONE_SURROGATE = /\p{Cs}/u;
 
 export function validateLabel(value: unknown): string {
   if (value === undefined) throw new BurrowError('INVALID_REQUEST', '"label" is required.');
@@ -394,6 +395,8 @@ export function validateLabel(value: unknown): string {
   if (label.length === 0) throw new BurrowError('INVALID_REQUEST', '"label" must not be empty.');
   if ([...label].length > LABEL_MAX) throw new BurrowError('INVALID_REQUEST', `"label" must be at most ${LABEL_MAX} characters.`);
   if (CONTROL_CHARACTERS.test(label)) throw new BurrowError('INVALID_REQUEST', '"label" must not contain control characters.');
+  // A lone surrogate (valid in JSON, not in UTF-8) would be stored as U+FFFD and listed unlike it was created.
+  if (LONE_SURROGATE.test(label)) throw new BurrowError('INVALID_REQUEST', '"label" must be valid Unicode text.');
   return label;
 }
 

@@ -192,6 +192,7 @@ describe('labels (DESIGN.md section 4: required, trimmed, 1-64 characters, no co
     ['DEL', { label: 'a\u007f' }],
     ['a C1 control', { label: 'a\u0085b' }],
     ['a line separator', { label: 'a\u2028b' }],
+    ['a lone surrogate (regression: stored as U+FFFD, listed unlike created)', { label: 'a\ud800b' }],
     ['a number', { label: 5 }],
     ['null', { label: null }],
     ['a boolean', { label: true }],
