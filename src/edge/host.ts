@@ -11,6 +11,7 @@ export type HostTarget = { kind: 'api' } | { kind: 'tunnel'; subdomain: string }
 const API: HostTarget = Object.freeze({ kind: 'api' });
 const UNKNOWN: HostTarget = Object.freeze({ kind: 'unknown' });
 const IPV4 = /^[0-9]{1,3}(?:\.[0-9]{1,3}){3}$/;
+const IPV6_LITERAL = /^\[[0-9a-f:.]{2,45}\](?::[0-9]{1,5})?$/;
 const LABEL = /^[a-z0-9-]{1,63}$/;
 
 export class HostDispatch {
@@ -25,8 +26,8 @@ export class HostDispatch {
     if (hostHeader.length > 300) return UNKNOWN;
     let host = hostHeader.toLowerCase();
     if (host.charCodeAt(0) === 91 /* [ */) {
-      // An IPv6 literal, with or without a port.
-      return host.indexOf(']') > 0 ? API : UNKNOWN;
+      // An IPv6 literal, with or without a port; anything else in brackets is not a host.
+      return IPV6_LITERAL.test(host) ? API : UNKNOWN;
     }
     const colon = host.lastIndexOf(':');
     if (colon !== -1) {
