@@ -51,75 +51,75 @@ function failed(result: CliResult, code: number, reason: RegExp): void {
   assert.equal(result.stderr.trimEnd().split('\n').length, 1, `one line on stderr: ${JSON.stringify(result.stderr)}`);
 }
 
+// Independent runs go side by side (Promise.all): each CLI run is a whole Node process.
 describe('burrow tokens', () => {
-  test('list: an aligned table, or the API JSON with --json', async () => {
-    const [tableResult, jsonResult] = await Promise.all([burrow(['tokens', 'list'], bob), burrow(['tokens', 'list', '--json'], bob)]);
-    const table = ok(tableResult);
-    const [header, row, ...rest] = table.trimEnd().split('\n');
+  test('list as a table and as JSON; create prints the token once; revoke; API errors as code and message', async () => {
+    const carol = await createAccount(target);
+    for (let i = 0; i < 4; i++) await call(target, 'POST', '/api/v1/tokens', { token: carol.token, body: { label: `t${i}` } });
+    const [tableResult, jsonResult, createdText, createdJson, notFound, invalid, limited, unauthorized] = await Promise.all([
+      burrow(['tokens', 'list'], bob),
+      burrow(['tokens', 'list', '--json'], bob),
+      burrow(['tokens', 'create', '--label', 'laptop']),
+      burrow(['tokens', 'create', '--label', 'ci', '--json']),
+      burrow(['tokens', 'revoke', 'tok_00000000']),
+      burrow(['tokens', 'create', '--label', '   ']),
+      burrow(['tokens', 'create', '--label', 'sixth'], carol),
+      runCli(['tokens', 'list', '--edge', target.url, '--token', 'svc_pat_nope'], home().env),
+    ]);
+
+    const [header, row, ...rest] = ok(tableResult).trimEnd().split('\n');
     assert.match(header!, /^ID\s+LABEL\s+PREFIX\s+CREATED\s+LAST USED$/);
     assert.equal(rest.length, 0);
     assert.match(row!, new RegExp(`^${bob.tokenId}\\s+test\\s+svc_pat_${bob.tokenId.slice(4)}\\s+\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2}Z\\s+`));
     assert.equal(header!.indexOf('LABEL'), row!.indexOf('test'), 'columns line up');
-    const json = JSON.parse(ok(jsonResult));
     const api = (await call(target, 'GET', '/api/v1/tokens', { token: bob.token })).json;
-    assert.deepEqual(json.tokens.map((t: any) => ({ ...t, last_used_at: null })), api.tokens.map((t: any) => ({ ...t, last_used_at: null })));
-  });
+    const withoutLastUse = (list: { last_used_at?: unknown }[]) => list.map((t) => ({ ...t, last_used_at: null }));
+    assert.deepEqual(withoutLastUse(JSON.parse(ok(jsonResult)).tokens), withoutLastUse(api.tokens));
 
-  test('create --label prints the token once; --json prints the API object; revoke revokes', async () => {
-    const text = ok(await burrow(['tokens', 'create', '--label', 'laptop']));
-    const match = /^created (tok_[0-9a-f]{8}) "laptop"\ntoken \(shown once\): (svc_pat_[0-9a-f]{8}_[0-9a-f]{36})\n$/.exec(text);
-    assert.ok(match, text);
+    const match = /^created (tok_[0-9a-f]{8}) "laptop"\ntoken \(shown once\): (svc_pat_[0-9a-f]{8}_[0-9a-f]{36})\n$/.exec(ok(createdText));
+    assert.ok(match, createdText.stdout);
     assert.equal((await call(target, 'GET', '/api/v1/auth/me', { token: match[2]! })).json.id, alice.id);
-
-    const created = JSON.parse(ok(await burrow(['tokens', 'create', '--label', 'ci', '--json'])));
+    const created = JSON.parse(ok(createdJson));
     assert.deepEqual(Object.keys(created), ['id', 'label', 'prefix', 'token', 'created_at']);
     assert.equal(created.label, 'ci');
 
-    assert.equal(ok(await burrow(['tokens', 'revoke', match[1]!])), `revoked ${match[1]}\n`);
-    assert.deepEqual(JSON.parse(ok(await burrow(['tokens', 'revoke', created.id, '--json']))), { revoked: created.id });
-    assert.equal((await call(target, 'GET', '/api/v1/auth/me', { token: match[2]! })).status, 401);
-  });
-
-  test('API errors: the code and message on stderr, exit 1', async () => {
-    const [notFound, invalid] = await Promise.all([burrow(['tokens', 'revoke', 'tok_00000000']), burrow(['tokens', 'create', '--label', '   '])]);
     failed(notFound, 1, /^burrow: NOT_FOUND: No active token tok_00000000/);
     failed(invalid, 1, /^burrow: INVALID_REQUEST: "label" must not be empty/);
-    const carol = await createAccount(target);
-    for (let i = 0; i < 4; i++) await call(target, 'POST', '/api/v1/tokens', { token: carol.token, body: { label: `t${i}` } });
-    const [limited, unauthorized] = await Promise.all([
-      burrow(['tokens', 'create', '--label', 'sixth'], carol),
-      runCli(['tokens', 'list', '--edge', target.url, '--token', 'svc_pat_nope'], home().env),
-    ]);
     failed(limited, 1, /^burrow: TOKEN_LIMIT_REACHED: /);
     failed(unauthorized, 1, /^burrow: UNAUTHORIZED: /);
+
+    const [revoked, revokedJson] = await Promise.all([burrow(['tokens', 'revoke', match[1]!]), burrow(['tokens', 'revoke', created.id, '--json'])]);
+    assert.equal(ok(revoked), `revoked ${match[1]}\n`);
+    assert.deepEqual(JSON.parse(ok(revokedJson)), { revoked: created.id });
+    assert.equal((await call(target, 'GET', '/api/v1/auth/me', { token: match[2]! })).status, 401);
+    assert.equal((await call(target, 'GET', '/api/v1/auth/me', { token: created.token })).status, 401);
   });
 });
 
 describe('burrow tunnels and burrow requests', () => {
-  test('list, show, close a live tunnel; requests lists its captures', async () => {
+  test('list, show, close a live tunnel; requests lists its captures; empty lists say so', async () => {
     const tunnel = await startClient(target, alice.token, local.port, { subdomain: 'alice-cli' });
     try {
       assert.equal((await call(target, 'GET', '/first', { host: tunnel.host })).status, 200);
       assert.equal((await call(target, 'POST', '/second?x=1', { host: tunnel.host, rawBody: 'hi' })).status, 200);
 
-      const [listText, listJsonText, showText, showJsonText, requestsText, latestText, bobShow] = await Promise.all([
+      const [listText, showText, showJsonText, requestsText, latestText, bobShow, bobList] = await Promise.all([
         burrow(['tunnels', 'list']),
-        burrow(['tunnels', 'list', '--json']),
         burrow(['tunnels', 'show', 'alice-cli']),
         burrow(['tunnels', 'show', 'alice-cli', '--json']),
         burrow(['requests', 'alice-cli']),
         burrow(['requests', 'alice-cli', '--json', '--limit', '1']),
         burrow(['tunnels', 'show', 'alice-cli'], bob),
+        burrow(['tunnels', 'list'], bob),
       ]);
       const list = ok(listText).trimEnd().split('\n');
       assert.match(list[0]!, /^SUBDOMAIN\s+PORT\s+STARTED\s+TOKEN$/);
       assert.match(list[1]!, new RegExp(`^alice-cli\\s+${local.port}\\s+\\d{4}-\\d{2}-\\d{2} [\\d:]+Z\\s+${alice.tokenId}$`));
-      assert.deepEqual(JSON.parse(ok(listJsonText)), (await call(target, 'GET', '/api/v1/tunnels', { token: alice.token })).json);
 
       const show = ok(showText).trimEnd().split('\n');
       assert.match(show[0]!, /^SUBDOMAIN\s+PORT\s+STARTED\s+TOKEN\s+RESERVED$/);
       assert.match(show[1]!, /^alice-cli\s+\d+\s+.+\s+false$/);
-      assert.deepEqual(Object.keys(JSON.parse(ok(showJsonText))), ['subdomain', 'port', 'started_at', 'token_id', 'reserved']);
+      assert.deepEqual(JSON.parse(ok(showJsonText)), (await call(target, 'GET', '/api/v1/tunnels/alice-cli', { token: alice.token })).json);
 
       const requests = ok(requestsText).trimEnd().split('\n');
       assert.match(requests[0]!, /^ID\s+METHOD\s+STATUS\s+MS\s+RECEIVED\s+PATH$/);
@@ -129,35 +129,23 @@ describe('burrow tunnels and burrow requests', () => {
       assert.equal(latest.requests.length, 1);
       assert.equal(latest.requests[0].path, '/second?x=1');
       failed(bobShow, 1, /^burrow: NOT_FOUND: /);
-
-      const [olderText, bobRequests] = await Promise.all([
-        burrow(['requests', 'alice-cli', '--json', '--before', latest.requests[0].id]),
-        burrow(['requests', 'alice-cli'], bob),
-      ]);
-      assert.deepEqual(JSON.parse(ok(olderText)).requests.map((r: { path: string }) => r.path), ['/first']);
-      failed(bobRequests, 1, /^burrow: NOT_FOUND: /);
+      assert.equal(ok(bobList), 'no active tunnels\n');
 
       const closed = new Promise((resolve) => tunnel.client.once('closed', resolve));
-      assert.equal(ok(await burrow(['tunnels', 'close', 'alice-cli'])), 'closed alice-cli\n');
-      await closed;
-      const [after, closeAgain, capturesAfter] = await Promise.all([
-        burrow(['tunnels', 'list']),
+      const [olderText, closeText] = await Promise.all([
+        burrow(['requests', 'alice-cli', '--json', '--before', latest.requests[0].id]),
         burrow(['tunnels', 'close', 'alice-cli']),
-        burrow(['requests', 'alice-cli', '--json']),
       ]);
+      assert.deepEqual(JSON.parse(ok(olderText)).requests.map((r: { path: string }) => r.path), ['/first']);
+      assert.equal(ok(closeText), 'closed alice-cli\n');
+      await closed;
+
+      const [after, capturesAfter] = await Promise.all([burrow(['tunnels', 'list']), burrow(['requests', 'alice-cli', '--json'])]);
       assert.equal(ok(after), 'no active tunnels\n');
-      failed(closeAgain, 1, /^burrow: NOT_FOUND: /);
       // The captures outlive the tunnel.
       assert.equal(JSON.parse(ok(capturesAfter)).requests.length, 2);
     } finally {
       await tunnel.client.close();
     }
   });
-
-  test('empty lists say so', async () => {
-    const [table, json] = await Promise.all([burrow(['tunnels', 'list'], bob), burrow(['tunnels', 'list', '--json'], bob)]);
-    assert.equal(ok(table), 'no active tunnels\n');
-    assert.deepEqual(JSON.parse(ok(json)), { tunnels: [] });
-  });
 });
-
