@@ -96,6 +96,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private readonly streams = new Map<number, Stream>();
   private readonly pools = new Map<number, Pool>();
   private socket: WebSocket | null = null;
+  private outbox: Buffer[] = [];
+  private flushScheduled = false;
+  private readonly flushNow = (): void => this.flush();
   private subdomain: string | undefined;
   private publicUrlValue: string | null = null;
   private everReady = false;
@@ -295,9 +298,11 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   }
 
   private failStreams(): void {
+    // Frames not yet sent belong to the old connection's streams: never send them on a new one.
     for (const stream of [...this.streams.values()]) stream.tunnelClosed();
     this.streams.clear();
     this.blocked.clear();
+    this.outbox = [];
   }
 
   // ---- frames ---------------------------------------------------------------------------------------
@@ -415,9 +420,29 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     return pool;
   }
 
+  /**
+   * Frames go out batched: those produced during one event-loop turn are sent together in its check
+   * phase, with the TCP socket corked, so many responses cost one write instead of one each.
+   */
   send(frame: Buffer): void {
+    this.outbox.push(frame);
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(this.flushNow);
+    }
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const frames = this.outbox;
+    this.outbox = [];
     const socket = this.socket;
-    if (socket !== null && socket.readyState === WebSocket.OPEN) socket.send(frame);
+    if (socket === null || socket.readyState !== WebSocket.OPEN) return;
+    // `ws` has no cork of its own; its socket is the documented-by-use `_socket` (a net.Socket).
+    const raw = (socket as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
+    raw?.cork();
+    for (const frame of frames) socket.send(frame);
+    raw?.uncork();
   }
 
   consumedConnection(bytes: number): void {

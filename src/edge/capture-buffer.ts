@@ -9,13 +9,22 @@ export class CaptureBuffer {
 
   constructor(private readonly limit: number) {}
 
+  /** A chunk that is a view of memory uWebSockets.js reuses once its callback returns: copied. */
   add(chunk: Uint8Array): void {
+    this.keep(chunk, true);
+  }
+
+  /** A chunk the caller owns and will not change: kept as a view, no copy. */
+  addOwned(chunk: Uint8Array): void {
+    this.keep(chunk, false);
+  }
+
+  private keep(chunk: Uint8Array, copy: boolean): void {
     this.size += chunk.byteLength;
     const room = this.limit - this.kept;
     if (room <= 0 || chunk.byteLength === 0) return;
     const take = chunk.byteLength <= room ? chunk.byteLength : room;
-    // A copy: the chunk is a view of a buffer uWebSockets.js reuses once the callback returns.
-    this.chunks.push(Buffer.copyBytesFrom(chunk, 0, take));
+    this.chunks.push(copy ? Buffer.copyBytesFrom(chunk, 0, take) : Buffer.from(chunk.buffer, chunk.byteOffset, take));
     this.kept += take;
   }
 

@@ -200,7 +200,10 @@ export abstract class EdgeHttpStream {
 
   // ---- response: client → edge ----------------------------------------------------------------------
 
-  /** A RESPONSE frame. Returns false when it breaks the protocol (second RESPONSE). */
+  /**
+   * A RESPONSE frame. Its body is a view of the session's own copy of the message: it may be kept.
+   * Returns false when it breaks the protocol (second RESPONSE).
+   */
   onResponse(status: number, headers: string[], body: Uint8Array | null, end: boolean): boolean {
     if (this.responseStarted) return false;
     this.responseStarted = true;
@@ -221,7 +224,7 @@ export abstract class EdgeHttpStream {
 
   private onResponseBody(chunk: Uint8Array, end: boolean): void {
     this.bodyReceived += chunk.byteLength;
-    this.responseCapture.add(chunk);
+    this.responseCapture.addOwned(chunk);
     if (end) {
       this.finish(chunk);
     } else {
@@ -260,13 +263,11 @@ export abstract class EdgeHttpStream {
       this.endResponse(lastChunk);
       return;
     }
-    // The last chunk must outlive this frame's buffer while the capture commits: copy it, once.
-    const held = lastChunk === null ? null : Buffer.copyBytesFrom(lastChunk);
     committed.then(
-      () => this.endResponse(held),
+      () => this.endResponse(lastChunk),
       (error: unknown) => {
         this.session.deps.log(`capture write failed for ${this.requestId}: ${(error as Error).message}`);
-        this.endResponse(held);
+        this.endResponse(lastChunk);
       },
     );
   }

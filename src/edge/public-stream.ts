@@ -1,7 +1,15 @@
 /**
- * The public side of an HTTP exchange: a uWebSockets.js response. Writes honour the socket's
- * backpressure (`tryEnd`/`onWritable`) and credit for response bytes goes back to the client only once
- * uWS took them, so a slow public reader slows the local server instead of filling the edge's memory.
+ * The public side of an HTTP exchange: a uWebSockets.js response.
+ *
+ * Response frames arrive inside the tunnel WebSocket's message callback, where uWS has corked the
+ * tunnel's socket; corking the public socket there is impossible, so every write would be its own
+ * syscall (measured: status line, each header, body, separately). Writes are therefore deferred: the
+ * stream queues what it received (views of the session's copy of each message, no further copy) and the
+ * session's flush, outside any uWS callback, writes it corked, in one syscall per response.
+ *
+ * Writes honour the socket's backpressure (`tryEnd`/`onWritable`); credit for response bytes goes back
+ * to the client only once uWS took them, so a slow public reader slows the local server instead of
+ * filling the edge's memory.
  */
 import type { ErrorCode } from '../errors.js';
 import type { HttpResponse } from '../uws.js';
@@ -10,22 +18,34 @@ import { EdgeHttpStream, type RequestHead } from './http-stream.js';
 import { statusLine, writePublicError } from './responses.js';
 import type { TunnelSession } from './session.js';
 
+interface Failure {
+  code: ErrorCode;
+  message: string;
+  started: boolean;
+}
+
 export class PublicHttpStream extends EdgeHttpStream {
   private aborted = false;
   private headWritten = false;
+  /** The response is over on the public side (ended, failed or cut). */
   private finished = false;
   private contentLength = -1;
   private headers: string[] = [];
   /** Response body bytes received from the tunnel so far. */
   private bodyBytes = 0;
-  /** Chunks waiting for the socket to drain (content-length mode), owned copies. */
-  private queue: Uint8Array[] = [];
+  /** Body bytes received and not yet taken by uWS, in order. */
+  private chunks: Uint8Array[] = [];
   /** The end of a Content-Length body, held back until the capture is committed. */
-  private tail: Buffer | null = null;
+  private tail: Uint8Array | null = null;
+  /** The response may end once `chunks` is written (the capture is committed). */
+  private endRequested = false;
+  private failure: Failure | null = null;
+  /** Waiting in the session's write queue. */
+  private writeScheduled = false;
   /** Chunked-mode bytes uWS buffered under backpressure: their credit waits for onWritable. */
   private unacknowledged = 0;
-  private writableHandler: ((offset: number) => boolean) | null = null;
-  private endAfterQueue = false;
+  private waitingWritable = false;
+  private readonly writableHandler = (): boolean => this.onWritable();
 
   constructor(
     id: number,
@@ -40,9 +60,10 @@ export class PublicHttpStream extends EdgeHttpStream {
   /** uWS calls this when the public client goes away before the response ended. */
   onAborted(): void {
     this.aborted = true;
-    this.queue = [];
+    this.chunks = [];
     this.tail = null;
     if (!this.finished) this.abandoned();
+    this.finished = true;
     this.releaseConnectionCredit();
   }
 
@@ -62,14 +83,7 @@ export class PublicHttpStream extends EdgeHttpStream {
     this.contentLength = cleaned.contentLength;
   }
 
-  private writeHead(): void {
-    this.headWritten = true;
-    const res = this.res;
-    res.writeStatus(statusLine(this.status));
-    const headers = this.headers;
-    for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
-  }
-
+  /** A middle chunk of the body (owned: a view of the session's copy of its message). */
   protected writeBody(chunk: Uint8Array): void {
     if (this.aborted) {
       this.releaseConnectionCredit();
@@ -78,31 +92,119 @@ export class PublicHttpStream extends EdgeHttpStream {
     this.bodyBytes += chunk.byteLength;
     if (this.contentLength >= 0 && this.bodyBytes >= this.contentLength) {
       // This chunk completes the declared body: hold its end back until the capture is committed.
-      const keep = chunk.byteLength - (this.bodyBytes - this.contentLength) - 1;
-      const head = keep > 0 ? chunk.subarray(0, keep) : null;
-      const rest = chunk.subarray(keep > 0 ? keep : 0);
-      this.tail = this.tail === null ? Buffer.copyBytesFrom(rest) : Buffer.concat([this.tail, rest]);
-      if (head === null) return;
-      chunk = head;
+      const keep = Math.max(0, chunk.byteLength - (this.bodyBytes - this.contentLength) - 1);
+      if (keep > 0) this.chunks.push(chunk.subarray(0, keep));
+      const rest = chunk.subarray(keep);
+      this.tail = this.tail === null ? rest : Buffer.concat([this.tail, rest]);
+    } else {
+      this.chunks.push(chunk);
     }
-    this.res.cork(() => {
-      if (!this.headWritten) this.writeHead();
-      this.pushOut(chunk, false);
-    });
+    this.scheduleWrite();
   }
 
-  /** Writes `chunk` now or queues it behind earlier bytes; `owned` says it may be kept without a copy. */
-  private pushOut(chunk: Uint8Array, owned: boolean): void {
-    if (this.queue.length > 0) {
-      this.queue.push(owned ? chunk : Buffer.copyBytesFrom(chunk));
+  /** The capture is committed (or off): the last bytes go out and the response ends. */
+  protected endResponse(lastChunk: Uint8Array | null): void {
+    if (this.aborted) {
+      this.releaseConnectionCredit();
       return;
     }
-    const accepted = this.tryWrite(chunk);
-    if (accepted < chunk.byteLength) {
-      const rest = chunk.subarray(accepted);
-      this.queue.push(owned ? rest : Buffer.copyBytesFrom(rest));
-      this.awaitWritable();
+    if (this.tail !== null) {
+      this.chunks.push(this.tail);
+      this.tail = null;
     }
+    if (lastChunk !== null && lastChunk.byteLength > 0) {
+      this.bodyBytes += lastChunk.byteLength;
+      this.chunks.push(lastChunk);
+    }
+    this.endRequested = true;
+    this.scheduleWrite();
+  }
+
+  protected failResponse(code: ErrorCode, message: string, started: boolean): void {
+    this.chunks = [];
+    this.tail = null;
+    this.releaseConnectionCredit();
+    if (this.aborted || this.finished) return;
+    this.failure = { code, message, started };
+    this.scheduleWrite();
+  }
+
+  private scheduleWrite(): void {
+    if (this.writeScheduled) return;
+    this.writeScheduled = true;
+    this.session.deferWrite(this);
+  }
+
+  /** Called by the session's flush, outside any uWS callback: writes what waits, corked. */
+  flushWrites(): void {
+    this.writeScheduled = false;
+    if (this.aborted || this.finished) return;
+    this.res.cork(() => this.writeNow());
+  }
+
+  /** Writes what waits (the public socket is corked by the caller or by uWS). */
+  private writeNow(): boolean {
+    const failure = this.failure;
+    if (failure !== null) {
+      this.finished = true;
+      if (failure.started || this.headWritten) this.res.close();
+      // A request body still arriving cannot be read to its end: close the connection after the answer.
+      else writePublicError(this.res, failure.code, failure.message, !this.requestFinished);
+      return true;
+    }
+    // Waiting for the socket to drain: onWritable carries on.
+    if (this.waitingWritable) return false;
+    if (!this.headWritten) this.writeHead();
+    if (this.endRequested && this.noBody()) {
+      this.finished = true;
+      // endWithoutBody(undefined) would announce a huge Content-Length: call it without an argument.
+      if (this.isHead && this.contentLength >= 0) this.res.endWithoutBody(this.contentLength);
+      else this.res.endWithoutBody();
+      this.releaseConnectionCredit();
+      return true;
+    }
+    if (this.contentLength < 0 && this.endRequested) {
+      // Chunked or of unknown length: uWS takes the rest whole (buffering it if it must).
+      this.finished = true;
+      const chunks = this.chunks;
+      this.chunks = [];
+      if (chunks.length === 0) this.res.end();
+      else {
+        for (let i = 0; i < chunks.length - 1; i++) this.res.write(chunks[i]!);
+        this.res.end(chunks[chunks.length - 1]);
+      }
+      this.releaseConnectionCredit();
+      return true;
+    }
+    while (this.chunks.length > 0) {
+      const chunk = this.chunks[0]!;
+      const accepted = this.tryWrite(chunk);
+      if (accepted < chunk.byteLength) {
+        this.chunks[0] = chunk.subarray(accepted);
+        this.awaitWritable();
+        return false;
+      }
+      this.chunks.shift();
+    }
+    if (this.unacknowledged > 0) {
+      this.awaitWritable();
+      return false;
+    }
+    if (this.endRequested) this.completeEnd();
+    return true;
+  }
+
+  private noBody(): boolean {
+    const status = this.status;
+    return this.isHead || status === 204 || status === 304 || status < 200;
+  }
+
+  private writeHead(): void {
+    this.headWritten = true;
+    const res = this.res;
+    res.writeStatus(statusLine(this.status));
+    const headers = this.headers;
+    for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
   }
 
   /** Hands bytes to uWS; returns how many it took. */
@@ -116,75 +218,27 @@ export class PublicHttpStream extends EdgeHttpStream {
       this.consumed(accepted);
       return accepted;
     }
-    if (res.write(chunk)) {
-      this.consumed(chunk.byteLength);
-    } else {
-      this.unacknowledged += chunk.byteLength;
-      this.awaitWritable();
-    }
+    if (res.write(chunk)) this.consumed(chunk.byteLength);
+    else this.unacknowledged += chunk.byteLength;
     return chunk.byteLength;
   }
 
   private awaitWritable(): void {
-    if (this.writableHandler !== null) return;
-    this.writableHandler = () => this.onWritable();
+    if (this.waitingWritable) return;
+    this.waitingWritable = true;
     this.res.onWritable(this.writableHandler);
   }
 
+  /** uWS: the socket drained (its own callback, so it is corked). */
   private onWritable(): boolean {
-    if (this.aborted) return true;
+    if (this.aborted || this.finished) return true;
+    this.waitingWritable = false;
     if (this.unacknowledged > 0) {
       const bytes = this.unacknowledged;
       this.unacknowledged = 0;
       this.consumed(bytes);
     }
-    while (this.queue.length > 0) {
-      const chunk = this.queue[0]!;
-      const accepted = this.tryWrite(chunk);
-      if (accepted < chunk.byteLength) {
-        this.queue[0] = chunk.subarray(accepted);
-        return false;
-      }
-      this.queue.shift();
-    }
-    if (this.endAfterQueue) this.completeEnd();
-    return true;
-  }
-
-  protected endResponse(lastChunk: Uint8Array | null): void {
-    if (this.aborted) {
-      this.releaseConnectionCredit();
-      return;
-    }
-    this.res.cork(() => {
-      if (!this.headWritten) this.writeHead();
-      const status = this.status;
-      if (this.isHead || status === 204 || status === 304 || status < 200) {
-        this.finished = true;
-        // endWithoutBody(undefined) would announce a huge Content-Length: call it without an argument.
-        if (this.isHead && this.contentLength >= 0) this.res.endWithoutBody(this.contentLength);
-        else this.res.endWithoutBody();
-        this.releaseConnectionCredit();
-        return;
-      }
-      if (this.contentLength < 0) {
-        this.finished = true;
-        if (lastChunk === null) this.res.end();
-        else this.res.end(lastChunk);
-        this.releaseConnectionCredit();
-        return;
-      }
-      if (this.tail !== null) {
-        this.pushOut(this.tail, true);
-        this.tail = null;
-      }
-      if (lastChunk !== null) {
-        this.bodyBytes += lastChunk.byteLength;
-        this.pushOut(lastChunk, false);
-      }
-      if (this.queue.length > 0) this.endAfterQueue = true;
-      else this.completeEnd();
-    });
+    return this.writeNow();
   }
 
   /**
@@ -198,21 +252,5 @@ export class PublicHttpStream extends EdgeHttpStream {
     this.finished = true;
     if (this.bodyBytes === this.contentLength) this.res.end();
     else this.res.close();
-  }
-
-  protected failResponse(code: ErrorCode, message: string, started: boolean): void {
-    this.queue = [];
-    this.tail = null;
-    this.releaseConnectionCredit();
-    if (this.aborted || this.finished) return;
-    this.finished = true;
-    this.res.cork(() => {
-      if (started || this.headWritten) {
-        this.res.close();
-        return;
-      }
-      // A request body still arriving cannot be read to its end: close the connection after the answer.
-      writePublicError(this.res, code, message, !this.requestFinished);
-    });
   }
 }

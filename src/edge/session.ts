@@ -61,6 +61,8 @@ export class TunnelSession {
   /** Stream ids wrapped around once: "never opened" can no longer be told from "already ended". */
   private wrapped = false;
   private outbox: Buffer[] = [];
+  /** Public responses with bytes to write in the next flush. */
+  private writes: PublicHttpStream[] = [];
   private backlog: Buffer[] = [];
   private flushScheduled = false;
   private readonly flushNow = (): void => this.flush();
@@ -105,14 +107,37 @@ export class TunnelSession {
   send(frame: Buffer): void {
     if (this.closed) return;
     this.outbox.push(frame);
+    this.schedule();
+  }
+
+  /** A public response has something to write: it is written in the next flush, corked. */
+  deferWrite(stream: PublicHttpStream): void {
+    this.writes.push(stream);
+    this.schedule();
+  }
+
+  private schedule(): void {
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(this.flushNow);
     }
   }
 
+  /**
+   * Runs in the check phase, right after the loop turn's I/O callbacks and outside all of them: public
+   * responses are written first (their WINDOW grants join the outbox), then the outbox goes out.
+   */
   private flush(): void {
+    if (this.writes.length > 0) {
+      const writes = this.writes;
+      this.writes = [];
+      for (const stream of writes) stream.flushWrites();
+    }
     this.flushScheduled = false;
+    this.flushFrames();
+  }
+
+  private flushFrames(): void {
     const ws = this.ws;
     if (ws === null || this.closed) return;
     if (this.backlog.length > 0) {
@@ -227,7 +252,9 @@ export class TunnelSession {
       if (!isBinary) throw new ProtocolError('text messages are not part of the protocol');
       const limit = this.deps.settings.maxMessage;
       if (message.byteLength > limit) throw new ProtocolError(`a message of ${message.byteLength} bytes exceeds maxMessage (${limit})`);
-      this.dispatch(decode(Buffer.from(message)));
+      // The one copy of what the client sent: uWS reuses the message's memory when this callback
+      // returns, and bodies are written out later (deferred writes, backpressure, the capture commit).
+      this.dispatch(decode(Buffer.copyBytesFrom(new Uint8Array(message))));
     } catch (error) {
       const reason = error instanceof ProtocolError ? error.message : `internal error: ${(error as Error).message}`;
       if (!(error instanceof ProtocolError)) this.deps.log(`tunnel ${this.subdomain}: ${(error as Error).stack}`);
@@ -339,8 +366,7 @@ export class TunnelSession {
     if (this.closed) return;
     if (FINAL_GOAWAY_CODES.has(code)) this.final = true;
     this.send(encode([FrameType.GOAWAY, 0, code, message]));
-    this.flushScheduled = false;
-    this.flush();
+    this.flushFrames();
     this.close(CLOSE_CODE_BASE + code, message);
   }
 

@@ -110,7 +110,8 @@ export async function httpCommand(args: string[]): Promise<number> {
   const live = out.isTTY === true && logFormat === undefined ? new StatusBlock(client, table, inspector?.url ?? null, out) : null;
   if (live === null) {
     const json = logFormat === 'json';
-    client.on('exchange', (exchange: Exchange) => out.write(json ? jsonLine(exchange) : textLine(exchange)));
+    const lines = batchedWriter(out);
+    client.on('exchange', (exchange: Exchange) => lines(json ? jsonLine(exchange) : textLine(exchange)));
     client.on('reconnecting', ({ attempt, delayMs, reason }) => {
       process.stderr.write(`burrow: connection lost (${reason}); reconnecting in ${delayMs} ms (attempt ${attempt})\n`);
     });
@@ -156,6 +157,23 @@ function forwardingLines(publicUrl: string, table: RouteTable): string[] {
     `${publicUrl} -> http://localhost:${table.defaultPort}`,
     ...table.rules.map((route) => `${publicUrl}${route.prefix} -> http://localhost:${route.port}`),
   ];
+}
+
+/**
+ * Lines written once per event-loop turn rather than one write each: under load a tunnel logs tens of
+ * thousands of requests a second, and a write per line would cost a syscall per request.
+ */
+function batchedWriter(out: NodeJS.WritableStream): (line: string) => void {
+  let pending = '';
+  const flush = (): void => {
+    const text = pending;
+    pending = '';
+    out.write(text);
+  };
+  return (line) => {
+    if (pending === '') setImmediate(flush);
+    pending += line;
+  };
 }
 
 function round(ms: number): number {
