@@ -197,7 +197,15 @@ const HISTORY_HEADER = [
   '| :--- | :--- | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- |',
 ];
 
-function mergeHistory(existing, row, file) {
+/** The new row with the note cell (the third) of the old one: a rerun without --note keeps its note. */
+function keepNote(row, old) {
+  const oldCells = old.split(' | ');
+  const cells = row.split(' | ');
+  if (oldCells.length === cells.length) cells[2] = oldCells[2];
+  return cells.join(' | ');
+}
+
+function mergeHistory(existing, row, file, note) {
   let body = null;
   if (existing !== null) {
     const start = existing.indexOf(HISTORY_START);
@@ -209,7 +217,7 @@ function mergeHistory(existing, row, file) {
   // A rerun of the same results file replaces its own row; every other line stays as it was.
   const name = basename(file);
   const own = lines.findIndex((line) => line.startsWith('|') && line.includes(`| ${name} |`));
-  if (own !== -1) lines[own] = row;
+  if (own !== -1) lines[own] = note === undefined ? keepNote(row, lines[own]) : row;
   else {
     let last = -1;
     lines.forEach((line, i) => {
@@ -372,8 +380,9 @@ function render(results, file, checks, history) {
       problems.push(`- Run #${run.seq} (${run.scenario}, ${configLabel(results, run.path)}): errors ${l.errors}, timeouts ${l.timeouts}, non-2xx ${l.non2xx}${codes ? ` (${codes})` : ''}, wrong bodies ${l.mismatches}${run.clientLog?.failed ? `; the client logged ${run.clientLog.failed} failed exchanges, e.g. \`${run.clientLog.sample[0]}\`` : ''}`);
     }
   }
-  const noisy = results.runs.filter((r) => (r.otherCpuPct ?? 0) > 20);
-  if (noisy.length > 0) problems.push(`- Other processes used more than 20% of a core during ${noisy.length} of ${results.runs.length} runs (${noisy.slice(0, 12).map((r) => `#${r.seq} ${num(r.otherCpuPct)}%`).join(', ')}${noisy.length > 12 ? ', …' : ''}): those numbers are less trustworthy.`);
+  const busyLimit = results.options.maxOtherCpuPct > 0 ? results.options.maxOtherCpuPct : 25;
+  const noisy = results.runs.filter((r) => (r.otherCpuPct ?? 0) > busyLimit);
+  if (noisy.length > 0) problems.push(`- Other processes used more than ${busyLimit}% of a core during ${noisy.length} of ${results.runs.length} runs (${noisy.slice(0, 12).map((r) => `#${r.seq} ${num(r.otherCpuPct)}%`).join(', ')}${noisy.length > 12 ? ', …' : ''}), kept after ${results.options.retries ?? 0} reruns: those numbers are less trustworthy.`);
   for (const entry of results.otherClientLog ?? []) {
     if (entry.failed > 0) problems.push(`- ${entry.client} logged ${entry.failed} failed exchanges during ${entry.phase}, e.g. \`${entry.sample[0]}\``);
   }
@@ -432,7 +441,7 @@ function main() {
 
   const outPath = resolve(values.out ?? join(ROOT, 'bench', 'RESULTS.md'));
   const existing = existsSync(outPath) ? readFileSync(outPath, 'utf8') : null;
-  const history = mergeHistory(existing, headlineRow(results, file, values.note, checks), file);
+  const history = mergeHistory(existing, headlineRow(results, file, values.note, checks), file, values.note);
   writeFileSync(outPath, render(results, file, checks, history));
   process.stdout.write(`wrote ${relative(process.cwd(), outPath) || outPath} from ${relative(process.cwd(), file)}: ${checks.filter((c) => c.pass === true).length} of ${checks.filter((c) => c.pass !== null).length} targets met\n`);
   return values.strict && failed ? 1 : 0;
