@@ -9,11 +9,17 @@ import { ERROR_CODES, type ErrorCode } from '../errors.js';
 import { encode } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
-import type { CaptureRecord } from '../store/captures.js';
+import type { CaptureRecord, RingHandle } from '../store/captures.js';
 import { CaptureBuffer } from './capture-buffer.js';
 import type { TunnelSession } from './session.js';
 
 const EMPTY: string[] = [];
+
+const enum AfterCapture {
+  NOTHING,
+  END,
+  FAIL,
+}
 
 export interface RequestHead {
   method: string;
@@ -54,6 +60,10 @@ export abstract class EdgeHttpStream {
   private error: string | null = null;
   /** No more frames are accepted; the stream left the session's table. */
   closed = false;
+  /** What to do once the capture is committed, and what for. */
+  private then: AfterCapture = AfterCapture.NOTHING;
+  private pendingLast: Uint8Array | null = null;
+  private edgeFailure: { code: ErrorCode; message: string; started: boolean } | null = null;
 
   constructor(
     readonly id: number,
@@ -258,18 +268,9 @@ export abstract class EdgeHttpStream {
   private finish(lastChunk: Uint8Array | null = null): void {
     this.durationMs = Math.round(performance.now() - this.startedAt);
     this.session.endStream(this);
-    const committed = this.commitCapture();
-    if (committed === null) {
-      this.endResponse(lastChunk);
-      return;
-    }
-    committed.then(
-      () => this.endResponse(lastChunk),
-      (error: unknown) => {
-        this.session.deps.log(`capture write failed for ${this.requestId}: ${(error as Error).message}`);
-        this.endResponse(lastChunk);
-      },
-    );
+    this.pendingLast = lastChunk;
+    this.then = AfterCapture.END;
+    this.capture();
   }
 
   /** The edge answers instead of the local server (timeout, tunnel closed, local unreachable). */
@@ -278,12 +279,10 @@ export abstract class EdgeHttpStream {
     this.error = code;
     this.durationMs = Math.round(performance.now() - this.startedAt);
     this.session.endStream(this);
-    const started = this.responseStarted;
-    if (!started) this.status = ERROR_CODES[code].status;
-    const committed = this.commitCapture();
-    const answer = (): void => this.failResponse(code, message, started);
-    if (committed === null) answer();
-    else committed.then(answer, answer);
+    this.edgeFailure = { code, message, started: this.responseStarted };
+    if (!this.responseStarted) this.status = ERROR_CODES[code].status;
+    this.then = AfterCapture.FAIL;
+    this.capture();
   }
 
   /** The public side went away: tell the client, capture what there was. */
@@ -294,7 +293,8 @@ export abstract class EdgeHttpStream {
     this.session.send(encode([FrameType.RESET, this.id, ResetCode.CANCEL, 'the public client closed the connection']));
     this.session.endStream(this);
     if (!this.responseStarted) this.status = 499;
-    void this.commitCapture();
+    this.then = AfterCapture.NOTHING;
+    this.capture();
   }
 
   /** A RESET from the client. */
@@ -304,16 +304,29 @@ export abstract class EdgeHttpStream {
     else this.fail('TUNNEL_CLOSED', reason);
   }
 
-  private commitCapture(): Promise<boolean> | null {
+  /** Counts the exchange and hands it to this turn's capture commit (or finishes at once without capture). */
+  private capture(): void {
     const deps = this.session.deps;
     deps.usage.count(this.session.accountId, this.requestCapture.size, this.responseCapture.size);
-    if (!deps.capture.enabled) return null;
-    try {
-      return deps.captures.write(this.session.ring, this.seq, this.captureRecord());
-    } catch (error) {
-      // The response still goes out; a capture that cannot be written is reported, not fatal.
-      deps.log(`capture write failed for ${this.requestId}: ${(error as Error).message}`);
-      return null;
+    if (deps.capture.enabled) deps.turn.capture(this);
+    else this.afterCapture();
+  }
+
+  get ring(): RingHandle {
+    return this.session.ring;
+  }
+
+  /** The turn committed the capture: finish the public side. */
+  afterCapture(): void {
+    const then = this.then;
+    this.then = AfterCapture.NOTHING;
+    if (then === AfterCapture.END) {
+      const last = this.pendingLast;
+      this.pendingLast = null;
+      this.endResponse(last);
+    } else if (then === AfterCapture.FAIL) {
+      const failure = this.edgeFailure!;
+      this.failResponse(failure.code, failure.message, failure.started);
     }
   }
 

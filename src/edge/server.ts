@@ -3,6 +3,7 @@
  * the /api/v1 router and tunnel hosts to their session; WebSocket upgrades are either a tunnel client
  * connecting (/api/v1/connect on the API host) or a public WebSocket passed through to a tunnel.
  */
+import { join } from 'node:path';
 import { BurrowError } from '../errors.js';
 import { Api, errorResponse } from '../api/api.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
@@ -17,6 +18,7 @@ import { PassthroughStream } from './passthrough.js';
 import { TunnelRegistry } from './registry.js';
 import { statusLine, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
+import { Turn } from './turn.js';
 
 export const VERSION = '0.1.0';
 
@@ -43,6 +45,8 @@ export interface EdgeOptions {
   graceMs?: number;
   capture?: boolean;
   captureBodyLimit?: number;
+  /** Commit every capture batch with an fsync (power-loss durability, ~0.5-1 ms per commit here). */
+  captureFsync?: boolean;
   /** Largest WebSocket message on the edge (passthrough messages, tunnel frames). */
   maxWebSocketMessage?: number;
   settings?: Partial<Settings>;
@@ -91,7 +95,7 @@ export class Edge {
     this.apiBodyLimit = options.apiBodyLimit ?? 64 * 1024;
     this.publicScheme = options.publicScheme ?? 'http';
     this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
-    this.captures = new CaptureStore(this.store.root);
+    this.captures = CaptureStore.open(join(options.dataDir, 'captures'), { fsync: options.captureFsync === true });
     this.usage = new UsageMeter(this.store.root);
     this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
     this.api = new Api({
@@ -111,6 +115,7 @@ export class Edge {
       capture: { enabled: options.capture ?? true, bodyLimit: options.captureBodyLimit ?? 1024 * 1024 },
       requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
       registry: this.registry,
+      turn: new Turn(this.captures, this.log),
       log: this.log,
     };
     this.app = uws.App();
@@ -142,6 +147,7 @@ export class Edge {
   private async listen(host: string, port: number): Promise<void> {
     const listening = await listenAlone(this.app, host, port);
     if ('refused' in listening) {
+      await this.captures.close();
       await this.store.close();
       throw new Error(`cannot listen: ${listening.refused}`);
     }
@@ -158,6 +164,7 @@ export class Edge {
     this.ticks++;
     if (this.ticks % 4 === 0) {
       this.registry.sweep();
+      if (this.options.captureFsync !== true) this.captures.sync().catch((error: Error) => this.log(`capture sync failed: ${error.message}`));
       this.usage.flush().catch((error: Error) => this.log(`usage flush failed: ${error.message}`));
     }
     if (this.ticks % 240 === 0) this.api.sweep();
@@ -446,6 +453,7 @@ export class Edge {
     // Streams cut by the GOAWAY still write their captures; give their batch a turn to queue.
     await new Promise((resolve) => setImmediate(resolve));
     await this.usage.flush();
+    await this.captures.close();
     await this.store.close();
   }
 }

@@ -28,6 +28,7 @@ import type { PassthroughStream } from './passthrough.js';
 import { PublicHttpStream } from './public-stream.js';
 import type { TunnelRegistry } from './registry.js';
 import { ReplayHttpStream } from './replay-stream.js';
+import type { Turn } from './turn.js';
 
 export interface SessionDeps {
   settings: Settings;
@@ -36,6 +37,8 @@ export interface SessionDeps {
   capture: { enabled: boolean; bodyLimit: number };
   requestTimeoutMs: number;
   registry: TunnelRegistry;
+  /** The edge's end-of-turn work: capture commits, public writes, tunnel frames. */
+  turn: Turn;
   log(message: string): void;
 }
 
@@ -61,11 +64,8 @@ export class TunnelSession {
   /** Stream ids wrapped around once: "never opened" can no longer be told from "already ended". */
   private wrapped = false;
   private outbox: Buffer[] = [];
-  /** Public responses with bytes to write in the next flush. */
-  private writes: PublicHttpStream[] = [];
   private backlog: Buffer[] = [];
-  private flushScheduled = false;
-  private readonly flushNow = (): void => this.flush();
+  private framesScheduled = false;
   closed = false;
   /** Set when the session ends for good (client quit, closed by the API): the name is not held. */
   private final = false;
@@ -107,37 +107,20 @@ export class TunnelSession {
   send(frame: Buffer): void {
     if (this.closed) return;
     this.outbox.push(frame);
-    this.schedule();
+    if (!this.framesScheduled) {
+      this.framesScheduled = true;
+      this.deps.turn.frames(this);
+    }
   }
 
-  /** A public response has something to write: it is written in the next flush, corked. */
+  /** A public response has something to write: it is written at the end of this turn, corked. */
   deferWrite(stream: PublicHttpStream): void {
-    this.writes.push(stream);
-    this.schedule();
+    this.deps.turn.write(stream);
   }
 
-  private schedule(): void {
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      setImmediate(this.flushNow);
-    }
-  }
-
-  /**
-   * Runs in the check phase, right after the loop turn's I/O callbacks and outside all of them: public
-   * responses are written first (their WINDOW grants join the outbox), then the outbox goes out.
-   */
-  private flush(): void {
-    if (this.writes.length > 0) {
-      const writes = this.writes;
-      this.writes = [];
-      for (const stream of writes) stream.flushWrites();
-    }
-    this.flushScheduled = false;
-    this.flushFrames();
-  }
-
-  private flushFrames(): void {
+  /** The turn's last step: this tunnel's frames go out, corked together. */
+  flushFrames(): void {
+    this.framesScheduled = false;
     const ws = this.ws;
     if (ws === null || this.closed) return;
     if (this.backlog.length > 0) {

@@ -19,6 +19,8 @@ Options:
   --grace MS             how long a dropped tunnel's subdomain stays reserved for its owner (default 60000)
   --capture-body BYTES   bytes of each body kept in a capture (default 1048576)
   --no-capture           forward without capturing (benchmarks)
+  --capture-fsync        fsync every capture commit: captures survive power loss too, at ~0.5-1 ms
+                         of latency per commit (by default they survive a crash of the edge process)
   --public-port N        port shown in public URLs, when a proxy in front of the edge uses another
   --region NAME          region reported by /api/v1/instance (default local)
   --dev                  on a data directory without accounts, create a dev account, print its token once
@@ -42,6 +44,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       grace: { type: 'string' },
       'capture-body': { type: 'string' },
       'no-capture': { type: 'boolean' },
+      'capture-fsync': { type: 'boolean' },
       'public-port': { type: 'string' },
       region: { type: 'string' },
       dev: { type: 'boolean' },
@@ -65,6 +68,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     graceMs: intOption(values.grace, 'grace', 60_000, 0, 86_400_000),
     captureBodyLimit: intOption(values['capture-body'], 'capture-body', 1024 * 1024, 0, 64 * 1024 * 1024),
     capture: values['no-capture'] !== true,
+    captureFsync: values['capture-fsync'] === true,
     ...(publicPort === undefined ? {} : { publicPort }),
     region: values.region ?? 'local',
   }).catch((error: Error) => {
