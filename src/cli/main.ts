@@ -2,11 +2,8 @@
  * The `burrow` command: one entry, a sub-command per job (DESIGN.md section 5). Exit 0 on success;
  * otherwise a one-line reason on stderr and exit 1 (2 for a usage error).
  */
-import { adminCommand } from './commands/admin.js';
-import { loginCommand, requestsCommand, tokensCommand, tunnelsCommand } from './commands/api-commands.js';
-import { edgeCommand } from './commands/edge.js';
 import { CliError, UsageError } from './args.js';
-import { VERSION } from '../edge/server.js';
+import { VERSION } from '../version.js';
 
 const HELP = `
 Usage: burrow <command> [options]
@@ -29,22 +26,24 @@ then the config file written by "burrow login" (or by "npm start").
 
 type Command = (args: string[]) => Promise<number>;
 
+// Loaded on demand: the edge's native server and LMDB are not worth loading for `burrow tokens list`.
 const commands: Record<string, () => Promise<Command>> = {
-  edge: async () => edgeCommand,
-  admin: async () => adminCommand,
-  login: async () => loginCommand,
-  tokens: async () => tokensCommand,
-  tunnels: async () => tunnelsCommand,
-  requests: async () => requestsCommand,
+  edge: async () => (await import('./commands/edge.js')).edgeCommand,
+  admin: async () => (await import('./commands/admin.js')).adminCommand,
+  login: async () => (await import('./commands/api-commands.js')).loginCommand,
+  tokens: async () => (await import('./commands/api-commands.js')).tokensCommand,
+  tunnels: async () => (await import('./commands/api-commands.js')).tunnelsCommand,
+  requests: async () => (await import('./commands/api-commands.js')).requestsCommand,
   http: async () => (await import('./commands/http.js')).httpCommand,
   replay: async () => (await import('./commands/replay.js')).replayCommand,
 };
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+  if (name === undefined) throw new UsageError('a command is required; run "burrow --help" to list them');
+  if (name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(`${HELP.trim()}\n`);
-    return name === undefined ? 2 : 0;
+    return 0;
   }
   if (name === '--version' || name === '-v') {
     process.stdout.write(`burrow ${VERSION}\n`);

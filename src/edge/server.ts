@@ -5,6 +5,7 @@
  */
 import { join } from 'node:path';
 import { BurrowError } from '../errors.js';
+import { VERSION } from '../version.js';
 import { Api, errorResponse } from '../api/api.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
@@ -20,7 +21,6 @@ import { statusLine, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { Turn } from './turn.js';
 
-export const VERSION = '0.1.0';
 
 export interface EdgeOptions {
   dataDir: string;
@@ -368,7 +368,7 @@ export class Edge {
     try {
       const principal = this.api.authorize(authorization, clientAddress);
       if (principal instanceof BurrowError) throw principal;
-      void this.store.touchToken(principal.token.idSegment);
+      this.store.touchToken(principal.token.idSegment).catch(() => undefined);
       if (version !== String(PROTOCOL_VERSION)) {
         throw new BurrowError(
           'INVALID_REQUEST',
