@@ -1,0 +1,127 @@
+/**
+ * The capture ring buffer on real LMDB in a temp dir: slots, ids, listing, the sweep, reopening.
+ */
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { after, test } from 'node:test';
+import { captureId, CaptureStore, parseCaptureId, type CaptureRecord, type RingHandle } from '../../src/store/captures.js';
+import { tempDir } from '../helpers.js';
+
+const dirs: string[] = [];
+after(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function freshStore(): { store: CaptureStore; dir: string } {
+  const dir = tempDir('burrow-captures-');
+  dirs.push(dir);
+  return { store: CaptureStore.open(dir), dir };
+}
+
+function record(ring: RingHandle, seq: number, id: string, receivedAt: number, path: string): CaptureRecord {
+  return {
+    id,
+    seq,
+    subdomain: ring.subdomain,
+    accountId: ring.accountId,
+    tokenId: 'tok_00000000',
+    clientAddress: '127.0.0.1',
+    method: 'POST',
+    path,
+    requestHeaders: ['content-type', 'application/json'],
+    requestBody: Buffer.from('{}'),
+    requestBodySize: 2,
+    requestTruncated: false,
+    status: 200,
+    responseHeaders: [],
+    responseBody: null,
+    responseBodySize: 0,
+    responseTruncated: false,
+    receivedAt,
+    durationMs: 1,
+    error: null,
+    replayOf: null,
+  };
+}
+
+/** Writes `count` captures through the ring, `stepMs` apart from `start`; returns their ids. */
+function fill(store: CaptureStore, ring: RingHandle, count: number, start: number, stepMs = 1): string[] {
+  const ids: string[] = [];
+  const batch = [];
+  for (let i = 0; i < count; i++) {
+    const { seq, id } = ring.next();
+    ids.push(id);
+    const capture = record(ring, seq, id, start + i * stepMs, `/n/${i}`);
+    batch.push({ ring, seq, captureRecord: () => capture });
+  }
+  store.writeAll(batch);
+  return ids;
+}
+
+test('request ids name their ring and sequence, and nothing else parses', () => {
+  assert.equal(captureId(1, 41), 'req_00000001000000000029');
+  assert.deepEqual(parseCaptureId(captureId(0xabcdef, 2 ** 40)), { ringId: 0xabcdef, seq: 2 ** 40 });
+  for (const bad of ['req_1', 'req_000000010000000000zz', 'tok_0000000100000000002a', '']) assert.equal(parseCaptureId(bad), null);
+});
+
+test('a ring keeps the newest `capacity` captures; overwritten ids are gone', () => {
+  const { store } = freshStore();
+  const ring = store.ring('usr_a', 'river-one', 4);
+  const ids = fill(store, ring, 7, Date.now());
+  const listed = store.list('usr_a', 'river-one', { limit: 100, retentionMs: 60_000 })!;
+  assert.deepEqual(listed.map((entry) => entry.path), ['/n/6', '/n/5', '/n/4', '/n/3']);
+  assert.equal(store.get('usr_a', ids[0]!, 60_000), null);
+  assert.equal(store.get('usr_a', ids[6]!, 60_000)!.path, '/n/6');
+});
+
+test('each account has its own ring per subdomain; another account sees nothing', () => {
+  const { store } = freshStore();
+  const mine = store.ring('usr_a', 'shared-name', 10);
+  const theirs = store.ring('usr_b', 'shared-name', 10);
+  assert.notEqual(mine.ringId, theirs.ringId);
+  const [id] = fill(store, mine, 1, Date.now());
+  assert.equal(store.list('usr_b', 'shared-name', { limit: 10, retentionMs: 60_000 })!.length, 0);
+  assert.equal(store.get('usr_b', id!, 60_000), null);
+  assert.equal(store.list('usr_c', 'shared-name', { limit: 10, retentionMs: 60_000 }), null);
+});
+
+test('the time window hides old captures on read and the sweep removes them', async () => {
+  const { store } = freshStore();
+  const ring = store.ring('usr_a', 'old-river', 100);
+  const now = Date.now();
+  const ids = fill(store, ring, 5, now - 10_000, 1_000); // 10 s to 6 s old
+  const fresh = fill(store, ring, 2, now);
+  assert.equal(store.list('usr_a', 'old-river', { limit: 100, retentionMs: 5_000, now })!.length, 2);
+  assert.equal(store.get('usr_a', ids[0]!, 5_000, now), null);
+  // With a generous window they are still there, until the sweep runs.
+  assert.ok(store.get('usr_a', ids[0]!, 60_000, now));
+  const removed = await store.sweep(() => 5_000, now);
+  assert.equal(removed, 5);
+  assert.equal(store.get('usr_a', ids[0]!, 60_000, now), null);
+  assert.ok(store.get('usr_a', fresh[1]!, 60_000, now));
+  assert.equal(await store.sweep(() => 5_000, now), 0);
+});
+
+test('before= pages by sequence, even past captures that expired', () => {
+  const { store } = freshStore();
+  const ring = store.ring('usr_a', 'pages', 100);
+  const ids = fill(store, ring, 6, Date.now());
+  const seq = store.seqInRing('usr_a', 'pages', ids[3]!)!;
+  const page = store.list('usr_a', 'pages', { limit: 2, beforeSeq: seq, retentionMs: 60_000 })!;
+  assert.deepEqual(page.map((entry) => entry.id), [ids[2], ids[1]]);
+  assert.equal(store.seqInRing('usr_a', 'other', ids[3]!), null);
+});
+
+test('reopening keeps the captures and continues the sequence (no id is reused)', async () => {
+  const { store, dir } = freshStore();
+  const ring = store.ring('usr_a', 'durable', 50);
+  const ids = fill(store, ring, 3, Date.now());
+  await store.close();
+  const reopened = CaptureStore.open(dir);
+  assert.equal(reopened.list('usr_a', 'durable', { limit: 10, retentionMs: 60_000 })!.length, 3);
+  const again = reopened.ring('usr_a', 'durable', 50);
+  const next = again.next();
+  assert.ok(!ids.includes(next.id));
+  assert.equal(next.seq, 3);
+  await reopened.close();
+});
