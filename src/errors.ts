@@ -22,6 +22,9 @@ export const ERROR_CODES = {
   RESERVATION_LIMIT_REACHED: { status: 403, message: 'Reserved-subdomain cap of the plan reached. Release one or upgrade.' },
   TUNNEL_OFFLINE: { status: 409, message: 'The tunnel is not connected.' },
   INTERNAL_ERROR: { status: 500, message: 'Internal error.' },
+  // The local inspector's own refusals (docs/inspector.md).
+  FORBIDDEN: { status: 403, message: 'This request may not use the inspector.' },
+  EDGE_UNREACHABLE: { status: 502, message: 'The edge is unreachable.' },
   // Public tunnel traffic: answered by the edge itself, marked with a `burrow-error` header.
   TUNNEL_NOT_FOUND: { status: 404, message: 'No tunnel is connected on this subdomain.' },
   TUNNEL_BUSY: { status: 503, message: 'The tunnel has too many requests in flight. Retry shortly.' },

@@ -20,7 +20,8 @@ import { validateReplayOverrides } from '../api/api.js';
 import type { ReplayOverrides } from '../api/types.js';
 import type { Exchange } from '../client/exchange.js';
 import type { TunnelClient } from '../client/tunnel-client.js';
-import { BurrowError, ERROR_CODES, isErrorCode } from '../errors.js';
+import { BurrowError, isErrorCode } from '../errors.js';
+import { statusLine } from '../edge/responses.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t, type WebSocket } from '../uws.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, urlHost } from './address.js';
 import { loadAssets, type Asset } from './assets.js';
@@ -47,45 +48,11 @@ export interface InspectorOptions extends RingOptions {
   log?: (line: string) => void;
 }
 
-/** The inspector's error codes: the shared registry's, plus the two refusals only it answers. */
-type InspectorErrorCode = keyof typeof ERROR_CODES | 'FORBIDDEN' | 'EDGE_UNREACHABLE';
-const STATUS_OF: Record<InspectorErrorCode, number> = {
-  ...Object.fromEntries(Object.entries(ERROR_CODES).map(([code, { status }]) => [code, status])),
-  FORBIDDEN: 403,
-  EDGE_UNREACHABLE: 502,
-} as Record<InspectorErrorCode, number>;
-
-class InspectorError extends Error {
-  constructor(
-    readonly code: InspectorErrorCode,
-    message: string,
-    readonly status: number = STATUS_OF[code],
-    readonly headers: [string, string][] = [],
-  ) {
-    super(message);
-  }
-}
-
 interface FeedSocket {
   /** Skipped messages since its buffer filled: it gets a resync once it drains. */
   lagging: boolean;
 }
 
-const STATUS_TEXT: Record<number, string> = {
-  200: '200 OK',
-  400: '400 Bad Request',
-  403: '403 Forbidden',
-  404: '404 Not Found',
-  405: '405 Method Not Allowed',
-  409: '409 Conflict',
-  413: '413 Payload Too Large',
-  415: '415 Unsupported Media Type',
-  429: '429 Too Many Requests',
-  500: '500 Internal Server Error',
-  502: '502 Bad Gateway',
-  503: '503 Service Unavailable',
-  504: '504 Gateway Timeout',
-};
 
 const REQUEST_PATH = /^\/api\/requests\/([^/]+)$/;
 const REPLAY_PATH = /^\/api\/requests\/([^/]+)\/replay$/;
@@ -288,9 +255,9 @@ export class Inspector {
     res.upgrade<FeedSocket>({ lagging: false }, key, protocol, extensions, context);
   }
 
-  private refuseHost(host: string): InspectorError | null {
+  private refuseHost(host: string): BurrowError | null {
     if (hostAllowed(host, this.allowed)) return null;
-    return new InspectorError(
+    return new BurrowError(
       'FORBIDDEN',
       `The inspector answers only to Host localhost:${this.port}, 127.0.0.1:${this.port} or [::1]:${this.port}, not "${host}".`,
     );
@@ -313,7 +280,7 @@ export class Inspector {
         return;
       }
       if (!isJsonContentType(req.getHeader('content-type'))) {
-        writeError(res, new InspectorError('UNSUPPORTED_MEDIA_TYPE', 'Requests other than GET must be sent with Content-Type: application/json.'), true);
+        writeError(res, new BurrowError('UNSUPPORTED_MEDIA_TYPE', 'Requests other than GET must be sent with Content-Type: application/json.'), true);
         return;
       }
     }
@@ -324,7 +291,7 @@ export class Inspector {
     }
     const asset = this.assets.get(path);
     if (asset === undefined) {
-      writeError(res, new InspectorError('NOT_FOUND', `Nothing at ${path}.`), method !== 'GET');
+      writeError(res, new BurrowError('NOT_FOUND', `Nothing at ${path}.`), method !== 'GET');
       return;
     }
     if (method !== 'GET') {
@@ -369,7 +336,7 @@ export class Inspector {
       const id = decodeId(match[1]!);
       return this.answer(res, () => exchangeJson(this.entry(id).exchange));
     }
-    writeError(res, new InspectorError('NOT_FOUND', `No inspector endpoint at ${path}.`), unread);
+    writeError(res, new BurrowError('NOT_FOUND', `No inspector endpoint at ${path}.`), unread);
   }
 
   /** Answers at once with `build()`'s JSON, or its error. */
@@ -378,7 +345,7 @@ export class Inspector {
     try {
       body = build();
     } catch (error) {
-      writeError(res, asInspectorError(error, this.log));
+      writeError(res, asBurrowError(error, this.log));
       return;
     }
     writeJson(res, 200, body);
@@ -386,7 +353,7 @@ export class Inspector {
 
   private entry(id: string): Entry {
     const entry = this.ring.get(id);
-    if (entry === undefined) throw new InspectorError('NOT_FOUND', `No request ${id} in the inspector (it keeps the last ${this.ring.maxExchanges}).`);
+    if (entry === undefined) throw new BurrowError('NOT_FOUND', `No request ${id} in the inspector (it keeps the last ${this.ring.maxExchanges}).`);
     return entry;
   }
 
@@ -396,13 +363,13 @@ export class Inspector {
     let limit = 50;
     if (limitText !== null) {
       if (!/^[0-9]{1,7}$/.test(limitText) || Number(limitText) < 1) {
-        throw new InspectorError('INVALID_REQUEST', `"limit" must be a whole number from 1 to ${this.ring.maxExchanges}.`);
+        throw new BurrowError('INVALID_REQUEST', `"limit" must be a whole number from 1 to ${this.ring.maxExchanges}.`);
       }
       limit = Math.min(Number(limitText), this.ring.maxExchanges);
     }
     const before = params.get('before') ?? undefined;
     if (before !== undefined && this.ring.get(before) === undefined) {
-      throw new InspectorError('NOT_FOUND', `No request ${before} in the inspector to list from.`);
+      throw new BurrowError('NOT_FOUND', `No request ${before} in the inspector to list from.`);
     }
     const summary = params.get('summary');
     const brief = summary === '1' || summary === 'true';
@@ -419,7 +386,7 @@ export class Inspector {
       state.aborted = true;
     });
     if (lengthText !== '' && Number(lengthText) > this.maxBodyBytes) {
-      writeError(res, new InspectorError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.maxBodyBytes} bytes.`), true);
+      writeError(res, new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.maxBodyBytes} bytes.`), true);
       state.aborted = true;
       return;
     }
@@ -429,7 +396,7 @@ export class Inspector {
           if (!state.aborted) res.cork(() => writeJson(res, 200, result));
         },
         (error: unknown) => {
-          if (!state.aborted) res.cork(() => writeError(res, asInspectorError(error, this.log)));
+          if (!state.aborted) res.cork(() => writeError(res, asBurrowError(error, this.log)));
         },
       );
     };
@@ -444,7 +411,7 @@ export class Inspector {
       received += chunk.byteLength;
       if (received > this.maxBodyBytes) {
         state.aborted = true;
-        writeError(res, new InspectorError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.maxBodyBytes} bytes.`), true);
+        writeError(res, new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.maxBodyBytes} bytes.`), true);
         return;
       }
       chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
@@ -462,17 +429,17 @@ export class Inspector {
         try {
           parsed = JSON.parse(body.toString('utf8'));
         } catch (error) {
-          throw new InspectorError('INVALID_REQUEST', `The body is not valid JSON: ${(error as Error).message}`);
+          throw new BurrowError('INVALID_REQUEST', `The body is not valid JSON: ${(error as Error).message}`);
         }
       }
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InspectorError('INVALID_REQUEST', 'The body must be a JSON object.');
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new BurrowError('INVALID_REQUEST', 'The body must be a JSON object.');
       overrides = validateReplayOverrides(parsed as Record<string, unknown>);
     } else {
       overrides = validateReplayOverrides(body as Record<string, unknown>);
     }
     const { edge, token } = this.options;
     if (edge === undefined || token === undefined) {
-      throw new InspectorError('TUNNEL_OFFLINE', 'This inspector has no edge to replay through.');
+      throw new BurrowError('TUNNEL_OFFLINE', 'This inspector has no edge to replay through.');
     }
     let response;
     try {
@@ -485,7 +452,7 @@ export class Inspector {
       });
     } catch (error) {
       const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as { code?: string }).code ?? (error as Error).message;
-      throw new InspectorError('EDGE_UNREACHABLE', `The edge at ${edge} is unreachable (${cause}); replays go through the tunnel.`);
+      throw new BurrowError('EDGE_UNREACHABLE', `The edge at ${edge} is unreachable (${cause}); replays go through the tunnel.`);
     }
     const text = await response.body.text();
     let parsed: { id?: unknown; error?: { code?: unknown; message?: unknown } } | undefined;
@@ -498,15 +465,10 @@ export class Inspector {
       const code = parsed?.error?.code;
       const message = typeof parsed?.error?.message === 'string' ? parsed.error.message : `The edge answered ${response.statusCode}.`;
       const retry = response.headers['retry-after'];
-      throw new InspectorError(
-        typeof code === 'string' && (isErrorCode(code) || code in STATUS_OF) ? (code as InspectorErrorCode) : 'INTERNAL_ERROR',
-        message,
-        response.statusCode >= 400 ? response.statusCode : 502,
-        typeof retry === 'string' ? [['retry-after', retry]] : [],
-      );
+      throw new BurrowError(isErrorCode(code) ? code : 'EDGE_UNREACHABLE', message, typeof retry === 'string' ? { 'retry-after': retry } : {});
     }
     const newId = typeof parsed?.id === 'string' ? parsed.id : null;
-    if (newId === null) throw new InspectorError('INTERNAL_ERROR', 'The edge answered the replay without an id.');
+    if (newId === null) throw new BurrowError('INTERNAL_ERROR', 'The edge answered the replay without an id.');
     const replayed = this.markReplay(newId, id);
     // The client records the exchange before the edge can answer, so it is normally here already.
     return replayed === undefined ? { ...(parsed as object), replay_of: id } : exchangeJson(replayed.exchange);
@@ -563,12 +525,12 @@ export class Inspector {
 
 // ---- responses --------------------------------------------------------------------------------------
 
-function forbiddenOrigin(origin: string): InspectorError {
-  return new InspectorError('FORBIDDEN', `Requests from ${origin} may not use the inspector; only its own page may.`);
+function forbiddenOrigin(origin: string): BurrowError {
+  return new BurrowError('FORBIDDEN', `Requests from ${origin} may not use the inspector; only its own page may.`);
 }
 
-function notAllowed(path: string, allow: string): InspectorError {
-  return new InspectorError('METHOD_NOT_ALLOWED', `${path} takes ${allow} only.`, 405, [['allow', allow]]);
+function notAllowed(path: string, allow: string): BurrowError {
+  return new BurrowError('METHOD_NOT_ALLOWED', `${path} takes ${allow} only.`, { allow });
 }
 
 function decodeId(text: string): string {
@@ -579,15 +541,14 @@ function decodeId(text: string): string {
   }
 }
 
-function asInspectorError(error: unknown, log: (line: string) => void): InspectorError {
-  if (error instanceof InspectorError) return error;
-  if (error instanceof BurrowError) return new InspectorError(error.code, error.message, error.status);
+function asBurrowError(error: unknown, log: (line: string) => void): BurrowError {
+  if (error instanceof BurrowError) return error;
   log(`inspector: ${(error as Error)?.stack ?? String(error)}`);
-  return new InspectorError('INTERNAL_ERROR', ERROR_CODES.INTERNAL_ERROR.message);
+  return new BurrowError('INTERNAL_ERROR');
 }
 
 function writeJson(res: HttpResponse, status: number, body: unknown, headers: [string, string][] = [], closeConnection = false): void {
-  res.writeStatus(STATUS_TEXT[status] ?? `${status} Status`);
+  res.writeStatus(statusLine(status));
   for (const [name, value] of headers) res.writeHeader(name, value);
   res.writeHeader('content-type', 'application/json; charset=utf-8');
   res.writeHeader('cache-control', 'no-store');
@@ -596,6 +557,6 @@ function writeJson(res: HttpResponse, status: number, body: unknown, headers: [s
 }
 
 /** The spec's error shape. A refused request's unread body closes the connection. */
-function writeError(res: HttpResponse, error: InspectorError, closeConnection = false): void {
-  writeJson(res, error.status, { error: { code: error.code, message: error.message } }, error.headers, closeConnection);
+function writeError(res: HttpResponse, error: BurrowError, closeConnection = false): void {
+  writeJson(res, error.status, error.toBody(), Object.entries(error.headers), closeConnection);
 }
