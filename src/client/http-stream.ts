@@ -9,7 +9,7 @@ import type { Dispatcher } from 'undici';
 import { encode } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
-import { dropHopByHop } from '../protocol/headers.js';
+import { connectionNamed, HOP_BY_HOP, removeNamed } from '../protocol/headers.js';
 import { BodyRecorder, type Exchange } from './exchange.js';
 import type { StreamHost } from './stream-host.js';
 
@@ -147,14 +147,24 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
     if (statusCode < 200) return; // 1xx informational: the final response follows.
     this.status = statusCode;
+    // One pass: flatten, leaving out hop-by-hop headers (Node servers always send two of them).
     const flat: string[] = [];
+    let connection: string | undefined;
     for (const name in headers) {
       const value = headers[name];
       if (value === undefined) continue;
+      if (HOP_BY_HOP.has(name)) {
+        if (name === 'connection') connection = Array.isArray(value) ? value.join(',') : value;
+        continue;
+      }
       if (typeof value === 'string') flat.push(name, value);
       else for (const item of value) flat.push(name, item);
     }
-    this.responseHeaders = dropHopByHop(flat);
+    if (connection !== undefined) {
+      const named = connectionNamed(connection);
+      if (named.length > 0) removeNamed(flat, named);
+    }
+    this.responseHeaders = flat;
     const length = headers['content-length'];
     const known = typeof length === 'string' && /^[0-9]{1,15}$/.test(length) ? Number(length) : -1;
     const noBody = this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304;

@@ -90,13 +90,18 @@ export abstract class EdgeHttpStream {
   /** Sends OPEN with the whole body inline when it fits the credit (the one-frame fast path). */
   sendOpen(body: Uint8Array | null, end: boolean): void {
     const size = body === null ? 0 : body.byteLength;
-    if (body !== null) this.requestCapture.add(body);
     let inline = body;
     if (size > 0 && (size > this.session.deps.settings.maxFrameBody || !this.takeCredit(size))) inline = null;
     const complete = end && (size === 0 || inline !== null);
-    this.session.send(
-      encode([FrameType.OPEN, this.id, this.requestId, this.head.method, this.head.path, this.head.headers, this.head.clientAddress, inline, complete]),
-    );
+    const frame = encode([FrameType.OPEN, this.id, this.requestId, this.head.method, this.head.path, this.head.headers, this.head.clientAddress, inline, complete]);
+    if (inline !== null && size > 0) {
+      // The frame ends with the body's bytes and a one-byte boolean: the capture keeps a view of the
+      // frame (which outlives this call) instead of a second copy of the body.
+      this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
+    } else if (body !== null) {
+      this.requestCapture.add(body);
+    }
+    this.session.send(frame);
     if (complete) {
       this.requestFinished = true;
       this.endSent = true;

@@ -458,9 +458,30 @@ export class Edge {
   }
 }
 
+/**
+ * The client's address as text. uWS gives 4 (IPv4) or 16 bytes; IPv4 addresses, the common case, are
+ * formatted once and looked up by value afterwards (formatting showed up in profiles at ~4% of the
+ * edge's time).
+ */
+const ipv4Names = new Map<number, string>();
 function remoteAddress(res: HttpResponse): string {
-  const text = Buffer.from(res.getRemoteAddressAsText()).toString();
-  return text.startsWith('::ffff:') ? text.slice(7) : text;
+  const raw = new Uint8Array(res.getRemoteAddress());
+  let v4 = -1;
+  if (raw.byteLength === 4) v4 = ((raw[0]! << 24) | (raw[1]! << 16) | (raw[2]! << 8) | raw[3]!) >>> 0;
+  else if (raw.byteLength === 16 && isV4Mapped(raw)) v4 = ((raw[12]! << 24) | (raw[13]! << 16) | (raw[14]! << 8) | raw[15]!) >>> 0;
+  if (v4 === -1) return Buffer.from(res.getRemoteAddressAsText()).toString();
+  let name = ipv4Names.get(v4);
+  if (name === undefined) {
+    name = `${v4 >>> 24}.${(v4 >>> 16) & 255}.${(v4 >>> 8) & 255}.${v4 & 255}`;
+    if (ipv4Names.size >= 65_536) ipv4Names.clear();
+    ipv4Names.set(v4, name);
+  }
+  return name;
+}
+
+function isV4Mapped(raw: Uint8Array): boolean {
+  for (let i = 0; i < 10; i++) if (raw[i] !== 0) return false;
+  return raw[10] === 0xff && raw[11] === 0xff;
 }
 
 /** Writes an API response (inside a cork). JSON, never cached; `closeConnection` after an unread body. */

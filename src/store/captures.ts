@@ -143,6 +143,7 @@ export class CaptureStore {
       });
     const cached = this.open.get(record.ringId);
     if (cached !== undefined) return cached.handle;
+    const prefix = captureId(record.ringId, 0).slice(0, 4 + RING_DIGITS);
     const handle: RingHandle = {
       ringId: record.ringId,
       accountId,
@@ -150,7 +151,7 @@ export class CaptureStore {
       capacity: record.capacity,
       next: () => {
         const seq = record.head++;
-        return { seq, id: captureId(record.ringId, seq) };
+        return { seq, id: prefix + seq.toString(16).padStart(SEQ_DIGITS, '0') };
       },
     };
     this.open.set(record.ringId, { record, handle });
