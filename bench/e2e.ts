@@ -10,18 +10,20 @@
  * tunnel run is preceded by a direct run of the same scenario and compared with it.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, readSync, closeSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { runLoad, stopCurrentLoad, type LoadResult, type Method, type Target } from './e2e/load.js';
+import { runLoad, stopCurrentLoad, type Method, type Target } from './e2e/load.js';
 import { machineInfo, sourceInfo } from './e2e/machine.js';
 import { POST_SIZE } from './e2e/payloads.js';
-import { probe, type ProbeResult } from './e2e/probe.js';
+import { probe } from './e2e/probe.js';
 import { Children, type ExitInfo } from './e2e/processes.js';
+import type { ClientLogCounts, ProbeRecord, RunRecord, TunnelInfo, WarmupRecord } from './e2e/records.js';
 import { Sampler, type ProcStats } from './e2e/sampler.js';
-import { median, round } from './e2e/stats.js';
+import { summarize, type Summary } from './e2e/summary.js';
+import { round } from './e2e/stats.js';
 import { formatNumber, textTable } from './e2e/table.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -53,6 +55,7 @@ Options:
   --burrow DIR          the Burrow checkout whose bin/burrow.js runs (default: this one); it must be built
   --out DIR             where the results JSON goes (default bench/out)
   --keep                keep the temp dir (edge data, client logs) for inspection
+  --resummarize FILE    recompute the summary of an existing results file in place (no benchmark run)
   -h, --help            show this help
 `;
 
@@ -91,6 +94,7 @@ function parseOptions(argv: string[]): Options | null {
       burrow: { type: 'string' },
       out: { type: 'string' },
       keep: { type: 'boolean' },
+      resummarize: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -98,6 +102,10 @@ function parseOptions(argv: string[]): Options | null {
   });
   if (values.help === true) {
     process.stdout.write(HELP.trimStart());
+    return null;
+  }
+  if (values.resummarize !== undefined) {
+    resummarize(resolve(values.resummarize));
     return null;
   }
   const quick = values.quick === true;
@@ -128,15 +136,19 @@ function parseOptions(argv: string[]): Options | null {
   };
 }
 
+/** Recomputes the summary of a results file written earlier (after the summary's rules changed). */
+function resummarize(file: string): void {
+  const results = JSON.parse(readFileSync(file, 'utf8')) as { kind?: string; runs: RunRecord[]; probes: ProbeRecord[]; tunnels: TunnelInfo[]; summary: Summary };
+  if (results.kind !== 'burrow-e2e-bench') throw new Error(`${file} is not an end-to-end benchmark results file`);
+  results.summary = summarize(results.runs, results.probes, results.tunnels);
+  writeFileSync(file, `${JSON.stringify(results, null, 1)}\n`);
+  process.stdout.write(`resummarized ${file}\n`);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The set-up: target, edges, accounts, clients.
 
-interface TunnelConfig {
-  id: string;
-  capture: boolean;
-  /** null when `burrow http` has no inspector switch yet. */
-  inspect: boolean | null;
-  label: string;
+interface TunnelConfig extends TunnelInfo {
   edge: string;
   client: string;
   target: Target;
@@ -231,16 +243,6 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
   return { targetPort, direct, tunnels, inspectFlag, clientLogs };
 }
 
-interface ClientLogCounts {
-  /** Exchanges the client logged. */
-  lines: number;
-  /** "ERR ... cancelled by the edge": the public side went away, as autocannon does to in-flight requests when a run stops. */
-  cancelled: number;
-  /** Every other exchange that did not end 2xx. */
-  failed: number;
-  sample: string[];
-}
-
 const EXCHANGE_LINE = /^[A-Z]+ \S+ (\d{3}|ERR) [\d.]+ms/;
 
 /** Reads what a client logged since the last call: one line per exchange, "METHOD PATH STATUS TIMEms [REASON]". */
@@ -274,48 +276,6 @@ function readClientLog(entry: { file: string; offset: number }): ClientLogCounts
 
 // ---------------------------------------------------------------------------------------------------------
 // Runs.
-
-interface RunRecord {
-  seq: number;
-  round: number;
-  scenario: string;
-  method: Method;
-  connections: number;
-  /** 'direct' or a tunnel config id. */
-  path: string;
-  capture: boolean | null;
-  inspect: boolean | null;
-  /** For a tunnel run, the seq of the direct run just before it. */
-  pairedWith: number | null;
-  startedAtS: number;
-  load: LoadResult;
-  procs: Record<string, ProcStats>;
-  runnerCpuPct: number;
-  /** The whole machine's CPU over the run, and the part of it no process of this benchmark used. */
-  systemCpuPct: number | null;
-  otherCpuPct: number | null;
-  /** What the client logged for this run (read after the pause, so the run's own end is included). */
-  clientLog: ClientLogCounts | null;
-  /** Why this run was thrown away and run again (foreign CPU load), or null for a run that counts. */
-  discarded: string | null;
-}
-
-interface WarmupRecord {
-  path: string;
-  method: Method;
-  connections: number;
-  load: LoadResult;
-}
-
-interface ProbeRecord {
-  round: number;
-  method: Method;
-  path: string;
-  result: ProbeResult;
-  /** CPU other processes used while the probe ran, percent of one core. */
-  otherCpuPct: number | null;
-  discarded: string | null;
-}
 
 const runs: RunRecord[] = [];
 /** Runs thrown away because other processes loaded the machine meanwhile; kept for the record. */
@@ -548,141 +508,9 @@ async function runAll(setup: Setup, options: Options): Promise<void> {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Summaries: medians over repeats, ratios against the paired direct runs.
+// Output.
 
-interface GroupSummary {
-  scenario: string;
-  method: Method;
-  connections: number;
-  path: string;
-  label: string;
-  capture: boolean;
-  inspect: boolean | null;
-  runs: number;
-  direct: { reqPerSec: number; p50Ms: number; p99Ms: number; meanMs: number };
-  tunnel: { reqPerSec: number; p50Ms: number; p99Ms: number; meanMs: number };
-  /** Median over repeats of tunnel req/s / paired direct req/s. */
-  ratio: number;
-  addedP50Ms: number;
-  addedMeanMs: number;
-  addedP99Ms: number;
-  edgePeakRssMiB: number;
-  edgeCpuPct: number;
-  clientPeakRssMiB: number;
-  clientCpuPct: number;
-  targetCpuPct: number;
-  runnerCpuPct: number;
-  /** CPU time per completed request, µs (medians): where the tunnel's cost goes. */
-  cpuUsPerRequest: { edge: number; client: number; target: number; runner: number; directTarget: number; directRunner: number };
-  /** Highest CPU other processes on the machine used during these runs and their direct pairs. */
-  otherCpuPctMax: number;
-  /** Sums over the tunnel runs and their direct pairs. */
-  errors: number;
-  timeouts: number;
-  non2xx: number;
-  mismatches: number;
-}
-
-interface ProbeSummary {
-  method: Method;
-  path: string;
-  rounds: number;
-  samples: number;
-  errors: number;
-  p50Us: number;
-  p99Us: number;
-  p999Us: number;
-  meanUs: number;
-  /** Median over rounds of (this path's p50 − direct p50) from the same round. */
-  addedP50Us: number | null;
-}
-
-/** CPU µs one process spent per completed request during a run. */
-function perRequest(run: RunRecord, cpuPct: number | null | undefined): number {
-  if (cpuPct === null || cpuPct === undefined || run.load.reqPerSec <= 0) return Number.NaN;
-  return ((cpuPct / 100) * 1e6) / run.load.reqPerSec;
-}
-
-function summarize(setup: Setup): { groups: GroupSummary[]; probes: ProbeSummary[] } {
-  const bySeq = new Map(runs.map((run) => [run.seq, run]));
-  const groups: GroupSummary[] = [];
-  const keys = new Map<string, RunRecord[]>();
-  for (const run of runs) {
-    if (run.path === 'direct') continue;
-    const key = `${run.method} ${run.connections} ${run.path}`;
-    keys.set(key, [...(keys.get(key) ?? []), run]);
-  }
-  for (const tunnelRuns of keys.values()) {
-    const first = tunnelRuns[0]!;
-    const config = setup.tunnels.find((t) => t.id === first.path)!;
-    const pairs = tunnelRuns.map((t) => [t, bySeq.get(t.pairedWith!)!] as const);
-    const m = (pick: (run: RunRecord) => number | null | undefined, which: 0 | 1): number => median(pairs.map((pair) => pick(pair[which]) ?? Number.NaN));
-    const max = (values: Array<number | null | undefined>): number => Math.max(...values.map((v) => v ?? Number.NaN).filter(Number.isFinite));
-    const sum = (pick: (l: LoadResult) => number): number => pairs.reduce((total, [t, d]) => total + pick(t.load) + pick(d.load), 0);
-    groups.push({
-      scenario: first.scenario,
-      method: first.method,
-      connections: first.connections,
-      path: first.path,
-      label: config.label,
-      capture: config.capture,
-      inspect: config.inspect,
-      runs: pairs.length,
-      direct: { reqPerSec: m((r) => r.load.reqPerSec, 1), p50Ms: m((r) => r.load.latencyMs.p50, 1), p99Ms: m((r) => r.load.latencyMs.p99, 1), meanMs: m((r) => r.load.latencyMs.mean, 1) },
-      tunnel: { reqPerSec: m((r) => r.load.reqPerSec, 0), p50Ms: m((r) => r.load.latencyMs.p50, 0), p99Ms: m((r) => r.load.latencyMs.p99, 0), meanMs: m((r) => r.load.latencyMs.mean, 0) },
-      ratio: median(pairs.map(([t, d]) => t.load.reqPerSec / d.load.reqPerSec)),
-      addedP50Ms: median(pairs.map(([t, d]) => t.load.latencyMs.p50 - d.load.latencyMs.p50)),
-      addedMeanMs: median(pairs.map(([t, d]) => t.load.latencyMs.mean - d.load.latencyMs.mean)),
-      addedP99Ms: median(pairs.map(([t, d]) => t.load.latencyMs.p99 - d.load.latencyMs.p99)),
-      edgePeakRssMiB: max(tunnelRuns.map((t) => t.procs.edge?.peakRssMiB)),
-      edgeCpuPct: m((r) => r.procs.edge?.cpuPct, 0),
-      clientPeakRssMiB: max(tunnelRuns.map((t) => t.procs.client?.peakRssMiB)),
-      clientCpuPct: m((r) => r.procs.client?.cpuPct, 0),
-      targetCpuPct: m((r) => r.procs.target?.cpuPct, 0),
-      runnerCpuPct: m((r) => r.runnerCpuPct, 0),
-      cpuUsPerRequest: {
-        edge: m((r) => perRequest(r, r.procs.edge?.cpuPct), 0),
-        client: m((r) => perRequest(r, r.procs.client?.cpuPct), 0),
-        target: m((r) => perRequest(r, r.procs.target?.cpuPct), 0),
-        runner: m((r) => perRequest(r, r.runnerCpuPct), 0),
-        directTarget: m((r) => perRequest(r, r.procs.target?.cpuPct), 1),
-        directRunner: m((r) => perRequest(r, r.runnerCpuPct), 1),
-      },
-      otherCpuPctMax: max(pairs.flatMap(([t, d]) => [t.otherCpuPct, d.otherCpuPct])),
-      errors: sum((l) => l.errors),
-      timeouts: sum((l) => l.timeouts),
-      non2xx: sum((l) => l.non2xx),
-      mismatches: sum((l) => l.mismatches),
-    });
-  }
-  const probeSummaries: ProbeSummary[] = [];
-  const probeKeys = new Map<string, ProbeRecord[]>();
-  for (const record of probes) probeKeys.set(`${record.method} ${record.path}`, [...(probeKeys.get(`${record.method} ${record.path}`) ?? []), record]);
-  for (const records of probeKeys.values()) {
-    const { method, path } = records[0]!;
-    const added = path === 'direct'
-      ? null
-      : median(records.map((r) => {
-          const direct = probes.find((p) => p.round === r.round && p.method === method && p.path === 'direct');
-          return direct === undefined ? Number.NaN : r.result.p50 - direct.result.p50;
-        }));
-    probeSummaries.push({
-      method,
-      path,
-      rounds: records.length,
-      samples: records.reduce((total, r) => total + r.result.samples, 0),
-      errors: records.reduce((total, r) => total + r.result.errors, 0),
-      p50Us: median(records.map((r) => r.result.p50)),
-      p99Us: median(records.map((r) => r.result.p99)),
-      p999Us: median(records.map((r) => r.result.p999)),
-      meanUs: median(records.map((r) => r.result.mean)),
-      addedP50Us: added,
-    });
-  }
-  return { groups, probes: probeSummaries };
-}
-
-function printSummary(summary: ReturnType<typeof summarize>): void {
+function printSummary(summary: Summary): void {
   log('\nEvery run (latencies from autocannon are whole milliseconds; CPU is % of one core):');
   log(
     textTable(
@@ -710,10 +538,10 @@ function printSummary(summary: ReturnType<typeof summarize>): void {
       ]),
     ),
   );
-  log('\nTunnel / direct, medians over repeats (each tunnel run against the direct run just before it):');
+  log('\nTunnel / direct, medians over repeats (direct: every direct run of the scenario; "paired": tunnel ÷ the direct run just before it):');
   log(
     textTable(
-      ['scenario', 'tunnel config', 'n', 'direct req/s', 'tunnel req/s', 'ratio', '+p50 ms', '+mean ms', '+p99 ms', 'edge MiB', 'edge CPU', 'client CPU', 'µs/req edge', 'client', 'target', 'direct target', 'other CPU', 'bad'],
+      ['scenario', 'tunnel config', 'n', 'direct req/s', 'tunnel req/s', 'ratio', 'paired', '+p50 ms', '+mean ms', '+p99 ms', 'edge MiB', 'edge CPU', 'client CPU', 'µs/req edge', 'client', 'target', 'direct target', 'other CPU', 'bad'],
       summary.groups.map((g) => [
         g.scenario,
         g.path,
@@ -721,6 +549,7 @@ function printSummary(summary: ReturnType<typeof summarize>): void {
         formatNumber(g.direct.reqPerSec),
         formatNumber(g.tunnel.reqPerSec),
         formatNumber(g.ratio, 3),
+        formatNumber(g.pairedRatio, 3),
         formatNumber(g.addedP50Ms, 1),
         formatNumber(g.addedMeanMs, 2),
         formatNumber(g.addedP99Ms, 1),
@@ -818,7 +647,7 @@ async function main(): Promise<number> {
     if (unclean && failure === null) log(`note: ${child.name} did not stop cleanly on SIGTERM (code ${exit.code}, signal ${exit.signal}${exit.killed ? ', needed SIGKILL' : ''})`);
   }
 
-  const summary = setup === null ? { groups: [], probes: [] } : summarize(setup);
+  const summary = summarize(runs, probes, setup?.tunnels ?? []);
   if (runs.length > 0) printSummary(summary);
 
   const finishedAt = new Date();
