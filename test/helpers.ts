@@ -186,6 +186,16 @@ export interface CliResult {
   stderr: string;
 }
 
+/** Long-running children still alive when the test process exits are killed, even after a failure. */
+const children = new Set<ChildProcess>();
+function track(child: ChildProcess): void {
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+}
+process.once('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
 /** Runs the real `burrow` binary with a private config directory. */
 export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = 20_000): Promise<CliResult> {
   const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -207,6 +217,7 @@ export async function spawnCli(
   timeoutMs = 20_000,
 ): Promise<{ child: ChildProcess; output: () => string; match: RegExpMatchArray; exited: Promise<number | null> }> {
   const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child);
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const match = await new Promise<RegExpMatchArray>((resolve, reject) => {
