@@ -37,6 +37,9 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   private readonly requestWindow: ReceiveWindow;
   private pushed = 0;
   private accounted = 0;
+  /** Body bytes each way, for the counters and the inspector. */
+  private requestBytes = 0;
+  private responseBytes = 0;
   private requestEnded = false;
 
   // Response, local → edge.
@@ -74,6 +77,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   start(body: Uint8Array | null, end: boolean): void {
     let payload: Buffer | Readable | null = null;
     if (body !== null && body.byteLength > 0) {
+      this.requestBytes += body.byteLength;
       if (!this.requestWindow.receive(body.byteLength)) {
         this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
         return;
@@ -110,6 +114,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     }
     if (end) this.requestEnded = true;
     if (chunk !== null && chunk.byteLength > 0) {
+      this.requestBytes += chunk.byteLength;
       if (!this.requestWindow.receive(chunk.byteLength)) {
         this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
         return;
@@ -177,6 +182,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.closed) return;
+    this.responseBytes += chunk.byteLength;
     this.responseRecorder?.add(chunk);
     if (this.gather !== null) {
       this.gather.push(chunk);
@@ -299,6 +305,8 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.closed = true;
     this.host.endStream(this);
     if (this.body !== null && !this.body.readableEnded) this.body.destroy();
+    this.host.count(this.requestBytes, this.responseBytes, error !== null || this.status >= 500);
+    if (!this.host.observed) return;
     const requestRecorder = this.requestRecorder;
     const responseRecorder = this.responseRecorder;
     const exchange: Exchange = {
@@ -308,12 +316,12 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       port: this.port,
       requestHeaders: this.request.headers,
       requestBody: requestRecorder === null ? null : requestRecorder.bytes(),
-      requestBodySize: requestRecorder === null ? this.pushed : requestRecorder.size,
+      requestBodySize: this.requestBytes,
       requestTruncated: requestRecorder === null ? false : requestRecorder.truncated,
       status: this.status,
       responseHeaders: this.responseHeaders,
       responseBody: responseRecorder === null ? null : responseRecorder.bytes(),
-      responseBodySize: responseRecorder === null ? 0 : responseRecorder.size,
+      responseBodySize: this.responseBytes,
       responseTruncated: responseRecorder === null ? false : responseRecorder.truncated,
       startedAt: this.startedAt,
       latencyMs: performance.now() - this.startedHr,

@@ -27,6 +27,10 @@ export interface StreamHost {
   /** Body bytes that left the client's hands: return connection credit to the edge. */
   consumedConnection(bytes: number): void;
   endStream(stream: FlushableStream): void;
+  /** Counts a finished exchange (always). */
+  count(requestBytes: number, responseBytes: number, failed: boolean): void;
+  /** Whether anyone listens for exchanges: when not, none is built. */
+  readonly observed: boolean;
   record(exchange: Exchange): void;
   protocolError(message: string): void;
 }

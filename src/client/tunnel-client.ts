@@ -455,10 +455,17 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.blocked.delete(stream);
   }
 
+  count(requestBytes: number, responseBytes: number, failed: boolean): void {
+    if (failed) this.stats.errors++;
+    this.stats.bytesIn += requestBytes;
+    this.stats.bytesOut += responseBytes;
+  }
+
+  get observed(): boolean {
+    return this.listenerCount('exchange') > 0;
+  }
+
   record(exchange: Exchange): void {
-    if (exchange.error !== null || exchange.status >= 500) this.stats.errors++;
-    this.stats.bytesIn += exchange.requestBodySize;
-    this.stats.bytesOut += exchange.responseBodySize;
     this.emit('exchange', exchange);
   }
 
