@@ -4,8 +4,8 @@
  * `handle()` is a plain async function of an ApiRequest: route, authenticate, rate-limit, run the
  * handler, and map every failure to the spec's error shape. It owns no sockets.
  */
-import { isUtf8 } from 'node:buffer';
 import { BurrowError, ERROR_CODES } from '../errors.js';
+import { bodyJson, headerPairs } from '../exchange-json.js';
 import { idSegmentOfTokenId, nowIso } from '../ids.js';
 import { subdomainProblem } from '../subdomain.js';
 import type { CaptureRecord, CaptureStore } from '../store/captures.js';
@@ -454,31 +454,13 @@ export function captureJson(capture: CaptureRecord): Record<string, unknown> {
     error: capture.error,
     replay_of: capture.replayOf,
     request: {
-      headers: pairs(capture.requestHeaders),
+      headers: headerPairs(capture.requestHeaders),
       ...bodyJson(capture.requestBody, capture.requestBodySize, capture.requestTruncated),
     },
     response: {
       status: capture.status,
-      headers: pairs(capture.responseHeaders),
+      headers: headerPairs(capture.responseHeaders),
       ...bodyJson(capture.responseBody, capture.responseBodySize, capture.responseTruncated),
     },
-  };
-}
-
-function pairs(flat: string[]): [string, string][] {
-  const list: [string, string][] = [];
-  for (let i = 0; i + 1 < flat.length; i += 2) list.push([flat[i]!, flat[i + 1]!]);
-  return list;
-}
-
-function bodyJson(body: Uint8Array | null, size: number, truncated: boolean) {
-  if (body === null || body.byteLength === 0) return { body: '', body_encoding: 'utf8', body_size: size, truncated };
-  const buffer = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  const utf8 = isUtf8(buffer);
-  return {
-    body: buffer.toString(utf8 ? 'utf8' : 'base64'),
-    body_encoding: utf8 ? 'utf8' : 'base64',
-    body_size: size,
-    truncated,
   };
 }

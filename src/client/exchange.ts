@@ -28,30 +28,3 @@ export interface Exchange {
   /** Set on exchanges the inspector replayed: the id they replayed. */
   replayOf: string | null;
 }
-
-/** Keeps the first `limit` bytes of a body; chunks given to it are owned, so no copy until the end. */
-export class BodyRecorder {
-  private chunks: Buffer[] = [];
-  private kept = 0;
-  size = 0;
-
-  constructor(private readonly limit: number) {}
-
-  add(chunk: Uint8Array): void {
-    this.size += chunk.byteLength;
-    const room = this.limit - this.kept;
-    if (room <= 0 || chunk.byteLength === 0) return;
-    const take = chunk.byteLength <= room ? chunk.byteLength : room;
-    this.chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, take));
-    this.kept += take;
-  }
-
-  get truncated(): boolean {
-    return this.size > this.kept;
-  }
-
-  bytes(): Buffer | null {
-    if (this.kept === 0) return null;
-    return this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.kept);
-  }
-}

@@ -10,7 +10,8 @@ import { encode } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import { connectionNamed, HOP_BY_HOP, removeNamed } from '../protocol/headers.js';
-import { BodyRecorder, type Exchange } from './exchange.js';
+import { CaptureBuffer } from '../capture-buffer.js';
+import type { Exchange } from './exchange.js';
 import type { StreamHost } from './stream-host.js';
 
 /** Request headers undici refuses or that describe the edge↔client hop, not the request. */
@@ -56,8 +57,8 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   private finished = false;
 
   // Recording, for the inspector.
-  private readonly requestRecorder: BodyRecorder | null;
-  private readonly responseRecorder: BodyRecorder | null;
+  private readonly requestRecorder: CaptureBuffer | null;
+  private readonly responseRecorder: CaptureBuffer | null;
 
   constructor(
     readonly id: number,
@@ -69,8 +70,8 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.requestWindow = new ReceiveWindow(settings.streamWindow);
     this.sendCredit = new SendCredit(settings.streamWindow);
     const recording = host.recordLimit;
-    this.requestRecorder = recording > 0 ? new BodyRecorder(recording) : null;
-    this.responseRecorder = recording > 0 ? new BodyRecorder(recording) : null;
+    this.requestRecorder = recording > 0 ? new CaptureBuffer(recording) : null;
+    this.responseRecorder = recording > 0 ? new CaptureBuffer(recording) : null;
   }
 
   /** Starts the local request: `body` is the inline first chunk (owned), `end` says it is all. */
@@ -82,7 +83,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
         this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
         return;
       }
-      this.requestRecorder?.add(body);
+      this.requestRecorder?.addOwned(body);
     }
     if (end) {
       payload = body === null || body.byteLength === 0 ? null : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
@@ -119,7 +120,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
         this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
         return;
       }
-      this.requestRecorder?.add(chunk);
+      this.requestRecorder?.addOwned(chunk);
       this.pushBody(chunk);
     }
     if (end) this.body.push(null);
@@ -183,7 +184,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.closed) return;
     this.responseBytes += chunk.byteLength;
-    this.responseRecorder?.add(chunk);
+    this.responseRecorder?.addOwned(chunk);
     if (this.gather !== null) {
       this.gather.push(chunk);
       this.gathered += chunk.byteLength;

@@ -10,7 +10,7 @@ import { encode } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import type { CaptureRecord, RingHandle } from '../store/captures.js';
-import { CaptureBuffer } from './capture-buffer.js';
+import { CaptureBuffer } from '../capture-buffer.js';
 import type { TunnelSession } from './session.js';
 
 const EMPTY: string[] = [];

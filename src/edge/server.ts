@@ -286,16 +286,23 @@ export class Edge {
 
   // ---- public traffic ---------------------------------------------------------------------------------
 
-  private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
+  /** The live session of `subdomain` with room for a stream, or undefined once the refusal is written. */
+  private sessionFor(res: HttpResponse, subdomain: string): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
       writePublicError(res, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
-      return;
+      return undefined;
     }
     if (!session.hasRoom()) {
       writePublicError(res, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
-      return;
+      return undefined;
     }
+    return session;
+  }
+
+  private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
+    const session = this.sessionFor(res, subdomain);
+    if (session === undefined) return;
     const clientAddress = remoteAddress(res);
     const method = req.getCaseSensitiveMethod();
     const url = req.getUrl();
@@ -394,15 +401,8 @@ export class Edge {
   }
 
   private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
-    const session = this.registry.session(subdomain);
-    if (session === undefined) {
-      writePublicError(res, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
-      return;
-    }
-    if (!session.hasRoom()) {
-      writePublicError(res, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
-      return;
-    }
+    const session = this.sessionFor(res, subdomain);
+    if (session === undefined) return;
     const clientAddress = remoteAddress(res);
     const url = req.getUrl();
     const query = req.getQuery();

@@ -1,5 +1,6 @@
 /**
- * Keeps the first `limit` bytes of a body for its capture; the traffic itself is never cut.
+ * Keeps the first `limit` bytes of a body for its capture (the edge's capture log, the client's
+ * inspector); the traffic itself is never cut.
  */
 export class CaptureBuffer {
   private chunks: Buffer[] = [];
