@@ -2,6 +2,7 @@
  * The table every tinybench micro-benchmark prints: name, ns/op, ops/s, relative margin of error and
  * samples, under a line naming the machine. Shared so `npm run bench:micro` prints one format.
  */
+import { appendFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import type { Bench } from 'tinybench';
 
@@ -21,4 +22,20 @@ export function printBenchTable(title: string, bench: Bench, note?: string): voi
   console.log(`${title}: node ${process.version}, ${cpus()[0]?.model ?? 'unknown CPU'} x${cpus().length}`);
   if (note !== undefined) console.log(note);
   console.table(rows);
+  recordResults(bench);
+}
+
+/**
+ * For `npm run bench:check`: with BURROW_BENCH_RESULTS set to a file, each task's ns/op is appended to it
+ * as a JSON line, to be compared with the budgets in bench/budgets.json.
+ */
+function recordResults(bench: Bench): void {
+  const file = process.env.BURROW_BENCH_RESULTS;
+  if (file === undefined || file === '') return;
+  const lines = bench.tasks.map((task) => {
+    const result = task.result;
+    const nsPerOp = result.state === 'completed' ? result.period * 1e6 : null;
+    return `${JSON.stringify({ task: task.name, nsPerOp })}\n`;
+  });
+  appendFileSync(file, lines.join(''));
 }

@@ -8,11 +8,11 @@
  *
  * Run: npx tsc -p . && node dist/bench/protocol/codec.bench.js [--time MS]
  */
-import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Bench } from 'tinybench';
 import { decode, encode, type Frame } from '../../src/protocol/codec.js';
 import { DEFAULT_SETTINGS, FrameType } from '../../src/protocol/constants.js';
+import { printBenchTable } from '../micro-table.js';
 
 const { values } = parseArgs({ options: { time: { type: 'string', default: '1000' } } });
 const time = Number(values.time);
@@ -57,21 +57,7 @@ for (const [name, frame] of frames) {
 
 await bench.run();
 
-const rows = bench.tasks.map((task) => {
-  const result = task.result;
-  if (result.state !== 'completed') return { name: task.name, 'ns/op': result.state, 'ops/s': '', '±%': '', samples: '' };
-  // period: total measured time / runs, in ms; both columns derive from it so they agree.
-  return {
-    name: task.name,
-    'ns/op': Math.round(result.period * 1e6),
-    'ops/s': Math.round(1000 / result.period).toLocaleString('en-US'),
-    '±%': result.latency.rme.toFixed(2),
-    samples: result.latency.samplesCount,
-  };
-});
 const sizes = Object.fromEntries(frames.map(([name, frame]) => [name, encode(frame).byteLength]));
 
-console.log(`frame codec: node ${process.version}, ${cpus()[0]?.model ?? 'unknown CPU'} x${cpus().length}, ${time} ms per task`);
-console.log(`encoded sizes (bytes): ${JSON.stringify(sizes)}`);
-console.table(rows);
+printBenchTable('frame codec', bench, `${time} ms per task; encoded sizes (bytes): ${JSON.stringify(sizes)}`);
 if (sink === 0) console.log('(nothing was measured)');
