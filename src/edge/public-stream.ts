@@ -139,11 +139,12 @@ export class PublicHttpStream extends EdgeHttpStream {
   flushWrites(): void {
     this.writeScheduled = false;
     if (this.aborted || this.finished) return;
-    this.res.cork(() => this.writeNow());
+    corking = this;
+    this.res.cork(writeCorked);
   }
 
   /** Writes what waits (the public socket is corked by the caller or by uWS). */
-  private writeNow(): boolean {
+  writeNow(): boolean {
     const failure = this.failure;
     if (failure !== null) {
       this.finished = true;
@@ -253,4 +254,12 @@ export class PublicHttpStream extends EdgeHttpStream {
     if (this.bodyBytes === this.contentLength) this.res.end();
     else this.res.close();
   }
+}
+
+/** The stream whose writes the cork callback performs: one shared function, no closure per response. */
+let corking: PublicHttpStream | null = null;
+function writeCorked(): void {
+  const stream = corking!;
+  corking = null;
+  stream.writeNow();
 }
