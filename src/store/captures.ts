@@ -111,7 +111,7 @@ export class CaptureStore {
    */
   static open(dir: string, options: { fsync?: boolean } = {}): CaptureStore {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const root = open({ path: dir, maxDbs: 8, compression: false, noSync: options.fsync !== true, useWritemap: process.env.BURROW_WRITEMAP === "1" });
+    const root = open({ path: dir, maxDbs: 8, compression: false, noSync: options.fsync !== true });
     root.readerCheck();
     return new CaptureStore(root);
   }
