@@ -73,6 +73,27 @@ describe('edge errors on the public side', () => {
     await local.close();
   });
 
+  test('a public client that leaves mid-response cancels the local request', async () => {
+    let localClosed = false;
+    const local = await startLocal((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('streaming...\n');
+      res.on('close', () => {
+        localClosed = true;
+      });
+    });
+    const started = await startClient(target, account.token, local.port);
+    const controller = new AbortController();
+    const response = await request(`${target.base}/slow`, { headers: { host: started.host }, signal: controller.signal });
+    assert.equal(response.statusCode, 200);
+    await waitFor(() => sessionOf(target, started.subdomain).streams.size === 1, 2_000, 'the stream');
+    controller.abort();
+    await waitFor(() => localClosed, 3_000, 'the local response to be cancelled');
+    await waitFor(() => started.client.activeStreams === 0 && sessionOf(target, started.subdomain).streams.size === 0, 2_000, 'both ends to drop the stream');
+    await started.client.close();
+    await local.close();
+  });
+
   test('a tunnel killed mid-response cuts the public connection instead of hanging', async () => {
     const local = await startLocal((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/plain' });

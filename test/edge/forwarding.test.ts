@@ -3,6 +3,7 @@
  */
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
 import { call, createAccount, echo, rawRequest, readBody, startClient, startEdge, startLocal, type LocalServer, type TestEdge } from '../helpers.js';
@@ -87,6 +88,22 @@ describe('forwarding through a tunnel', () => {
       assert.equal(response.json.body, body);
       assert.equal(response.json.headers['content-type'], 'application/json');
     }
+  });
+
+  test('a chunked request body (no Content-Length) arrives intact', async () => {
+    const parts = ['first part, ', 'second part, ', 'x'.repeat(70_000), ' last part'];
+    const response = await request(`${target.base}/chunked`, {
+      method: 'POST',
+      headers: { host },
+      body: Readable.from(parts.map((part) => Buffer.from(part))),
+    });
+    const seen = (await response.body.json()) as { body: string; headers: Record<string, string> };
+    assert.equal(response.statusCode, 200);
+    assert.equal(seen.body, parts.join(''));
+    // The client streams the body on: chunked, or with its length when undici saw the whole body
+    // before writing the request. Either way never a length that disagrees with the body.
+    const length = seen.headers['content-length'];
+    assert.ok(seen.headers['transfer-encoding'] === 'chunked' || length === String(parts.join('').length), JSON.stringify(seen.headers));
   });
 
   test('a body just over one frame streams and arrives intact', async () => {
