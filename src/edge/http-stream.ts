@@ -9,7 +9,7 @@ import { ERROR_CODES, type ErrorCode } from '../errors.js';
 import { encode } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
-import type { CaptureRecord, RingHandle } from '../store/captures.js';
+import type { RingHandle, StoredCapture } from '../store/captures.js';
 import { CaptureBuffer } from '../capture-buffer.js';
 import type { TunnelSession } from './session.js';
 
@@ -60,6 +60,12 @@ export abstract class EdgeHttpStream {
   private error: string | null = null;
   /** No more frames are accepted; the stream left the session's table. */
   closed = false;
+  /** The OPEN frame as sent, and whether it carried a body inline (for the capture). */
+  private openFrame: Buffer | null = null;
+  private openHasBody = false;
+  /** The RESPONSE frame as received, and whether it carried the whole body. */
+  private responseFrame: Uint8Array | null = null;
+  private responseHasBody = false;
   /** What to do once the capture is committed, and what for. */
   private then: AfterCapture = AfterCapture.NOTHING;
   private pendingLast: Uint8Array | null = null;
@@ -94,9 +100,11 @@ export abstract class EdgeHttpStream {
     if (size > 0 && (size > this.session.deps.settings.maxFrameBody || !this.takeCredit(size))) inline = null;
     const complete = end && (size === 0 || inline !== null);
     const frame = encode([FrameType.OPEN, this.id, this.requestId, this.head.method, this.head.path, this.head.headers, this.head.clientAddress, inline, complete]);
+    this.openFrame = frame;
     if (inline !== null && size > 0) {
       // The frame ends with the body's bytes and a one-byte boolean: the capture keeps a view of the
       // frame (which outlives this call) instead of a second copy of the body.
+      this.openHasBody = true;
       this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
     } else if (body !== null) {
       this.requestCapture.add(body);
@@ -216,12 +224,15 @@ export abstract class EdgeHttpStream {
   // ---- response: client → edge ----------------------------------------------------------------------
 
   /**
-   * A RESPONSE frame. Its body is a view of the session's own copy of the message: it may be kept.
+   * A RESPONSE frame (`frame`: the whole message). Its body is a view of the session's own copy of the
+   * message: it may be kept.
    * Returns false when it breaks the protocol (second RESPONSE).
    */
-  onResponse(status: number, headers: string[], body: Uint8Array | null, end: boolean): boolean {
+  onResponse(status: number, headers: string[], body: Uint8Array | null, end: boolean, frame: Uint8Array): boolean {
     if (this.responseStarted) return false;
     this.responseStarted = true;
+    this.responseFrame = frame;
+    this.responseHasBody = end && body !== null && body.byteLength > 0;
     this.status = status;
     this.responseHeaders = headers;
     this.startResponse();
@@ -335,7 +346,18 @@ export abstract class EdgeHttpStream {
     }
   }
 
-  captureRecord(): CaptureRecord {
+  /**
+   * The capture as it is stored: the frames for the heads, and a body only where it is not the one
+   * inside its frame, kept whole (docs/architecture.md, "Capture durability").
+   */
+  storedCapture(): StoredCapture {
+    const requestCapture = this.requestCapture;
+    const responseCapture = this.responseCapture;
+    // A frame whose inline body was cut by the capture limit is not stored: it would keep the whole body.
+    const open = this.openFrame !== null && !(this.openHasBody && requestCapture.truncated) ? this.openFrame : null;
+    const requestInFrame = open !== null && this.openHasBody;
+    const response = this.responseFrame !== null && !(this.responseHasBody && responseCapture.truncated) ? this.responseFrame : null;
+    const responseInFrame = response !== null && this.responseHasBody;
     return {
       id: this.requestId,
       seq: this.seq,
@@ -345,19 +367,21 @@ export abstract class EdgeHttpStream {
       clientAddress: this.head.clientAddress,
       method: this.head.method,
       path: this.head.path,
-      requestHeaders: this.head.headers,
-      requestBody: this.requestCapture.bytes(),
-      requestBodySize: this.requestCapture.size,
-      requestTruncated: this.requestCapture.truncated,
       status: this.status,
-      responseHeaders: this.responseHeaders,
-      responseBody: this.responseCapture.bytes(),
-      responseBodySize: this.responseCapture.size,
-      responseTruncated: this.responseCapture.truncated,
       receivedAt: this.receivedAt,
       durationMs: this.durationMs < 0 ? Math.round(performance.now() - this.startedAt) : this.durationMs,
       error: this.error,
       replayOf: this.replayOf,
+      requestBodySize: requestCapture.size,
+      requestTruncated: requestCapture.truncated,
+      responseBodySize: responseCapture.size,
+      responseTruncated: responseCapture.truncated,
+      open,
+      requestHeaders: open === null ? this.head.headers : null,
+      requestBody: requestInFrame ? null : requestCapture.bytes(),
+      response,
+      responseHeaders: response === null ? this.responseHeaders : null,
+      responseBody: responseInFrame ? null : responseCapture.bytes(),
     };
   }
 

@@ -5,7 +5,7 @@
  */
 import type { ErrorCode } from '../errors.js';
 import type { ReplayOverrides } from '../api/types.js';
-import type { CaptureRecord } from '../store/captures.js';
+import { expandCapture, type CaptureRecord } from '../store/captures.js';
 import { EdgeHttpStream, type RequestHead } from './http-stream.js';
 import type { TunnelSession } from './session.js';
 
@@ -88,6 +88,6 @@ export class ReplayHttpStream extends EdgeHttpStream {
     this.releaseConnectionCredit();
     const settle = this.settle;
     this.settle = null;
-    settle?.(this.captureRecord());
+    settle?.(expandCapture(this.storedCapture()));
   }
 }

@@ -237,7 +237,8 @@ export class TunnelSession {
       if (message.byteLength > limit) throw new ProtocolError(`a message of ${message.byteLength} bytes exceeds maxMessage (${limit})`);
       // The one copy of what the client sent: uWS reuses the message's memory when this callback
       // returns, and bodies are written out later (deferred writes, backpressure, the capture commit).
-      this.dispatch(decode(Buffer.copyBytesFrom(new Uint8Array(message))));
+      const bytes = Buffer.copyBytesFrom(new Uint8Array(message));
+      this.dispatch(decode(bytes), bytes);
     } catch (error) {
       const reason = error instanceof ProtocolError ? error.message : `internal error: ${(error as Error).message}`;
       if (!(error instanceof ProtocolError)) this.deps.log(`tunnel ${this.subdomain}: ${(error as Error).stack}`);
@@ -245,13 +246,13 @@ export class TunnelSession {
     }
   }
 
-  private dispatch(frame: Frame): void {
+  private dispatch(frame: Frame, bytes: Buffer): void {
     switch (frame[0]) {
       case FrameType.RESPONSE: {
         const body = frame[4];
         const http = this.httpStream(frame[1], body);
         if (http === null) return;
-        if (!http.onResponse(frame[2], frame[3], body, frame[5])) throw new ProtocolError(`second RESPONSE on stream ${frame[1]}`);
+        if (!http.onResponse(frame[2], frame[3], body, frame[5], bytes)) throw new ProtocolError(`second RESPONSE on stream ${frame[1]}`);
         return;
       }
       case FrameType.DATA: {

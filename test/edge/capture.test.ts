@@ -19,6 +19,11 @@ async function recordingServer(): Promise<{ server: LocalServer; seen: Seen[] }>
   const server = await startLocal((req, res) => {
     void readBody(req).then((body) => {
       seen.push({ method: req.method!, url: req.url!, headers: req.headers, body: body.toString('utf8') });
+      if (req.url!.startsWith('/big-response')) {
+        res.setHeader('x-big', 'yes');
+        res.end('r'.repeat(3000));
+        return;
+      }
       if (req.url!.startsWith('/fail')) {
         res.statusCode = 500;
         res.end('boom');
@@ -107,6 +112,19 @@ describe('capture, listing and detail', () => {
     assert.deepEqual(capture.response.headers.find(([name]: string[]) => name === 'x-local'), ['x-local', 'yes']);
     assert.equal(JSON.parse(capture.response.body).length, 5000);
     assert.equal(capture.response.truncated, false);
+  });
+
+  test('a response body over the cap is truncated and flagged, its headers kept, the public client gets it whole', async () => {
+    const response = await call(target, 'GET', '/big-response', { host: started.host });
+    assert.equal(response.text, 'r'.repeat(3000));
+    const [entry] = (await list(`subdomain=${started.subdomain}&limit=1`)).json.requests;
+    const capture = (await call(target, 'GET', `/api/v1/requests/${entry.id}`, { token: owner.token })).json;
+    assert.equal(capture.response.body, 'r'.repeat(1024));
+    assert.equal(capture.response.body_size, 3000);
+    assert.equal(capture.response.truncated, true);
+    assert.deepEqual(capture.response.headers.find(([name]: string[]) => name === 'x-big'), ['x-big', 'yes']);
+    assert.equal(capture.request.body, '');
+    assert.equal(capture.request.truncated, false);
   });
 
   test('binary bodies are kept as base64', async () => {

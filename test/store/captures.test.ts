@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, test } from 'node:test';
-import { captureId, CaptureStore, parseCaptureId, type CaptureRecord, type RingHandle } from '../../src/store/captures.js';
+import { encode } from '../../src/protocol/codec.js';
+import { FrameType } from '../../src/protocol/constants.js';
+import { captureId, CaptureStore, parseCaptureId, type RingHandle, type StoredCapture } from '../../src/store/captures.js';
 import { tempDir } from '../helpers.js';
 
 const dirs: string[] = [];
@@ -18,7 +20,7 @@ function freshStore(): { store: CaptureStore; dir: string } {
   return { store: CaptureStore.open(dir), dir };
 }
 
-function record(ring: RingHandle, seq: number, id: string, receivedAt: number, path: string): CaptureRecord {
+function record(ring: RingHandle, seq: number, id: string, receivedAt: number, path: string): StoredCapture {
   return {
     id,
     seq,
@@ -28,19 +30,21 @@ function record(ring: RingHandle, seq: number, id: string, receivedAt: number, p
     clientAddress: '127.0.0.1',
     method: 'POST',
     path,
-    requestHeaders: ['content-type', 'application/json'],
-    requestBody: Buffer.from('{}'),
-    requestBodySize: 2,
-    requestTruncated: false,
     status: 200,
-    responseHeaders: [],
-    responseBody: null,
-    responseBodySize: 0,
-    responseTruncated: false,
     receivedAt,
     durationMs: 1,
     error: null,
     replayOf: null,
+    requestBodySize: 2,
+    requestTruncated: false,
+    responseBodySize: 0,
+    responseTruncated: false,
+    open: encode([FrameType.OPEN, 1, id, 'POST', path, ['content-type', 'application/json'], '127.0.0.1', Buffer.from('{}'), true]),
+    requestHeaders: null,
+    requestBody: null,
+    response: null,
+    responseHeaders: [],
+    responseBody: null,
   };
 }
 
@@ -52,7 +56,7 @@ function fill(store: CaptureStore, ring: RingHandle, count: number, start: numbe
     const { seq, id } = ring.next();
     ids.push(id);
     const capture = record(ring, seq, id, start + i * stepMs, `/n/${i}`);
-    batch.push({ ring, seq, captureRecord: () => capture });
+    batch.push({ ring, seq, storedCapture: () => capture });
   }
   store.writeAll(batch);
   return ids;
@@ -71,7 +75,11 @@ test('a ring keeps the newest `capacity` captures; overwritten ids are gone', ()
   const listed = store.list('usr_a', 'river-one', { limit: 100, retentionMs: 60_000 })!;
   assert.deepEqual(listed.map((entry) => entry.path), ['/n/6', '/n/5', '/n/4', '/n/3']);
   assert.equal(store.get('usr_a', ids[0]!, 60_000), null);
-  assert.equal(store.get('usr_a', ids[6]!, 60_000)!.path, '/n/6');
+  const newest = store.get('usr_a', ids[6]!, 60_000)!;
+  assert.equal(newest.path, '/n/6');
+  // The head and body come back out of the stored OPEN frame.
+  assert.deepEqual(newest.requestHeaders, ['content-type', 'application/json']);
+  assert.equal(Buffer.from(newest.requestBody!).toString(), '{}');
 });
 
 test('each account has its own ring per subdomain; another account sees nothing', () => {
