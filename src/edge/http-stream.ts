@@ -42,7 +42,6 @@ export abstract class EdgeHttpStream {
   private pending: Buffer[] = [];
   /** The whole request body was received from the public side. */
   protected requestFinished = false;
-  private endSent = false;
   protected requestPaused = false;
   readonly requestCapture: CaptureBuffer;
 
@@ -112,7 +111,6 @@ export abstract class EdgeHttpStream {
     this.session.send(frame);
     if (complete) {
       this.requestFinished = true;
-      this.endSent = true;
     } else if (size > 0 && inline === null) {
       // Too big for one frame, or the credit left is short: send what the credit allows now.
       this.queueBody(body!, end, 0);
@@ -137,7 +135,7 @@ export abstract class EdgeHttpStream {
     }
     const sent = this.sendWithinCredit(chunk, last);
     if (sent < chunk.byteLength) this.queueBody(chunk, last, sent);
-    else if (last) this.markRequestEnd();
+    else if (last) this.requestFinished = true;
   }
 
   /** Sends as much of `chunk` as credit allows, in frames of at most maxFrameBody; returns bytes sent. */
@@ -179,11 +177,6 @@ export abstract class EdgeHttpStream {
     return this.session.connectionSend.available === 0;
   }
 
-  private markRequestEnd(): void {
-    this.requestFinished = true;
-    this.endSent = true;
-  }
-
   /** More credit arrived (stream or connection): send what waits, resume the public socket when empty. */
   drain(): void {
     if (this.closed) return;
@@ -198,11 +191,7 @@ export abstract class EdgeHttpStream {
       }
       this.pending.shift();
     }
-    if (this.requestFinished) {
-      if (!this.endSent) this.endSent = true;
-    } else if (this.requestPaused) {
-      this.resumeRequest();
-    }
+    if (!this.requestFinished && this.requestPaused) this.resumeRequest();
   }
 
   onWindow(credit: number): void {
