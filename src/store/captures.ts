@@ -9,6 +9,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { Packr, Unpackr } from 'msgpackr';
 import { decode, type OpenFrame, type ResponseFrame } from '../protocol/codec.js';
 
 export interface CaptureRecord {
@@ -154,6 +155,85 @@ export interface ListOptions {
   now?: number;
 }
 
+/**
+ * The bytes a capture is stored as. LMDB gets one Buffer: a small msgpack header with the scalar fields
+ * and the sections' lengths, then the sections themselves, copied as they are. Against letting LMDB's
+ * msgpack encode the record it saves ~10% per write (5.5 instead of 6.1 µs per capture in turns of 100,
+ * bench/store/capture.bench.ts), and a listing reads only the headers.
+ *
+ *   u32 LE header length | header | open frame | response frame | request body | response body
+ */
+const FORMAT = 1;
+const recordPackr = new Packr({ useRecords: false });
+const recordUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: 'number' });
+
+function sectionLength(bytes: Uint8Array | null): number {
+  return bytes === null ? -1 : bytes.byteLength;
+}
+
+export function encodeStoredCapture(c: StoredCapture): Buffer {
+  const header = recordPackr.pack([
+    FORMAT, c.id, c.seq, c.subdomain, c.accountId, c.tokenId, c.clientAddress, c.method, c.path, c.status,
+    c.receivedAt, c.durationMs, c.error, c.replayOf, c.requestBodySize, c.requestTruncated, c.responseBodySize,
+    c.responseTruncated, c.requestHeaders, c.responseHeaders,
+    sectionLength(c.open), sectionLength(c.response), sectionLength(c.requestBody), sectionLength(c.responseBody),
+  ]);
+  const sections = [c.open, c.response, c.requestBody, c.responseBody];
+  let size = 4 + header.byteLength;
+  for (const section of sections) if (section !== null) size += section.byteLength;
+  const bytes = Buffer.allocUnsafe(size);
+  bytes.writeUInt32LE(header.byteLength, 0);
+  header.copy(bytes, 4);
+  let offset = 4 + header.byteLength;
+  for (const section of sections) {
+    if (section === null) continue;
+    bytes.set(section, offset);
+    offset += section.byteLength;
+  }
+  return bytes;
+}
+
+type Header = [
+  number, string, number, string, string, string, string, string, string, number, number, number,
+  string | null, string | null, number, boolean, number, boolean, string[] | null, string[] | null,
+  number, number, number, number,
+];
+
+function readHeader(bytes: Uint8Array): { header: Header; end: number } {
+  const length = bytes[0]! | (bytes[1]! << 8) | (bytes[2]! << 16) | (bytes[3]! << 24);
+  const header = recordUnpackr.unpack(bytes.subarray(4, 4 + length) as Buffer) as Header;
+  if (header[0] !== FORMAT) throw new Error(`unknown capture format ${String(header[0])}`);
+  return { header, end: 4 + length };
+}
+
+/** The stored capture in `bytes`; its sections are views of `bytes`. */
+export function decodeStoredCapture(bytes: Uint8Array): StoredCapture {
+  const { header: h, end } = readHeader(bytes);
+  let offset = end;
+  const section = (length: number): Uint8Array | null => {
+    if (length < 0) return null;
+    const view = bytes.subarray(offset, offset + length);
+    offset += length;
+    return view;
+  };
+  const open = section(h[20]);
+  const response = section(h[21]);
+  const requestBody = section(h[22]);
+  const responseBody = section(h[23]);
+  return {
+    id: h[1], seq: h[2], subdomain: h[3], accountId: h[4], tokenId: h[5], clientAddress: h[6], method: h[7],
+    path: h[8], status: h[9], receivedAt: h[10], durationMs: h[11], error: h[12], replayOf: h[13],
+    requestBodySize: h[14], requestTruncated: h[15], responseBodySize: h[16], responseTruncated: h[17],
+    requestHeaders: h[18], responseHeaders: h[19], open, response, requestBody, responseBody,
+  };
+}
+
+/** The fields a listing needs, read from the header alone. */
+function summaryOf(bytes: Uint8Array): { id: string; seq: number; method: string; path: string; status: number; receivedAt: number; durationMs: number } {
+  const { header: h } = readHeader(bytes);
+  return { id: h[1], seq: h[2], method: h[7], path: h[8], status: h[9], receivedAt: h[10], durationMs: h[11] };
+}
+
 type RingKey = [string, string];
 type SlotKey = [number, number];
 
@@ -174,7 +254,7 @@ export function parseCaptureId(id: string): { ringId: number; seq: number } | nu
 export class CaptureStore {
   private readonly rings: Database<RingRecord, RingKey>;
   private readonly ringsById: Database<RingKey, number>;
-  private readonly slots: Database<StoredCapture, SlotKey>;
+  private readonly slots: Database<Buffer, SlotKey>;
   private readonly meta: Database<number, string>;
   /** Rings in use by this process: the head lives here and is written with each capture. */
   private readonly open = new Map<number, { record: RingRecord; handle: RingHandle }>();
@@ -197,7 +277,7 @@ export class CaptureStore {
   constructor(private readonly root: RootDatabase) {
     this.rings = root.openDB({ name: 'capture-rings', encoding: 'msgpack' });
     this.ringsById = root.openDB({ name: 'capture-rings-by-id', encoding: 'msgpack' });
-    this.slots = root.openDB({ name: 'capture-slots', encoding: 'msgpack' });
+    this.slots = root.openDB({ name: 'capture-slots', encoding: 'binary' });
     this.meta = root.openDB({ name: 'capture-meta', encoding: 'msgpack' });
   }
 
@@ -245,7 +325,7 @@ export class CaptureStore {
       let lastRing = -1;
       for (const item of batch) {
         const ring = item.ring;
-        this.slots.put([ring.ringId, item.seq % ring.capacity], item.storedCapture());
+        this.slots.put([ring.ringId, item.seq % ring.capacity], encodeStoredCapture(item.storedCapture()));
         if (ring.ringId !== lastRing) {
           const cached = this.open.get(ring.ringId);
           if (cached !== undefined) this.rings.put([ring.accountId, ring.subdomain], cached.record);
@@ -264,8 +344,10 @@ export class CaptureStore {
     let seq = Math.min(ring.head, options.beforeSeq ?? Infinity) - 1;
     const list: CaptureSummary[] = [];
     for (; seq >= oldest && list.length < options.limit; seq--) {
-      const capture = this.slots.get([ring.ringId, seq % ring.capacity]);
-      if (capture === undefined || capture.seq !== seq) continue;
+      const bytes = this.slots.getBinaryFast([ring.ringId, seq % ring.capacity]);
+      if (bytes === undefined) continue;
+      const capture = summaryOf(bytes);
+      if (capture.seq !== seq) continue;
       if (now - capture.receivedAt > options.retentionMs) break;
       list.push({
         id: capture.id,
@@ -287,8 +369,10 @@ export class CaptureStore {
     if (owner === undefined || owner[0] !== accountId) return null;
     const ring = this.currentRing(owner[0], owner[1]);
     if (ring === undefined) return null;
-    const capture = this.slots.get([parsed.ringId, parsed.seq % ring.capacity]);
-    if (capture === undefined || capture.seq !== parsed.seq || capture.accountId !== accountId) return null;
+    const bytes = this.slots.getBinary([parsed.ringId, parsed.seq % ring.capacity]);
+    if (bytes === undefined) return null;
+    const capture = decodeStoredCapture(bytes);
+    if (capture.seq !== parsed.seq || capture.accountId !== accountId) return null;
     if (now - capture.receivedAt > retentionMs) return null;
     return expandCapture(capture);
   }
@@ -322,8 +406,10 @@ export class CaptureStore {
         let count = 0;
         for (; seq < ring.head; seq++) {
           const slot: SlotKey = [ring.ringId, seq % ring.capacity];
-          const capture = this.slots.get(slot);
-          if (capture === undefined || capture.seq !== seq) continue;
+          const bytes = this.slots.getBinaryFast(slot);
+          if (bytes === undefined) continue;
+          const capture = summaryOf(bytes);
+          if (capture.seq !== seq) continue;
           if (capture.receivedAt >= cutoff) break;
           this.slots.remove(slot);
           count++;
