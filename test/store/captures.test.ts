@@ -6,7 +6,7 @@ import { rmSync } from 'node:fs';
 import { after, test } from 'node:test';
 import { encode } from '../../src/protocol/codec.js';
 import { FrameType } from '../../src/protocol/constants.js';
-import { captureId, CaptureStore, parseCaptureId, type RingHandle, type StoredCapture } from '../../src/store/captures.js';
+import { captureId, CaptureStore, decodeStoredCapture, encodeStoredCapture, expandCapture, parseCaptureId, type RingHandle, type StoredCapture } from '../../src/store/captures.js';
 import { tempDir } from '../helpers.js';
 
 const dirs: string[] = [];
@@ -132,4 +132,43 @@ test('reopening keeps the captures and continues the sequence (no id is reused)'
   assert.ok(!ids.includes(next.id));
   assert.equal(next.seq, 3);
   await reopened.close();
+});
+
+test('the stored format round-trips every field and section, null sections included', () => {
+  const full: StoredCapture = {
+    id: 'req_00000001000000000007',
+    seq: 7,
+    subdomain: 'quiet-river-42',
+    accountId: 'usr_0123456789abcdef',
+    tokenId: 'tok_0123abcd',
+    clientAddress: '2001:db8::1',
+    method: 'PATCH',
+    path: '/a/b?c=d',
+    status: 504,
+    receivedAt: 1_795_000_000_123,
+    durationMs: 30_001,
+    error: 'LOCAL_TIMEOUT',
+    replayOf: 'req_00000001000000000001',
+    requestBodySize: 5_000,
+    requestTruncated: true,
+    responseBodySize: 0,
+    responseTruncated: false,
+    open: null,
+    requestHeaders: ['x-a', '1', 'x-a', '2'],
+    requestBody: Buffer.from('partial body'),
+    response: encode([FrameType.RESPONSE, 3, 200, ['content-type', 'text/plain'], Buffer.from('hello'), true]),
+    responseHeaders: null,
+    responseBody: null,
+  };
+  const decoded = decodeStoredCapture(encodeStoredCapture(full));
+  assert.deepEqual({ ...decoded, requestBody: Buffer.from(decoded.requestBody!), response: Buffer.from(decoded.response!) }, {
+    ...full,
+    requestBody: Buffer.from(full.requestBody!),
+    response: Buffer.from(full.response!),
+  });
+  const expanded = expandCapture(decoded);
+  assert.deepEqual(expanded.responseHeaders, ['content-type', 'text/plain']);
+  assert.equal(Buffer.from(expanded.responseBody!).toString(), 'hello');
+  assert.deepEqual(expanded.requestHeaders, ['x-a', '1', 'x-a', '2']);
+  assert.equal(Buffer.from(expanded.requestBody!).toString(), 'partial body');
 });
