@@ -421,19 +421,25 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   }
 
   /**
-   * Frames go out batched: those produced during one event-loop turn are sent together in its check
-   * phase, with the TCP socket corked, so many responses cost one write instead of one each.
+   * Frames go out batched: after the first of a loop turn, those produced during it are sent together in
+   * its check phase, with the TCP socket corked, so many responses cost two writes instead of one each.
    */
   send(frame: Buffer): void {
-    this.outbox.push(frame);
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      setImmediate(this.flushNow);
+    if (this.flushScheduled) {
+      this.outbox.push(frame);
+      return;
     }
+    // The first frame of a loop turn goes at once, so a lone request waits for nothing; the frames
+    // after it in the same turn go out together in the check phase.
+    this.flushScheduled = true;
+    setImmediate(this.flushNow);
+    const socket = this.socket;
+    if (socket !== null && socket.readyState === WebSocket.OPEN) socket.send(frame);
   }
 
   private flush(): void {
     this.flushScheduled = false;
+    if (this.outbox.length === 0) return;
     const frames = this.outbox;
     this.outbox = [];
     const socket = this.socket;

@@ -106,11 +106,17 @@ export class TunnelSession {
 
   send(frame: Buffer): void {
     if (this.closed) return;
-    this.outbox.push(frame);
-    if (!this.framesScheduled) {
-      this.framesScheduled = true;
-      this.deps.turn.frames(this);
+    if (this.framesScheduled) {
+      this.outbox.push(frame);
+      return;
     }
+    this.framesScheduled = true;
+    this.deps.turn.frames(this);
+    // The first frame of a loop turn goes at once when the socket has room, so a lone request waits for
+    // nothing; the frames after it in the same turn go out together, corked, at the end of the turn.
+    const ws = this.ws;
+    if (ws !== null && this.backlog.length === 0 && ws.getBufferedAmount() <= HIGH_WATER_MARK) ws.send(frame, true, false);
+    else this.outbox.push(frame);
   }
 
   /** A public response has something to write: it is written at the end of this turn, corked. */
@@ -122,7 +128,7 @@ export class TunnelSession {
   flushFrames(): void {
     this.framesScheduled = false;
     const ws = this.ws;
-    if (ws === null || this.closed) return;
+    if (ws === null || this.closed || this.outbox.length === 0) return;
     if (this.backlog.length > 0) {
       for (const frame of this.outbox) this.backlog.push(frame);
       this.outbox = [];

@@ -257,7 +257,7 @@ export class CaptureStore {
   private readonly slots: Database<Buffer, SlotKey>;
   private readonly meta: Database<number, string>;
   /** Rings in use by this process: the head lives here and is written with each capture. */
-  private readonly open = new Map<number, { record: RingRecord; handle: RingHandle }>();
+  private readonly open = new Map<number, { record: RingRecord; handle: RingHandle; persistedHead: number }>();
 
   /**
    * Opens the capture log in its own LMDB environment in `dir` (DESIGN.md section 3, with one measured
@@ -299,38 +299,66 @@ export class CaptureStore {
         this.ringsById.put(ringId, [accountId, subdomain]);
         return created;
       });
-    const cached = this.open.get(record.ringId);
-    if (cached !== undefined) return cached.handle;
+    return this.load(record).handle;
+  }
+
+  /**
+   * The ring as this process uses it: loaded once, its head recovered from the slots (the head is
+   * written lazily by persistHeads, so after a crash the slots may be ahead of it).
+   */
+  private load(stored: RingRecord): { record: RingRecord; handle: RingHandle; persistedHead: number } {
+    const cached = this.open.get(stored.ringId);
+    if (cached !== undefined) return cached;
+    const record = { ...stored, head: Math.max(stored.head, this.highestSeq(stored) + 1) };
     const prefix = captureId(record.ringId, 0).slice(0, 4 + RING_DIGITS);
     const handle: RingHandle = {
       ringId: record.ringId,
-      accountId,
-      subdomain,
+      accountId: record.accountId,
+      subdomain: record.subdomain,
       capacity: record.capacity,
       next: () => {
         const seq = record.head++;
         return { seq, id: prefix + seq.toString(16).padStart(SEQ_DIGITS, '0') };
       },
     };
-    this.open.set(record.ringId, { record, handle });
-    return handle;
+    const entry = { record, handle, persistedHead: stored.head };
+    this.open.set(record.ringId, entry);
+    return entry;
+  }
+
+  /** The highest sequence stored in the ring's slots, or -1: one pass over its records' headers. */
+  private highestSeq(ring: RingRecord): number {
+    let highest = -1;
+    for (const { value } of this.slots.getRange({ start: [ring.ringId, 0], end: [ring.ringId, ring.capacity] })) {
+      const seq = summaryOf(value).seq;
+      if (seq > highest) highest = seq;
+    }
+    return highest;
   }
 
   /**
-   * Writes captures into their slots, with their rings' heads, in one synchronous transaction. When it
-   * returns they are committed: a kill -9 of the process cannot lose them.
+   * Writes the heads of rings that moved since the last call (asynchronously). Not done with every
+   * capture: a second database in each commit cost ~10 µs of its ~15; the edge calls this every second
+   * and on close, and `ring()` recovers a head the slots are ahead of.
+   */
+  persistHeads(): void {
+    for (const entry of this.open.values()) {
+      const { record } = entry;
+      if (record.head === entry.persistedHead) continue;
+      entry.persistedHead = record.head;
+      void this.rings.put([record.accountId, record.subdomain], record);
+    }
+  }
+
+  /**
+   * Writes captures into their slots in one synchronous transaction. When it returns they are
+   * committed: a kill -9 of the process cannot lose them.
    */
   writeAll(batch: readonly { ring: RingHandle; seq: number; storedCapture(): StoredCapture }[]): void {
     this.root.transactionSync(() => {
-      let lastRing = -1;
       for (const item of batch) {
         const ring = item.ring;
         this.slots.put([ring.ringId, item.seq % ring.capacity], encodeStoredCapture(item.storedCapture()));
-        if (ring.ringId !== lastRing) {
-          const cached = this.open.get(ring.ringId);
-          if (cached !== undefined) this.rings.put([ring.accountId, ring.subdomain], cached.record);
-          lastRing = ring.ringId;
-        }
       }
     });
   }
@@ -398,8 +426,7 @@ export class CaptureStore {
       // Inside a write transaction the reads see every capture queued before it, so a slot that a new
       // capture has just taken over is never removed by mistake.
       removed += await this.root.transaction(() => {
-        const ring = this.open.get(stored.ringId)?.record ?? this.rings.get([stored.accountId, stored.subdomain]);
-        if (ring === undefined) return 0;
+        const ring = this.load(stored).record;
         const cutoff = now - retention;
         const start = Math.max(ring.swept, ring.head - ring.capacity, 0);
         let seq = start;
@@ -426,9 +453,9 @@ export class CaptureStore {
 
   private currentRing(accountId: string, subdomain: string): RingRecord | undefined {
     const stored = this.rings.get([accountId, subdomain]);
-    if (stored === undefined) return undefined;
-    return this.open.get(stored.ringId)?.record ?? stored;
+    return stored === undefined ? undefined : this.load(stored).record;
   }
+
 
   /** Asks the operating system to write committed captures to disk (asynchronously). */
   sync(): Promise<void> {
@@ -441,6 +468,7 @@ export class CaptureStore {
 
   /** Waits for queued writes, writes everything to disk, closes the environment. */
   async close(): Promise<void> {
+    this.persistHeads();
     await this.root.committed;
     await this.sync().catch(() => undefined);
     await this.root.close();

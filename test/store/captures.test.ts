@@ -2,6 +2,8 @@
  * The capture ring buffer on real LMDB in a temp dir: slots, ids, listing, the sweep, reopening.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { rmSync } from 'node:fs';
 import { after, test } from 'node:test';
 import { encode } from '../../src/protocol/codec.js';
@@ -171,4 +173,39 @@ test('the stored format round-trips every field and section, null sections inclu
   assert.equal(Buffer.from(expanded.responseBody!).toString(), 'hello');
   assert.deepEqual(expanded.requestHeaders, ['x-a', '1', 'x-a', '2']);
   assert.equal(Buffer.from(expanded.requestBody!).toString(), 'partial body');
+});
+
+test('after a crash the ring head is recovered from the slots: nothing listed is lost, no id is reused', async () => {
+  const dir = tempDir('burrow-captures-');
+  dirs.push(dir);
+  // A separate process writes five captures and dies without closing (the head is written lazily).
+  const script = `
+    const { CaptureStore } = await import(${JSON.stringify(new URL('../../src/store/captures.js', import.meta.url).href)});
+    const { encode } = await import(${JSON.stringify(new URL('../../src/protocol/codec.js', import.meta.url).href)});
+    const store = CaptureStore.open(${JSON.stringify(dir)});
+    const ring = store.ring('usr_a', 'crashy', 100);
+    store.persistHeads();
+    const batch = [];
+    for (let i = 0; i < 5; i++) {
+      const { seq, id } = ring.next();
+      const open = encode([2, 1, id, 'GET', '/c/' + i, [], '127.0.0.1', null, true]);
+      const record = { id, seq, subdomain: 'crashy', accountId: 'usr_a', tokenId: 't', clientAddress: '127.0.0.1', method: 'GET',
+        path: '/c/' + i, status: 200, receivedAt: Date.now(), durationMs: 1, error: null, replayOf: null, requestBodySize: 0,
+        requestTruncated: false, responseBodySize: 0, responseTruncated: false, open, requestHeaders: null, requestBody: null,
+        response: null, responseHeaders: [], responseBody: null };
+      batch.push({ ring, seq, storedCapture: () => record });
+    }
+    store.writeAll(batch);
+    process.kill(process.pid, 'SIGKILL');
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'inherit' });
+  const [, signal] = (await once(child, 'exit')) as [number | null, string | null];
+  assert.equal(signal, 'SIGKILL');
+
+  const store = CaptureStore.open(dir);
+  const listed = store.list('usr_a', 'crashy', { limit: 100, retentionMs: 60_000 })!;
+  assert.deepEqual(listed.map((entry) => entry.path), ['/c/4', '/c/3', '/c/2', '/c/1', '/c/0']);
+  const ring = store.ring('usr_a', 'crashy', 100);
+  assert.equal(ring.next().seq, 5);
+  await store.close();
 });
