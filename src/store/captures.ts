@@ -238,6 +238,8 @@ type RingKey = [string, string];
 type SlotKey = [number, number];
 
 const SEQ_DIGITS = 12;
+/** Longer than any run of sequences allocated but never written (requests in flight at a crash). */
+const MAX_HOLE = 4096;
 const RING_DIGITS = 8;
 const ID_PATTERN = /^req_([0-9a-f]{8})([0-9a-f]{12})$/;
 
@@ -326,12 +328,23 @@ export class CaptureStore {
     return entry;
   }
 
-  /** The highest sequence stored in the ring's slots, or -1: one pass over its records' headers. */
+  /**
+   * The highest sequence stored at or after the ring's recorded head (or head - 1). Captures written
+   * after the head was last persisted follow it, with holes only where a request was in flight at a
+   * crash; so the walk goes forward from the head and stops after a run of misses longer than any
+   * number of streams in flight. A few thousand header reads at most, not the whole ring.
+   */
   private highestSeq(ring: RingRecord): number {
-    let highest = -1;
-    for (const { value } of this.slots.getRange({ start: [ring.ringId, 0], end: [ring.ringId, ring.capacity] })) {
-      const seq = summaryOf(value).seq;
-      if (seq > highest) highest = seq;
+    let highest = ring.head - 1;
+    let misses = 0;
+    for (let seq = ring.head; seq < ring.head + ring.capacity && misses <= MAX_HOLE; seq++) {
+      const bytes = this.slots.getBinaryFast([ring.ringId, seq % ring.capacity]);
+      if (bytes !== undefined && summaryOf(bytes).seq === seq) {
+        highest = seq;
+        misses = 0;
+      } else {
+        misses++;
+      }
     }
     return highest;
   }

@@ -178,7 +178,8 @@ test('the stored format round-trips every field and section, null sections inclu
 test('after a crash the ring head is recovered from the slots: nothing listed is lost, no id is reused', async () => {
   const dir = tempDir('burrow-captures-');
   dirs.push(dir);
-  // A separate process writes five captures and dies without closing (the head is written lazily).
+  // A separate process writes seven captures (a hole where a request was in flight) and dies without
+  // closing (the head is written lazily).
   const script = `
     const { CaptureStore } = await import(${JSON.stringify(new URL('../../src/store/captures.js', import.meta.url).href)});
     const { encode } = await import(${JSON.stringify(new URL('../../src/protocol/codec.js', import.meta.url).href)});
@@ -186,8 +187,9 @@ test('after a crash the ring head is recovered from the slots: nothing listed is
     const ring = store.ring('usr_a', 'crashy', 100);
     store.persistHeads();
     const batch = [];
-    for (let i = 0; i < 5; i++) {
+    for (let i = 0; i < 8; i++) {
       const { seq, id } = ring.next();
+      if (i === 5) continue; // a request in flight when the process died: allocated, never written
       const open = encode([2, 1, id, 'GET', '/c/' + i, [], '127.0.0.1', null, true]);
       const record = { id, seq, subdomain: 'crashy', accountId: 'usr_a', tokenId: 't', clientAddress: '127.0.0.1', method: 'GET',
         path: '/c/' + i, status: 200, receivedAt: Date.now(), durationMs: 1, error: null, replayOf: null, requestBodySize: 0,
@@ -204,8 +206,8 @@ test('after a crash the ring head is recovered from the slots: nothing listed is
 
   const store = CaptureStore.open(dir);
   const listed = store.list('usr_a', 'crashy', { limit: 100, retentionMs: 60_000 })!;
-  assert.deepEqual(listed.map((entry) => entry.path), ['/c/4', '/c/3', '/c/2', '/c/1', '/c/0']);
+  assert.deepEqual(listed.map((entry) => entry.path), ['/c/7', '/c/6', '/c/4', '/c/3', '/c/2', '/c/1', '/c/0']);
   const ring = store.ring('usr_a', 'crashy', 100);
-  assert.equal(ring.next().seq, 5);
+  assert.equal(ring.next().seq, 8);
   await store.close();
 });
