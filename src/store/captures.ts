@@ -12,7 +12,8 @@ import { open, type Database, type RootDatabase } from 'lmdb';
 import { Packr, Unpackr } from 'msgpackr';
 import { decode, type OpenFrame, type ResponseFrame } from '../protocol/codec.js';
 
-export interface CaptureRecord {
+/** What every capture records besides its heads and bodies. */
+export interface CaptureFields {
   id: string;
   seq: number;
   subdomain: string;
@@ -22,21 +23,25 @@ export interface CaptureRecord {
   method: string;
   /** Path and query as received. */
   path: string;
-  requestHeaders: string[];
-  requestBody: Uint8Array | null;
-  requestBodySize: number;
-  requestTruncated: boolean;
   status: number;
-  responseHeaders: string[];
-  responseBody: Uint8Array | null;
-  responseBodySize: number;
-  responseTruncated: boolean;
   receivedAt: number;
   durationMs: number;
   /** The edge's own error code when the edge answered instead of the local server. */
   error: string | null;
   /** The id of the capture this one replayed, if it is a replay. */
   replayOf: string | null;
+  requestBodySize: number;
+  requestTruncated: boolean;
+  responseBodySize: number;
+  responseTruncated: boolean;
+}
+
+/** A capture as readers (the API, replay) see it. */
+export interface CaptureRecord extends CaptureFields {
+  requestHeaders: string[];
+  requestBody: Uint8Array | null;
+  responseHeaders: string[];
+  responseBody: Uint8Array | null;
 }
 
 export type CaptureDetail = CaptureRecord;
@@ -47,24 +52,7 @@ export type CaptureDetail = CaptureRecord;
  * (measured: ~8 µs per capture with the headers as strings, ~5 µs with frames). A body that travelled
  * inside its frame and was kept whole is not stored a second time.
  */
-export interface StoredCapture {
-  id: string;
-  seq: number;
-  subdomain: string;
-  accountId: string;
-  tokenId: string;
-  clientAddress: string;
-  method: string;
-  path: string;
-  status: number;
-  receivedAt: number;
-  durationMs: number;
-  error: string | null;
-  replayOf: string | null;
-  requestBodySize: number;
-  requestTruncated: boolean;
-  responseBodySize: number;
-  responseTruncated: boolean;
+export interface StoredCapture extends CaptureFields {
   /** The OPEN frame as sent, or null when the head is in `requestHeaders` instead. */
   open: Uint8Array | null;
   requestHeaders: string[] | null;
@@ -93,28 +81,13 @@ export function expandCapture(stored: StoredCapture): CaptureRecord {
     responseHeaders = response[3];
     responseBody ??= response[4];
   }
+  const { open: _open, response: _response, ...fields } = stored;
   return {
-    id: stored.id,
-    seq: stored.seq,
-    subdomain: stored.subdomain,
-    accountId: stored.accountId,
-    tokenId: stored.tokenId,
-    clientAddress: stored.clientAddress,
-    method: stored.method,
-    path: stored.path,
+    ...fields,
     requestHeaders,
     requestBody: requestBody === null ? null : Buffer.from(requestBody),
-    requestBodySize: stored.requestBodySize,
-    requestTruncated: stored.requestTruncated,
-    status: stored.status,
     responseHeaders,
     responseBody: responseBody === null ? null : Buffer.from(responseBody),
-    responseBodySize: stored.responseBodySize,
-    responseTruncated: stored.responseTruncated,
-    receivedAt: stored.receivedAt,
-    durationMs: stored.durationMs,
-    error: stored.error,
-    replayOf: stored.replayOf,
   };
 }
 
