@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { encode } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
-import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
+import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import { connectionNamed, HOP_BY_HOP, removeNamed } from '../protocol/headers.js';
 import { CaptureBuffer } from '../capture-buffer.js';
 import type { Exchange } from './exchange.js';
@@ -204,7 +204,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     if (this.closed) return;
     if (this.gather !== null) {
       const body = this.gathered === 0 ? null : this.gather.length === 1 ? this.gather[0]! : Buffer.concat(this.gather, this.gathered);
-      if (body === null || this.takeCredit(body.byteLength)) {
+      if (body === null || takeWholeCredit(body.byteLength, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
         this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.responseHeaders, body, true]));
         this.complete(null);
         return;
@@ -234,14 +234,6 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.responseHeaders, null, false]));
   }
 
-  private takeCredit(size: number): boolean {
-    const connection = this.host.connectionSend;
-    if (size > this.sendCredit.available || size > connection.available || size > this.host.settings.maxFrameBody) return false;
-    this.sendCredit.take(size);
-    connection.take(size);
-    return true;
-  }
-
   private sendBody(chunk: Buffer): void {
     if (chunk.byteLength === 0) return;
     this.queue.push(chunk);
@@ -255,16 +247,12 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     const connection = this.host.connectionSend;
     while (this.queue.length > 0) {
       const chunk = this.queue[0]!;
-      let size = chunk.byteLength > maxFrame ? maxFrame : chunk.byteLength;
-      if (size > this.sendCredit.available) size = this.sendCredit.available;
-      if (size > connection.available) size = connection.available;
+      const size = takeFrameCredit(chunk.byteLength, maxFrame, this.sendCredit, connection);
       if (size === 0) {
         if (connection.available === 0) this.host.blocked.add(this);
         if (this.controller !== null && !this.controller.paused) this.controller.pause();
         return;
       }
-      this.sendCredit.take(size);
-      connection.take(size);
       const last = this.endPending && this.queue.length === 1 && size === chunk.byteLength;
       this.host.send(encode([FrameType.DATA, this.id, size === chunk.byteLength ? chunk : chunk.subarray(0, size), last]));
       if (size === chunk.byteLength) this.queue.shift();

@@ -8,7 +8,7 @@
 import { ERROR_CODES, type ErrorCode } from '../errors.js';
 import { encode } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
-import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
+import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import type { RingHandle, StoredCapture } from '../store/captures.js';
 import { CaptureBuffer } from '../capture-buffer.js';
 import type { TunnelSession } from './session.js';
@@ -96,7 +96,7 @@ export abstract class EdgeHttpStream {
   sendOpen(body: Uint8Array | null, end: boolean): void {
     const size = body === null ? 0 : body.byteLength;
     let inline = body;
-    if (size > 0 && (size > this.session.deps.settings.maxFrameBody || !this.takeCredit(size))) inline = null;
+    if (size > 0 && !takeWholeCredit(size, this.session.deps.settings.maxFrameBody, this.sendCredit, this.session.connectionSend)) inline = null;
     const complete = end && (size === 0 || inline !== null);
     const frame = encode([FrameType.OPEN, this.id, this.requestId, this.head.method, this.head.path, this.head.headers, this.head.clientAddress, inline, complete]);
     this.openFrame = frame;
@@ -116,14 +116,6 @@ export abstract class EdgeHttpStream {
       this.queueBody(body!, end, 0);
       this.drain();
     }
-  }
-
-  /** Takes `size` bytes of both stream and connection credit, all or nothing. */
-  private takeCredit(size: number): boolean {
-    if (this.sendCredit.available < size || this.session.connectionSend.available < size) return false;
-    this.sendCredit.take(size);
-    this.session.connectionSend.take(size);
-    return true;
   }
 
   /** A chunk of the request body (a view the caller may not keep); `last` ends the body. */
@@ -149,13 +141,8 @@ export abstract class EdgeHttpStream {
       return 0;
     }
     while (offset < length) {
-      let size = length - offset;
-      if (size > maxFrame) size = maxFrame;
-      if (size > this.sendCredit.available) size = this.sendCredit.available;
-      if (size > connection.available) size = connection.available;
+      const size = takeFrameCredit(length - offset, maxFrame, this.sendCredit, connection);
       if (size === 0) break;
-      this.sendCredit.take(size);
-      connection.take(size);
       const end = last && offset + size === length;
       this.session.send(encode([FrameType.DATA, this.id, chunk.subarray(offset, offset + size), end]));
       offset += size;

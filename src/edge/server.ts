@@ -237,8 +237,10 @@ export class Edge {
     const lengthHeader = req.getHeader('content-length');
     const chunked = req.getHeader('transfer-encoding') !== '';
     const length = lengthHeader === '' ? 0 : Number(lengthHeader);
-    if (length > this.apiBodyLimit) {
+    const tooLarge = (): void =>
       writeApiResponse(res, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), isHead, true);
+    if (length > this.apiBodyLimit) {
+      tooLarge();
       return;
     }
     const exchange = { aborted: false };
@@ -256,9 +258,7 @@ export class Edge {
       received += chunk.byteLength;
       if (received > this.apiBodyLimit) {
         received = -1;
-        res.cork(() =>
-          writeApiResponse(res, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), isHead, true),
-        );
+        res.cork(tooLarge);
         exchange.aborted = true;
         return;
       }

@@ -69,3 +69,24 @@ export class ReceiveWindow {
     return grant;
   }
 }
+
+/**
+ * Takes the credit for a body's next frame: at most `wanted` bytes and `maxFrame`, within both the
+ * stream's and the connection's credit. Returns the bytes taken; 0 means wait for a WINDOW.
+ */
+export function takeFrameCredit(wanted: number, maxFrame: number, stream: SendCredit, connection: SendCredit): number {
+  let size = wanted < maxFrame ? wanted : maxFrame;
+  if (size > stream.available) size = stream.available;
+  if (size > connection.available) size = connection.available;
+  stream.take(size);
+  connection.take(size);
+  return size;
+}
+
+/** Takes exactly `size` bytes of both credits (a whole body in one frame), or nothing. */
+export function takeWholeCredit(size: number, maxFrame: number, stream: SendCredit, connection: SendCredit): boolean {
+  if (size > maxFrame || size > stream.available || size > connection.available) return false;
+  stream.take(size);
+  connection.take(size);
+  return true;
+}

@@ -5,7 +5,7 @@
  */
 import { encode, ProtocolError } from './codec.js';
 import { FrameType, type Settings } from './constants.js';
-import { ReceiveWindow, SendCredit } from './flow.js';
+import { ReceiveWindow, SendCredit, takeFrameCredit } from './flow.js';
 
 interface Outgoing {
   data: Uint8Array;
@@ -56,12 +56,8 @@ export class MessageRelay {
     while (this.queue.length > 0) {
       const message = this.queue[0]!;
       const left = message.data.byteLength - message.offset;
-      let size = left > maxFrame ? maxFrame : left;
-      if (size > this.sendCredit.available) size = this.sendCredit.available;
-      if (size > connection.available) size = connection.available;
+      const size = takeFrameCredit(left, maxFrame, this.sendCredit, connection);
       if (size === 0 && left > 0) return false;
-      this.sendCredit.take(size);
-      connection.take(size);
       const fin = size === left;
       send(encode([FrameType.WS_MESSAGE, this.streamId, message.data.subarray(message.offset, message.offset + size), message.binary, fin]));
       message.offset += size;

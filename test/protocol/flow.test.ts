@@ -384,3 +384,18 @@ describe('MessageRelay (WebSocket passthrough)', () => {
     );
   });
 });
+
+test('takeFrameCredit takes the smallest of wanted, maxFrame, stream and connection credit from both', async () => {
+  const { SendCredit, takeFrameCredit, takeWholeCredit } = await import('../../src/protocol/flow.js');
+  const stream = new SendCredit(100);
+  const connection = new SendCredit(60);
+  assert.equal(takeFrameCredit(500, 40, stream, connection), 40);
+  assert.equal(takeFrameCredit(500, 40, stream, connection), 20);
+  assert.equal(takeFrameCredit(500, 40, stream, connection), 0);
+  assert.deepEqual([stream.available, connection.available], [40, 0]);
+  connection.grant(100);
+  assert.equal(takeWholeCredit(41, 64, stream, connection), false);
+  assert.equal(takeWholeCredit(40, 39, stream, connection), false);
+  assert.equal(takeWholeCredit(40, 64, stream, connection), true);
+  assert.deepEqual([stream.available, connection.available], [0, 60]);
+});
