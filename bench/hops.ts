@@ -1,18 +1,20 @@
 /**
  * `npm run bench:hops`: what extra processes on the path cost on this machine, with nothing of Burrow in
- * them. The benchmark's target is probed directly, through one bare TCP relay process and through two
- * (bench/e2e/relay.ts), with the end-to-end benchmark's latency probe (one keep-alive connection,
- * hrtime per request, paths interleaved in blocks). A tunnel puts two processes (edge, client) on the
- * path; the two-relay row is the floor any two-hop design in Node pays here before it parses, frames,
- * forwards or captures anything.
+ * them. The benchmark's target is measured directly, through one bare TCP relay process and through two
+ * (bench/e2e/relay.ts): latency with the end-to-end benchmark's probe (one keep-alive connection, hrtime
+ * per request, paths interleaved in blocks), then throughput with autocannon (1 KiB POST, 100
+ * connections, paths interleaved over rounds). A tunnel puts two processes (edge, client) on the path;
+ * the two-relay rows are what any two-hop design in Node pays here before it parses, frames, forwards or
+ * captures anything.
  *
- *   node dist/bench/hops.js [--requests N] [--block N] [--warmup N]
+ *   node dist/bench/hops.js [--requests N] [--block N] [--warmup N] [--duration SEC] [--rounds N]
  */
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { Method, Target } from './e2e/load.js';
+import { runLoad, type Method, type Target } from './e2e/load.js';
 import { probe } from './e2e/probe.js';
 import { Children } from './e2e/processes.js';
+import { median } from './e2e/stats.js';
 import { formatNumber, textTable } from './e2e/table.js';
 
 const TARGET_SCRIPT = fileURLToPath(new URL('./e2e/target.js', import.meta.url));
@@ -27,13 +29,25 @@ function count(value: string | undefined, name: string, fallback: number): numbe
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { requests: { type: 'string' }, block: { type: 'string' }, warmup: { type: 'string' }, help: { type: 'boolean' } },
+    options: {
+      requests: { type: 'string' },
+      block: { type: 'string' },
+      warmup: { type: 'string' },
+      duration: { type: 'string' },
+      rounds: { type: 'string' },
+      help: { type: 'boolean' },
+    },
   });
   if (values.help === true) {
-    process.stdout.write('usage: node dist/bench/hops.js [--requests N (default 10000)] [--block N (default 100)] [--warmup N (default 2000)]\n');
+    process.stdout.write(
+      'usage: node dist/bench/hops.js [--requests N (default 10000)] [--block N (default 100)] [--warmup N (default 2000)]\n' +
+        '                               [--duration SEC per autocannon run (default 5)] [--rounds N (default 3)]\n',
+    );
     return;
   }
   const plan = { requests: count(values.requests, 'requests', 10_000), block: count(values.block, 'block', 100), warmup: count(values.warmup, 'warmup', 2_000) };
+  const durationS = count(values.duration, 'duration', 5);
+  const rounds = count(values.rounds, 'rounds', 3);
   const children = new Children();
   try {
     const target = children.spawn({ name: 'target', command: process.execPath, args: [TARGET_SCRIPT], stdinPipe: true });
@@ -65,7 +79,25 @@ async function main(): Promise<void> {
         ]);
       }
     }
-    process.stdout.write(`${textTable(['Method', 'Path', 'Samples', 'p50 µs', 'p99 µs', 'p99.9 µs', '+p50 µs', 'Errors'], rows)}\n`);
+    process.stdout.write(`${textTable(['Method', 'Path', 'Samples', 'p50 µs', 'p99 µs', 'p99.9 µs', '+p50 µs', 'Errors'], rows)}\n\n`);
+
+    process.stdout.write(`autocannon, 1 KiB POST, 100 connections, ${durationS} s per run, ${rounds} round(s) of every path\n\n`);
+    const rates = new Map<string, number[]>([...paths.keys()].map((name) => [name, []]));
+    const bad = new Map<string, number>([...paths.keys()].map((name) => [name, 0]));
+    await runLoad(paths.get('two relays')!, 'POST', 100, 1); // warm every process on the longest path
+    for (let round = 0; round < rounds; round++) {
+      for (const [name, target] of paths) {
+        const load = await runLoad(target, 'POST', 100, durationS);
+        rates.get(name)!.push(load.reqPerSec);
+        bad.set(name, bad.get(name)! + load.errors + load.timeouts + load.non2xx + load.mismatches);
+      }
+    }
+    const directRate = median(rates.get('direct')!);
+    const loadRows = [...rates].map(([name, list]) => {
+      const rate = median(list);
+      return [name, list.length, formatNumber(rate), name === 'direct' ? '' : formatNumber(rate / directRate, 3), bad.get(name)!];
+    });
+    process.stdout.write(`${textTable(['Path', 'Runs', 'Median req/s', 'Ratio', 'Bad'], loadRows)}\n`);
   } finally {
     await children.stopAll();
   }
