@@ -41,7 +41,8 @@ Options:
   --duration SEC        seconds per autocannon run (default 5; --quick: 1)
   --warmup SEC          seconds of warm-up per path and method before measuring (default 2; --quick: 0.5)
   --repeat N            rounds of the headline scenario (1 KiB POST @100 connections); medians reported
-                        (default 3; --quick: 1)
+                        (default 5, so a comparison of two configurations rests on five runs each;
+                        --quick: 1)
   --repeat-all          repeat every scenario, not only the headline
   --connections LIST    comma-separated connection counts (default 1,10,100; --quick: 1,100)
   --methods LIST        GET,POST (default both)
@@ -121,7 +122,7 @@ function parseOptions(argv: string[]): Options | null {
   return {
     durationS: number(values.duration, 'duration', quick ? 1 : 5, 0.2, 600),
     warmupS: number(values.warmup, 'warmup', quick ? 0.5 : 2, 0, 60),
-    repeat: Math.round(number(values.repeat, 'repeat', quick ? 1 : 3, 1, 50)),
+    repeat: Math.round(number(values.repeat, 'repeat', quick ? 1 : 5, 1, 50)),
     repeatAll: values['repeat-all'] === true,
     connections: [...new Set(connections.map(Math.round))].sort((a, b) => a - b),
     methods: [...new Set(methods)] as Method[],
