@@ -219,12 +219,15 @@ function mergeHistory(existing, row, file, note) {
   const own = lines.findIndex((line) => line.startsWith('|') && line.includes(`| ${name} |`));
   if (own !== -1) lines[own] = note === undefined ? keepNote(row, lines[own]) : row;
   else {
-    let last = -1;
-    lines.forEach((line, i) => {
-      if (line.startsWith('|')) last = i;
-    });
-    if (last === -1) lines = [...lines, '', ...HISTORY_HEADER, row];
-    else lines.splice(last + 1, 0, row);
+    // The new row goes at the end of the first table (the run history); tables in the notes below it
+    // (the tuning log may hold some) are left alone.
+    const first = lines.findIndex((line) => line.startsWith('|'));
+    if (first === -1) lines = [...lines, '', ...HISTORY_HEADER, row];
+    else {
+      let last = first;
+      while (last + 1 < lines.length && lines[last + 1].startsWith('|')) last++;
+      lines.splice(last + 1, 0, row);
+    }
   }
   return lines.join('\n');
 }
