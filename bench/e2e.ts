@@ -21,7 +21,7 @@ import { POST_SIZE } from './e2e/payloads.js';
 import { probe } from './e2e/probe.js';
 import { Children, type ExitInfo } from './e2e/processes.js';
 import type { ClientLogCounts, ProbeRecord, RunRecord, TunnelInfo, WarmupRecord } from './e2e/records.js';
-import { Sampler, type ProcStats } from './e2e/sampler.js';
+import { Sampler, type ProcStats, type WindowStats } from './e2e/sampler.js';
 import { summarize, type Summary } from './e2e/summary.js';
 import { round } from './e2e/stats.js';
 import { formatNumber, textTable } from './e2e/table.js';
@@ -48,9 +48,10 @@ Options:
   --methods LIST        GET,POST (default both)
   --probe N             latency-probe requests per path and method in each round (default 5000; --quick: 1000)
   --pause MS            pause between runs (default 300)
-  --max-other-cpu PCT   a direct/tunnel pair (or a probe) during which processes outside the benchmark used
-                        more than PCT % of a core is discarded and run again, after waiting for the machine
-                        to be quiet (default 25; 0 turns this off)
+  --max-other-cpu PCT   a direct/tunnel pair (or a probe) during which processes outside the benchmark, or
+                        the hypervisor's other guests (steal), took more than PCT % of a core is discarded
+                        and run again, after waiting for the machine to be quiet (default 25; 0 turns this
+                        off). Interrupt work (the benchmark's own loopback traffic) does not count.
   --retries N           how often one pair or probe is run again for that reason (default 2)
   --quick               a smoke run: shorter, fewer scenarios
   --burrow DIR          the Burrow checkout whose bin/burrow.js runs (default: this one); it must be built
@@ -319,17 +320,14 @@ async function measure(
   const load = await runLoad(target, method, connections, options.durationS);
   const seconds = Number(process.hrtime.bigint() - wall) / 1e9;
   const used = process.cpuUsage(cpu);
-  const { procs: all, systemCpuPct } = window.end();
+  const stats = window.end();
+  const all = stats.procs;
   const procs: Record<string, ProcStats> = { target: all.target! };
   if (config !== null) {
     procs.edge = all[config.edge]!;
     procs.client = all[config.client]!;
   }
   const runnerCpuPct = ((used.user + used.system) / 1e6 / seconds) * 100;
-  // What the rest of the machine used meanwhile: every process we started (idle ones too) and the runner
-  // taken away from the machine's total. Other work on a shared machine shows up here.
-  const ours = Object.values(all).reduce((total, stats) => total + (stats.cpuPct ?? 0), runnerCpuPct);
-  const otherCpuPct = systemCpuPct === null ? null : Math.max(0, systemCpuPct - ours);
   const record: RunRecord = {
     seq: ++runCounter,
     round,
@@ -344,8 +342,7 @@ async function measure(
     load,
     procs,
     runnerCpuPct,
-    systemCpuPct,
-    otherCpuPct,
+    ...disturbance(stats, runnerCpuPct),
     clientLog: null,
     discarded: null,
   };
@@ -373,46 +370,69 @@ function printRun(record: RunRecord, config: TunnelConfig | null): void {
       `${formatNumber(l.reqPerSec).padStart(7)} req/s  p50 ${l.latencyMs.p50} ms  p99 ${l.latencyMs.p99} ms` +
       (edge === undefined ? '' : `  edge ${formatNumber(edge.peakRssMiB)} MiB ${formatNumber(edge.cpuPct)}%`) +
       (record.otherCpuPct !== null && record.otherCpuPct > 20 ? `  !! other processes used ${formatNumber(record.otherCpuPct)}% CPU` : '') +
+      (record.stealCpuPct !== null && record.stealCpuPct > 20 ? `  !! the hypervisor took ${formatNumber(record.stealCpuPct)}% CPU (steal)` : '') +
       (bad > 0 ? `  !! errors ${l.errors} timeouts ${l.timeouts} non2xx ${l.non2xx} mismatches ${l.mismatches}` : '') +
       (record.clientLog !== null && record.clientLog.failed > 0 ? `  !! client logged ${record.clientLog.failed} failed exchanges, e.g. ${record.clientLog.sample[0]}` : ''),
   );
 }
 
-/**
- * CPU that processes outside the benchmark use right now, percent of one core, measured over `ms` while the
- * benchmark's own processes are idle. Null off Linux.
- */
-async function foreignCpu(ms: number): Promise<number | null> {
+/** What else used the machine during a window, percent of one core (nulls off Linux). */
+interface Disturbance {
+  /** The whole machine's process CPU (interrupt work and steal excluded). */
+  systemCpuPct: number | null;
+  /** Processes outside the benchmark: the machine's process CPU minus every process of ours and the runner. */
+  otherCpuPct: number | null;
+  /** What the hypervisor gave to other guests (steal): this machine's cores were not all ours. */
+  stealCpuPct: number | null;
+  /** irq + softirq: mostly the benchmark's own loopback traffic, which the kernel charges to no process. */
+  interruptCpuPct: number | null;
+}
+
+/** The disturbance over a sampler window, given the runner's own CPU over it (percent of one core). */
+function disturbance(stats: WindowStats, runnerCpuPct: number): Disturbance {
+  // Every process we started (idle ones too) and the runner, taken away from what all processes used.
+  const ours = Object.values(stats.procs).reduce((total, proc) => total + (proc.cpuPct ?? 0), runnerCpuPct);
+  return {
+    systemCpuPct: stats.systemCpuPct,
+    otherCpuPct: stats.systemCpuPct === null ? null : Math.max(0, stats.systemCpuPct - ours),
+    stealCpuPct: stats.stealCpuPct,
+    interruptCpuPct: stats.interruptCpuPct,
+  };
+}
+
+/** What disturbs the machine right now, measured over `ms` while the benchmark's own processes are idle. */
+async function currentDisturbance(ms: number): Promise<Disturbance> {
   const window = sampler.window();
   const cpu = process.cpuUsage();
   const started = process.hrtime.bigint();
   await sleep(ms);
   const used = process.cpuUsage(cpu);
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const { procs, systemCpuPct } = window.end();
-  if (systemCpuPct === null) return null;
-  const ours = Object.values(procs).reduce((total, stats) => total + (stats.cpuPct ?? 0), ((used.user + used.system) / 1e6 / seconds) * 100);
-  return Math.max(0, systemCpuPct - ours);
+  return disturbance(window.end(), ((used.user + used.system) / 1e6 / seconds) * 100);
 }
 
-/** Waits (at most `maxMs`) until processes outside the benchmark use less than the threshold. */
+/** Why windows were spoiled by foreign load (other processes or steal over the threshold), or null. */
+function spoiled(options: Options, ...windows: Disturbance[]): string | null {
+  if (options.maxOtherCpuPct <= 0) return null;
+  const other = Math.max(...windows.map((window) => window.otherCpuPct ?? 0));
+  const steal = Math.max(...windows.map((window) => window.stealCpuPct ?? 0));
+  if (other > options.maxOtherCpuPct) return `other processes used ${formatNumber(other)}% CPU (over ${options.maxOtherCpuPct}%)`;
+  if (steal > options.maxOtherCpuPct) return `the hypervisor took ${formatNumber(steal)}% CPU for other guests (steal, over ${options.maxOtherCpuPct}%)`;
+  return null;
+}
+
+/** Waits (at most `maxMs`) until neither other processes nor steal take more than the threshold. */
 async function waitQuiet(options: Options, maxMs = 10_000, windowMs = 500): Promise<void> {
   if (options.maxOtherCpuPct <= 0) return;
   const deadline = Date.now() + maxMs;
-  let other: number | null = null;
+  let reason: string | null = null;
   while (Date.now() < deadline) {
     checkAbort();
-    other = await foreignCpu(windowMs);
-    if (other === null || other <= options.maxOtherCpuPct) return;
+    reason = spoiled(options, await currentDisturbance(windowMs));
+    if (reason === null) return;
   }
-  log(`  (the machine did not get quiet within ${maxMs / 1000} s: other processes use ${formatNumber(other)}% CPU; going on)`);
+  log(`  (the machine did not get quiet within ${maxMs / 1000} s: ${reason}; going on)`);
 }
-
-const tooBusy = (options: Options, ...values: Array<number | null>): number | null => {
-  if (options.maxOtherCpuPct <= 0) return null;
-  const worst = Math.max(...values.map((value) => value ?? 0));
-  return worst > options.maxOtherCpuPct ? worst : null;
-};
 
 /** A direct run and then a tunnel run of the same scenario; run again when foreign load spoiled either. */
 async function measurePair(setup: Setup, options: Options, round: number, method: Method, connections: number, config: TunnelConfig): Promise<void> {
@@ -420,13 +440,12 @@ async function measurePair(setup: Setup, options: Options, round: number, method
   for (let attempt = 0; ; attempt++) {
     const direct = await measure(setup, options, round, method, connections, null, null);
     const tunnel = await measure(setup, options, round, method, connections, config, direct.seq);
-    const busy = tooBusy(options, direct.otherCpuPct, tunnel.otherCpuPct);
-    if (busy === null || attempt >= options.retries) {
+    const reason = spoiled(options, direct, tunnel);
+    if (reason === null || attempt >= options.retries) {
       runs.push(direct, tunnel);
-      if (busy !== null) log(`  (kept #${direct.seq}/#${tunnel.seq} although other processes used ${formatNumber(busy)}% CPU: out of retries)`);
+      if (reason !== null) log(`  (kept #${direct.seq}/#${tunnel.seq} although ${reason}: out of retries)`);
       return;
     }
-    const reason = `other processes used ${formatNumber(busy)}% CPU (over ${options.maxOtherCpuPct}%)`;
     direct.discarded = reason;
     tunnel.discarded = reason;
     discarded.push(direct, tunnel);
@@ -467,21 +486,19 @@ async function runProbe(setup: Setup, options: Options, round: number): Promise<
       const results = await probe(paths, method, { requests: options.probeRequests, warmup: Math.min(500, options.probeRequests), block: 100 }, () => aborting !== null);
       const used = process.cpuUsage(cpu);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const { procs, systemCpuPct } = window.end();
-      const ours = Object.values(procs).reduce((total, stats) => total + (stats.cpuPct ?? 0), ((used.user + used.system) / 1e6 / seconds) * 100);
-      const otherCpuPct = systemCpuPct === null ? null : Math.max(0, systemCpuPct - ours);
-      const busy = tooBusy(options, otherCpuPct);
+      const during = disturbance(window.end(), ((used.user + used.system) / 1e6 / seconds) * 100);
+      const reason = spoiled(options, during);
       const direct = results.get('direct');
       log(
         `  probe ${method} @1 (${options.probeRequests} sequential requests per path): ` +
           [...results]
             .map(([path, r]) => `${path} p50 ${formatNumber(r.p50)} µs p99 ${formatNumber(r.p99)} µs${path !== 'direct' && direct !== undefined ? ` (+${formatNumber(r.p50 - direct.p50)})` : ''}${r.errors > 0 ? ` !! ${r.errors} errors` : ''}`)
             .join('; ') +
-          (busy === null ? '' : `  !! other processes used ${formatNumber(busy)}% CPU`),
+          (reason === null ? '' : `  !! ${reason}`),
       );
-      const keep = busy === null || attempt >= options.retries;
+      const keep = reason === null || attempt >= options.retries;
       for (const [path, result] of results) {
-        (keep ? probes : discardedProbes).push({ round, method, path, result, otherCpuPct, discarded: keep ? null : `other processes used ${formatNumber(busy!)}% CPU` });
+        (keep ? probes : discardedProbes).push({ round, method, path, result, otherCpuPct: during.otherCpuPct, stealCpuPct: during.stealCpuPct, discarded: keep ? null : reason });
       }
       if (keep) break;
       log('  discarded that probe; waiting for a quiet machine and probing again');

@@ -264,8 +264,9 @@ function render(results, file, checks, history) {
   );
   const dropped = results.discarded?.length ?? 0;
   const droppedProbes = new Set((results.discardedProbes ?? []).map((p) => `${p.round} ${p.method}`)).size;
+  const stealGuarded = results.runs.some((r) => r.stealCpuPct !== undefined);
   if (o.maxOtherCpuPct !== undefined) out.push(
-    `- Shared-machine guard: a direct/tunnel pair or probe during which processes outside the benchmark used more than ${o.maxOtherCpuPct ?? '–'}% of a core ` +
+    `- Shared-machine guard: a direct/tunnel pair or probe during which processes outside the benchmark${stealGuarded ? ' or the hypervisor (steal)' : ''} used more than ${o.maxOtherCpuPct ?? '–'}% of a core ` +
       `was run again (up to ${o.retries ?? '–'} times); this run discarded ${dropped / 2} pair(s) and ${droppedProbes} probe(s) for that reason.`,
   );
   if (results.error) out.push(`- **The run failed:** ${results.error.split('\n')[0]}`);
@@ -331,11 +332,17 @@ function render(results, file, checks, history) {
 
   out.push('## Every run');
   out.push('');
-  out.push('In the order they ran. RSS is the peak sampled during the run (every 200 ms from /proc), CPU the mean over it; "ac" is the runner (autocannon); "other" is what the rest of the machine used meanwhile (the whole machine from /proc/stat minus every process of the benchmark), high values mean the run shared the cores with foreign work.');
+  const hasSteal = results.runs.some((r) => r.stealCpuPct !== undefined);
+  out.push(
+    'In the order they ran. RSS is the peak sampled during the run (every 200 ms from /proc), CPU the mean over it; "ac" is the runner (autocannon); "other" is what the rest of the machine\'s processes used meanwhile (all process CPU from /proc/stat minus every process of the benchmark); high values mean the run shared the cores with foreign work.' +
+      (hasSteal
+        ? ' "Steal" is CPU time the hypervisor gave other guests while this one wanted it; "irq" is interrupt work (irq + softirq), mostly the benchmark\'s own loopback traffic, which the kernel charges to no process.'
+        : ' (This results file predates the split: its "other" also counts steal and interrupt work, including the benchmark\'s own loopback traffic.)'),
+  );
   out.push('');
   out.push(
     table(
-      ['#', 'Round', 'Scenario', 'Path', 'req/s', 'p50 ms', 'p99 ms', 'Err', 'T/O', 'Non-2xx', 'Edge MiB', 'Edge CPU %', 'Client MiB', 'Client CPU %', 'Target CPU %', 'ac CPU %', 'Other CPU %'],
+      ['#', 'Round', 'Scenario', 'Path', 'req/s', 'p50 ms', 'p99 ms', 'Err', 'T/O', 'Non-2xx', 'Edge MiB', 'Edge CPU %', 'Client MiB', 'Client CPU %', 'Target CPU %', 'ac CPU %', 'Other CPU %', ...(hasSteal ? ['Steal %', 'irq %'] : [])],
       results.runs.map((r) => [
         r.seq,
         r.round,
@@ -354,6 +361,7 @@ function render(results, file, checks, history) {
         num(r.procs.target?.cpuPct),
         num(r.runnerCpuPct),
         num(r.otherCpuPct),
+        ...(hasSteal ? [num(r.stealCpuPct), num(r.interruptCpuPct)] : []),
       ]),
       ['r', 'r', 'l', 'l'],
     ),
@@ -388,6 +396,8 @@ function render(results, file, checks, history) {
   const busyLimit = results.options.maxOtherCpuPct > 0 ? results.options.maxOtherCpuPct : 25;
   const noisy = results.runs.filter((r) => (r.otherCpuPct ?? 0) > busyLimit);
   if (noisy.length > 0) problems.push(`- Other processes used more than ${busyLimit}% of a core during ${noisy.length} of ${results.runs.length} runs (${noisy.slice(0, 12).map((r) => `#${r.seq} ${num(r.otherCpuPct)}%`).join(', ')}${noisy.length > 12 ? ', …' : ''}), kept after ${results.options.retries ?? 0} reruns: those numbers are less trustworthy.`);
+  const stolen = results.runs.filter((r) => (r.stealCpuPct ?? 0) > busyLimit);
+  if (stolen.length > 0) problems.push(`- The hypervisor took more than ${busyLimit}% of a core for other guests (steal) during ${stolen.length} of ${results.runs.length} runs (${stolen.slice(0, 12).map((r) => `#${r.seq} ${num(r.stealCpuPct)}%`).join(', ')}${stolen.length > 12 ? ', …' : ''}), kept after ${results.options.retries ?? 0} reruns: those numbers are less trustworthy.`);
   for (const entry of results.otherClientLog ?? []) {
     if (entry.failed > 0) problems.push(`- ${entry.client} logged ${entry.failed} failed exchanges during ${entry.phase}, e.g. \`${entry.sample[0]}\``);
   }

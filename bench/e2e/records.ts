@@ -38,9 +38,16 @@ export interface RunRecord {
   load: LoadResult;
   procs: Record<string, ProcStats>;
   runnerCpuPct: number;
-  /** The whole machine's CPU over the run, and the part of it no process of this benchmark used. */
+  /**
+   * Over the run, percent of one core: what all processes on the machine used, the part of it no process
+   * of this benchmark used, what the hypervisor gave other guests (steal), and interrupt work (mostly the
+   * benchmark's own loopback traffic). Files written before steal was split out lack the last two, and
+   * their "other" included both.
+   */
   systemCpuPct: number | null;
   otherCpuPct: number | null;
+  stealCpuPct: number | null;
+  interruptCpuPct: number | null;
   /** What the client logged for this run (read after the pause, so the run's own end is included). */
   clientLog: ClientLogCounts | null;
   /** Why this run was thrown away and run again (foreign CPU load), or null for a run that counts. */
@@ -59,7 +66,8 @@ export interface ProbeRecord {
   method: Method;
   path: string;
   result: ProbeResult;
-  /** CPU other processes used while the probe ran, percent of one core. */
+  /** CPU other processes used while the probe ran, and steal, percent of one core. */
   otherCpuPct: number | null;
+  stealCpuPct: number | null;
   discarded: string | null;
 }

@@ -50,14 +50,18 @@ export function readProc(pid: number): ProcSample | null {
   }
 }
 
-/** Busy and total clock ticks of the whole machine, from the first line of /proc/stat. */
-export function readSystem(): { busy: number; total: number } | null {
+/**
+ * Clock ticks of the whole machine, from the first line of /proc/stat: what processes ran (user, nice,
+ * system), interrupt work (irq, softirq: on this benchmark mostly its own loopback traffic, which the
+ * kernel does not charge to any process), what the hypervisor gave other guests (steal), and the total.
+ */
+export function readSystem(): { tasks: number; interrupts: number; steal: number; total: number } | null {
   try {
     const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
     const ticks = line.trim().split(/\s+/).slice(1).map(Number);
+    const at = (index: number): number => ticks[index] ?? 0;
     const total = ticks.slice(0, 8).reduce((sum, value) => sum + value, 0);
-    const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0);
-    return { busy: total - idle, total };
+    return { tasks: at(0) + at(1) + at(2), interrupts: at(5) + at(6), steal: at(7), total };
   } catch {
     return null;
   }
@@ -65,8 +69,15 @@ export function readSystem(): { busy: number; total: number } | null {
 
 export interface WindowStats {
   procs: Record<string, ProcStats>;
-  /** CPU the whole machine used over the window, percent of one core (up to 100 x cores); null off Linux. */
+  /**
+   * What the whole machine's processes used over the window, percent of one core (up to 100 x cores);
+   * null off Linux. Interrupt work and steal are not in it.
+   */
   systemCpuPct: number | null;
+  /** irq + softirq over the window, percent of one core. */
+  interruptCpuPct: number | null;
+  /** CPU time the hypervisor gave to other guests while this one wanted it, percent of one core. */
+  stealCpuPct: number | null;
 }
 
 interface Tracked {
@@ -149,12 +160,16 @@ export class Sampler {
             cpuPct: seconds > 0 ? ((end.ticks - start.ticks) / this.hz / seconds) * 100 : null,
           };
         }
-        const cores = availableParallelism();
-        const systemCpuPct =
-          system === null || systemEnd === null || systemEnd.total <= system.total
-            ? null
-            : ((systemEnd.busy - system.busy) / (systemEnd.total - system.total)) * cores * 100;
-        return { procs: stats, systemCpuPct };
+        if (system === null || systemEnd === null || systemEnd.total <= system.total) {
+          return { procs: stats, systemCpuPct: null, interruptCpuPct: null, stealCpuPct: null };
+        }
+        const share = (start: number, end: number): number => ((end - start) / (systemEnd.total - system.total)) * availableParallelism() * 100;
+        return {
+          procs: stats,
+          systemCpuPct: share(system.tasks, systemEnd.tasks),
+          interruptCpuPct: share(system.interrupts, systemEnd.interrupts),
+          stealCpuPct: share(system.steal, systemEnd.steal),
+        };
       },
     };
   }
