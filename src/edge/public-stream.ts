@@ -45,7 +45,6 @@ export class PublicHttpStream extends EdgeHttpStream {
   /** Chunked-mode bytes uWS buffered under backpressure: their credit waits for onWritable. */
   private unacknowledged = 0;
   private waitingWritable = false;
-  private readonly writableHandler = (): boolean => this.onWritable();
 
   constructor(
     id: number,
@@ -227,7 +226,8 @@ export class PublicHttpStream extends EdgeHttpStream {
   private awaitWritable(): void {
     if (this.waitingWritable) return;
     this.waitingWritable = true;
-    this.res.onWritable(this.writableHandler);
+    // Made only when the public client is slow, not for every response.
+    this.res.onWritable(() => this.onWritable());
   }
 
   /** uWS: the socket drained (its own callback, so it is corked). */
