@@ -245,9 +245,10 @@ export class CaptureStore {
   static open(dir: string, options: { fsync?: boolean } = {}): CaptureStore {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     // Without fsync, a commit writes its pages through the shared mapping (useWritemap) instead of with a
-    // pwrite per page (about six per commit): 10 → 3-4 µs per commit back-to-back and 29 → 11-19 µs for a
-    // lone one (bench/RESULTS.md, tuning log). The pages land in the page cache either way, so a kill -9
-    // of the edge still loses nothing committed. With fsync per commit, LMDB would msync the map instead.
+    // pwrite per page (about six per commit): a turn of one capture 15.7 → 6.8 µs in
+    // bench/store/capture.bench.ts. The pages land in the page cache either way, so a kill -9 of the edge
+    // still loses nothing committed. LMDB wants every opener of an environment to agree on this flag: only
+    // the edge opens the capture environment, one edge per data directory.
     const noSync = options.fsync !== true;
     const root = open({ path: dir, maxDbs: 8, compression: false, noSync, useWritemap: noSync });
     root.readerCheck();
