@@ -18,6 +18,7 @@ import { parseArgs } from 'node:util';
 import { runLoad, stopCurrentLoad, type Method, type Target } from './e2e/load.js';
 import { machineInfo, sourceInfo } from './e2e/machine.js';
 import { POST_SIZE } from './e2e/payloads.js';
+import { hopsTables, measureHops, type HopsResult } from './e2e/hops.js';
 import { probe } from './e2e/probe.js';
 import { Children, type ExitInfo } from './e2e/processes.js';
 import type { ClientLogCounts, ProbeRecord, RunRecord, TunnelInfo, WarmupRecord } from './e2e/records.js';
@@ -53,6 +54,8 @@ Options:
                         and run again, after waiting for the machine to be quiet (default 25; 0 turns this
                         off). Interrupt work (the benchmark's own loopback traffic) does not count.
   --retries N           how often one pair or probe is run again for that reason (default 2)
+  --no-hops             skip the last phase: the target through one and two bare Node relays (the floor of
+                        any two-process path here; see bench/e2e/hops.ts)
   --quick               a smoke run: shorter, fewer scenarios
   --burrow DIR          the Burrow checkout whose bin/burrow.js runs (default: this one); it must be built
   --out DIR             where the results JSON goes (default bench/out)
@@ -73,6 +76,7 @@ interface Options {
   maxOtherCpuPct: number;
   retries: number;
   quick: boolean;
+  hops: boolean;
   burrowDir: string;
   outDir: string;
   keep: boolean;
@@ -93,6 +97,7 @@ function parseOptions(argv: string[]): Options | null {
       'max-other-cpu': { type: 'string' },
       retries: { type: 'string' },
       quick: { type: 'boolean' },
+      'no-hops': { type: 'boolean' },
       burrow: { type: 'string' },
       out: { type: 'string' },
       keep: { type: 'boolean' },
@@ -132,6 +137,7 @@ function parseOptions(argv: string[]): Options | null {
     maxOtherCpuPct: number(values['max-other-cpu'], 'max-other-cpu', 25, 0, 10_000),
     retries: Math.round(number(values.retries, 'retries', 2, 0, 20)),
     quick,
+    hops: values['no-hops'] !== true,
     burrowDir: resolve(values.burrow ?? ROOT),
     outDir: resolve(values.out ?? join(ROOT, 'bench', 'out')),
     keep: values.keep === true,
@@ -597,6 +603,20 @@ function printSummary(summary: Summary): void {
   log(textTable(['process', 'peak RSS MiB', 'VmHWM MiB'], Object.entries(peaks).map(([name, p]) => [name, formatNumber(p.peakRssMiB, 1), formatNumber(p.hwmMiB, 1)])));
 }
 
+/**
+ * The last phase: the same target through one and two bare Node relays, probed and loaded like the tunnel,
+ * so the results show in the same run what two processes on the path cost before any work of their own.
+ */
+async function runHops(setup: Setup, options: Options): Promise<HopsResult> {
+  const requests = Math.max(100, options.probeRequests);
+  const plan = { requests, warmup: Math.min(500, requests), block: 100, durationS: options.durationS, rounds: Math.min(3, options.repeat), connections: 100 };
+  log(`\nfloor: the target directly and through one and two bare Node relays (${plan.requests} probe requests per path and method, then ${plan.rounds} round(s) of ${plan.durationS} s 1 KiB POST @${plan.connections})`);
+  await waitQuiet(options);
+  const result = await measureHops(children, setup.targetPort, plan, () => aborting !== null);
+  log(hopsTables(result));
+  return result;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 
 async function main(): Promise<number> {
@@ -635,10 +655,12 @@ async function main(): Promise<number> {
   const temp = mkdtempSync(join(tmpdir(), 'burrow-bench-'));
   let setup: Setup | null = null;
   let failure: Error | null = null;
+  let hops: HopsResult | null = null;
   try {
     setup = await setUp(options, temp);
     await warmUp(setup, options);
     await runAll(setup, options);
+    if (options.hops && aborting === null) hops = await runHops(setup, options);
   } catch (error) {
     failure = error as Error;
     process.stderr.write(`bench: ${failure.stack ?? failure.message}\n`);
@@ -690,6 +712,7 @@ async function main(): Promise<number> {
     probes,
     discarded,
     discardedProbes,
+    hops,
     processes,
     series,
   };

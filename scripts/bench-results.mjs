@@ -330,6 +330,39 @@ function render(results, file, checks, history) {
     out.push('');
   }
 
+  if (results.hops) {
+    const h = results.hops;
+    const hopPaths = ['direct', 'one relay', 'two relays'];
+    out.push('## The floor: bare Node relays (same run)');
+    out.push('');
+    out.push(
+      'The same target measured directly and through one and two bare Node TCP relay processes (`bench/e2e/relay.ts`: ' +
+        '`net.Socket.pipe` both ways, no HTTP, no framing, nothing of Burrow), after the runs above. A tunnel puts two ' +
+        'processes (edge, client) on the path: the two-relay rows are what those cost here before doing any work of their own. ' +
+        `Probe: ${num(h.plan.requests)} requests per path and method, interleaved in blocks of ${h.plan.block}; load: ` +
+        `${h.plan.rounds} round(s) of ${h.plan.durationS} s, 1 KiB POST @${h.plan.connections}, medians. No shared-machine guard in this phase.`,
+    );
+    out.push('');
+    const rows = [];
+    for (const path of hopPaths) {
+      const get = h.probe.GET?.[path];
+      const post = h.probe.POST?.[path];
+      const ratio = h.ratio[path];
+      rows.push([
+        path,
+        get ? `${num(get.p50)} / ${num(get.p99)}` : '–',
+        get && path !== 'direct' && h.probe.GET?.direct ? signed(get.p50 - h.probe.GET.direct.p50) : '',
+        post ? `${num(post.p50)} / ${num(post.p99)}` : '–',
+        post && path !== 'direct' && h.probe.POST?.direct ? signed(post.p50 - h.probe.POST.direct.p50) : '',
+        num(h.medianReqPerSec[path]),
+        ratio === null ? '' : `**${num(ratio, 3)}**`,
+        h.bad[path],
+      ]);
+    }
+    out.push(table(['Path', 'GET p50 / p99 µs', '+p50', 'POST 1 KiB p50 / p99 µs', '+p50', 'POST 1 KiB @100 req/s', 'of direct', 'Bad'], rows, ['l']));
+    out.push('');
+  }
+
   out.push('## Every run');
   out.push('');
   const hasSteal = results.runs.some((r) => r.stealCpuPct !== undefined);
