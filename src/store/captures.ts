@@ -250,7 +250,7 @@ export class CaptureStore {
     // still loses nothing committed. LMDB wants every opener of an environment to agree on this flag: only
     // the edge opens the capture environment, one edge per data directory.
     const noSync = options.fsync !== true;
-    const root = open({ path: dir, maxDbs: 8, compression: false, noSync, useWritemap: noSync });
+    const root = open({ path: dir, noSubdir: false, maxDbs: 8, compression: false, noSync, useWritemap: noSync });
     root.readerCheck();
     return new CaptureStore(root);
   }

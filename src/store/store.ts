@@ -103,7 +103,9 @@ export class Store {
   /** Opens (creating when needed) the environment in `dir` and clears stale readers of dead processes. */
   static open(dir: string, options: StoreOptions = {}): Store {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const root = open({ path: dir, maxDbs: 16, compression: false });
+    // noSubdir false: `dir` is always a directory; lmdb-js would take a name with a dot ("burrow.data")
+    // for a file and fail to open it.
+    const root = open({ path: dir, noSubdir: false, maxDbs: 16, compression: false });
     root.readerCheck();
     return new Store(root, options);
   }

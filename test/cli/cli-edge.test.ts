@@ -5,7 +5,7 @@
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { Store } from '../../src/store/store.js';
@@ -33,6 +33,24 @@ async function apiGet(port: number, path: string, token?: string): Promise<{ sta
   const text = await response.body.text();
   return { status: response.statusCode, json: text === '' ? undefined : JSON.parse(text) };
 }
+
+test('a data directory whose name has a dot ("burrow.data"), existing and empty or not yet made, works', async () => {
+  const parent = freshDir();
+  const env = { XDG_CONFIG_HOME: freshDir(), BURROW_TOKEN: '', BURROW_EDGE: '' };
+  const existing = join(parent, 'burrow.data');
+  mkdirSync(existing);
+  // lmdb-js takes a path with an extension for a database file unless told otherwise.
+  for (const data of [existing, join(parent, 'later.v2')]) {
+    const edge = await spawnCli(['edge', '--dev', '--port', '0', '--data', data], env, /dev token \(shown once\): (svc_pat_[0-9a-f]{8}_[0-9a-f]{36})/);
+    const port = Number(LISTENING.exec(edge.output())![1]);
+    const me = await apiGet(port, '/api/v1/auth/me', edge.match[1]!);
+    assert.equal(me.status, 200);
+    edge.child.kill('SIGTERM');
+    assert.equal(await edge.exited, 0);
+    assert.ok(existsSync(join(data, 'data.mdb')), 'the main environment lives inside the directory');
+    assert.ok(existsSync(join(data, 'captures', 'data.mdb')), 'so does the capture environment');
+  }
+});
 
 test('npm start: the first dev start prints a token once and saves it; accounts can be added while it runs; SIGTERM exits 0; a second start prints no token', async () => {
   const data = freshDir();
