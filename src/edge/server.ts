@@ -10,6 +10,7 @@ import { Api, errorResponse } from '../api/api.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore } from '../store/captures.js';
+import { lockDataDirectory } from '../store/data-lock.js';
 import { Store, type StoreOptions } from '../store/store.js';
 import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
@@ -65,6 +66,8 @@ const RETRY_SOON: [string, string][] = [['retry-after', '1']];
 
 export class Edge {
   readonly store: Store;
+  /** Gives the data directory back (one edge per directory, src/store/data-lock.ts). */
+  private readonly releaseDataDir: () => void;
   readonly captures: CaptureStore;
   readonly usage: UsageMeter;
   readonly registry: TunnelRegistry;
@@ -94,8 +97,14 @@ export class Edge {
     this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
     this.apiBodyLimit = options.apiBodyLimit ?? 64 * 1024;
     this.publicScheme = options.publicScheme ?? 'http';
-    this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
-    this.captures = CaptureStore.open(join(options.dataDir, 'captures'), { fsync: options.captureFsync === true });
+    this.releaseDataDir = lockDataDirectory(options.dataDir);
+    try {
+      this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
+      this.captures = CaptureStore.open(join(options.dataDir, 'captures'), { fsync: options.captureFsync === true });
+    } catch (error) {
+      this.releaseDataDir();
+      throw error;
+    }
     this.usage = new UsageMeter(this.store.root);
     this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
     this.api = new Api({
@@ -149,6 +158,7 @@ export class Edge {
     if ('refused' in listening) {
       await this.captures.close();
       await this.store.close();
+      this.releaseDataDir();
       throw new Error(`cannot listen: ${listening.refused}`);
     }
     this.listenSocket = listening.socket;
@@ -456,6 +466,7 @@ export class Edge {
     await this.usage.flush();
     await this.captures.close();
     await this.store.close();
+    this.releaseDataDir();
   }
 }
 

@@ -52,6 +52,24 @@ test('a data directory whose name has a dot ("burrow.data"), existing and empty 
   }
 });
 
+test('a second edge on the same data directory is refused with a one-line reason; once the first stops it starts', async () => {
+  const data = freshDir();
+  const env = { XDG_CONFIG_HOME: freshDir(), BURROW_TOKEN: '', BURROW_EDGE: '' };
+  const first = await spawnCli(['edge', '--port', '0', '--data', data], env, LISTENING);
+  const second = await runCli(['edge', '--port', '0', '--data', data], env);
+  assert.equal(second.code, 1);
+  assert.equal(
+    second.stderr,
+    `burrow: cannot start the edge: the data directory ${data} is in use by another edge (pid ${first.child.pid}); stop it first, or remove ${join(data, 'edge.pid')} if no edge runs there\n`,
+  );
+  first.child.kill('SIGTERM');
+  assert.equal(await first.exited, 0);
+  assert.equal(existsSync(join(data, 'edge.pid')), false, 'a stopped edge gives the directory back');
+  const third = await spawnCli(['edge', '--port', '0', '--data', data], env, LISTENING);
+  third.child.kill('SIGTERM');
+  assert.equal(await third.exited, 0);
+});
+
 test('npm start: the first dev start prints a token once and saves it; accounts can be added while it runs; SIGTERM exits 0; a second start prints no token', async () => {
   const data = freshDir();
   const configHome = freshDir();

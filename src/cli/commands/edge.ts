@@ -12,7 +12,7 @@ Options:
   --host ADDR            address to bind (default 127.0.0.1)
   --port N               port to bind (default 8080; 0 picks a free one)
   --domain NAME          the edge's domain (default localhost)
-  --data DIR             LMDB data directory (default ./.burrow)
+  --data DIR             LMDB data directory (default ./.burrow); one edge per directory
   --rate-limit N         API requests per minute per token (default 100)
   --timeout MS           the edge's timeout for a local response, 504 after it (default 30000)
   --max-body BYTES       largest public request body, 413 beyond (default 104857600)

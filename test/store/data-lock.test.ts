@@ -1,0 +1,67 @@
+/**
+ * One edge per data directory (src/store/data-lock.ts): a second holder is refused with a clear reason,
+ * release gives it back, and a lock left by a process that is gone (kill -9) is taken over.
+ */
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { LOCK_FILE, lockDataDirectory } from '../../src/store/data-lock.js';
+import { tempDir } from '../helpers.js';
+
+const dirs: string[] = [];
+function freshDir(): string {
+  const dir = tempDir('burrow-lock-');
+  dirs.push(dir);
+  return dir;
+}
+after(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** The pid of a process that has exited (and been reaped). */
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+  return Number(child.stdout);
+}
+
+test('a held data directory is refused with the holder named; release gives it back', () => {
+  const dir = freshDir();
+  const release = lockDataDirectory(dir);
+  assert.equal(readFileSync(join(dir, LOCK_FILE), 'utf8'), `${process.pid}\n`);
+  assert.throws(() => lockDataDirectory(dir), (error: Error) => {
+    assert.match(error.message, /^the data directory .+ is in use by another edge in this process; stop it first, or remove .+edge\.pid if no edge runs there$/);
+    return true;
+  });
+  release();
+  assert.equal(existsSync(join(dir, LOCK_FILE)), false);
+  release(); // idempotent
+  lockDataDirectory(dir)();
+});
+
+test('a lock held by another live process names its pid', () => {
+  const dir = freshDir();
+  // Our parent (the test runner) is alive and is not us.
+  writeFileSync(join(dir, LOCK_FILE), `${process.ppid}\n`);
+  assert.throws(() => lockDataDirectory(dir), new RegExp(`in use by another edge \\(pid ${process.ppid}\\)`));
+  assert.equal(readFileSync(join(dir, LOCK_FILE), 'utf8'), `${process.ppid}\n`, 'the holder keeps its lock');
+});
+
+test('a lock left by a process that is gone, or holding no pid, is taken over', () => {
+  for (const content of [`${deadPid()}\n`, 'not a pid\n', '']) {
+    const dir = freshDir();
+    writeFileSync(join(dir, LOCK_FILE), content);
+    const release = lockDataDirectory(dir);
+    assert.equal(readFileSync(join(dir, LOCK_FILE), 'utf8'), `${process.pid}\n`);
+    release();
+  }
+});
+
+test('release leaves a lock that is no longer ours alone', () => {
+  const dir = freshDir();
+  const release = lockDataDirectory(dir);
+  writeFileSync(join(dir, LOCK_FILE), `${process.ppid}\n`); // someone took it over (say, after removing ours)
+  release();
+  assert.equal(readFileSync(join(dir, LOCK_FILE), 'utf8'), `${process.ppid}\n`);
+});
