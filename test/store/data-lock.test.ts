@@ -5,7 +5,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LOCK_FILE, lockDataDirectory } from '../../src/store/data-lock.js';
 import { tempDir } from '../helpers.js';
@@ -34,8 +34,10 @@ test('a held data directory is refused with the holder named; release gives it b
     assert.match(error.message, /^the data directory .+ is in use by another edge in this process; stop it first, or remove .+edge\.pid if no edge runs there$/);
     return true;
   });
+  assert.deepEqual(readdirSync(dir), [LOCK_FILE], 'no helper file is left behind, held or refused');
   release();
   assert.equal(existsSync(join(dir, LOCK_FILE)), false);
+  assert.deepEqual(readdirSync(dir), []);
   release(); // idempotent
   lockDataDirectory(dir)();
 });
