@@ -194,8 +194,7 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
   const inspectFlag = /--no-inspect\b/.test(burrowHelp(bin, 'http'));
   log(`burrow: ${bin}; "burrow http --no-inspect" ${inspectFlag ? 'exists: inspector on/off is measured' : 'does not exist yet: inspector dimension skipped'}`);
 
-  const target = children.spawn({ name: 'target', command: process.execPath, args: [TARGET_SCRIPT], stdinPipe: true });
-  const targetPort = Number((await target.waitFor(/"port":(\d+)/, 10_000))[1]);
+  const { child: target, port: targetPort } = await children.spawnServer('target', TARGET_SCRIPT);
   sampler.track('target', target.pid);
   const direct: Target = { origin: `http://127.0.0.1:${targetPort}`, host: null };
 
@@ -333,7 +332,7 @@ async function measure(
     procs.edge = all[config.edge]!;
     procs.client = all[config.client]!;
   }
-  const runnerCpuPct = ((used.user + used.system) / 1e6 / seconds) * 100;
+  const runnerCpuPct = percentOfCore(used, seconds);
   const record: RunRecord = {
     seq: ++runCounter,
     round,
@@ -394,6 +393,11 @@ interface Disturbance {
   interruptCpuPct: number | null;
 }
 
+/** The runner's own CPU (`process.cpuUsage` over `seconds`), percent of one core. */
+function percentOfCore(used: NodeJS.CpuUsage, seconds: number): number {
+  return ((used.user + used.system) / 1e6 / seconds) * 100;
+}
+
 /** The disturbance over a sampler window, given the runner's own CPU over it (percent of one core). */
 function disturbance(stats: WindowStats, runnerCpuPct: number): Disturbance {
   // Every process we started (idle ones too) and the runner, taken away from what all processes used.
@@ -414,7 +418,7 @@ async function currentDisturbance(ms: number): Promise<Disturbance> {
   await sleep(ms);
   const used = process.cpuUsage(cpu);
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  return disturbance(window.end(), ((used.user + used.system) / 1e6 / seconds) * 100);
+  return disturbance(window.end(), percentOfCore(used, seconds));
 }
 
 /** Why windows were spoiled by foreign load (other processes or steal over the threshold), or null. */
@@ -492,7 +496,7 @@ async function runProbe(setup: Setup, options: Options, round: number): Promise<
       const results = await probe(paths, method, { requests: options.probeRequests, warmup: Math.min(500, options.probeRequests), block: 100 }, () => aborting !== null);
       const used = process.cpuUsage(cpu);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const during = disturbance(window.end(), ((used.user + used.system) / 1e6 / seconds) * 100);
+      const during = disturbance(window.end(), percentOfCore(used, seconds));
       const reason = spoiled(options, during);
       const direct = results.get('direct');
       log(

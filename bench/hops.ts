@@ -48,8 +48,7 @@ async function main(): Promise<void> {
   };
   const children = new Children();
   try {
-    const target = children.spawn({ name: 'target', command: process.execPath, args: [TARGET_SCRIPT], stdinPipe: true });
-    const targetPort = Number((await target.waitFor(/"port":(\d+)/, 10_000))[1]);
+    const { port: targetPort } = await children.spawnServer('target', TARGET_SCRIPT);
     process.stdout.write(`probing ${plan.requests} requests per path and method (warm-up ${plan.warmup}, blocks of ${plan.block}), then autocannon\n\n`);
     const result = await measureHops(children, targetPort, plan, () => false);
     process.stdout.write(`${hopsTables(result)}\n`);

@@ -43,10 +43,8 @@ export interface HopsResult {
 
 /** Starts the two relays in front of `targetPort` (as children of `children`) and measures. */
 export async function measureHops(children: Children, targetPort: number, plan: HopsPlan, aborted: () => boolean): Promise<HopsResult> {
-  const first = children.spawn({ name: 'relay-1', command: process.execPath, args: [RELAY_SCRIPT, String(targetPort)], stdinPipe: true });
-  const firstPort = Number((await first.waitFor(/"port":(\d+)/, 10_000))[1]);
-  const second = children.spawn({ name: 'relay-2', command: process.execPath, args: [RELAY_SCRIPT, String(firstPort)], stdinPipe: true });
-  const secondPort = Number((await second.waitFor(/"port":(\d+)/, 10_000))[1]);
+  const { child: first, port: firstPort } = await children.spawnServer('relay-1', RELAY_SCRIPT, [String(targetPort)]);
+  const { child: second, port: secondPort } = await children.spawnServer('relay-2', RELAY_SCRIPT, [String(firstPort)]);
   const paths = new Map<HopPath, Target>([
     ['direct', { origin: `http://127.0.0.1:${targetPort}`, host: null }],
     ['one relay', { origin: `http://127.0.0.1:${firstPort}`, host: null }],

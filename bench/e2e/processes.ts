@@ -177,6 +177,16 @@ export class Children {
     return child;
   }
 
+  /**
+   * Starts a helper server script of the benchmark (bench/e2e/child-server.ts: it announces `{"port":N}`
+   * and stops when its stdin closes) and waits for its port.
+   */
+  async spawnServer(name: string, script: string, args: string[] = []): Promise<{ child: Child; port: number }> {
+    const child = this.spawn({ name, command: process.execPath, args: [script, ...args], stdinPipe: true });
+    const port = Number((await child.waitFor(/"port":(\d+)/, 10_000))[1]);
+    return { child, port };
+  }
+
   /** Children that ended without being asked to. */
   crashed(): Child[] {
     return this.all.filter((child) => child.exit !== null && !child.exit.requested);

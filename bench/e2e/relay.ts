@@ -5,7 +5,7 @@
  * Prints `{"port":N}` once listening; exits when its stdin closes or on SIGTERM/SIGINT.
  */
 import { connect, createServer, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { serveForRunner } from './child-server.js';
 
 function main(): void {
   const upstreamPort = Number(process.argv[2]);
@@ -25,18 +25,9 @@ function main(): void {
     downstream.on('error', () => upstream.destroy());
     upstream.on('error', () => downstream.destroy());
   });
-  server.listen(0, '127.0.0.1', () => {
-    process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
-  });
-  const stop = (): void => {
+  serveForRunner(server, () => {
     for (const socket of sockets) socket.destroy();
-    server.close(() => process.exit(0));
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
-  process.stdin.on('end', stop);
-  process.stdin.on('error', stop);
-  process.stdin.resume();
+  });
 }
 
 main();

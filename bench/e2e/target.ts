@@ -7,7 +7,7 @@
  * on SIGTERM/SIGINT.
  */
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { serveForRunner } from './child-server.js';
 import { GET_BODY, postBody } from './payloads.js';
 
 function main(): void {
@@ -36,18 +36,7 @@ function main(): void {
   // Idle keep-alive connections of the tunnel client's pool and the probe survive the pauses between runs.
   server.keepAliveTimeout = 120_000;
   server.headersTimeout = 130_000;
-  server.listen(0, '127.0.0.1', () => {
-    process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
-  });
-  const stop = (): void => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
-  process.stdin.on('end', stop);
-  process.stdin.on('error', stop);
-  process.stdin.resume();
+  serveForRunner(server, () => server.closeAllConnections());
 }
 
 main();
