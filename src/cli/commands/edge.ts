@@ -74,9 +74,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
   }).catch((error: Error) => {
     throw new CliError(`cannot start the edge: ${error.message}`);
   });
-  process.stdout.write(`burrow edge listening on ${edge.url} (bound to ${values.host ?? '127.0.0.1'}:${edge.port}, data in ${dataDir})\n`);
-  if (values.dev === true) await devAccount(edge);
-
+  // Signals are handled before anything is announced: whoever waits for the listening line may stop us at once.
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
@@ -92,6 +90,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  process.stdout.write(`burrow edge listening on ${edge.url} (bound to ${values.host ?? '127.0.0.1'}:${edge.port}, data in ${dataDir})\n`);
+  if (values.dev === true) await devAccount(edge);
   return new Promise<number>(() => {});
 }
 
