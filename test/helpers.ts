@@ -3,6 +3,7 @@
  * accounts, a real local HTTP server, the real tunnel client, and the real CLI as a subprocess.
  */
 import assert from 'node:assert/strict';
+import { after } from 'node:test';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -23,6 +24,19 @@ export const BIN = join(ROOT, 'bin', 'burrow.js');
 
 export function tempDir(prefix = 'burrow-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** A maker of fresh temp dirs for one test file, all removed when the file's tests are done. */
+export function tempDirs(prefix: string): () => string {
+  const dirs: string[] = [];
+  after(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+  return () => {
+    const dir = tempDir(prefix);
+    dirs.push(dir);
+    return dir;
+  };
 }
 
 export interface TestEdge {

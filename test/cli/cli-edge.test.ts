@@ -3,25 +3,17 @@
  * first and a second start (`burrow edge --dev`), accounts created while the edge runs, and a graceful
  * shutdown on SIGTERM/SIGINT that finishes in-flight requests and leaves the data intact.
  */
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { Store } from '../../src/store/store.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
 import { RouteTable } from '../../src/client/routes.js';
-import { runCli, spawnCli, startLocal, tempDir, waitFor } from '../helpers.js';
+import { runCli, spawnCli, startLocal, tempDirs, waitFor } from '../helpers.js';
 
-const dirs: string[] = [];
-function freshDir(): string {
-  const dir = tempDir('burrow-cli-edge-');
-  dirs.push(dir);
-  return dir;
-}
-after(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const freshDir = tempDirs('burrow-cli-edge-');
 
 const LISTENING = /listening on http:\/\/localhost:(\d+)/;
 

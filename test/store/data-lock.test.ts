@@ -2,23 +2,15 @@
  * One edge per data directory (src/store/data-lock.ts): a second holder is refused with a clear reason,
  * release gives it back, and a lock left by a process that is gone (kill -9) is taken over.
  */
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LOCK_FILE, lockDataDirectory } from '../../src/store/data-lock.js';
-import { tempDir } from '../helpers.js';
+import { tempDirs } from '../helpers.js';
 
-const dirs: string[] = [];
-function freshDir(): string {
-  const dir = tempDir('burrow-lock-');
-  dirs.push(dir);
-  return dir;
-}
-after(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const freshDir = tempDirs('burrow-lock-');
 
 /** The pid of a process that has exited (and been reaped). */
 function deadPid(): number {

@@ -2,24 +2,15 @@
  * The store on real LMDB in a temp dir: accounts, tokens, reservations, authentication, reopening, and
  * that a refused or interrupted write leaves nothing half made (DESIGN.md section 3, issue 2).
  */
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import { BurrowError } from '../../src/errors.js';
 import { Store } from '../../src/store/store.js';
-import { tempDir, waitFor } from '../helpers.js';
+import { tempDirs, waitFor } from '../helpers.js';
 
-const dirs: string[] = [];
-function freshDir(): string {
-  const dir = tempDir('burrow-store-');
-  dirs.push(dir);
-  return dir;
-}
-after(() => {
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
+const freshDir = tempDirs('burrow-store-');
 
 /** Every record of a named database, read straight from LMDB. */
 function rawEntries(store: Store, name: string): { key: unknown; value: any }[] {
