@@ -13,4 +13,6 @@ const run = (command, args) => {
 run('npx', ['tsc', '-p', 'tsconfig.json']);
 run(process.execPath, ['scripts/ensure-browser.mjs']);
 const files = process.argv.slice(2);
-run(process.execPath, ['--test', '--test-force-exit', '--test-concurrency=2', '--test-timeout=300000', ...(files.length > 0 ? files : ['dist/test/'])]);
+// No --test-force-exit: with test files in parallel processes it can drop the last verdicts of a file
+// (nodejs/node#64833; seen here as 692 of 704 tests reported, exit 0). Every file ends on its own.
+run(process.execPath, ['--test', '--test-concurrency=2', '--test-timeout=300000', ...(files.length > 0 ? files : ['dist/test/'])]);
