@@ -54,8 +54,8 @@ Options:
                         and run again, after waiting for the machine to be quiet (default 25; 0 turns this
                         off). Interrupt work (the benchmark's own loopback traffic) does not count.
   --retries N           how often one pair or probe is run again for that reason (default 2)
-  --no-hops             skip the last phase: the target through one and two bare Node relays (the floor of
-                        any two-process path here; see bench/e2e/hops.ts)
+  --no-hops             skip the last phase: the target through one and two bare Node relays and a minimal
+                        uWS + undici proxy (the floor of any two-process path here; see bench/e2e/hops.ts)
   --quick               a smoke run: shorter, fewer scenarios
   --burrow DIR          the Burrow checkout whose bin/burrow.js runs (default: this one); it must be built
   --out DIR             where the results JSON goes (default bench/out)
@@ -164,6 +164,7 @@ interface TunnelConfig extends TunnelInfo {
 
 interface Setup {
   targetPort: number;
+  targetPid: number;
   direct: Target;
   tunnels: TunnelConfig[];
   inspectFlag: boolean;
@@ -247,7 +248,7 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
     }
   }
   sampler.start();
-  return { targetPort, direct, tunnels, inspectFlag, clientLogs };
+  return { targetPort, targetPid: target.pid, direct, tunnels, inspectFlag, clientLogs };
 }
 
 const EXCHANGE_LINE = /^[A-Z]+ \S+ (\d{3}|ERR) [\d.]+ms/;
@@ -608,15 +609,16 @@ function printSummary(summary: Summary): void {
 }
 
 /**
- * The last phase: the same target through one and two bare Node relays, probed and loaded like the tunnel,
- * so the results show in the same run what two processes on the path cost before any work of their own.
+ * The last phase: the same target through one and two bare Node relays and a minimal one-hop proxy of
+ * Burrow's stack, probed and loaded like the tunnel, so the results show in the same run what two
+ * processes on the path cost before any work of their own, and what parsing HTTP once on each side costs.
  */
 async function runHops(setup: Setup, options: Options): Promise<HopsResult> {
   const requests = Math.max(100, options.probeRequests);
   const plan = { requests, warmup: Math.min(500, requests), block: 100, durationS: options.durationS, rounds: Math.min(3, options.repeat), connections: 100 };
-  log(`\nfloor: the target directly and through one and two bare Node relays (${plan.requests} probe requests per path and method, then ${plan.rounds} round(s) of ${plan.durationS} s 1 KiB POST @${plan.connections})`);
+  log(`\nfloor: the target directly, through one and two bare Node relays and a minimal uWS + undici proxy (${plan.requests} probe requests per path and method, then ${plan.rounds} round(s) of ${plan.durationS} s 1 KiB POST @${plan.connections})`);
   await waitQuiet(options);
-  const result = await measureHops(children, setup.targetPort, plan, () => aborting !== null);
+  const result = await measureHops(children, { port: setup.targetPort, pid: setup.targetPid }, plan, () => aborting !== null);
   log(hopsTables(result));
   return result;
 }

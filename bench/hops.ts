@@ -1,7 +1,8 @@
 /**
  * `npm run bench:hops`: what extra processes on the path cost on this machine, with nothing of Burrow in
- * them (bench/e2e/hops.ts): the benchmark's target measured directly and through one and two bare Node
- * TCP relays, latency with the end-to-end probe and throughput with autocannon. `npm run bench` measures
+ * them (bench/e2e/hops.ts): the benchmark's target measured directly, through one and two bare Node TCP
+ * relays and through a minimal uWS + undici one-hop proxy, latency with the end-to-end probe, throughput
+ * with autocannon, and the CPU time per request of each path's processes. `npm run bench` measures
  * the same at the end of its run; this runs it alone, in about a minute.
  *
  *   node dist/bench/hops.js [--requests N] [--block N] [--warmup N] [--duration SEC] [--rounds N]
@@ -48,9 +49,9 @@ async function main(): Promise<void> {
   };
   const children = new Children();
   try {
-    const { port: targetPort } = await children.spawnServer('target', TARGET_SCRIPT);
+    const { child: target, port: targetPort } = await children.spawnServer('target', TARGET_SCRIPT);
     process.stdout.write(`probing ${plan.requests} requests per path and method (warm-up ${plan.warmup}, blocks of ${plan.block}), then autocannon\n\n`);
-    const result = await measureHops(children, targetPort, plan, () => false);
+    const result = await measureHops(children, { port: targetPort, pid: target.pid }, plan, () => false);
     process.stdout.write(`${hopsTables(result)}\n`);
   } finally {
     await children.stopAll();

@@ -332,14 +332,21 @@ function render(results, file, checks, history) {
 
   if (results.hops) {
     const h = results.hops;
-    const hopPaths = ['direct', 'one relay', 'two relays'];
-    out.push('## The floor: bare Node relays (same run)');
+    // Older results files have no proxy row and no CPU figures.
+    const hopPaths = ['direct', 'one relay', 'one-hop proxy', 'two relays'].filter((path) => h.medianReqPerSec[path] !== undefined);
+    const hasProxy = hopPaths.includes('one-hop proxy');
+    out.push(hasProxy ? '## The floor: bare Node relays and a minimal proxy (same run)' : '## The floor: bare Node relays (same run)');
     out.push('');
     out.push(
       'The same target measured directly and through one and two bare Node TCP relay processes (`bench/e2e/relay.ts`: ' +
-        '`net.Socket.pipe` both ways, no HTTP, no framing, nothing of Burrow), after the runs above. A tunnel puts two ' +
-        'processes (edge, client) on the path: the two-relay rows are what those cost here before doing any work of their own. ' +
-        `Probe: ${num(h.plan.requests)} requests per path and method, interleaved in blocks of ${h.plan.block}; load: ` +
+        '`net.Socket.pipe` both ways, no HTTP, no framing, nothing of Burrow)' +
+        (hasProxy
+          ? ', and through a minimal one-hop HTTP reverse proxy made of Burrow\'s stack (`bench/e2e/proxy.ts`: the native uWS server in front, ' +
+            'an undici Pool behind, bodies gathered, no tunnel, no capture, no inspector)'
+          : '') +
+        ', after the runs above. A tunnel puts two processes (edge, client) on the path: the two-relay rows are what those cost here before doing any work of their own' +
+        (hasProxy ? '; the proxy row is what parsing HTTP once on each side costs with this stack, in one process' : '') +
+        `. Probe: ${num(h.plan.requests)} requests per path and method, interleaved in blocks of ${h.plan.block}; load: ` +
         `${h.plan.rounds} round(s) of ${h.plan.durationS} s, 1 KiB POST @${h.plan.connections}, medians. No shared-machine guard in this phase.`,
     );
     out.push('');
@@ -348,7 +355,8 @@ function render(results, file, checks, history) {
       const get = h.probe.GET?.[path];
       const post = h.probe.POST?.[path];
       const ratio = h.ratio[path];
-      rows.push([
+      const cpu = h.cpuUsPerRequest?.[path];
+      const row = [
         path,
         get ? `${num(get.p50)} / ${num(get.p99)}` : '–',
         get && path !== 'direct' && h.probe.GET?.direct ? signed(get.p50 - h.probe.GET.direct.p50) : '',
@@ -356,11 +364,25 @@ function render(results, file, checks, history) {
         post && path !== 'direct' && h.probe.POST?.direct ? signed(post.p50 - h.probe.POST.direct.p50) : '',
         num(h.medianReqPerSec[path]),
         ratio === null ? '' : `**${num(ratio, 3)}**`,
-        h.bad[path],
-      ]);
+      ];
+      if (h.cpuUsPerRequest) row.push(cpu ? `${path === 'direct' ? '–' : num(cpu.hops)} / ${num(cpu.target)}` : '–');
+      row.push(h.bad[path]);
+      rows.push(row);
     }
-    out.push(table(['Path', 'GET p50 / p99 µs', '+p50', 'POST 1 KiB p50 / p99 µs', '+p50', 'POST 1 KiB @100 req/s', 'of direct', 'Bad'], rows, ['l']));
+    const headers = ['Path', 'GET p50 / p99 µs', '+p50', 'POST 1 KiB p50 / p99 µs', '+p50', 'POST 1 KiB @100 req/s', 'of direct'];
+    if (h.cpuUsPerRequest) headers.push('CPU µs/req on the path / target');
+    headers.push('Bad');
+    out.push(table(headers, rows, ['l']));
     out.push('');
+    const tunnel = findGroup(results, 'POST', h.plan.connections, true, headlineInspect(results));
+    if (h.cpuUsPerRequest && tunnel?.cpuUsPerRequest) {
+      const c = tunnel.cpuUsPerRequest;
+      out.push(
+        `For comparison, the tunnel at 1 KiB POST @100 in this run (capture and inspector on): edge ${num(c.edge)} + client ${num(c.client)} = ` +
+          `${num(c.edge + c.client)} µs of CPU per request on the path, target ${num(c.target)}.`,
+      );
+      out.push('');
+    }
   }
 
   out.push('## Every run');

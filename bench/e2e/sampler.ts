@@ -24,7 +24,7 @@ export interface ProcStats {
   cpuPct: number | null;
 }
 
-function clockTicks(): number {
+export function clockTicks(): number {
   try {
     const value = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
     return Number.isFinite(value) && value > 0 ? value : 100;
