@@ -3,7 +3,7 @@
  * them (bench/e2e/hops.ts): the benchmark's target measured directly, through one and two bare Node TCP
  * relays and through a minimal uWS + undici one-hop proxy, latency with the end-to-end probe, throughput
  * with autocannon, and the CPU time per request of each path's processes. `npm run bench` measures
- * the same at the end of its run; this runs it alone, in about a minute.
+ * the same at the end of its run; this runs it alone, in about a minute and a half.
  *
  *   node dist/bench/hops.js [--requests N] [--block N] [--warmup N] [--duration SEC] [--rounds N]
  */

@@ -22,7 +22,6 @@ import { statusLine, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { Turn } from './turn.js';
 
-
 export interface EdgeOptions {
   dataDir: string;
   /** Address to bind; 127.0.0.1 by default. */

@@ -8,7 +8,6 @@ import { bodyJson, headerPairs, type BodyJson } from '../exchange-json.js';
 import type { Exchange } from '../client/exchange.js';
 import { nowIso } from '../ids.js';
 
-
 export interface ExchangeSummaryJson {
   id: string;
   method: string;

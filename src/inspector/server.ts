@@ -53,7 +53,6 @@ interface FeedSocket {
   lagging: boolean;
 }
 
-
 const REQUEST_PATH = /^\/api\/requests\/([^/]+)$/;
 const REPLAY_PATH = /^\/api\/requests\/([^/]+)\/replay$/;
 /** Replays the edge answered before their exchange arrived: new id → original id (bounded). */

@@ -448,7 +448,6 @@ export class CaptureStore {
     return stored === undefined ? undefined : this.load(stored).record;
   }
 
-
   /** Asks the operating system to write committed captures to disk (asynchronously). */
   sync(): Promise<void> {
     // RootDatabase.sync exists in lmdb-js (open.js) but not in its typings.
