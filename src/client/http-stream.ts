@@ -251,7 +251,9 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     const code = (error as { code?: string }).code ?? '';
     const unreachable = !this.headSent && this.status === 0 && /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|UND_ERR_SOCKET|UND_ERR_CONNECT/.test(`${code} ${error.message}`);
     const certificate = this.target.scheme === 'https' && CERTIFICATE_ERROR.test(`${code} ${error.message}`);
-    const message = `local server at ${this.target.origin}: ${error.message}${certificate ? ' (a self-signed certificate? --local-insecure accepts it)' : ''}`;
+    // undici calls a 100 it did not ask for (it never sends Expect) a "bad response".
+    const hint = certificate ? ' (a self-signed certificate? --local-insecure accepts it)' : error.message === 'bad response' ? ' (an unrequested 100 Continue, or bytes before the request)' : '';
+    const message = `local server at ${this.target.origin}: ${error.message}${hint}`;
     this.host.send(encode([FrameType.RESET, this.id, unreachable ? ResetCode.LOCAL_UNREACHABLE : ResetCode.LOCAL_ERROR, message]));
     this.complete(message);
   }

@@ -13,6 +13,8 @@
  *   socket's buffered bytes are parsed, so a whole body completes and a short one fails with undici's
  *   content-length or parser error instead of the assertion. Backpressure is advisory at that point:
  *   the bytes are already in memory and the stream queues them within its credit.
+ * - A connection reset in the middle of a body without a length is an error, not the body's end (undici
+ *   takes it for the end, for macOS's sake): a cut body must never pass for a whole one.
  */
 import type { LookupAddress } from 'node:dns';
 import type { Socket } from 'node:net';
@@ -56,6 +58,8 @@ export function localConnector(target: LocalTarget, insecure: boolean): Connect 
 
 interface H1Parser {
   paused: boolean;
+  statusCode: number;
+  shouldKeepAlive: boolean;
   ptr: number | null;
   llhttp: { llhttp_resume(ptr: number): void };
   execute(data: Buffer): void;
@@ -78,8 +82,16 @@ function parserOf(socket: Socket): H1Parser | null {
 function guardPausedParser(socket: Socket): void {
   const drain = (): void => drainPausedParser(socket);
   socket.on('end', drain);
-  socket.on('error', drain);
   socket.on('close', drain);
+  socket.on('error', (error: Error & { code?: string }) => {
+    drainPausedParser(socket);
+    if (error.code !== 'ECONNRESET') return;
+    // undici takes a reset during a body without a length for its end (a macOS quirk it allows for),
+    // which would pass a cut body off as whole. A reset mid-response is an error: undici then fails
+    // the request with ECONNRESET, and the stream is reset.
+    const parser = parserOf(socket);
+    if (parser !== null && parser.statusCode >= 200) parser.shouldKeepAlive = true;
+  });
 }
 
 /** nodejs/undici#5474's repair: resume and parse what the socket still holds until it is empty. */

@@ -19,7 +19,7 @@ import { request } from 'undici';
 import { createAccount, spawnCli, startEdge, tempDirs } from '../helpers.js';
 
 const freshDir = tempDirs('burrow-issue-12-download-');
-const DOWNLOADS = Number(process.env.BURROW_DOWNLOADS ?? '12');
+const DOWNLOADS = Number(process.env.BURROW_DOWNLOADS ?? '100');
 const FILE_SIZE = 5_000_000;
 
 const children: ChildProcess[] = [];

@@ -1,12 +1,14 @@
 /**
- * `burrow http PORT`: the tunnel client, the local inspector beside it, and what the terminal shows.
+ * `burrow http [scheme://][host:]port`: the tunnel client, the local inspector beside it, and what the
+ * terminal shows.
  *
  * In a terminal (stdout is a TTY, no --log) a status block is redrawn in place at most 10 times a
  * second; otherwise, or with --log text|json, one line per request. Every mode first prints
- * "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live.
+ * "Forwarding <public URL> -> <target>" once the tunnel is live.
  */
 import { fstatSync, statSync } from 'node:fs';
-import { parsePort, parseRoute, RouteTable, type Route } from '../../client/routes.js';
+import { parseHostHeader } from '../../client/host-header.js';
+import { parseRoute, parseTarget, RouteTable, type Route } from '../../client/routes.js';
 import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
 import type { Exchange } from '../../client/exchange.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseInspectAddress } from '../../inspector/address.js';
@@ -15,19 +17,30 @@ import { CliError, noExtraPositionals, parse, requirePositional, UsageError } fr
 import { requireToken, resolveCredentials } from '../config.js';
 
 const HELP = `
-Usage: burrow http PORT [--subdomain NAME] [--route PREFIX=PORT ...] [--edge URL] [--token T]
+Usage: burrow http [scheme://][host:]port [--subdomain NAME] [--route PREFIX=TARGET ...]
+                        [--host-header rewrite|VALUE] [--local-insecure] [--edge URL] [--token T]
                         [--inspect ADDR | --no-inspect] [--log text|json]
 
-Opens a tunnel: requests to the public URL the edge gives are forwarded to http://localhost:PORT.
-Prints "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live; reconnects by
-itself (keeping the URL) when the connection drops; Ctrl-C closes the tunnel.
+Opens a tunnel: requests to the public URL the edge gives are forwarded to the local target:
+  3000                     http://localhost:3000 (localhost: 127.0.0.1 and ::1 are both tried)
+  192.168.1.5:8080         another host; [::1]:3000 for an IPv6 address
+  http://localhost:3000    the same as 3000
+  https://localhost:8443   an HTTPS local server (add --local-insecure for a self-signed certificate)
+Prints "Forwarding <public URL> -> <target>" once the tunnel is live; reconnects by itself
+(keeping the URL) when the connection drops; Ctrl-C closes the tunnel.
 
 The local inspector (http://127.0.0.1:4040, or the next free port up to 4059) shows every request
 with headers, body, the local response and latency, live, and replays them (burrow replay).
 
 Options:
   --subdomain NAME        ask for this subdomain (3-63 of a-z, 0-9, -); default: one is made up
-  --route PREFIX=PORT     send paths under PREFIX to another local port (repeatable; longest wins)
+  --route PREFIX=TARGET   send paths under PREFIX to another target, in the same forms
+                          (repeatable; the longest prefix wins)
+  --host-header rewrite|VALUE
+                          the Host the local server sees (HTTP and WebSocket): rewrite sends the
+                          target's host:port (Vite, Django ALLOWED_HOSTS, Rails), VALUE sends VALUE;
+                          default: the public Host. X-Forwarded-Host carries the public host always
+  --local-insecure        accept any certificate from https:// targets (self-signed dev servers)
   --edge URL              the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
   --token T               the token (default: BURROW_TOKEN, the config file)
   --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
@@ -55,14 +68,18 @@ export async function httpCommand(args: string[]): Promise<number> {
       log: { type: 'string' },
       inspect: { type: 'string' },
       'no-inspect': { type: 'boolean' },
+      'host-header': { type: 'string' },
+      'local-insecure': { type: 'boolean' },
     },
     HELP,
   );
   if (parsed === null) return 0;
-  const portText = requirePositional(parsed, 0, 'PORT', HELP);
+  const targetText = requirePositional(parsed, 0, 'the local target ([scheme://][host:]port)', HELP);
   noExtraPositionals(parsed, 1, HELP);
-  const port = parsePort(portText);
-  if (port === null) throw new UsageError(`"${portText}" is not a port (1 to 65535)`);
+  const target = parseTarget(targetText);
+  if (typeof target === 'string') throw new UsageError(target);
+  const hostHeader = parsed.values['host-header'] === undefined ? 'keep' : parseHostHeader(parsed.values['host-header']);
+  if (typeof hostHeader === 'string') throw new UsageError(`--host-header ${hostHeader}`);
   const routes: Route[] = [];
   for (const text of parsed.values.route ?? []) {
     const route = parseRoute(text);
@@ -75,7 +92,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   if (parsed.values['no-inspect'] === true && parsed.values.inspect !== undefined) throw new UsageError('give --inspect or --no-inspect, not both');
   const credentials = resolveCredentials(parsed.values);
   const token = requireToken(credentials);
-  const table = new RouteTable(port, routes);
+  const table = new RouteTable(target, routes);
 
   // The inspector first: a taken --inspect port fails before any tunnel opens.
   let inspector: Inspector | null = null;
@@ -91,6 +108,8 @@ export async function httpCommand(args: string[]): Promise<number> {
     token,
     routes: table,
     recordLimit: inspector === null ? 0 : INSPECTOR_BODY_LIMIT,
+    hostHeader,
+    localInsecure: parsed.values['local-insecure'] === true,
     ...(parsed.values.subdomain === undefined ? {} : { subdomain: parsed.values.subdomain.toLowerCase() }),
   });
   inspector?.attach(client);
@@ -120,7 +139,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       process.stderr.write(`burrow: connection lost (${reason}); reconnecting in ${delayMs} ms (attempt ${attempt})\n`);
     });
     client.on('ready', (info) => {
-      if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> http://localhost:${port}\n`);
+      if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> ${target.origin}\n`);
     });
   } else {
     live.start(ready.publicUrl);
@@ -158,8 +177,8 @@ function inspectAddress(text: string | undefined): { host: string; port: number;
 
 function forwardingLines(publicUrl: string, table: RouteTable): string[] {
   return [
-    `${publicUrl} -> http://localhost:${table.defaultPort}`,
-    ...table.rules.map((route) => `${publicUrl}${route.prefix} -> http://localhost:${route.port}`),
+    `${publicUrl} -> ${table.defaultTarget.origin}`,
+    ...table.rules.map((route) => `${publicUrl}${route.prefix} -> ${route.target.origin}`),
   ];
 }
 
