@@ -9,9 +9,9 @@ import type { LocalTarget } from './routes.js';
 export type HostHeader = 'keep' | 'rewrite' | { value: string };
 
 /** Parses the flag's value: `rewrite`, or a Host value (no spaces, no control characters). */
-export function parseHostHeader(text: string): HostHeader | string {
+export function parseHostHeader(text: string): HostHeader | { error: string } {
   if (text === 'rewrite') return 'rewrite';
-  if (text === '' || /[\s\x00-\x1f\x7f]/.test(text)) return `"${text}" is not a Host value; give rewrite or a host such as app.test:3000`;
+  if (text === '' || /[\s\x00-\x1f\x7f]/.test(text)) return { error: `"${text}" is not a Host value; give rewrite or a host such as app.test:3000` };
   return { value: text };
 }
 

@@ -79,7 +79,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   const target = parseTarget(targetText);
   if (typeof target === 'string') throw new UsageError(target);
   const hostHeader = parsed.values['host-header'] === undefined ? 'keep' : parseHostHeader(parsed.values['host-header']);
-  if (typeof hostHeader === 'string') throw new UsageError(`--host-header ${hostHeader}`);
+  if (typeof hostHeader === 'object' && 'error' in hostHeader) throw new UsageError(`--host-header ${hostHeader.error}`);
   const routes: Route[] = [];
   for (const text of parsed.values.route ?? []) {
     const route = parseRoute(text);
