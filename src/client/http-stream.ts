@@ -246,8 +246,9 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.flush();
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
+  onResponseError(_controller: Dispatcher.DispatchController | null, failure: Error): void {
     if (this.closed) return;
+    const error = plainError(failure);
     const code = (error as { code?: string }).code ?? '';
     const unreachable = !this.headSent && this.status === 0 && /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|UND_ERR_SOCKET|UND_ERR_CONNECT/.test(`${code} ${error.message}`);
     const certificate = this.target.scheme === 'https' && CERTIFICATE_ERROR.test(`${code} ${error.message}`);
@@ -350,6 +351,18 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     };
     this.host.record(exchange);
   }
+}
+
+/**
+ * `localhost` is dialled on both loopbacks; when both fail, Node reports an AggregateError with an empty
+ * message: one error carrying its parts' messages and first code reads better.
+ */
+export function plainError(error: Error): Error {
+  const parts = (error as { errors?: unknown }).errors;
+  if (error.message !== '' || !Array.isArray(parts) || parts.length === 0) return error;
+  const plain = new Error(parts.map((part) => (part as Error).message).join('; ')) as Error & { code?: string };
+  plain.code = (error as { code?: string }).code ?? (parts[0] as { code?: string }).code;
+  return plain;
 }
 
 function latin1(item: Buffer | string): string {

@@ -11,6 +11,7 @@ import { FrameType, ResetCode } from '../protocol/constants.js';
 import { dropHopByHop } from '../protocol/headers.js';
 import { MessageRelay } from '../protocol/ws-relay.js';
 import { localRequestHeaders } from './host-header.js';
+import { plainError } from './http-stream.js';
 import { dialOptions } from './local-connector.js';
 import type { LocalTarget } from './routes.js';
 import type { StreamHost } from './stream-host.js';
@@ -87,7 +88,7 @@ export class ClientWsStream {
     socket.on('error', (error: Error) => {
       if (this.closed) return;
       if (socket.readyState === WebSocket.CONNECTING || socket.readyState === WebSocket.CLOSED) {
-        this.host.send(encode([FrameType.RESET, this.id, ResetCode.LOCAL_UNREACHABLE, `local WebSocket at ${scheme}://${this.target.authority}: ${error.message}`]));
+        this.host.send(encode([FrameType.RESET, this.id, ResetCode.LOCAL_UNREACHABLE, `local WebSocket at ${scheme}://${this.target.authority}: ${plainError(error).message}`]));
         this.finish();
       }
     });
