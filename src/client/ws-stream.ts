@@ -52,13 +52,22 @@ export class ClientWsStream {
       else if (!HANDSHAKE_HEADERS.has(name)) headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
     }
     const scheme = this.target.scheme === 'https' ? 'wss' : 'ws';
-    const socket = new WebSocket(`${scheme}://${this.target.authority}${this.path}`, protocols, {
-      ...dialOptions(this.target, this.host.localInsecure),
-      headers,
-      perMessageDeflate: false,
-      maxPayload: MAX_WS_MESSAGE,
-      handshakeTimeout: 30_000,
-    });
+    let socket: WebSocket;
+    try {
+      socket = new WebSocket(`${scheme}://${this.target.authority}${this.path}`, protocols, {
+        ...dialOptions(this.target, this.host.localInsecure),
+        headers,
+        perMessageDeflate: false,
+        maxPayload: MAX_WS_MESSAGE,
+        handshakeTimeout: 30_000,
+      });
+    } catch (error) {
+      // Node refuses some header bytes (a char above 0xFF, a control character) at once: that one
+      // stream fails, never the tunnel.
+      this.host.send(encode([FrameType.RESET, this.id, ResetCode.LOCAL_ERROR, `local WebSocket at ${scheme}://${this.target.authority}: ${(error as Error).message}`]));
+      this.finish();
+      return;
+    }
     this.socket = socket;
     socket.on('open', () => {
       if (this.closed) return;

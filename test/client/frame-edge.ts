@@ -34,6 +34,8 @@ export class FrameEdge {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   readonly wsResponses = new Map<number, { status: number; protocol: string; headers: string[] }>();
+  /** RESETs on WebSocket streams: stream → [code, message]. */
+  readonly wsResets = new Map<number, [number, string]>();
 
   private constructor(private readonly server: WebSocketServer) {
     server.on('connection', (socket: WebSocket) => {
@@ -93,7 +95,10 @@ export class FrameEdge {
       }
       case FrameType.RESET: {
         const pending = this.pending.get(frame[1]);
-        if (pending === undefined) return;
+        if (pending === undefined) {
+          this.wsResets.set(frame[1], [frame[2], frame[3]]);
+          return;
+        }
         this.pending.delete(frame[1]);
         pending.resolve({ status: pending.status, headers: pending.headers, body: Buffer.concat(pending.chunks), ending: 'reset', resetCode: frame[2], resetMessage: frame[3] });
         return;

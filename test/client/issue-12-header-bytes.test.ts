@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { waitFor } from '../helpers.js';
 import { FrameEdge, header } from './frame-edge.js';
 import { startRawLocal } from './raw-local.js';
 
@@ -59,6 +60,29 @@ test('request header values from the edge reach the local server byte for byte',
     const head = local.heads.at(-1)!;
     assert.ok(head.includes(Buffer.concat([Buffer.from('x-word: '), Buffer.from('café ✓', 'utf8'), Buffer.from('\r\n')])), head.toString('latin1'));
     assert.ok(head.includes(Buffer.concat([Buffer.from('x-latin: caf'), Buffer.from([0xe9]), Buffer.from('\r\n')])), head.toString('latin1'));
+  } finally {
+    await client.close();
+    await edge.close();
+    await local.close();
+  }
+});
+
+test('a WebSocket upgrade whose header the local socket cannot carry fails alone: the tunnel stays up', async () => {
+  const local = await startRawLocal({
+    '/bytes': (socket) => {
+      socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+      return 'keep';
+    },
+  });
+  const edge = await FrameEdge.start();
+  const client = await edge.client(local.port);
+  try {
+    const id = edge.openWebSocket('/live', ['host', 'frames.localhost', 'x-check', '\u2713']);
+    await waitFor(() => edge.wsResets.has(id), 5_000, 'the RESET');
+    assert.match(edge.wsResets.get(id)![1], /^local WebSocket at ws:\/\/localhost:\d+: /);
+    const after = await edge.request('GET', '/bytes', ['host', 'frames.localhost']);
+    assert.equal(after.status, 200);
+    assert.ok(client.connected);
   } finally {
     await client.close();
     await edge.close();
