@@ -4,7 +4,7 @@
  * - `localhost` means both loopbacks. Many resolvers (this machine's /etc/hosts among them) give only
  *   127.0.0.1, while dev servers often listen on ::1 only; so `localhost` resolves to 127.0.0.1 and ::1
  *   and Node's autoSelectFamily tries the second when the first is refused.
- * - undici 7 (7.30.2 is the last release for Node 20) crashes the process with
+ * - undici 7 (7.30.2, the newest undici that runs on Node 20) crashes the process with
  *   `AssertionError: assert(!this.paused)` in Parser.finish when a socket ends, resets or closes while
  *   its HTTP/1 parser is paused for backpressure: exactly what a download from a server that closes
  *   after each response (python's http.server) does when the tunnel is slower than the local server.
@@ -40,7 +40,7 @@ export function loopbackLookup(
   else callback(null, LOOPBACKS[0]!.address, 4);
 }
 
-/** Socket options that make `target` reachable `localhost` on both loopbacks, certificates checked unless insecure. */
+/** Socket options for `target`: `localhost` on both loopbacks; certificates checked unless `insecure`. */
 export function dialOptions(target: LocalTarget, insecure: boolean): { rejectUnauthorized: boolean; lookup?: typeof loopbackLookup; autoSelectFamily?: boolean } {
   return target.host === 'localhost' ? { rejectUnauthorized: !insecure, lookup: loopbackLookup, autoSelectFamily: true } : { rejectUnauthorized: !insecure };
 }
