@@ -33,6 +33,10 @@ export class FrameEdge {
   private socket: WebSocket | null = null;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
+  /** The stream window the edge announces: a small one makes the client pause undici on most chunks. */
+  streamWindow = DEFAULT_SETTINGS.streamWindow;
+  /** How late credit is granted: 0 is one event-loop turn, more is a slower public reader. */
+  creditDelayMs = 0;
   readonly wsResponses = new Map<number, { status: number; protocol: string; headers: string[] }>();
   /** RESETs on WebSocket streams: stream → [code, message]. */
   readonly wsResets = new Map<number, [number, string]>();
@@ -41,7 +45,7 @@ export class FrameEdge {
     server.on('connection', (socket: WebSocket) => {
       this.socket = socket;
       socket.on('message', (data: Buffer) => this.onFrame(decode(data)));
-      socket.send(encode([FrameType.READY, 0, 'frames', 'http://frames.localhost', DEFAULT_SETTINGS]));
+      socket.send(encode([FrameType.READY, 0, 'frames', 'http://frames.localhost', { ...DEFAULT_SETTINGS, streamWindow: this.streamWindow }]));
     });
   }
 
@@ -114,11 +118,13 @@ export class FrameEdge {
     if (chunk !== null && chunk.byteLength > 0) {
       pending.chunks.push(Buffer.from(chunk));
       const size = chunk.byteLength;
-      // Credit one turn late: the client runs out of it and pauses the local response now and then.
-      setImmediate(() => {
+      // Credit late: the client runs out of it and pauses the local response now and then.
+      const grant = (): void => {
         if (!end) this.socket?.send(encode([FrameType.WINDOW, id, size]));
         this.socket?.send(encode([FrameType.WINDOW, 0, size]));
-      });
+      };
+      if (this.creditDelayMs > 0) setTimeout(grant, this.creditDelayMs);
+      else setImmediate(grant);
     }
     if (end) {
       this.pending.delete(id);
