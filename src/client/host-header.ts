@@ -8,10 +8,10 @@ import type { LocalTarget } from './routes.js';
 
 export type HostHeader = 'keep' | 'rewrite' | { value: string };
 
-/** Parses the flag's value: `rewrite`, or a Host value (no spaces, no control characters). */
+/** Parses the flag's value: `rewrite`, or a Host value (visible ASCII: a name or address and a port). */
 export function parseHostHeader(text: string): HostHeader | { error: string } {
   if (text === 'rewrite') return 'rewrite';
-  if (text === '' || /[\s\x00-\x1f\x7f]/.test(text)) return { error: `"${text}" is not a Host value; give rewrite or a host such as app.test:3000` };
+  if (!/^[\x21-\x7e]+$/.test(text)) return { error: `"${text}" is not a Host value; give rewrite or a host such as app.test:3000` };
   return { value: text };
 }
 

@@ -38,6 +38,7 @@ test('bad targets and flags are one-line usage errors (exit 2)', async () => {
     [['http', '70000'], /^burrow: "70000": the port must be 1 to 65535\n$|^burrow: "70000" is not a target/],
     [['http', '3000', '--route', '/api=nope'], /^burrow: --route "nope" is not a target/],
     [['http', '3000', '--host-header', 'has space'], /^burrow: --host-header "has space" is not a Host value/],
+    [['http', '3000', '--host-header', 'caf\u00e9\u2713.test'], /^burrow: --host-header "café✓\.test" is not a Host value/],
     [['http'], /^burrow: missing the local target \(\[scheme:\/\/\]\[host:\]port\); usage: burrow http/],
   ];
   for (const [args, reason] of cases) {
