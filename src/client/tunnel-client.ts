@@ -80,6 +80,8 @@ export interface TunnelClientEvents {
   reconnecting: [{ attempt: number; delayMs: number; reason: string }];
   closed: [ClosedInfo];
   exchange: [Exchange];
+  /** A passthrough WebSocket opened or closed: emitted twice with the same object (inspector only). */
+  websocket: [Exchange];
 }
 
 type Stream = ClientHttpStream | ClientWsStream;
@@ -355,14 +357,14 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         }
         return;
       case FrameType.RESET:
-        this.streams.get(frame[1])?.onReset();
+        this.streams.get(frame[1])?.onReset(frame[2], frame[3]);
         return;
       case FrameType.GOAWAY:
         this.goAway = { code: frame[2], message: frame[3] };
         return;
       case FrameType.WS_OPEN: {
         if (this.streams.has(frame[1])) throw new ProtocolError(`WS_OPEN for stream ${frame[1]}, which is already open`);
-        const stream = new ClientWsStream(frame[1], this, frame[3], frame[4]);
+        const stream = new ClientWsStream(frame[1], this, frame[3], frame[4], frame[2], frame[5]);
         this.streams.set(frame[1], stream);
         stream.start();
         return;
@@ -473,6 +475,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   record(exchange: Exchange): void {
     this.emit('exchange', exchange);
+  }
+
+  recordWebSocket(exchange: Exchange): void {
+    this.emit('websocket', exchange);
   }
 
   protocolError(message: string): void {
