@@ -285,7 +285,10 @@ export class Api {
 
     add('POST', '/api/v1/requests/:id/replay', async ({ req, params, principal }) => {
       const capture = ownCapture(params.id!, principal);
-      const overrides = validateReplayOverrides(readJsonObject(req, { optional: true }));
+      const fields = readJsonObject(req, { optional: true });
+      const allowTruncated = takeAllowTruncated(fields);
+      const overrides = validateReplayOverrides(fields);
+      refuseTruncatedReplay(capture.requestTruncated, capture.requestBodySize, overrides, allowTruncated);
       const tunnel = tunnels.get(capture.subdomain);
       if (tunnel === undefined || tunnel.accountId !== principal.account.id) {
         throw new BurrowError('TUNNEL_OFFLINE', `The tunnel ${capture.subdomain} is not connected; start it with "burrow http" and replay again.`);
@@ -423,10 +426,10 @@ export function validateReplayOverrides(body: Record<string, unknown>): ReplayOv
     if (body.headers === null || typeof body.headers !== 'object' || Array.isArray(body.headers)) {
       throw new BurrowError('INVALID_REQUEST', '"headers" must be an object of header names to string values.');
     }
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string | null> = {};
     for (const [name, value] of Object.entries(body.headers as Record<string, unknown>)) {
-      if (!HEADER_NAME.test(name) || typeof value !== 'string' || !HEADER_VALUE.test(value)) {
-        throw new BurrowError('INVALID_REQUEST', `Header "${name}" must have a valid name and a string value.`);
+      if (!HEADER_NAME.test(name) || (value !== null && (typeof value !== 'string' || !HEADER_VALUE.test(value)))) {
+        throw new BurrowError('INVALID_REQUEST', `Header "${name}" must have a valid name and a string value (or null to remove it).`);
       }
       headers[name.toLowerCase()] = value;
     }
@@ -437,6 +440,24 @@ export function validateReplayOverrides(body: Record<string, unknown>): ReplayOv
     overrides.body = body.body;
   }
   return overrides;
+}
+
+/** Takes the replay's `allow_truncated` field (a boolean) out of the body; the rest are overrides. */
+export function takeAllowTruncated(body: Record<string, unknown>): boolean {
+  const value = body.allow_truncated;
+  delete body.allow_truncated;
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') throw new BurrowError('INVALID_REQUEST', '"allow_truncated" must be true or false.');
+  return value;
+}
+
+/** A replay of a body cut at the capture limit would send less than the original: only when asked. */
+export function refuseTruncatedReplay(truncated: boolean, size: number, overrides: ReplayOverrides, allowTruncated: boolean): void {
+  if (!truncated || overrides.body !== undefined || allowTruncated) return;
+  throw new BurrowError(
+    'REPLAY_TRUNCATED',
+    `The captured body (${size} bytes) was cut at the capture limit; a replay would send only its first part. Send "allow_truncated": true (burrow replay --allow-truncated) to replay it anyway.`,
+  );
 }
 
 /** The full exchange as the API shows it: spec fields first, then the detail. */
