@@ -62,33 +62,34 @@ export interface CurlCommand {
 export function curlCommand(exchange: Exchange, target: CurlTarget, base: string): CurlCommand {
   const url = `${base.replace(/\/+$/, '')}${exchange.path}`;
   const lines: string[] = [];
-  const args: string[] = ['curl', '-sS', '-g', '--path-as-is'];
+  /** One option (with its value) per line. */
+  const args: string[] = ['curl -sS -g --path-as-is'];
   const body = exchange.requestBody;
   const hasBody = body !== null && body.byteLength > 0;
-  if (exchange.method === 'HEAD') args.push('--head');
-  else if (exchange.method !== 'GET' || hasBody) args.push('-X', shellQuote(exchange.method));
-  args.push(shellQuote(url));
+  if (exchange.method === 'HEAD') args[0] += ' --head';
+  else if (exchange.method !== 'GET' || hasBody) args[0] += ` -X ${shellQuote(exchange.method)}`;
+  args[0] += ` ${shellQuote(url)}`;
   const headers = exchange.requestHeaders;
   for (let i = 0; i + 1 < headers.length; i += 2) {
     const name = headers[i]!.toLowerCase();
     if (SKIPPED.has(name) || (target === 'public' && SET_BY_EDGE.test(name))) continue;
     // "Name;" is curl's way of sending a header with an empty value.
-    args.push('-H', shellQuote(headers[i + 1] === '' ? `${headers[i]};` : `${headers[i]}: ${headers[i + 1]}`));
+    args.push(`-H ${shellQuote(headers[i + 1] === '' ? `${headers[i]};` : `${headers[i]}: ${headers[i + 1]}`)}`);
   }
   // curl adds these of its own when the request has none: an empty -H removes them.
   const present = new Set<string>();
   for (let i = 0; i < headers.length; i += 2) present.add(headers[i]!.toLowerCase());
-  for (const name of ['User-Agent', 'Accept']) if (!present.has(name.toLowerCase())) args.push('-H', `'${name}:'`);
-  if (hasBody && !present.has('content-type')) args.push('-H', "'Content-Type:'");
+  for (const name of ['User-Agent', 'Accept']) if (!present.has(name.toLowerCase())) args.push(`-H '${name}:'`);
+  if (hasBody && !present.has('content-type')) args.push("-H 'Content-Type:'");
   if (hasBody) {
     if (body.includes(0)) {
       const file = `burrow-${exchange.id}.body`;
       lines.push(`printf ${printfFormat(body)} > ${file}`);
-      args.push('--data-binary', `@${file}`);
+      args.push(`--data-binary @${file}`);
     } else {
       const text = body.toString('utf8');
       const exact = Buffer.byteLength(text) === body.byteLength && Buffer.from(text, 'utf8').equals(body);
-      args.push('--data-binary', exact ? shellQuote(text) : ansiQuote(body));
+      args.push(`--data-binary ${exact ? shellQuote(text) : ansiQuote(body)}`);
     }
   }
   const truncated = exchange.requestTruncated;

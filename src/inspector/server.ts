@@ -147,6 +147,8 @@ export class Inspector {
         exchange.replayOf = original;
       }
     }
+    // Seen live while its history entry was loading: the live one is the complete one.
+    if (this.edgeDetailPending.size > 0) this.edgeDetailPending.delete(exchange.id);
     const entry = this.ring.add(exchange);
     if (this.subscribers.size > 0) this.queue(entry);
   }
