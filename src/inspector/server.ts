@@ -699,6 +699,8 @@ export class Inspector {
     try {
       response = await request(`${edge}${path}`, {
         headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
+        // These calls are rare (start-up, a history detail opened): no idle connection is kept to the edge.
+        reset: true,
         headersTimeout: 15_000,
         bodyTimeout: 15_000,
       });
