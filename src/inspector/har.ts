@@ -73,6 +73,18 @@ function entry(exchange: Exchange, base: string): Record<string, unknown> {
     _replayOf: exchange.replayOf,
     _requestTruncated: exchange.requestTruncated,
     _responseTruncated: exchange.responseTruncated,
+    // Chrome's own HAR export carries a WebSocket's frames the same way.
+    ...(exchange.websocket === undefined
+      ? {}
+      : {
+          _resourceType: 'websocket',
+          _webSocketMessages: exchange.websocket.messages.map((message) => ({
+            type: message.direction === 'in' ? 'send' : 'receive',
+            time: message.at / 1000,
+            opcode: message.binary ? 2 : 1,
+            data: message.binary ? message.data.toString('base64') : message.data.toString('utf8'),
+          })),
+        }),
   };
 }
 
