@@ -294,7 +294,8 @@ export class Api {
         throw new BurrowError('TUNNEL_OFFLINE', `The tunnel ${capture.subdomain} is not connected; start it with "burrow http" and replay again.`);
       }
       const replayed = await tunnels.replay(capture, overrides);
-      return json(200, captureJson(replayed));
+      // `truncated`: the body sent was the capture cut at the limit (allowed above).
+      return json(200, { ...captureJson(replayed), truncated: capture.requestTruncated && overrides.body === undefined });
     });
 
     add('GET', '/api/v1/billing/summary', ({ principal: { account } }) => {

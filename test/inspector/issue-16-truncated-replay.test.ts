@@ -69,6 +69,8 @@ describe('issue 16: replaying a truncated capture', () => {
     assert.equal(stack.seen.length, count);
     const allowed = await call(stack.edge, 'POST', `/api/v1/requests/${id}/replay`, { token: stack.account.token, body: { allow_truncated: true } });
     assert.equal(allowed.status, 200, allowed.text);
+    assert.equal(allowed.json.truncated, true);
+    assert.equal(allowed.json.replay_of, id);
     assert.equal(stack.seen.at(-1)!.body.length, LIMIT);
   });
 
