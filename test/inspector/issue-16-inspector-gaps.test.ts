@@ -10,7 +10,7 @@ import { rmSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import WebSocket from 'ws';
-import { tempDir, waitFor } from '../helpers.js';
+import { call, tempDir, waitFor } from '../helpers.js';
 import { inspect, startStack, type Stack } from './fixture.js';
 
 const run = promisify(execFile);
@@ -152,6 +152,10 @@ describe('issue 16: inspector gaps (API)', () => {
     assert.equal(got.headers['x-new'], 'n');
     const badValue = await inspect(stack.inspector, 'POST', `/api/requests/${item.id}/replay`, { body: { headers: { 'x-drop-me': 5 } } });
     assert.equal(badValue.status, 400);
+    const edge = await call(stack.edge, 'POST', `/api/v1/requests/${item.id}/replay`, { token: stack.account.token, body: { headers: { 'x-keep': null } } });
+    assert.equal(edge.status, 200, edge.text);
+    assert.equal(stack.seen.at(-1)!.headers['x-keep'], undefined);
+    assert.equal(stack.seen.at(-1)!.headers['x-drop-me'], 'yes');
   });
 
   test('a WebSocket connection is listed with status 101, its messages, open and close time and close code', async () => {
