@@ -195,7 +195,7 @@ class Handler(SimpleHTTPRequestHandler):
             self.wfile.write(b"id: 1\ndata: one\n\n")
             self.wfile.write(b"id: 2\ndata: two\n\n")
             self.wfile.flush()
-            event.wait(10)
+            event.wait(30)
             self.wfile.write(b"id: 3\nevent: end\ndata: three\n\n")
         else:
             self.send_bytes(200, "text/plain", f"{self.command} {self.path} {len(body)}\n".encode())
