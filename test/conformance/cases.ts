@@ -93,7 +93,7 @@ export const CASES: Case[] = [
     spec: get('/text', ...ORDINARY_FIELDS),
   },
   {
-    name: 'a target with percent-encoding, a query and a fragment-free odd path',
+    name: 'a target with percent-encoding, dot segments, a parameter and a query',
     app: 'node',
     expect: 'identical',
     reason: 'the request target is passed on as received',

@@ -54,7 +54,7 @@ describe('conformance: direct and through the tunnel', () => {
   });
 
   for (const row of CASES) {
-    const options = row.expect === 'pending-fix' ? { todo: row.reason, timeout: 60_000 } : { timeout: 60_000 };
+    const options = row.expect === 'pending-fix' ? { todo: row.reason, timeout: 30_000 } : { timeout: 30_000 };
     test(`${row.app}: ${row.name} [${row.expect}]`, options, async (t) => {
       const fired = row.client === 'subprocess' ? await runInSubprocess(row, apps[row.app], edge, account) : await runCase(row, apps[row.app]);
       if (fired !== null) t.diagnostic(`differences removed: ${fired.size === 0 ? 'none' : [...fired].join(', ')}`);

@@ -209,6 +209,7 @@ export async function webSocketExchange(endpoint: Endpoint, app: AppUnderTest, s
     observed.record = await lastRecord(app.direct);
     return observed;
   }
+  socket.on('error', () => {});
   observed.protocol = socket.protocol;
   const closed = new Promise<void>((resolve) =>
     socket.once('close', (code: number, reason: Buffer) => {
