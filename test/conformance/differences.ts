@@ -19,7 +19,7 @@ export const DIFFERENCES = [
   { id: 'uwebsockets-header', direction: 'response', summary: 'uWebSockets.js 20.30 adds `uWebSockets: 20`' },
   { id: 'hop-by-hop', direction: 'both', summary: 'hop-by-hop fields and those named in Connection are dropped' },
   { id: 'framing', direction: 'both', summary: 'Content-Length is kept; other bodies are framed by each hop' },
-  { id: 'trailers', direction: 'response', summary: 'trailer fields are not carried' },
+  { id: 'trailers', direction: 'both', summary: 'trailer fields are not carried' },
   { id: 'interim-responses', direction: 'response', summary: "1xx responses are not carried; uWS answers 100-continue itself" },
   { id: 'expect', direction: 'request', summary: 'Expect is answered by the edge and not forwarded' },
   { id: 'x-forwarded', direction: 'request', summary: 'X-Forwarded-For/-Proto/-Host are set by the edge' },
@@ -253,6 +253,10 @@ export function normaliseRequest(
     tunnelFields = tunnelFields.filter(([name]) => name !== 'content-length');
     fired.add('framing');
   }
+
+  // trailers
+  if ((direct.trailers ?? []).length > 0) fired.add('trailers');
+  if ((tunnel.trailers ?? []).length > 0) problems.push(`trailers: the app received trailers ${JSON.stringify(tunnel.trailers)} through the tunnel`);
 
   // expect
   if (directFields.some(([name]) => name === 'expect')) {

@@ -23,6 +23,8 @@ export interface RequestRecord {
   headers: [string, string][];
   bodyLength: number;
   bodySha256: string;
+  /** Trailer fields after a chunked request body (the Node app only). */
+  trailers?: [string, string][];
   /** WebSocket only: the messages the app received and the close it saw. */
   messages?: { data: string; binary: boolean }[];
   close?: { code: number; reason: string };
@@ -98,6 +100,7 @@ export async function startNodeApp(address: '127.0.0.1' | '::1' = '127.0.0.1'): 
         headers: pairs(req.rawHeaders),
         bodyLength: length,
         bodySha256: hash.digest('hex'),
+        trailers: pairs(req.rawTrailers),
       };
       route(req, res, url, length, last.bodySha256, held);
     });
