@@ -24,6 +24,7 @@ import type { UsageMeter } from '../store/usage.js';
 import type { ReplayOverrides, TunnelInfo } from '../api/types.js';
 import type { HttpResponse, WebSocket } from '../uws.js';
 import type { EdgeHttpStream, RequestHead } from './http-stream.js';
+import type { EdgeObserver } from './observer.js';
 import type { PassthroughStream } from './passthrough.js';
 import { PublicHttpStream } from './public-stream.js';
 import type { TunnelRegistry } from './registry.js';
@@ -39,6 +40,8 @@ export interface SessionDeps {
   registry: TunnelRegistry;
   /** The edge's end-of-turn work: capture commits, public writes, tunnel frames. */
   turn: Turn;
+  /** Connect/disconnect log lines, metrics, the access log. */
+  observer: EdgeObserver;
   log(message: string): void;
 }
 
@@ -99,6 +102,7 @@ export class TunnelSession {
   attach(ws: WebSocket<SocketData>): void {
     this.ws = ws;
     this.deps.registry.add(this);
+    this.deps.observer.tunnelConnected(this);
     this.send(encode([FrameType.READY, 0, this.subdomain, this.publicUrl, this.deps.settings]));
   }
 
@@ -372,8 +376,9 @@ export class TunnelSession {
   }
 
   /** uWS: the WebSocket is gone. Every open stream ends; the name is held unless the end was final. */
-  onClose(code: number): void {
+  onClose(code: number, message = ''): void {
     if (this.closed) return;
+    this.deps.observer.tunnelDisconnected(this, code, message);
     this.closed = true;
     this.ws = null;
     if (code === CLOSE_CODE_BASE + GoAwayCode.CLIENT_CLOSING) this.final = true;
