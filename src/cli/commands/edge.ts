@@ -1,10 +1,12 @@
 import { resolve } from 'node:path';
+import { parseAdminAddress } from '../../edge/admin.js';
 import { Edge } from '../../edge/server.js';
-import { CliError, intOption, noExtraPositionals, parse } from '../args.js';
+import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
 Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N]
+                   [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
 
 Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
 
@@ -23,11 +25,18 @@ Options:
                          of latency per commit (by default they survive a crash of the edge process)
   --public-port N        port shown in public URLs, when a proxy in front of the edge uses another
   --region NAME          region reported by /api/v1/instance (default local)
+  --admin [HOST:]PORT    serve GET /metrics (Prometheus text) and GET /healthz (200 serving, 503 draining)
+                         on this address; a bare port binds 127.0.0.1 (default: off)
+  --access-log FILE|-    one JSON line per public request, appended to FILE or written to stdout (-)
+  --drain MS             on SIGTERM/SIGINT, how long in-flight requests may take to finish before the
+                         tunnels are told to go (GOAWAY) and the edge exits (default 10000)
   --dev                  on a data directory without accounts, create a dev account, print its token once
                          and save it to the client config (what "npm start" does)
   -h, --help             show this help
 
-Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, tunnels are told, LMDB is flushed.
+Stops gracefully on SIGTERM or SIGINT: /healthz turns 503, the port stops accepting, in-flight requests
+finish (up to --drain MS), tunnels get GOAWAY (clients reconnect), captures and LMDB are flushed, exit 0.
+Tunnel connects and disconnects, with their reasons, are logged to stderr.
 `;
 
 export async function edgeCommand(args: string[]): Promise<number> {
@@ -47,6 +56,9 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'capture-fsync': { type: 'boolean' },
       'public-port': { type: 'string' },
       region: { type: 'string' },
+      admin: { type: 'string' },
+      'access-log': { type: 'string' },
+      drain: { type: 'string' },
       dev: { type: 'boolean' },
     },
     HELP,
@@ -56,6 +68,10 @@ export async function edgeCommand(args: string[]): Promise<number> {
   const { values } = parsed;
   const dataDir = resolve(values.data ?? '.burrow');
   const publicPort = values['public-port'] === undefined ? undefined : intOption(values['public-port'], 'public-port', 0, 1, 65535);
+  const admin = values.admin === undefined ? undefined : parseAdminAddress(values.admin);
+  if (typeof admin === 'string') throw new UsageError(`--admin: ${admin}; ${usageHint(HELP)}`);
+  const drainMs = intOption(values.drain, 'drain', 10_000, 0, 3_600_000);
+  const accessLog = values['access-log'] === undefined || values['access-log'] === '-' ? values['access-log'] : resolve(values['access-log']);
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     dataDir,
@@ -71,6 +87,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
     captureFsync: values['capture-fsync'] === true,
     ...(publicPort === undefined ? {} : { publicPort }),
     region: values.region ?? 'local',
+    ...(admin === undefined ? {} : { admin }),
+    ...(accessLog === undefined ? {} : { accessLog }),
   }).catch((error: Error) => {
     throw new CliError(`cannot start the edge: ${error.message}`);
   });
@@ -80,7 +98,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     if (stopping) return;
     stopping = true;
     process.stdout.write(`burrow edge: ${signal}, finishing in-flight requests and closing\n`);
-    edge.close().then(
+    edge.close(drainMs).then(
       () => process.exit(0),
       (error: Error) => {
         process.stderr.write(`burrow edge: shutdown failed: ${error.message}\n`);
@@ -91,6 +109,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   process.stdout.write(`burrow edge listening on ${edge.url} (bound to ${values.host ?? '127.0.0.1'}:${edge.port}, data in ${dataDir})\n`);
+  if (admin !== undefined) process.stdout.write(`burrow edge admin on http://${admin.host.includes(':') ? `[${admin.host}]` : admin.host}:${edge.adminPort} (GET /metrics, GET /healthz)\n`);
   if (values.dev === true) await devAccount(edge);
   return new Promise<number>(() => {});
 }
