@@ -100,7 +100,7 @@ describe('--access-log FILE', () => {
   });
 
   test('a line escapes what it must', () => {
-    const line = accessLogLine({
+    const sample = {
       receivedAt: 0,
       subdomain: 'a',
       method: 'GET',
@@ -112,12 +112,17 @@ describe('--access-log FILE', () => {
       clientAddress: '::1',
       requestId: null,
       error: null,
-    });
+    };
+    const line = accessLogLine(sample);
     assert.ok(line.endsWith('\n') && !line.slice(0, -1).includes('\n'));
     const entry = JSON.parse(line);
     assert.equal(entry.path, '/"\\\n');
     assert.equal(entry.duration_ms, 1.235);
     assert.equal(entry.time, '1970-01-01T00:00:00.000Z');
+    for (const time of [5, 1795535218009, 1795535218090, 1795535218123, 1795535219000, 1795535218999]) {
+      const { time: written } = JSON.parse(accessLogLine({ ...sample, receivedAt: time }));
+      assert.equal(written, new Date(time).toISOString());
+    }
   });
 });
 
