@@ -115,6 +115,25 @@ describe('burrow edge flags', () => {
     for (const flag of ['--admin [HOST:]PORT', '--access-log FILE|-', '--drain MS']) assert.ok(help.stdout.includes(flag), flag);
   });
 
+  test('--access-log - writes the lines to standard output', async () => {
+    const edge = await spawnCli(['edge', '--port', '0', '--data', tempDir(), '--access-log', '-'], { XDG_CONFIG_HOME: tempDir() }, /listening on http:\/\/localhost:(\d+)/);
+    const port = Number(edge.match[1]);
+    const response = await request(`http://127.0.0.1:${port}/nobody`, { headers: { host: `ghost.localhost:${port}` } });
+    await response.body.text();
+    assert.equal(response.statusCode, 404);
+    edge.child.kill('SIGTERM');
+    assert.equal(await edge.exited, 0);
+    const lines = edge
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line));
+    assert.deepEqual(
+      lines.map((line) => [line.subdomain, line.path, line.status, line.error]),
+      [['ghost', '/nobody', 404, 'TUNNEL_NOT_FOUND']],
+    );
+  });
+
   test('a bad --admin address is a usage error naming the flag', async () => {
     const result = await runCli(['edge', '--admin', 'nowhere:', '--data', tempDir()]);
     assert.notEqual(result.code, 0);

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
-import { call, createAccount, echo, rawRequest, startClient, startEdge, startLocal, type LocalServer, type TestEdge } from '../helpers.js';
+import { call, createAccount, echo, rawRequest, startClient, startEdge, startLocal, tempDirs, type LocalServer, type TestEdge } from '../helpers.js';
 import { parseAdminAddress } from '../../src/edge/admin.js';
 import { parsePrometheusText, sampleValue, type Exposition } from './prometheus-text.js';
 
@@ -23,6 +23,7 @@ async function scrape(target: TestEdge): Promise<Exposition> {
 }
 
 const BODY = 'x'.repeat(1234);
+const tempDir = tempDirs('burrow-metrics-');
 
 describe('GET /metrics', () => {
   let local: LocalServer;
@@ -174,6 +175,20 @@ describe('without --admin', () => {
       assert.equal(target.edge.observer.metrics, null);
     } finally {
       await target.close();
+    }
+  });
+});
+
+describe('an admin port that cannot be bound', () => {
+  test('stops the start with the reason and gives the data directory back', async () => {
+    const first = await startEdge({ admin: { host: '127.0.0.1', port: 0 } });
+    const dataDir = tempDir();
+    try {
+      await assert.rejects(startEdge({ dataDir, admin: { host: '127.0.0.1', port: first.edge.adminPort } }), /admin listener: cannot bind 127\.0\.0\.1:\d+/);
+      const second = await startEdge({ dataDir });
+      await second.close();
+    } finally {
+      await first.close();
     }
   });
 });
