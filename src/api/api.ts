@@ -285,13 +285,22 @@ export class Api {
 
     add('POST', '/api/v1/requests/:id/replay', async ({ req, params, principal }) => {
       const capture = ownCapture(params.id!, principal);
-      const overrides = validateReplayOverrides(readJsonObject(req, { optional: true }));
+      const { overrides, allowTruncated } = validateReplayRequest(readJsonObject(req, { optional: true }));
+      // Only the first bytes of a truncated body were kept: replaying them would send a cut body as if whole.
+      const cut = capture.requestTruncated && overrides.body === undefined;
+      if (cut && !allowTruncated) {
+        throw new BurrowError(
+          'INVALID_REQUEST',
+          `The request body of ${quoted(capture.id)} was truncated: ${capture.requestBodySize} bytes received, only the first ${capture.requestBody?.byteLength ?? 0} captured. ` +
+            'A replay would send the cut body; pass "allow_truncated": true (burrow replay --allow-truncated) to send it anyway.',
+        );
+      }
       const tunnel = tunnels.get(capture.subdomain);
       if (tunnel === undefined || tunnel.accountId !== principal.account.id) {
         throw new BurrowError('TUNNEL_OFFLINE', `The tunnel ${capture.subdomain} is not connected; start it with "burrow http" and replay again.`);
       }
       const replayed = await tunnels.replay(capture, overrides);
-      return json(200, captureJson(replayed));
+      return json(200, { ...captureJson(replayed), truncated: cut });
     });
 
     add('GET', '/api/v1/billing/summary', ({ principal: { account } }) => {
@@ -403,6 +412,13 @@ export function validateLabel(value: unknown): string {
 const METHOD = /^[A-Z]{1,16}$/;
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/;
 const HEADER_VALUE = /^[\t\u0020-\u007e\u0080-\u00ff]*$/;
+
+/** The replay endpoint's body: the overrides, and whether a truncated capture may be sent cut. */
+export function validateReplayRequest(body: Record<string, unknown>): { overrides: ReplayOverrides; allowTruncated: boolean } {
+  const { allow_truncated: allowTruncated, ...rest } = body;
+  if (allowTruncated !== undefined && typeof allowTruncated !== 'boolean') throw new BurrowError('INVALID_REQUEST', '"allow_truncated" must be true or false.');
+  return { overrides: validateReplayOverrides(rest), allowTruncated: allowTruncated === true };
+}
 
 export function validateReplayOverrides(body: Record<string, unknown>): ReplayOverrides {
   rejectUnknownFields(body, ['method', 'path', 'headers', 'body']);
