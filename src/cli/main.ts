@@ -54,20 +54,25 @@ async function main(argv: string[]): Promise<number> {
   return (await load())(args);
 }
 
-main(process.argv.slice(2)).then(
+const argv = process.argv.slice(2);
+// Under --json an error is the spec's shape on stderr, one line, so a script reads it like the API's.
+const json = argv.includes('--json');
+
+function fail(code: string, message: string, exitCode: number): void {
+  process.stderr.write(json ? `${JSON.stringify({ error: { code, message } })}\n` : `burrow: ${message}\n`);
+  process.exitCode = exitCode;
+}
+
+main(argv).then(
   (code) => {
     process.exitCode = code;
   },
   (error: unknown) => {
-    if (error instanceof UsageError) {
-      process.stderr.write(`burrow: ${error.message}\n`);
-      process.exitCode = 2;
-    } else if (error instanceof CliError) {
-      process.stderr.write(`burrow: ${error.message}\n`);
-      process.exitCode = error.exitCode;
-    } else {
-      process.stderr.write(`burrow: ${(error as Error)?.stack ?? String(error)}\n`);
-      process.exitCode = 1;
-    }
+    if (error instanceof UsageError) fail('INVALID_REQUEST', error.message, 2);
+    else if (error instanceof CliError) {
+      if (json) fail(error.code, error.detail, error.exitCode);
+      else fail(error.code, error.message, error.exitCode);
+    } else if (json) fail('INTERNAL_ERROR', (error as Error)?.message ?? String(error), 1);
+    else fail('INTERNAL_ERROR', (error as Error)?.stack ?? String(error), 1);
   },
 );
