@@ -17,10 +17,14 @@ Commands:
   tokens list|create|revoke manage personal access tokens
   tunnels list|show|close   see and close the account's tunnels
   requests SUBDOMAIN        list the requests captured on a tunnel
+  requests show REQ_ID      one captured request: headers, bodies, timing (--raw: the body's bytes)
+  reserve NAME              reserve a subdomain for the account
+  reservations [list|release NAME]  list or release reserved subdomains
   edge                      run the edge server
-  admin create-account      create an account in an edge's data directory
+  admin ...                 create-account, token create, set-plan, accounts list (on --data)
 
-Every command takes --help. Token and edge come from --token/--edge, then BURROW_TOKEN/BURROW_EDGE,
+Every command takes --help and --json (machine-readable output; errors as {"error":{"code","message"}}
+on stderr). Token and edge come from --token/--edge, then BURROW_TOKEN/BURROW_EDGE,
 then the config file written by "burrow login" (or by "npm start").
 `;
 
@@ -34,6 +38,8 @@ const commands: Record<string, () => Promise<Command>> = {
   tokens: async () => (await import('./commands/api-commands.js')).tokensCommand,
   tunnels: async () => (await import('./commands/api-commands.js')).tunnelsCommand,
   requests: async () => (await import('./commands/api-commands.js')).requestsCommand,
+  reserve: async () => (await import('./commands/api-commands.js')).reserveCommand,
+  reservations: async () => (await import('./commands/api-commands.js')).reservationsCommand,
   http: async () => (await import('./commands/http.js')).httpCommand,
   replay: async () => (await import('./commands/replay.js')).replayCommand,
 };
