@@ -63,6 +63,26 @@ describe('issue 16: a stable URL', () => {
     assert.equal(second.subdomain, first.subdomain);
   });
 
+  test('a second burrow http of the same port does not take over the live name of the first', async () => {
+    const environment = env();
+    const first = await spawnCli(['http', String(local.port), '--no-inspect'], environment, /Forwarding http:\/\/([a-z0-9-]+)\.localhost/);
+    const second = await spawnCli(['http', String(local.port), '--no-inspect'], environment, /Forwarding http:\/\/([a-z0-9-]+)\.localhost/);
+    try {
+      assert.notEqual(second.match[1], first.match[1]);
+      assert.match(second.output(), /is live in another tunnel of this account; this one gets a new one/);
+      const answer = await call(edge, 'GET', '/', { host: `${first.match[1]}.localhost:${edge.port}` });
+      assert.equal(answer.status, 200, 'the first tunnel still serves its name');
+    } finally {
+      first.child.kill('SIGINT');
+      second.child.kill('SIGINT');
+      assert.equal(await first.exited, 0, first.output());
+      assert.equal(await second.exited, 0);
+    }
+    // The memory stays the first one's.
+    const names = JSON.parse(readFileSync(join(environment.XDG_CONFIG_HOME!, 'burrow', 'names.json'), 'utf8')) as Record<string, string>;
+    assert.deepEqual(Object.values(names), [first.match[1]]);
+  });
+
   test('when the remembered name is taken, a new one, and the client says so', async () => {
     const environment = env();
     const reserved = await call(edge, 'POST', '/api/v1/reserved-subdomains', { token: rival.token, body: { subdomain: 'rivals-name-16' } });

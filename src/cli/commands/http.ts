@@ -12,6 +12,7 @@ import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/t
 import type { Exchange } from '../../client/exchange.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseInspectAddress } from '../../inspector/address.js';
 import { Inspector } from '../../inspector/server.js';
+import { ApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
 
@@ -115,7 +116,17 @@ export async function httpCommand(args: string[]): Promise<number> {
 
   // Without --subdomain, the name this port got from this edge last time: a restart keeps the URL.
   const chosen = parsed.values.subdomain?.toLowerCase();
-  const remembered = chosen === undefined ? rememberedName(credentials.edge, port) : undefined;
+  let remembered = chosen === undefined ? rememberedName(credentials.edge, port) : undefined;
+  // Asking for a name this account has live would replace that tunnel (a second `burrow http` of the
+  // same port): then this one takes a new name, and the memory stays the first one's.
+  let remember = chosen === undefined;
+  if (remembered !== undefined && (await liveTunnel(credentials.edge, token, remembered))) {
+    const note = `the subdomain of last time, ${remembered}, is live in another tunnel of this account; this one gets a new one`;
+    if (events !== null) events({ event: 'warning', code: 'SUBDOMAIN_TAKEN', message: note });
+    else process.stderr.write(`burrow: ${note}\n`);
+    remembered = undefined;
+    remember = false;
+  }
   let opened: { client: TunnelClient; ready: ReadyInfo };
   try {
     opened = await open(chosen ?? remembered);
@@ -137,7 +148,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
-  if (chosen === undefined) {
+  if (remember) {
     try {
       rememberName(credentials.edge, port, ready.subdomain);
     } catch (error) {
@@ -226,6 +237,16 @@ export function requestEvent(exchange: Exchange): Record<string, unknown> {
     error: exchange.error,
     ...(exchange.replayOf === null ? {} : { replay_of: exchange.replayOf }),
   };
+}
+
+/** Whether the account has a live tunnel on `subdomain` (false too when the edge cannot say). */
+async function liveTunnel(edge: string, token: string, subdomain: string): Promise<boolean> {
+  try {
+    await new ApiClient(edge, token).call('GET', `/api/v1/tunnels/${encodeURIComponent(subdomain)}`);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Why nothing accepts a TCP connection on localhost:PORT (ECONNREFUSED...), or null when something does. */
