@@ -223,8 +223,8 @@ process.once('exit', () => {
 });
 
 /** Runs the real `burrow` binary with a private config directory. */
-export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = 20_000): Promise<CliResult> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = 20_000, cwd?: string): Promise<CliResult> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd === undefined ? {} : { cwd }) });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -241,8 +241,9 @@ export async function spawnCli(
   env: Record<string, string>,
   ready: RegExp,
   timeoutMs = 20_000,
+  cwd?: string,
 ): Promise<{ child: ChildProcess; output: () => string; match: RegExpMatchArray; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd === undefined ? {} : { cwd }) });
   track(child);
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

@@ -32,7 +32,8 @@ with headers, body, the local response and latency, live, and replays them (burr
 
 Options:
   --subdomain NAME        ask for this subdomain (3-63 of a-z, 0-9, -); default: one is made up
-  --route PREFIX=PORT     send paths under PREFIX to another local port (repeatable; longest wins)
+  --route PREFIX=PORT     send paths under PREFIX to another local port (repeatable; longest wins;
+                          case-sensitive; the path is forwarded whole, prefix included)
   --edge URL              the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
   --token T               the token (default: BURROW_TOKEN, the config file)
   --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
