@@ -19,13 +19,14 @@ Commands:
   requests SUBDOMAIN        list the requests captured on a tunnel
   requests show REQ_ID      one captured request: headers, bodies, timing (--raw: the body's bytes)
   reserve NAME              reserve a subdomain for the account
-  reservations [list|release NAME]  list or release reserved subdomains
-  edge                      run the edge server
+  reservations [list|release NAME]
+                            list or release the account's reserved subdomains
+  edge                      run the edge server (burrow edge --dev: what "npm start" runs)
   admin ...                 create-account, token create, set-plan, accounts list (on --data)
 
 Every command takes --help and --json (machine-readable output; errors as {"error":{"code","message"}}
-on stderr). Token and edge come from --token/--edge, then BURROW_TOKEN/BURROW_EDGE,
-then the config file written by "burrow login" (or by "npm start").
+on stderr). Token and edge come from --token/--edge, then BURROW_TOKEN/BURROW_EDGE, then the config
+file written by "burrow login" (or by "burrow edge --dev").
 `;
 
 type Command = (args: string[]) => Promise<number>;
