@@ -88,6 +88,10 @@ export async function httpCommand(args: string[]): Promise<number> {
   const json = parsed.values.json === true;
   const out = process.stdout;
   const events = json ? jsonEvents(out) : null;
+  const warn = (code: string, message: string, extra: Record<string, unknown> = {}): void => {
+    if (events !== null) events({ event: 'warning', code, message, ...extra });
+    else process.stderr.write(`burrow: warning: ${message}\n`);
+  };
 
   // The inspector first: a taken --inspect port fails before any tunnel opens.
   let inspector: Inspector | null = null;
@@ -122,9 +126,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   // same port): then this one takes a new name, and the memory stays the first one's.
   let remember = chosen === undefined;
   if (remembered !== undefined && (await liveTunnel(credentials.edge, token, remembered))) {
-    const note = `the subdomain of last time, ${remembered}, is live in another tunnel of this account; this one gets a new one`;
-    if (events !== null) events({ event: 'warning', code: 'SUBDOMAIN_TAKEN', message: note });
-    else process.stderr.write(`burrow: ${note}\n`);
+    warn('SUBDOMAIN_TAKEN', `the subdomain of last time, ${remembered}, is live in another tunnel of this account; this one gets a new one`);
     remembered = undefined;
     remember = false;
   }
@@ -138,9 +140,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     } catch (again) {
       throw fail(again);
     }
-    const note = `the subdomain of last time, ${remembered}, is not available (${error.code}); this tunnel has a new one, ${opened.ready.subdomain}`;
-    if (events !== null) events({ event: 'warning', code: error.code, message: note });
-    else process.stderr.write(`burrow: ${note}\n`);
+    warn(error.code, `the subdomain of last time, ${remembered}, is not available (${error.code}); this tunnel has a new one, ${opened.ready.subdomain}`);
   }
   const { client, ready } = opened;
   // Signals first: whoever waits for the Forwarding line may stop us at once, and a clean stop tells the edge.
@@ -153,7 +153,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     try {
       rememberName(credentials.edge, port, ready.subdomain);
     } catch (error) {
-      process.stderr.write(`burrow: cannot remember the subdomain for next time: ${(error as Error).message}\n`);
+      warn('INTERNAL_ERROR', `cannot remember the subdomain for next time: ${(error as Error).message}`);
     }
   }
   const forwarding = forwardingLines(ready.publicUrl, table);
@@ -167,9 +167,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   for (const target of new Set([table.defaultPort, ...table.rules.map((route) => route.port)])) {
     void localProblem(target).then((problem) => {
       if (problem === null) return;
-      const message = `nothing answers on localhost:${target} (${problem}); requests to it get 502 LOCAL_UNREACHABLE until a server listens there`;
-      if (events !== null) events({ event: 'warning', code: 'LOCAL_UNREACHABLE', message, port: target });
-      else process.stderr.write(`burrow: warning: ${message}\n`);
+      warn('LOCAL_UNREACHABLE', `nothing answers on localhost:${target} (${problem}); requests to it get 502 LOCAL_UNREACHABLE until a server listens there`, { port: target });
     });
   }
 
