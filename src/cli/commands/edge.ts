@@ -16,7 +16,8 @@ Options:
   --rate-limit N         API requests per minute per token (default 100)
   --timeout MS           the edge's timeout for a local response, 504 after it (default 30000)
   --max-body BYTES       largest public request body, 413 beyond (default 104857600)
-  --grace MS             how long a dropped tunnel's subdomain stays reserved for its owner (default 60000)
+  --grace MS             how long an ended tunnel's subdomain (dropped, or closed with Ctrl-C) stays held
+                         for its account (default 60000)
   --capture-body BYTES   bytes of each body kept in a capture (default 1048576)
   --no-capture           forward without capturing (benchmarks)
   --capture-fsync        fsync every capture commit: captures survive power loss too, at ~0.5-1 ms
