@@ -26,7 +26,7 @@ export class ApiClient {
       });
     } catch (error) {
       const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as { code?: string }).code ?? (error as Error).message;
-      throw new CliError(`cannot reach the edge at ${this.edge} (${cause}); is it running? (npm start)`, 1, 'EDGE_UNREACHABLE');
+      throw new CliError(`cannot reach the edge at ${this.edge} (${cause}); is it running? (burrow edge --dev)`, 1, 'EDGE_UNREACHABLE');
     }
     const text = await response.body.text();
     if (response.statusCode === 204) return undefined as T;

@@ -79,7 +79,7 @@ export function normaliseEdge(edge: string): string {
 
 export function requireToken(credentials: Credentials): string {
   if (credentials.token === undefined) {
-    throw new CliError('no token: pass --token, set BURROW_TOKEN, or run "burrow login TOKEN" (npm start prints a dev token)', 1, 'UNAUTHORIZED');
+    throw new CliError('no token: pass --token, set BURROW_TOKEN, or run "burrow login TOKEN" ("burrow edge --dev" prints a dev token)', 1, 'UNAUTHORIZED');
   }
   return credentials.token;
 }
