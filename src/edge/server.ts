@@ -218,7 +218,7 @@ export class Edge {
       },
       close: (ws, code, message) => {
         const data = ws.getUserData();
-        if (data.session !== null) data.session.onClose(code);
+        if (data.session !== null) data.session.onClose();
         else data.passthrough?.onPublicClose(code, message);
       },
     });

@@ -124,6 +124,33 @@ export class Store {
     return this.accounts.getKeysCount();
   }
 
+  /** The account with this e-mail address (compared trimmed and lower-cased), for `burrow admin`. */
+  findAccountByEmail(email: string): AccountRecord | undefined {
+    const id = this.accountsByEmail.get(email.trim().toLowerCase());
+    return id === undefined ? undefined : this.accounts.get(id);
+  }
+
+  /** Every account, by e-mail address. */
+  listAccounts(): AccountRecord[] {
+    const accounts: AccountRecord[] = [];
+    for (const { value: id } of this.accountsByEmail.getRange()) {
+      const account = this.accounts.get(id);
+      if (account !== undefined) accounts.push(account);
+    }
+    return accounts;
+  }
+
+  /** Moves an account to another plan; its limits apply from the next request on. */
+  async setPlan(accountId: string, plan: PlanName): Promise<AccountRecord | undefined> {
+    return this.root.transaction(() => {
+      const account = this.accounts.get(accountId);
+      if (account === undefined) return undefined;
+      const updated = { ...account, plan };
+      this.accounts.put(accountId, updated);
+      return updated;
+    });
+  }
+
   /** Creates an account with a first token labelled `tokenLabel`, atomically. */
   async createAccount(email: string, plan: PlanName, tokenLabel: string, now = Date.now()): Promise<{ account: AccountRecord; token: CreatedToken }> {
     const normalisedEmail = email.trim().toLowerCase();
