@@ -34,7 +34,7 @@ export interface EdgeOptions {
   /** API requests per minute per token (spec section 8). */
   rateLimit?: number;
   rateWindowMs?: number;
-  /** Failed authentications per window per client address. */
+  /** Failed authentications per window per failing credential (token id, or client address). */
   authFailureLimit?: number;
   /** The edge's own timeout for a local response (504 LOCAL_TIMEOUT). */
   requestTimeoutMs?: number;
