@@ -7,7 +7,7 @@
  * what the local server received. Nothing a row calls smuggled may ever reach the local server.
  *
  * Rows marked "uWS" pin what uWebSockets.js 20.30's own parser does before any of Burrow's code runs
- * (docs/protocol.md, "What the edge's HTTP parser cannot carry"); if a uWS upgrade changes it, the row
+ * (docs/protocol.md, section 17, "What the edge's HTTP parser cannot carry"); if a uWS upgrade changes it, the row
  * fails and the docs must be updated with it.
  */
 import { after, before, describe, test } from 'node:test';
