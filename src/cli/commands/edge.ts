@@ -33,7 +33,7 @@ Options:
                          tunnels are told to go (GOAWAY) and the edge exits (default 10000)
   --dev                  on a data directory without accounts, create a dev account, print its token once
                          and save it to the client config (what "npm start" does)
-  --json                 print events as JSON lines: {"event":"listening","url":...}, dev_account, stopping
+  --json                 print events as JSON lines: {"event":"listening","url":...}, admin, dev_account, stopping
   -h, --help             show this help
 
 Stops gracefully on SIGTERM or SIGINT: /healthz turns 503, the port stops accepting, in-flight requests
