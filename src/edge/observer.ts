@@ -8,6 +8,7 @@ import { CLOSE_CODE_BASE } from '../protocol/constants.js';
 import type { AccessLog } from './access-log.js';
 import type { EdgeHttpStream } from './http-stream.js';
 import type { EdgeMetrics, RefusalSource } from './metrics.js';
+import type { PassthroughStream } from './passthrough.js';
 import type { TunnelSession } from './session.js';
 
 const NORMAL_CLOSURE = 1000;
@@ -63,6 +64,32 @@ export class EdgeObserver {
       bytesIn,
       bytesOut,
       durationMs,
+      clientAddress: stream.head.clientAddress,
+      requestId: stream.requestId,
+      error: stream.error,
+    });
+  }
+
+  /**
+   * A public WebSocket passthrough ended: refused by the local server or the edge, abandoned during the
+   * upgrade, or closed after 101. Counted with the requests (not in the duration histograms: a
+   * WebSocket's lifetime is not a request's latency); bytes are message payloads.
+   */
+  passthroughEnded(stream: PassthroughStream): void {
+    const metrics = this.metrics;
+    if (metrics !== null) {
+      metrics.request(stream.status, stream.bytesIn, stream.bytesOut);
+      if (stream.error !== null && stream.error !== 'CLIENT_CLOSED') metrics.refused('public', stream.error);
+    }
+    this.accessLog?.write({
+      receivedAt: stream.receivedAt,
+      subdomain: stream.session.subdomain,
+      method: stream.head.method,
+      path: stream.head.path,
+      status: stream.status,
+      bytesIn: stream.bytesIn,
+      bytesOut: stream.bytesOut,
+      durationMs: performance.now() - stream.startedAt,
       clientAddress: stream.head.clientAddress,
       requestId: stream.requestId,
       error: stream.error,

@@ -218,6 +218,7 @@ export class TunnelSession {
   endStream(stream: Stream): void {
     if (stream.closed) return;
     stream.closed = true;
+    if (stream.kind === 'passthrough' && this.deps.observer.watching) this.deps.observer.passthroughEnded(stream);
     if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
     this.blocked.delete(stream);
   }

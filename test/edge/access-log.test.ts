@@ -4,10 +4,12 @@
  * for tunnel connects and disconnects with their reasons. A real edge, client and local server.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
+import WebSocket, { WebSocketServer } from 'ws';
 import { accessLogLine } from '../../src/edge/access-log.js';
 import { call, createAccount, echo, startClient, startEdge, startLocal, tempDirs, waitFor, type LocalServer } from '../helpers.js';
 
@@ -93,6 +95,35 @@ describe('--access-log FILE', () => {
     assert.equal(big!.request_id, null);
     // The request ids are the captures' ids.
     assert.notEqual(hello!.request_id, upload!.request_id);
+  });
+
+  test('a public WebSocket is one line when it ends: 101, message bytes both ways', async () => {
+    const file = join(tempDir(), 'access.log');
+    const target = await startEdge({ accessLog: file });
+    const wsLocal = await startLocal((_req, res) => res.end('plain'));
+    const wss = new WebSocketServer({ server: wsLocal.server });
+    wss.on('connection', (socket) => socket.on('message', (data, isBinary) => socket.send(Buffer.concat([data as Buffer, data as Buffer]), { binary: isBinary })));
+    const account = await createAccount(target);
+    const started = await startClient(target, account.token, wsLocal.port);
+    const socket = new WebSocket(`ws://127.0.0.1:${target.port}/live?room=1`, { headers: { host: started.host } });
+    await once(socket, 'open');
+    socket.send('hello');
+    const [echoed] = (await once(socket, 'message')) as [Buffer];
+    assert.equal(echoed.toString(), 'hellohello');
+    socket.close(1000);
+    await once(socket, 'close');
+    await waitFor(() => target.edge.registry.session(started.subdomain)!.streams.size === 0, 5_000, 'the passthrough to end');
+    await started.client.close();
+    await target.close();
+    wss.close();
+    await wsLocal.close();
+    const lines = readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line));
+    assert.equal(lines.length, 1, JSON.stringify(lines));
+    assert.deepEqual(
+      [lines[0].subdomain, lines[0].method, lines[0].path, lines[0].status, lines[0].bytes_in, lines[0].bytes_out, lines[0].error],
+      [started.subdomain, 'GET', '/live?room=1', 101, 5, 10, null],
+    );
+    assert.match(lines[0].request_id, /^req_/);
   });
 
   test('an access log that cannot be opened stops the start with the reason', async () => {
