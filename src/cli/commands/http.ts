@@ -5,7 +5,10 @@
  * second; otherwise, or with --log text|json, one line per request. Every mode first prints
  * "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live.
  */
-import { fstatSync, statSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { fstatSync, readFileSync, statSync } from 'node:fs';
+import { Agent, setGlobalDispatcher } from 'undici';
+import { trustedCas } from '../../client/edge-trust.js';
 import { parsePort, parseRoute, RouteTable, type Route } from '../../client/routes.js';
 import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
 import type { Exchange } from '../../client/exchange.js';
@@ -16,7 +19,7 @@ import { requireToken, resolveCredentials } from '../config.js';
 
 const HELP = `
 Usage: burrow http PORT [--subdomain NAME] [--route PREFIX=PORT ...] [--edge URL] [--token T]
-                        [--inspect ADDR | --no-inspect] [--log text|json]
+                        [--inspect ADDR | --no-inspect] [--log text|json] [--ca FILE] [--insecure]
 
 Opens a tunnel: requests to the public URL the edge gives are forwarded to http://localhost:PORT.
 Prints "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live; reconnects by
@@ -30,6 +33,11 @@ Options:
   --route PREFIX=PORT     send paths under PREFIX to another local port (repeatable; longest wins)
   --edge URL              the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
   --token T               the token (default: BURROW_TOKEN, the config file)
+  --ca FILE               trust this CA (PEM) for an https:// edge with a private certificate, beside
+                          the public roots (NODE_EXTRA_CA_CERTS works too); https:// edges are always
+                          verified, and a bad certificate ends the command naming the problem
+  --insecure              allow sending the token over plain http:// to an edge that is not on this
+                          machine (refused otherwise: use https://)
   --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
                           (exactly this port; 0 picks a free one)
   --no-inspect            no inspector: nothing is recorded
@@ -55,6 +63,8 @@ export async function httpCommand(args: string[]): Promise<number> {
       log: { type: 'string' },
       inspect: { type: 'string' },
       'no-inspect': { type: 'boolean' },
+      ca: { type: 'string' },
+      insecure: { type: 'boolean' },
     },
     HELP,
   );
@@ -76,6 +86,9 @@ export async function httpCommand(args: string[]): Promise<number> {
   const credentials = resolveCredentials(parsed.values);
   const token = requireToken(credentials);
   const table = new RouteTable(port, routes);
+  const ca = parsed.values.ca === undefined ? undefined : readCa(parsed.values.ca);
+  // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust.
+  if (ca !== undefined) setGlobalDispatcher(new Agent({ connect: { ca: trustedCas(ca) } }));
 
   // The inspector first: a taken --inspect port fails before any tunnel opens.
   let inspector: Inspector | null = null;
@@ -91,6 +104,8 @@ export async function httpCommand(args: string[]): Promise<number> {
     token,
     routes: table,
     recordLimit: inspector === null ? 0 : INSPECTOR_BODY_LIMIT,
+    ...(ca === undefined ? {} : { ca }),
+    insecure: parsed.values.insecure === true,
     ...(parsed.values.subdomain === undefined ? {} : { subdomain: parsed.values.subdomain.toLowerCase() }),
   });
   inspector?.attach(client);
@@ -147,6 +162,22 @@ export async function httpCommand(args: string[]): Promise<number> {
       resolve(code);
     });
   });
+}
+
+/** --ca FILE: a PEM certificate, checked here so a wrong file is named before any connection. */
+function readCa(path: string): string {
+  let pem: string;
+  try {
+    pem = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new CliError(`cannot read --ca ${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`);
+  }
+  try {
+    new X509Certificate(pem);
+  } catch {
+    throw new CliError(`--ca ${path} is not a PEM certificate`);
+  }
+  return pem;
 }
 
 function inspectAddress(text: string | undefined): { host: string; port: number; portTries: number } {
