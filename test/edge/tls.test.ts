@@ -296,3 +296,18 @@ test('the TunnelClient library over wss:// with a CA: READY gives the https URL'
     await target.close();
   }
 });
+
+test('a TLS port another edge holds is refused, although the TLS port is bound with SO_REUSEPORT for reloads', async () => {
+  const dir = freshDir();
+  const ca = makeCa(dir, 'ca');
+  const cert = makeServerCert(dir, 'edge', [`*.${TEST_DOMAIN}`, TEST_DOMAIN], ca);
+  const tls = { certFile: cert.cert, keyFile: cert.key };
+  const first = await startEdge({ domain: TEST_DOMAIN, tls });
+  try {
+    await assert.rejects(startEdge({ domain: TEST_DOMAIN, tls, port: first.port, dataDir: freshDir() }), /cannot listen: cannot bind 127\.0\.0\.1:\d+ \(in use\)/);
+    // Nor can a plain edge share it.
+    await assert.rejects(startEdge({ port: first.port, dataDir: freshDir() }), /cannot listen/);
+  } finally {
+    await first.close();
+  }
+});
