@@ -85,3 +85,14 @@ test('burrow http refuses before connecting: edge.invalid needs no DNS, and a li
     server.close();
   }
 });
+
+test('burrow login refuses to send the token in clear text to a non-loopback edge without --insecure', async () => {
+  const env = { XDG_CONFIG_HOME: join(freshDir(), 'config'), BURROW_TOKEN: '', BURROW_EDGE: '' };
+  const refused = await runCli(['login', TOKEN, '--edge', 'http://edge.invalid:8080'], env);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /^burrow: refusing to send the token in clear text to edge\.invalid:8080: .* --insecure to send it anyway\n$/);
+  // With --insecure it tries (and, with no DNS for .invalid, cannot reach it).
+  const insecure = await runCli(['login', TOKEN, '--edge', 'http://edge.invalid:8080', '--insecure'], env);
+  assert.equal(insecure.code, 1);
+  assert.match(insecure.stderr, /cannot reach the edge at http:\/\/edge\.invalid:8080/);
+});

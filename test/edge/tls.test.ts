@@ -311,3 +311,23 @@ test('a TLS port another edge holds is refused, although the TLS port is bound w
     await first.close();
   }
 });
+
+test('burrow login --ca checks the token against an HTTPS edge with a private CA; without --ca the certificate is named', async () => {
+  const dir = freshDir();
+  const ca = makeCa(dir, 'ca');
+  const cert = makeServerCert(dir, 'edge', [`*.${TEST_DOMAIN}`, TEST_DOMAIN], ca);
+  const target = await startEdge({ domain: TEST_DOMAIN, tls: { certFile: cert.cert, keyFile: cert.key } });
+  const env = { XDG_CONFIG_HOME: join(dir, 'config'), BURROW_TOKEN: '', BURROW_EDGE: '', ...wildcardDnsEnv() };
+  try {
+    const { token } = await target.edge.store.createAccount('login@example.test', 'FREE', 'test');
+    const edgeUrl = `https://${TEST_DOMAIN}:${target.port}`;
+    const untrusted = await runCli(['login', token.token, '--edge', edgeUrl], env);
+    assert.equal(untrusted.code, 1);
+    assert.match(untrusted.stderr, /UNABLE_TO_VERIFY_LEAF_SIGNATURE/);
+    const trusted = await runCli(['login', token.token, '--edge', edgeUrl, '--ca', ca.cert], env);
+    assert.equal(trusted.code, 0, trusted.stderr);
+    assert.match(trusted.stdout, new RegExp(`^logged in to ${edgeUrl.replace(/\./g, '\\.')} as login@example\\.test`));
+  } finally {
+    await target.close();
+  }
+});

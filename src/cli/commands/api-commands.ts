@@ -4,8 +4,10 @@
  */
 import { parseToken } from '../../ids.js';
 import { ApiClient } from '../api-client.js';
-import { noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
+import { cleartextRefusal } from '../../client/edge-trust.js';
+import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { configPath, readConfig, resolveCredentials, requireToken, writeConfig } from '../config.js';
+import { readCaFile, trustCaForRequests } from '../edge-ca.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
 const CONNECTION_OPTIONS = {
@@ -27,18 +29,21 @@ function client(values: { edge?: string | undefined; token?: string | undefined 
 // ---- login ----------------------------------------------------------------------------------------
 
 const LOGIN_HELP = `
-Usage: burrow login TOKEN [--edge URL]
+Usage: burrow login TOKEN [--edge URL] [--ca FILE] [--insecure]
 
 Checks the token against the edge and saves both to the client config (mode 0600), so later commands
 need neither.
 
 Options:
   --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
+  --ca FILE      trust this CA (PEM) to check an https:// edge with a private certificate (later
+                 commands take --ca or NODE_EXTRA_CA_CERTS)
+  --insecure     allow sending the token over plain http:// to an edge not on this machine
   -h, --help     show this help
 `;
 
 export async function loginCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { edge: { type: 'string' } }, LOGIN_HELP);
+  const parsed = parse(args, { edge: { type: 'string' }, ca: { type: 'string' }, insecure: { type: 'boolean' } }, LOGIN_HELP);
   if (parsed === null) return 0;
   const token = requirePositional(parsed, 0, 'TOKEN', LOGIN_HELP);
   noExtraPositionals(parsed, 1, LOGIN_HELP);
@@ -47,6 +52,9 @@ export async function loginCommand(args: string[]): Promise<number> {
   const saved = readConfig(path);
   // The edge as every other command finds it: the flag, then BURROW_EDGE, then the config file.
   const { edge } = resolveCredentials({ edge: parsed.values.edge, token });
+  const refusal = cleartextRefusal(edge, parsed.values.insecure === true);
+  if (refusal !== null) throw new CliError(refusal);
+  if (parsed.values.ca !== undefined) trustCaForRequests(readCaFile(parsed.values.ca));
   const me = await new ApiClient(edge, token).call<{ id: string; email: string; plan: string }>('GET', '/api/v1/auth/me');
   writeConfig({ ...saved, edge, token }, path);
   process.stdout.write(`logged in to ${edge} as ${me.email} (${me.plan}); saved to ${path}\n`);

@@ -5,10 +5,7 @@
  * second; otherwise, or with --log text|json, one line per request. Every mode first prints
  * "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live.
  */
-import { X509Certificate } from 'node:crypto';
-import { fstatSync, readFileSync, statSync } from 'node:fs';
-import { Agent, setGlobalDispatcher } from 'undici';
-import { trustedCas } from '../../client/edge-trust.js';
+import { fstatSync, statSync } from 'node:fs';
 import { parsePort, parseRoute, RouteTable, type Route } from '../../client/routes.js';
 import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
 import type { Exchange } from '../../client/exchange.js';
@@ -16,6 +13,7 @@ import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseIn
 import { Inspector } from '../../inspector/server.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { requireToken, resolveCredentials } from '../config.js';
+import { readCaFile, trustCaForRequests } from '../edge-ca.js';
 
 const HELP = `
 Usage: burrow http PORT [--subdomain NAME] [--route PREFIX=PORT ...] [--edge URL] [--token T]
@@ -86,9 +84,9 @@ export async function httpCommand(args: string[]): Promise<number> {
   const credentials = resolveCredentials(parsed.values);
   const token = requireToken(credentials);
   const table = new RouteTable(port, routes);
-  const ca = parsed.values.ca === undefined ? undefined : readCa(parsed.values.ca);
+  const ca = parsed.values.ca === undefined ? undefined : readCaFile(parsed.values.ca);
   // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust.
-  if (ca !== undefined) setGlobalDispatcher(new Agent({ connect: { ca: trustedCas(ca) } }));
+  if (ca !== undefined) trustCaForRequests(ca);
 
   // The inspector first: a taken --inspect port fails before any tunnel opens.
   let inspector: Inspector | null = null;
@@ -162,22 +160,6 @@ export async function httpCommand(args: string[]): Promise<number> {
       resolve(code);
     });
   });
-}
-
-/** --ca FILE: a PEM certificate, checked here so a wrong file is named before any connection. */
-function readCa(path: string): string {
-  let pem: string;
-  try {
-    pem = readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new CliError(`cannot read --ca ${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`);
-  }
-  try {
-    new X509Certificate(pem);
-  } catch {
-    throw new CliError(`--ca ${path} is not a PEM certificate`);
-  }
-  return pem;
 }
 
 function inspectAddress(text: string | undefined): { host: string; port: number; portTries: number } {
