@@ -135,9 +135,15 @@ export class TlsListener {
    * them; established connections keep theirs. A bad file leaves the running certificate in place.
    */
   async reload(next: TlsOptions = this.options): Promise<CertificateSummary> {
+    if (this.socket === null) throw new Error('the edge is not listening (closing, or not started)');
     const summary = this.check(next);
     const app = this.build(next);
     const socket = await bindShared(app, this.host, this.port);
+    if (this.socket === null) {
+      // Closed while binding: the new generation must not outlive the edge.
+      uws.us_listen_socket_close(socket);
+      throw new Error('the edge closed during the reload');
+    }
     const old = this.socket;
     this.socket = socket;
     this.retired.push(this.app);
