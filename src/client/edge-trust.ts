@@ -50,11 +50,12 @@ const CERTIFICATE_ADVICE: Record<string, string> = {
 };
 
 /**
- * One line for a failed connection to the edge: a certificate problem is named as OpenSSL names it
- * ("certificate has expired", "unable to verify the first certificate", "Hostname/IP does not match
- * certificate's altnames: ...") with what to do; a TLS handshake with a plain-HTTP port says so.
+ * A failed TLS handshake in one line, or null when `error` is not about TLS: a certificate problem is
+ * named as OpenSSL names it ("certificate has expired", "unable to verify the first certificate",
+ * "Hostname/IP does not match certificate's altnames: ...") with what to do; a TLS handshake with a
+ * plain-HTTP port says so.
  */
-export function describeConnectError(error: Error): string {
+export function describeTlsError(error: Error): string | null {
   const code = (error as NodeJS.ErrnoException).code ?? '';
   const advice = CERTIFICATE_ADVICE[code];
   const message = error.message.split('\n')[0] ?? '';
@@ -62,5 +63,5 @@ export function describeConnectError(error: Error): string {
   if (/wrong version number|packet length too long|http request/i.test(message)) {
     return `TLS handshake failed (${message}): the edge does not speak TLS on this port; use its http:// URL or give it --tls-cert`;
   }
-  return code === '' ? message : `${message} (${code})`;
+  return null;
 }

@@ -23,7 +23,7 @@ import {
   type Settings,
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
-import { cleartextRefusal, describeConnectError, trustedCas } from './edge-trust.js';
+import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
 import type { RouteTable } from './routes.js';
@@ -115,8 +115,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private watchdog: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private goAway: { code: number; message: string } | null = null;
-  /** Why the last connection attempt failed (a TLS handshake, a refused port), for the first error. */
-  private connectError: Error | null = null;
+  /** Why the current WebSocket failed, from its 'error' event (ECONNREFUSED, ENOTFOUND...): named to the user. */
+  private socketError: string | null = null;
   private readonly trustedCas: string[] | undefined;
   private firstConnect: { resolve: (info: ReadyInfo) => void; reject: (error: Error) => void } | null = null;
   /** Live counters for the terminal: open streams and totals. */
@@ -203,7 +203,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     });
     this.socket = socket;
     this.goAway = null;
-    this.connectError = null;
+    this.socketError = null;
     this.lastSeen = Date.now();
 
     socket.on('unexpected-response', (_request, response) => {
@@ -230,9 +230,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.lastSeen = Date.now();
     });
     socket.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
-    socket.on('error', (error: Error) => {
-      // 'close' follows and decides what happens next; the cause is kept for its message.
-      this.connectError = error;
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      // 'close' follows and decides what happens next; it names this cause (a certificate problem in full).
+      this.socketError = describeTlsError(error) ?? error.code ?? error.message;
     });
     socket.on('close', (code: number, reason: Buffer) => this.onClose(socket, code, reason.toString('utf8')));
     this.startWatchdog();
@@ -272,11 +272,17 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.firstConnect = null;
       this.stopped = true;
       this.clearTimers();
-      const cause = this.connectError === null ? (reason === '' ? `closed with ${code}` : reason) : describeConnectError(this.connectError);
-      reject(new Error(`cannot connect to the edge at ${this.options.edge}: ${cause}`));
+      reject(new Error(`cannot connect to the edge at ${this.options.edge}: ${this.socketError ?? (reason === '' ? `the connection closed (${code})` : reason)}`));
       return;
     }
-    this.scheduleReconnect(goAway?.message ?? (reason === '' ? `connection lost (${code})` : reason));
+    this.scheduleReconnect(goAway?.message ?? this.lostReason(code, reason));
+  }
+
+  /** What happened to a connection, said once: "the edge at URL is unreachable (ECONNREFUSED)". */
+  private lostReason(code: number, reason: string): string {
+    if (reason !== '') return reason;
+    if (this.socketError !== null) return `the edge at ${this.options.edge} is unreachable (${this.socketError})`;
+    return `the connection to the edge at ${this.options.edge} dropped (WebSocket close ${code})`;
   }
 
   private scheduleReconnect(reason: string): void {

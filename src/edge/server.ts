@@ -16,6 +16,7 @@ import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
+import { discardBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
 import { PassthroughStream } from './passthrough.js';
 import { TunnelRegistry } from './registry.js';
 import { statusLine, writePublicError } from './responses.js';
@@ -35,7 +36,7 @@ export interface EdgeOptions {
   /** API requests per minute per token (spec section 8). */
   rateLimit?: number;
   rateWindowMs?: number;
-  /** Failed authentications per window per client address. */
+  /** Failed authentications per window per failing credential (token id, or client address). */
   authFailureLimit?: number;
   /** The edge's own timeout for a local response (504 LOCAL_TIMEOUT). */
   requestTimeoutMs?: number;
@@ -272,16 +273,26 @@ export class Edge {
       },
       close: (ws, code, message) => {
         const data = ws.getUserData();
-        if (data.session !== null) data.session.onClose(code);
+        if (data.session !== null) data.session.onClose();
         else data.passthrough?.onPublicClose(code, message);
       },
     });
     app.any('/*', (res, req) => {
       const target = this.hosts.resolve(req.getHeader('host'));
+      // Public requests have their framing checked on the header walk they need anyway.
       if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
+      else if (this.refusedFraming(res, req)) return;
       else if (target.kind === 'api') this.serveApi(res, req);
       else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
     });
+  }
+
+  /** Refuses (400, connection closed) a request to the API or an unknown host whose framing is ambiguous. */
+  private refusedFraming(res: HttpResponse, req: HttpRequest): boolean {
+    const problem = requestFramingProblem(req);
+    if (problem === null) return false;
+    refuseAndClose(res, () => writeApiResponse(res, errorResponse(new BurrowError('INVALID_REQUEST', problem)), false, true));
+    return true;
   }
 
   // ---- the API ----------------------------------------------------------------------------------------
@@ -302,14 +313,16 @@ export class Edge {
     const length = lengthHeader === '' ? 0 : Number(lengthHeader);
     const tooLarge = (): void =>
       writeApiResponse(res, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), isHead, true);
-    if (length > this.apiBodyLimit) {
-      tooLarge();
-      return;
-    }
     const exchange = { aborted: false };
     res.onAborted(() => {
       exchange.aborted = true;
     });
+    const isAborted = (): boolean => exchange.aborted;
+    if (length > this.apiBodyLimit) {
+      // Read (and drop) the body before answering, so the client is not reset while still sending.
+      discardBody(res, isAborted, tooLarge);
+      return;
+    }
     if (length === 0 && !chunked) {
       this.dispatchApi(res, apiRequest, exchange, isHead);
       return;
@@ -320,9 +333,9 @@ export class Edge {
       if (received < 0) return;
       received += chunk.byteLength;
       if (received > this.apiBodyLimit) {
+        if (isLast) res.cork(tooLarge);
+        else discardBody(res, isAborted, tooLarge, received);
         received = -1;
-        res.cork(tooLarge);
-        exchange.aborted = true;
         return;
       }
       chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
@@ -365,15 +378,28 @@ export class Edge {
   }
 
   private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
+    const clientAddress = remoteAddress(res);
+    const head = readPublicRequestHead(req, clientAddress, this.publicScheme);
+    const framingProblem = head.framingProblem;
+    if (framingProblem !== null) {
+      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
+      return;
+    }
     const session = this.sessionFor(res, subdomain);
     if (session === undefined) return;
-    const clientAddress = remoteAddress(res);
     const method = req.getCaseSensitiveMethod();
     const url = req.getUrl();
     const query = req.getQuery();
-    const head = readPublicRequestHead(req, clientAddress, this.publicScheme);
     if (head.contentLength > this.maxRequestBody) {
-      writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true);
+      const refusal = { aborted: false };
+      res.onAborted(() => {
+        refusal.aborted = true;
+      });
+      discardBody(
+        res,
+        () => refusal.aborted,
+        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true),
+      );
       return;
     }
     const stream = session.openPublicHttp(
@@ -411,7 +437,10 @@ export class Edge {
       if (stream.closed) return;
       received += chunk.byteLength;
       if (received > limit) {
-        stream.cancel('PAYLOAD_TOO_LARGE', `The request body is larger than ${limit} bytes.`);
+        // The 413 waits until the rest of the body was read and dropped (bounded), as above.
+        const refuse = (): void => stream.cancel('PAYLOAD_TOO_LARGE', `The request body is larger than ${limit} bytes.`);
+        if (isLast) refuse();
+        else discardBody(res, () => stream.closed, refuse, received);
         return;
       }
       stream.sendBody(new Uint8Array(chunk), isLast);
@@ -421,6 +450,7 @@ export class Edge {
   // ---- WebSockets -------------------------------------------------------------------------------------
 
   private onUpgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    if (this.refusedFraming(res, req)) return;
     const target = this.hosts.resolve(req.getHeader('host'));
     if (target.kind === 'api' && req.getUrl() === CONNECT_PATH) this.connectTunnel(res, req, context);
     else if (target.kind === 'tunnel') this.upgradePublic(res, req, context, target.subdomain);

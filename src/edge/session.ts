@@ -12,7 +12,6 @@ import { BurrowError, type ErrorCode } from '../errors.js';
 import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
 import {
   CLOSE_CODE_BASE,
-  FINAL_GOAWAY_CODES,
   FrameType,
   GoAwayCode,
   type GoAwayCodeValue,
@@ -67,8 +66,6 @@ export class TunnelSession {
   private backlog: Buffer[] = [];
   private framesScheduled = false;
   closed = false;
-  /** Set when the session ends for good (client quit, closed by the API): the name is not held. */
-  private final = false;
   readonly startedAt = Date.now();
 
   constructor(
@@ -285,8 +282,6 @@ export class TunnelSession {
         return;
       }
       case FrameType.GOAWAY: {
-        // Only a final code (the client quitting) releases the name; after any other the client returns.
-        this.final = FINAL_GOAWAY_CODES.has(frame[2]);
         this.close(CLOSE_CODE_BASE + frame[2], frame[3] === '' ? 'client closed the tunnel' : frame[3]);
         return;
       }
@@ -354,7 +349,6 @@ export class TunnelSession {
   /** Sends GOAWAY and closes the WebSocket; the client learns why from both. */
   goAway(code: GoAwayCodeValue, message: string): void {
     if (this.closed) return;
-    if (FINAL_GOAWAY_CODES.has(code)) this.final = true;
     this.send(encode([FrameType.GOAWAY, 0, code, message]));
     this.flushFrames();
     this.close(CLOSE_CODE_BASE + code, message);
@@ -371,12 +365,15 @@ export class TunnelSession {
     }
   }
 
-  /** uWS: the WebSocket is gone. Every open stream ends; the name is held unless the end was final. */
-  onClose(code: number): void {
+  /**
+   * uWS: the WebSocket is gone. Every open stream ends, and the name is held for its account for the
+   * grace period whatever the reason, a clean Ctrl-C too: a restarted client asks for it again and keeps
+   * its URL. (Closing through the API, a revoked token and a replacement detach the session first.)
+   */
+  onClose(): void {
     if (this.closed) return;
     this.closed = true;
     this.ws = null;
-    if (code === CLOSE_CODE_BASE + GoAwayCode.CLIENT_CLOSING) this.final = true;
     const failure: ErrorCode = 'TUNNEL_CLOSED';
     for (const stream of [...this.streams.values()]) {
       if (stream.kind === 'http') stream.fail(failure);
@@ -385,7 +382,7 @@ export class TunnelSession {
     this.outbox = [];
     this.backlog = [];
     this.blocked.clear();
-    this.deps.registry.remove(this, !this.final);
+    this.deps.registry.remove(this);
   }
 }
 

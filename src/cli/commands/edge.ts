@@ -5,7 +5,7 @@ import { CliError, intOption, noExtraPositionals, parse, UsageError } from '../a
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
-Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N]
+Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL]
 
 Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
@@ -18,7 +18,8 @@ Options:
   --rate-limit N         API requests per minute per token (default 100)
   --timeout MS           the edge's timeout for a local response, 504 after it (default 30000)
   --max-body BYTES       largest public request body, 413 beyond (default 104857600)
-  --grace MS             how long a dropped tunnel's subdomain stays reserved for its owner (default 60000)
+  --grace MS             how long an ended tunnel's subdomain (dropped, or closed with Ctrl-C) stays held
+                         for its account (default 60000)
   --capture-body BYTES   bytes of each body kept in a capture (default 1048576)
   --no-capture           forward without capturing (benchmarks)
   --capture-fsync        fsync every capture commit: captures survive power loss too, at ~0.5-1 ms
@@ -40,6 +41,7 @@ Options:
   --region NAME          region reported by /api/v1/instance (default local)
   --dev                  on a data directory without accounts, create a dev account, print its token once
                          and save it to the client config (what "npm start" does)
+  --json                 print events as JSON lines: {"event":"listening","url":...}, dev_account, stopping
   -h, --help             show this help
 
 Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, tunnels are told, LMDB is flushed.
@@ -71,12 +73,17 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'acme-webroot': { type: 'string' },
       region: { type: 'string' },
       dev: { type: 'boolean' },
+      json: { type: 'boolean' },
     },
     HELP,
   );
   if (parsed === null) return 0;
   noExtraPositionals(parsed, 0, HELP);
   const { values } = parsed;
+  const json = values.json === true;
+  const say = (event: Record<string, unknown>, text: string): void => {
+    process.stdout.write(json ? `${JSON.stringify(event)}\n` : text);
+  };
   const dataDir = resolve(values.data ?? '.burrow');
   let publicPort = values['public-port'] === undefined ? undefined : intOption(values['public-port'], 'public-port', 0, 1, 65535);
   let domain = values.domain ?? 'localhost';
@@ -123,7 +130,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
-    process.stdout.write(`burrow edge: ${signal}, finishing in-flight requests and closing\n`);
+    say({ event: 'stopping', signal }, `burrow edge: ${signal}, finishing in-flight requests and closing\n`);
     edge.close().then(
       () => process.exit(0),
       (error: Error) => {
@@ -137,12 +144,16 @@ export async function edgeCommand(args: string[]): Promise<number> {
   if (tls !== undefined) {
     process.on('SIGHUP', () => {
       edge.reloadCertificates().then(
-        (certificate) => process.stdout.write(`burrow edge: SIGHUP, certificate reloaded (serial ${certificate.serial}, valid until ${certificate.validTo})\n`),
+        (certificate) =>
+          say(
+            { event: 'certificate_reloaded', serial: certificate.serial, valid_to: certificate.validTo },
+            `burrow edge: SIGHUP, certificate reloaded (serial ${certificate.serial}, valid until ${certificate.validTo})\n`,
+          ),
         (error: Error) => process.stderr.write(`burrow edge: SIGHUP, certificate reload failed, keeping the current one: ${error.message}\n`),
       );
     });
     const names = edge.certificate()?.names ?? [];
-    const uncovered = [edge.domain, `tunnel.${edge.domain}`].filter((host) => !certificateCovers(names, host));
+    const uncovered = [edge.domain, `tunnel.${edge.domain}`].filter((name) => !certificateCovers(names, name));
     if (uncovered.length > 0) {
       process.stderr.write(
         `burrow edge: warning: the certificate (${names.join(', ') || 'no DNS names'}) does not cover ${uncovered[0] === edge.domain ? edge.domain : `*.${edge.domain}`}; ` +
@@ -150,18 +161,25 @@ export async function edgeCommand(args: string[]): Promise<number> {
       );
     }
   }
-  process.stdout.write(`burrow edge listening on ${edge.url} (bound to ${values.host ?? '127.0.0.1'}:${edge.port}, data in ${dataDir})\n`);
-  if (edge.httpPort !== 0) process.stdout.write(`burrow edge redirecting http on ${values.host ?? '127.0.0.1'}:${edge.httpPort} to HTTPS\n`);
-  if (values.dev === true) await devAccount(edge);
+  const host = values.host ?? '127.0.0.1';
+  say(
+    { event: 'listening', url: edge.url, message: `listening on ${edge.url}`, host, port: edge.port, data: dataDir },
+    `burrow edge listening on ${edge.url} (bound to ${host}:${edge.port}, data in ${dataDir})\n`,
+  );
+  if (edge.httpPort !== 0) {
+    say({ event: 'redirecting', host, port: edge.httpPort }, `burrow edge redirecting http on ${host}:${edge.httpPort} to HTTPS\n`);
+  }
+  if (values.dev === true) await devAccount(edge, say);
   return new Promise<number>(() => {});
 }
 
 /** First start of a dev edge: an account, its token printed once and saved for `burrow http`. */
-async function devAccount(edge: Edge): Promise<void> {
+async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text: string) => void): Promise<void> {
   const path = configPath();
   if (edge.store.countAccounts() > 0) {
     const saved = readConfig(path);
-    process.stdout.write(
+    say(
+      { event: 'dev_account', created: false, config: path, token_saved: saved.token !== undefined },
       saved.token !== undefined
         ? `dev account ready; the client uses the token saved in ${path}\n`
         : `accounts exist in this data directory; log in with "burrow login TOKEN --edge ${edge.url}"\n`,
@@ -170,10 +188,11 @@ async function devAccount(edge: Edge): Promise<void> {
   }
   const { account, token } = await edge.store.createAccount('dev@localhost', 'FREE', 'dev');
   writeConfig({ ...readConfig(path), edge: edge.url, token: token.token }, path);
-  process.stdout.write(
+  say(
+    { event: 'dev_account', created: true, account: { id: account.id, email: account.email, plan: account.plan }, token: token.token, config: path },
     `created dev account ${account.email} (${account.id}, plan ${account.plan})\n` +
       `dev token (shown once): ${token.token}\n` +
-      `saved to ${path}; now run: npx burrow http 3000\n`,
+      `saved to ${path}; now run: burrow http 3000 (or, in this directory, npx burrow http 3000)\n`,
   );
 }
 
