@@ -111,6 +111,8 @@ export class TlsListener {
   /** Apps of earlier generations: their connections live on until they end. */
   private readonly retired: TemplatedApp[] = [];
   private host = '';
+  /** What the files held when this generation was built (not re-read: the files may change before a reload). */
+  private current: CertificateSummary;
   port = 0;
   generation = 1;
 
@@ -118,7 +120,7 @@ export class TlsListener {
     private options: TlsOptions,
     private readonly install: (app: TemplatedApp) => void,
   ) {
-    this.check(options);
+    this.current = this.check(options);
     this.app = this.build(options);
   }
 
@@ -149,6 +151,7 @@ export class TlsListener {
     this.retired.push(this.app);
     this.app = app;
     this.options = next;
+    this.current = summary;
     this.generation++;
     if (old !== null) uws.us_listen_socket_close(old);
     return summary;
@@ -160,7 +163,7 @@ export class TlsListener {
   }
 
   summary(): CertificateSummary {
-    return checkCertificate(this.options);
+    return this.current;
   }
 
   private check(options: TlsOptions): CertificateSummary {
