@@ -214,6 +214,12 @@ test('another name is served with its own certificate by SNI (--tls-sni)', async
     assert.equal(response.statusCode, 200);
     await response.body.dump();
     await agent.close();
+    // And the default certificate's names keep theirs.
+    const main = new Agent({ connect: { ca: pem } });
+    const apex = await request(`https://${TEST_DOMAIN}:${target.port}/api/v1/instance`, { dispatcher: main });
+    assert.equal(apex.statusCode, 200);
+    await apex.body.dump();
+    await main.close();
   } finally {
     await target.close();
   }
