@@ -63,5 +63,9 @@ export function describeTlsError(error: Error): string | null {
   if (/wrong version number|packet length too long|http request/i.test(message)) {
     return `TLS handshake failed (${message}): the edge does not speak TLS on this port; use its http:// URL or give it --tls-cert`;
   }
+  // A plain-HTTP uWS edge drops a ClientHello without an answer.
+  if (/before secure TLS connection was established/.test(message)) {
+    return 'TLS handshake failed (the connection closed before it completed): does the edge speak TLS on this port? If not, use its http:// URL or give it --tls-cert';
+  }
   return null;
 }
