@@ -4,7 +4,7 @@
  * connecting (/api/v1/connect on the API host) or a public WebSocket passed through to a tunnel.
  */
 import { join } from 'node:path';
-import { BurrowError } from '../errors.js';
+import { BurrowError, ERROR_CODES, type ErrorCode } from '../errors.js';
 import { VERSION } from '../version.js';
 import { Api, errorResponse } from '../api/api.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
@@ -14,8 +14,12 @@ import { lockDataDirectory } from '../store/data-lock.js';
 import { Store, type StoreOptions } from '../store/store.js';
 import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
+import { AccessLog } from './access-log.js';
+import { AdminServer, type AdminAddress } from './admin.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
+import { EdgeMetrics } from './metrics.js';
+import { EdgeObserver } from './observer.js';
 import { discardBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
 import { PassthroughStream } from './passthrough.js';
 import { TunnelRegistry } from './registry.js';
@@ -65,6 +69,10 @@ export interface EdgeOptions {
   /** How often expired captures are swept. */
   captureSweepMs?: number;
   log?: (line: string) => void;
+  /** Serve GET /metrics and GET /healthz on this address (src/edge/admin.ts); off when absent. */
+  admin?: AdminAddress;
+  /** One JSON line per public request to this file, or to standard output for '-'. */
+  accessLog?: string;
 }
 
 const TICK_MS = 250;
@@ -92,6 +100,10 @@ export class Edge {
   private closing: Promise<void> | null = null;
   private ticks = 0;
   port = 0;
+  /** Logs, metrics and the access log; `draining` flips /healthz to 503. */
+  readonly observer: EdgeObserver;
+  private admin: AdminServer | null = null;
+  draining = false;
 
   private readonly maxRequestBody: number;
   private readonly apiBodyLimit: number;
@@ -118,6 +130,12 @@ export class Edge {
     }
     this.usage = new UsageMeter(this.store.root);
     this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
+    const metrics =
+      options.admin === undefined
+        ? null
+        : new EdgeMetrics({ tunnelsActive: () => this.registry.size, streamsOpen: () => this.openStreams(), draining: () => this.draining });
+    const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
+    this.observer = new EdgeObserver(metrics, accessLog, this.log);
     this.api = new Api({
       store: this.store,
       captures: this.captures,
@@ -135,7 +153,8 @@ export class Edge {
       capture: { enabled: options.capture ?? true, bodyLimit: options.captureBodyLimit ?? 1024 * 1024 },
       requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
       registry: this.registry,
-      turn: new Turn(this.captures, this.log),
+      turn: new Turn(this.captures, this.log, this.observer.commitObserver),
+      observer: this.observer,
       log: this.log,
     };
     this.app = this.tls === null ? uws.App() : null;
@@ -147,6 +166,11 @@ export class Edge {
     const edge = new Edge(options);
     await edge.listen(options.host ?? '127.0.0.1', options.port ?? 8080);
     return edge;
+  }
+
+  /** The admin listener's port (GET /metrics, GET /healthz), or 0 without --admin. */
+  get adminPort(): number {
+    return this.admin?.port ?? 0;
   }
 
   /** The API's base URL as users see it. */
@@ -165,13 +189,22 @@ export class Edge {
   }
 
   private async listen(host: string, port: number): Promise<void> {
-    const refused = await this.bind(host, port);
-    if (refused !== null) {
+    const failed = async (reason: string): Promise<never> => {
+      if (this.listenSocket !== null) uws.us_listen_socket_close(this.listenSocket);
+      this.listenSocket = null;
       this.tls?.close();
+      this.redirect?.close();
+      await this.observer.close();
       await this.captures.close();
       await this.store.close();
       this.releaseDataDir();
-      throw new Error(`cannot listen: ${refused}`);
+      throw new Error(reason);
+    };
+    await this.observer.accessLog?.ready().catch((error: Error) => failed(error.message));
+    const refused = await this.bind(host, port);
+    if (refused !== null) return failed(`cannot listen: ${refused}`);
+    if (this.options.admin !== undefined && this.observer.metrics !== null) {
+      this.admin = await AdminServer.start(this.options.admin, this.observer.metrics, () => this.draining, this.log).catch((error: Error) => failed(error.message));
     }
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.timer.unref();
@@ -273,7 +306,8 @@ export class Edge {
       },
       close: (ws, code, message) => {
         const data = ws.getUserData();
-        if (data.session !== null) data.session.onClose();
+        // The reason is copied now: uWS reuses its memory when this callback returns.
+        if (data.session !== null) data.session.onClose(code, Buffer.from(message).toString());
         else data.passthrough?.onPublicClose(code, message);
       },
     });
@@ -351,10 +385,12 @@ export class Edge {
     this.api.handle(request).then(
       (response) => {
         this.apiInFlight--;
+        if (response.status >= 400) this.observer.refused('api', (response.body as { error?: { code?: string } } | undefined)?.error?.code ?? '');
         if (!exchange.aborted) res.cork(() => writeApiResponse(res, response, isHead));
       },
       (error: unknown) => {
         this.apiInFlight--;
+        this.observer.refused('api', 'INTERNAL_ERROR');
         this.log(`api: ${(error as Error).stack ?? error}`);
         if (!exchange.aborted) res.cork(() => writeApiResponse(res, errorResponse(new BurrowError('INTERNAL_ERROR')), isHead));
       },
@@ -364,17 +400,39 @@ export class Edge {
   // ---- public traffic ---------------------------------------------------------------------------------
 
   /** The live session of `subdomain` with room for a stream, or undefined once the refusal is written. */
-  private sessionFor(res: HttpResponse, subdomain: string): TunnelSession | undefined {
+  private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
-      writePublicError(res, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
+      this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
       return undefined;
     }
     if (!session.hasRoom()) {
-      writePublicError(res, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
+      this.refusePublic(res, req, subdomain, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
       return undefined;
     }
     return session;
+  }
+
+  /** Answers a public request with the edge's error, counted and access-logged (inside the uWS handler). */
+  private refusePublic(
+    res: HttpResponse,
+    req: HttpRequest,
+    subdomain: string,
+    code: ErrorCode,
+    message?: string,
+    closeConnection = false,
+    extraHeaders?: readonly [string, string][],
+  ): void {
+    this.observeRefusal(res, req, subdomain, code);
+    writePublicError(res, code, message, closeConnection, extraHeaders);
+  }
+
+  /** Counts and access-logs a public request the edge refuses (while `req` is valid: in the uWS handler). */
+  private observeRefusal(res: HttpResponse, req: HttpRequest, subdomain: string, code: ErrorCode): void {
+    if (!this.observer.watching) return;
+    const query = req.getQuery();
+    const url = req.getUrl();
+    this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, req.getCaseSensitiveMethod(), query ? `${url}?${query}` : url, remoteAddress(res));
   }
 
   private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
@@ -382,15 +440,17 @@ export class Edge {
     const head = readPublicRequestHead(req, clientAddress, this.publicScheme);
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
+      this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
       refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
       return;
     }
-    const session = this.sessionFor(res, subdomain);
+    const session = this.sessionFor(res, req, subdomain);
     if (session === undefined) return;
     const method = req.getCaseSensitiveMethod();
     const url = req.getUrl();
     const query = req.getQuery();
     if (head.contentLength > this.maxRequestBody) {
+      this.observeRefusal(res, req, subdomain, 'PAYLOAD_TOO_LARGE');
       const refusal = { aborted: false };
       res.onAborted(() => {
         refusal.aborted = true;
@@ -489,13 +549,14 @@ export class Edge {
       res.upgrade<SocketData>({ session, passthrough: null }, key, protocol, extensions, context);
     } catch (error) {
       const refusal = error instanceof BurrowError ? error : new BurrowError('INTERNAL_ERROR');
+      this.observer.refused('connect', refusal.code);
       if (!(error instanceof BurrowError)) this.log(`connect: ${(error as Error).stack ?? error}`);
       writeApiResponse(res, errorResponse(refusal), false);
     }
   }
 
   private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
-    const session = this.sessionFor(res, subdomain);
+    const session = this.sessionFor(res, req, subdomain);
     if (session === undefined) return;
     const clientAddress = remoteAddress(res);
     const url = req.getUrl();
@@ -533,6 +594,8 @@ export class Edge {
   }
 
   private async shutdown(drainMs: number): Promise<void> {
+    // From here on /healthz answers 503: a load balancer stops sending before the drain ends.
+    this.draining = true;
     if (this.listenSocket !== null) {
       uws.us_listen_socket_close(this.listenSocket);
       this.listenSocket = null;
@@ -552,6 +615,9 @@ export class Edge {
     await this.captures.close();
     await this.store.close();
     this.releaseDataDir();
+    await this.observer.close();
+    this.admin?.close();
+    this.admin = null;
   }
 }
 

@@ -1,11 +1,13 @@
 import { resolve } from 'node:path';
+import { parseAdminAddress } from '../../edge/admin.js';
 import { Edge } from '../../edge/server.js';
 import { certificateCovers, type ServerName } from '../../edge/tls.js';
-import { CliError, intOption, noExtraPositionals, parse, UsageError } from '../args.js';
+import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
 Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
+                   [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL]
 
 Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
@@ -39,12 +41,19 @@ Options:
   --acme-webroot DIR     with --http-port: serve /.well-known/acme-challenge/TOKEN from
                          DIR/.well-known/acme-challenge/ (certbot certonly --webroot -w DIR)
   --region NAME          region reported by /api/v1/instance (default local)
+  --admin [HOST:]PORT    serve GET /metrics (Prometheus text) and GET /healthz (200 serving, 503 draining)
+                         on this address; a bare port binds 127.0.0.1 (default: off)
+  --access-log FILE|-    one JSON line per public request, appended to FILE or written to stdout (-)
+  --drain MS             on SIGTERM/SIGINT, how long in-flight requests may take to finish before the
+                         tunnels are told to go (GOAWAY) and the edge exits (default 10000)
   --dev                  on a data directory without accounts, create a dev account, print its token once
                          and save it to the client config (what "npm start" does)
-  --json                 print events as JSON lines: {"event":"listening","url":...}, dev_account, stopping
+  --json                 print events as JSON lines: {"event":"listening","url":...}, admin, dev_account, stopping
   -h, --help             show this help
 
-Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, tunnels are told, LMDB is flushed.
+Stops gracefully on SIGTERM or SIGINT: /healthz turns 503, the port stops accepting, in-flight requests
+finish (up to --drain MS), tunnels get GOAWAY (clients reconnect), captures and LMDB are flushed, exit 0.
+Tunnel connects and disconnects, with their reasons, are logged to stderr.
 With TLS, SIGHUP reads the certificate files again: new connections get the new certificate, tunnels
 and other open connections stay up; a bad file is reported and the old certificate kept.
 `;
@@ -72,6 +81,9 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'http-port': { type: 'string' },
       'acme-webroot': { type: 'string' },
       region: { type: 'string' },
+      admin: { type: 'string' },
+      'access-log': { type: 'string' },
+      drain: { type: 'string' },
       dev: { type: 'boolean' },
       json: { type: 'boolean' },
     },
@@ -102,6 +114,10 @@ export async function edgeCommand(args: string[]): Promise<number> {
   const httpPort = values['http-port'] === undefined ? undefined : intOption(values['http-port'], 'http-port', 0, 0, 65535);
   if (httpPort !== undefined && tls === undefined) throw new UsageError('--http-port redirects to HTTPS: it needs --tls-cert and --tls-key');
   if (values['acme-webroot'] !== undefined && httpPort === undefined) throw new UsageError('--acme-webroot serves challenges on the --http-port listener: give --http-port too');
+  const admin = values.admin === undefined ? undefined : parseAdminAddress(values.admin);
+  if (typeof admin === 'string') throw new UsageError(`--admin: ${admin}; ${usageHint(HELP)}`);
+  const drainMs = intOption(values.drain, 'drain', 10_000, 0, 3_600_000);
+  const accessLog = values['access-log'] === undefined || values['access-log'] === '-' ? values['access-log'] : resolve(values['access-log']);
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     dataDir,
@@ -122,6 +138,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
       ? {}
       : { httpRedirect: { port: httpPort, ...(values['acme-webroot'] === undefined ? {} : { acmeWebroot: resolve(values['acme-webroot']) }) } }),
     region: values.region ?? 'local',
+    ...(admin === undefined ? {} : { admin }),
+    ...(accessLog === undefined ? {} : { accessLog }),
   }).catch((error: Error) => {
     throw new CliError(`cannot start the edge: ${error.message}`);
   });
@@ -131,7 +149,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     if (stopping) return;
     stopping = true;
     say({ event: 'stopping', signal }, `burrow edge: ${signal}, finishing in-flight requests and closing\n`);
-    edge.close().then(
+    edge.close(drainMs).then(
       () => process.exit(0),
       (error: Error) => {
         process.stderr.write(`burrow edge: shutdown failed: ${error.message}\n`);
@@ -168,6 +186,10 @@ export async function edgeCommand(args: string[]): Promise<number> {
   );
   if (edge.httpPort !== 0) {
     say({ event: 'redirecting', host, port: edge.httpPort }, `burrow edge redirecting http on ${host}:${edge.httpPort} to HTTPS\n`);
+  }
+  if (admin !== undefined) {
+    const adminUrl = `http://${admin.host.includes(':') ? `[${admin.host}]` : admin.host}:${edge.adminPort}`;
+    say({ event: 'admin', url: adminUrl, metrics: `${adminUrl}/metrics`, health: `${adminUrl}/healthz` }, `burrow edge admin on ${adminUrl} (GET /metrics, GET /healthz)\n`);
   }
   if (values.dev === true) await devAccount(edge, say);
   return new Promise<number>(() => {});
