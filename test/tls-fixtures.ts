@@ -43,7 +43,9 @@ export function makeServerCert(dir: string, name: string, names: string[], ca: P
     // `openssl ca` is the one openssl 3.0 command that takes a start and end date.
     const database = join(dir, `${name}.index`);
     writeFileSync(database, '');
-    writeFileSync(join(dir, `${name}.serial`), `${BigInt(serial).toString(16).padStart(4, '0')}\n`);
+    // openssl reads the serial file as whole bytes: an even number of hex digits.
+    const hex = BigInt(serial).toString(16);
+    writeFileSync(join(dir, `${name}.serial`), `${hex.length % 2 === 0 ? hex : `0${hex}`}\n`);
     const config = join(dir, `${name}.cnf`);
     writeFileSync(
       config,
