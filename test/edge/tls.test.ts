@@ -150,6 +150,10 @@ test('an HTTPS edge: the client over wss:// with --ca, public HTTPS and a WebSoc
     assert.equal(redirected.statusCode, 308);
     assert.equal(redirected.headers.location, `https://tlsdemo.${TEST_DOMAIN}:${port}/webhooks/github?delivery=42&x=%20`);
     await redirected.body.dump();
+    // Only the edge's own names are redirected: no open redirect to whatever Host a client sends.
+    const foreign = await request(`http://127.0.0.1:${httpPort}/x`, { headers: { host: 'evil.example' } });
+    assert.equal(foreign.statusCode, 404);
+    assert.deepEqual(Object.keys((await foreign.body.json()) as object), ['error']);
     mkdirSync(join(webroot, '.well-known', 'acme-challenge'), { recursive: true });
     writeFileSync(join(webroot, '.well-known', 'acme-challenge', 'Tok_en-123'), 'Tok_en-123.thumbprint');
     const challenge = await request(`http://127.0.0.1:${httpPort}/.well-known/acme-challenge/Tok_en-123`, { headers: { host: TEST_DOMAIN } });
