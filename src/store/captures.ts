@@ -105,7 +105,7 @@ interface RingRecord {
   accountId: string;
   subdomain: string;
   capacity: number;
-  /** The next sequence number to hand out. */
+  /** One past the newest committed sequence, as last saved (lazily: see HEAD_LEAD). */
   head: number;
   /** Every sequence below this was swept (expired and removed). */
   swept: number;
@@ -201,19 +201,55 @@ export function decodeStoredCapture(bytes: Uint8Array): StoredCapture {
   };
 }
 
+/**
+ * The sequence number of a stored capture, read from the digits of its id without decoding the header:
+ * recovery and the late-capture check read many slots for this one number. The header starts with a
+ * msgpack array of 24 (dc 00 18), the format (01) and the id as a 24-character string (b8); the last 12
+ * characters of the id are the sequence in hex. Anything else is decoded the long way.
+ */
+function seqOf(bytes: Uint8Array): number {
+  if (bytes.byteLength < 33 || bytes[4] !== 0xdc || bytes[5] !== 0x00 || bytes[6] !== 0x18 || bytes[7] !== FORMAT || bytes[8] !== 0xb8) {
+    return readHeader(bytes).header[2];
+  }
+  let seq = 0;
+  for (let i = 33 - SEQ_DIGITS; i < 33; i++) {
+    const c = bytes[i]!;
+    seq = seq * 16 + (c <= 0x39 ? c - 0x30 : c - 0x57);
+  }
+  return seq;
+}
+
 /** The fields a listing needs, read from the header alone. */
 function summaryOf(bytes: Uint8Array): { id: string; seq: number; method: string; path: string; status: number; receivedAt: number; durationMs: number } {
   const { header: h } = readHeader(bytes);
   return { id: h[1], seq: h[2], method: h[7], path: h[8], status: h[9], receivedAt: h[10], durationMs: h[11] };
 }
 
+function headBytes(head: number): Buffer {
+  const bytes = Buffer.allocUnsafe(8);
+  bytes.writeDoubleLE(head, 0);
+  return bytes;
+}
+
 type RingKey = [string, string];
 type SlotKey = [number, number];
 
 const SEQ_DIGITS = 12;
-/** Longer than any run of sequences allocated but never written (requests in flight at a crash). */
-const MAX_HOLE = 4096;
 const RING_DIGITS = 8;
+/**
+ * How far a ring's committed sequences may run past the head LMDB holds for it. A ring's head is saved
+ * lazily (persistHeads, once a second), but a commit that would take a sequence `HEAD_LEAD` or more past
+ * the saved head writes the head too, in the same transaction. So after a crash every committed sequence
+ * lies below the saved head + HEAD_LEAD (or + capacity, when smaller), whatever burst came before it,
+ * and recovery reads that many slots from the saved head. A burst past the ring's size between two lazy
+ * saves broke the walk this replaced (issue 11): the slots after the saved head had been overwritten by
+ * later laps. Measured (docs/architecture.md, "Capture durability"): the head in every commit cost a lone
+ * commit ~3 µs of ~14; once per 256 sequences it is lost in the noise, and recovery reads 256 slots
+ * (~0.35 ms) instead of a whole ring (10,000 slots, ~14 ms).
+ */
+const HEAD_LEAD = 256;
+/** The slot number under which a ring's head key lives in the slots database, before slot 0. */
+const HEAD_SLOT = -1;
 const ID_PATTERN = /^req_([0-9a-f]{8})([0-9a-f]{12})$/;
 
 export function captureId(ringId: number, seq: number): string {
@@ -226,13 +262,60 @@ export function parseCaptureId(id: string): { ringId: number; seq: number } | nu
   return { ringId: parseInt(match[1]!, 16), seq: parseInt(match[2]!, 16) };
 }
 
+/** A ring as this process uses it. */
+class OpenRing implements RingHandle {
+  readonly ringId: number;
+  readonly accountId: string;
+  readonly subdomain: string;
+  readonly capacity: number;
+  /** How far committed sequences may run past the head key: HEAD_LEAD, or the capacity if smaller. */
+  readonly lead: number;
+  /** The next sequence to hand out. */
+  head: number;
+  /** One past the newest committed sequence. */
+  committedHead: number;
+  /** Every sequence below this was swept. */
+  swept: number;
+  /** The committed head last given to the lazy save (persistHeads). */
+  persistedHead: number;
+  private readonly idPrefix: string;
+
+  constructor(
+    stored: RingRecord,
+    head: number,
+    /** The head key LMDB holds: every sequence ever committed is below it + `lead`. */
+    public headKey: number,
+  ) {
+    this.ringId = stored.ringId;
+    this.accountId = stored.accountId;
+    this.subdomain = stored.subdomain;
+    this.capacity = stored.capacity;
+    this.lead = Math.min(stored.capacity, HEAD_LEAD);
+    this.head = head;
+    this.committedHead = head;
+    this.swept = stored.swept;
+    this.persistedHead = stored.head;
+    this.idPrefix = captureId(stored.ringId, 0).slice(0, 4 + RING_DIGITS);
+  }
+
+  next(): { seq: number; id: string } {
+    const seq = this.head++;
+    return { seq, id: this.idPrefix + seq.toString(16).padStart(SEQ_DIGITS, '0') };
+  }
+
+  /** The ring's record as it is saved. */
+  record(): RingRecord {
+    return { ringId: this.ringId, accountId: this.accountId, subdomain: this.subdomain, capacity: this.capacity, head: this.committedHead, swept: this.swept };
+  }
+}
+
 export class CaptureStore {
   private readonly rings: Database<RingRecord, RingKey>;
   private readonly ringsById: Database<RingKey, number>;
   private readonly slots: Database<Buffer, SlotKey>;
   private readonly meta: Database<number, string>;
-  /** Rings in use by this process: the head lives here and is written with each capture. */
-  private readonly open = new Map<number, { record: RingRecord; handle: RingHandle; persistedHead: number }>();
+  /** Rings in use by this process, by ring id: their heads live here and are saved lazily. */
+  private readonly open = new Map<number, OpenRing>();
 
   /**
    * Opens the capture log in its own LMDB environment in `dir` (DESIGN.md section 3, with one measured
@@ -280,79 +363,84 @@ export class CaptureStore {
         this.ringsById.put(ringId, [accountId, subdomain]);
         return created;
       });
-    return this.load(record).handle;
+    return this.load(record);
   }
 
   /**
-   * The ring as this process uses it: loaded once, its head recovered from the slots (the head is
-   * written lazily by persistHeads, so after a crash the slots may be ahead of it).
+   * The ring as this process uses it: loaded once, its head recovered from the slots. After a crash
+   * the saved head may be behind the slots, by less than the ring's lead (HEAD_LEAD): the slots of the
+   * `lead` sequences from the saved head, each naming the sequence it holds, tell which of them were
+   * committed. The head then follows the newest committed sequence: a sequence handed out to a request
+   * whose capture never committed (in flight at the crash) may be handed out again, a committed one never.
    */
-  private load(stored: RingRecord): { record: RingRecord; handle: RingHandle; persistedHead: number } {
+  private load(stored: RingRecord): OpenRing {
     const cached = this.open.get(stored.ringId);
     if (cached !== undefined) return cached;
-    const record = { ...stored, head: Math.max(stored.head, this.highestSeq(stored) + 1) };
-    const prefix = captureId(record.ringId, 0).slice(0, 4 + RING_DIGITS);
-    const handle: RingHandle = {
-      ringId: record.ringId,
-      accountId: record.accountId,
-      subdomain: record.subdomain,
-      capacity: record.capacity,
-      next: () => {
-        const seq = record.head++;
-        return { seq, id: prefix + seq.toString(16).padStart(SEQ_DIGITS, '0') };
-      },
-    };
-    const entry = { record, handle, persistedHead: stored.head };
-    this.open.set(record.ringId, entry);
-    return entry;
-  }
-
-  /**
-   * The highest sequence stored at or after the ring's recorded head (or head - 1). Captures written
-   * after the head was last persisted follow it, with holes only where a request was in flight at a
-   * crash; so the walk goes forward from the head and stops after a run of misses longer than any
-   * number of streams in flight. A few thousand header reads at most, not the whole ring.
-   */
-  private highestSeq(ring: RingRecord): number {
-    let highest = ring.head - 1;
-    let misses = 0;
-    for (let seq = ring.head; seq < ring.head + ring.capacity && misses <= MAX_HOLE; seq++) {
-      const bytes = this.slots.getBinaryFast([ring.ringId, seq % ring.capacity]);
-      if (bytes !== undefined && summaryOf(bytes).seq === seq) {
-        highest = seq;
-        misses = 0;
-      } else {
-        misses++;
-      }
+    const headKey = this.headKey(stored.ringId);
+    const saved = Math.max(stored.head, headKey);
+    let head = saved;
+    const lead = Math.min(stored.capacity, HEAD_LEAD);
+    for (let seq = saved; seq < saved + lead; seq++) {
+      const bytes = this.slots.getBinaryFast([stored.ringId, seq % stored.capacity]);
+      if (bytes !== undefined && seqOf(bytes) === seq) head = seq + 1;
     }
-    return highest;
+    const ring = new OpenRing(stored, head, headKey);
+    this.open.set(ring.ringId, ring);
+    return ring;
+  }
+
+  /** The ring's head key (written by writeAll when the ring runs its lead past it), or 0. */
+  private headKey(ringId: number): number {
+    const bytes = this.slots.getBinary([ringId, HEAD_SLOT]);
+    return bytes === undefined ? 0 : bytes.readDoubleLE(0);
   }
 
   /**
-   * Writes the heads of rings that moved since the last call (asynchronously). Not done with every
-   * capture: a second database in each commit cost ~10 µs of its ~15; the edge calls this every second
-   * and on close, and `ring()` recovers a head the slots are ahead of.
+   * Saves the heads of rings that moved since the last call (asynchronously). Not done with every
+   * capture: the head in every commit cost a lone commit ~3 of its ~14 µs (docs/architecture.md). The
+   * edge calls this every second and on close; it shortens nothing but is what a clean close leaves.
+   * What recovery relies on is the head key writeAll keeps within HEAD_LEAD of every commit.
    */
   persistHeads(): void {
-    for (const entry of this.open.values()) {
-      const { record } = entry;
-      if (record.head === entry.persistedHead) continue;
-      entry.persistedHead = record.head;
-      void this.rings.put([record.accountId, record.subdomain], record);
+    for (const ring of this.open.values()) {
+      if (ring.committedHead === ring.persistedHead) continue;
+      ring.persistedHead = ring.committedHead;
+      void this.rings.put([ring.accountId, ring.subdomain], ring.record());
     }
   }
 
   /**
    * Writes captures into their slots in one synchronous transaction. When it returns they are
-   * committed: a kill -9 of the process cannot lose them.
+   * committed: a kill -9 of the process cannot lose them. A ring whose captures run `lead` sequences
+   * past its head key gets the key moved in the same transaction (HEAD_LEAD): with a lead of 256 that is
+   * one commit in 256 sequences or fewer. A capture that completes after a newer one took its slot (a
+   * request slower than `capacity` later ones) is not written over it.
    */
   writeAll(batch: readonly { ring: RingHandle; seq: number; storedCapture(): StoredCapture }[]): void {
+    let moved: OpenRing[] | null = null;
     this.root.transactionSync(() => {
       for (const item of batch) {
-        const ring = item.ring;
-        this.slots.put([ring.ringId, item.seq % ring.capacity], encodeStoredCapture(item.storedCapture()));
+        const ring = item.ring as OpenRing;
+        const slot = item.seq % ring.capacity;
+        if (item.seq + ring.capacity < ring.head && this.holdsNewer(ring, slot, item.seq)) continue;
+        this.slots.put([ring.ringId, slot], encodeStoredCapture(item.storedCapture()));
+        // Should the transaction fail, a head moved too far only leaves sequences unused, never reused.
+        if (item.seq >= ring.committedHead) ring.committedHead = item.seq + 1;
+        if (item.seq >= ring.headKey + ring.lead) {
+          moved ??= [];
+          if (!moved.includes(ring)) moved.push(ring);
+        }
       }
+      if (moved !== null) for (const ring of moved) this.slots.put([ring.ringId, HEAD_SLOT], headBytes(ring.committedHead));
     });
+    // Each key holds its ring's committed head as the loop above left it: nothing runs in between.
+    if (moved !== null) for (const ring of moved as OpenRing[]) ring.headKey = ring.committedHead;
+  }
+
+  /** Whether the slot holds a capture newer than `seq` (read inside the writing transaction). */
+  private holdsNewer(ring: OpenRing, slot: number, seq: number): boolean {
+    const bytes = this.slots.getBinaryFast([ring.ringId, slot]);
+    return bytes !== undefined && seqOf(bytes) > seq;
   }
 
   /** Newest first; null when the account never had this subdomain. */
@@ -418,7 +506,7 @@ export class CaptureStore {
       // Inside a write transaction the reads see every capture queued before it, so a slot that a new
       // capture has just taken over is never removed by mistake.
       removed += await this.root.transaction(() => {
-        const ring = this.load(stored).record;
+        const ring = this.load(stored);
         const cutoff = now - retention;
         const start = Math.max(ring.swept, ring.head - ring.capacity, 0);
         let seq = start;
@@ -435,7 +523,7 @@ export class CaptureStore {
         }
         if (seq !== start) {
           ring.swept = seq;
-          this.rings.put([ring.accountId, ring.subdomain], ring);
+          this.rings.put([ring.accountId, ring.subdomain], ring.record());
         }
         return count;
       });
@@ -443,9 +531,9 @@ export class CaptureStore {
     return removed;
   }
 
-  private currentRing(accountId: string, subdomain: string): RingRecord | undefined {
+  private currentRing(accountId: string, subdomain: string): OpenRing | undefined {
     const stored = this.rings.get([accountId, subdomain]);
-    return stored === undefined ? undefined : this.load(stored).record;
+    return stored === undefined ? undefined : this.load(stored);
   }
 
   /** Asks the operating system to write committed captures to disk (asynchronously). */
