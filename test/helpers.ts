@@ -223,14 +223,21 @@ export async function runCli(args: string[], env: Record<string, string> = {}, t
   return { code, stdout, stderr };
 }
 
+export interface SpawnedProcess {
+  child: ChildProcess;
+  output: () => string;
+  match: RegExpMatchArray;
+  exited: Promise<number | null>;
+}
+
 /** Starts a long-running CLI command (burrow http, burrow edge) and waits for a line matching `ready`. */
-export async function spawnCli(
-  args: string[],
-  env: Record<string, string>,
-  ready: RegExp,
-  timeoutMs = 20_000,
-): Promise<{ child: ChildProcess; output: () => string; match: RegExpMatchArray; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function spawnCli(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 20_000): Promise<SpawnedProcess> {
+  return spawnNode([BIN, ...args], env, ready, timeoutMs);
+}
+
+/** Starts `node ...args` and waits for a line matching `ready`; killed when the test process exits. */
+export async function spawnNode(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 20_000): Promise<SpawnedProcess> {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
