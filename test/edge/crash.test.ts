@@ -110,6 +110,7 @@ test(`kill -9 after bursts past the ring, ${KILLS} times, around the head save: 
   const agent = new Agent({ connections: SENDERS, keepAliveTimeout: 10_000 });
   /** Paths answered 200 with their own body, in the current life of the edge and in all. */
   let answeredThisLife = 0;
+  let firstAnsweredAt = 0;
   const answered: string[] = [];
   let running = true;
   let paused = false;
@@ -128,7 +129,7 @@ test(`kill -9 after bursts past the ring, ${KILLS} times, around the head save: 
         const text = await response.body.text();
         if (response.statusCode === 200 && text === `ok ${path}`) {
           answered.push(path);
-          answeredThisLife++;
+          if (answeredThisLife++ === 0) firstAnsweredAt = Date.now();
         }
       } catch {
         await sleep(5);
@@ -139,9 +140,12 @@ test(`kill -9 after bursts past the ring, ${KILLS} times, around the head save: 
   };
   const senders = Array.from({ length: SENDERS }, (_, lane) => sender(lane));
 
+  let answeredInAll = 0;
   let checked = 0;
   const lost: string[] = [];
   let headSaveKills = 0;
+  /** How long each life took to answer RING + 1 requests from its first answer. */
+  const bursts: number[] = [];
   try {
     for (let kill = 0; kill < KILLS; kill++) {
       // A burst past the ring through this edge.
@@ -152,6 +156,7 @@ test(`kill -9 after bursts past the ring, ${KILLS} times, around the head save: 
         assert.ok(Date.now() < burstDeadline, `life ${kill}: only ${answeredThisLife} answered in 20 s`);
         await sleep(2);
       }
+      bursts.push(Date.now() - firstAnsweredAt);
       // Then the kill: every other one around a lazy head save (±40 ms), the rest at a random moment.
       let killAt = Date.now() + Math.random() * 300;
       if (kill % 2 === 0) {
@@ -183,6 +188,7 @@ test(`kill -9 after bursts past the ring, ${KILLS} times, around the head save: 
         const id = idOfPath.get(path);
         assert.ok(id !== undefined, `${path} was answered but the tunnel client never saw it`);
         committed.set(id, path);
+        answeredInAll++;
         if (seqOf(id) <= newest - RING) continue;
         checked++;
         if (!listedIds.has(`${id} ${path}`)) lost.push(`life ${kill}: ${id} ${path} (newest listed ${newest})`);
@@ -199,9 +205,11 @@ test(`kill -9 after bursts past the ring, ${KILLS} times, around the head save: 
     await local.close();
   }
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  const burstMs = bursts.sort((a, b) => a - b)[bursts.length >> 1] ?? 0;
   console.log(
-    `crash loop: ring ${RING}, ${KILLS} kills (${headSaveKills} around the head save), ${committed.size} captures committed, ` +
-      `${checked} answered requests checked within the ring's newest ${RING}, ${lost.length} lost, ${reused.length} ids reused, ${seconds} s`,
+    `crash loop: ring ${RING}, ${KILLS} kills (${headSaveKills} around the head save), ${answeredInAll} requests answered, ` +
+      `${committed.size} captures known committed, ${checked} answered requests checked within the ring's newest ${RING}, ${lost.length} lost, ${reused.length} ids reused, ` +
+      `median ${burstMs} ms to answer the ${RING + 1} of a burst, ${seconds} s`,
   );
   assert.deepEqual(lost, [], `${lost.length} answered requests are not listed`);
   assert.deepEqual(reused, [], `${reused.length} committed ids were handed out again`);
