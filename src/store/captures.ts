@@ -105,10 +105,16 @@ interface RingRecord {
   accountId: string;
   subdomain: string;
   capacity: number;
-  /** One past the newest committed sequence, as last saved (lazily: see HEAD_LEAD). */
+  /** The next sequence number to hand out, as saved when the ring was last closed or marked open. */
   head: number;
   /** Every sequence below this was swept (expired and removed). */
   swept: number;
+  /**
+   * True when `head` was saved by a clean close and nothing was written since. A ring is marked not
+   * clean (in its own commit) before this process writes its first capture to it; after a crash such a
+   * ring's head is recovered from its slots. Absent in records of older versions: not clean.
+   */
+  clean?: boolean;
 }
 
 export interface RingHandle {
@@ -225,31 +231,11 @@ function summaryOf(bytes: Uint8Array): { id: string; seq: number; method: string
   return { id: h[1], seq: h[2], method: h[7], path: h[8], status: h[9], receivedAt: h[10], durationMs: h[11] };
 }
 
-function headBytes(head: number): Buffer {
-  const bytes = Buffer.allocUnsafe(8);
-  bytes.writeDoubleLE(head, 0);
-  return bytes;
-}
-
 type RingKey = [string, string];
 type SlotKey = [number, number];
 
 const SEQ_DIGITS = 12;
 const RING_DIGITS = 8;
-/**
- * How far a ring's committed sequences may run past the head LMDB holds for it. A ring's head is saved
- * lazily (persistHeads, once a second), but a commit that would take a sequence `HEAD_LEAD` or more past
- * the saved head writes the head too, in the same transaction. So after a crash every committed sequence
- * lies below the saved head + HEAD_LEAD (or + capacity, when smaller), whatever burst came before it,
- * and recovery reads that many slots from the saved head. A burst past the ring's size between two lazy
- * saves broke the walk this replaced (issue 11): the slots after the saved head had been overwritten by
- * later laps. Measured (docs/architecture.md, "Capture durability"): the head in every commit cost a lone
- * commit ~3 µs of ~14; once per 256 sequences it is lost in the noise, and recovery reads 256 slots
- * (~0.35 ms) instead of a whole ring (10,000 slots, ~14 ms).
- */
-const HEAD_LEAD = 256;
-/** The slot number under which a ring's head key lives in the slots database, before slot 0. */
-const HEAD_SLOT = -1;
 const ID_PATTERN = /^req_([0-9a-f]{8})([0-9a-f]{12})$/;
 
 export function captureId(ringId: number, seq: number): string {
@@ -268,33 +254,26 @@ class OpenRing implements RingHandle {
   readonly accountId: string;
   readonly subdomain: string;
   readonly capacity: number;
-  /** How far committed sequences may run past the head key: HEAD_LEAD, or the capacity if smaller. */
-  readonly lead: number;
   /** The next sequence to hand out. */
   head: number;
-  /** One past the newest committed sequence. */
-  committedHead: number;
   /** Every sequence below this was swept. */
   swept: number;
-  /** The committed head last given to the lazy save (persistHeads). */
-  persistedHead: number;
+  /** This process may write captures to the ring: it is marked not clean in LMDB until close(). */
+  writing = false;
   private readonly idPrefix: string;
 
   constructor(
     stored: RingRecord,
     head: number,
-    /** The head key LMDB holds: every sequence ever committed is below it + `lead`. */
-    public headKey: number,
+    /** The saved head was exact when the ring was loaded (a clean close before). */
+    readonly loadedClean: boolean,
   ) {
     this.ringId = stored.ringId;
     this.accountId = stored.accountId;
     this.subdomain = stored.subdomain;
     this.capacity = stored.capacity;
-    this.lead = Math.min(stored.capacity, HEAD_LEAD);
     this.head = head;
-    this.committedHead = head;
     this.swept = stored.swept;
-    this.persistedHead = stored.head;
     this.idPrefix = captureId(stored.ringId, 0).slice(0, 4 + RING_DIGITS);
   }
 
@@ -303,9 +282,9 @@ class OpenRing implements RingHandle {
     return { seq, id: this.idPrefix + seq.toString(16).padStart(SEQ_DIGITS, '0') };
   }
 
-  /** The ring's record as it is saved. */
-  record(): RingRecord {
-    return { ringId: this.ringId, accountId: this.accountId, subdomain: this.subdomain, capacity: this.capacity, head: this.committedHead, swept: this.swept };
+  /** The ring's record as it is saved; `clean` only by close(), and for a ring this process never wrote. */
+  record(clean = !this.writing && this.loadedClean): RingRecord {
+    return { ringId: this.ringId, accountId: this.accountId, subdomain: this.subdomain, capacity: this.capacity, head: this.head, swept: this.swept, clean };
   }
 }
 
@@ -346,9 +325,10 @@ export class CaptureStore {
   }
 
   /**
-   * The ring of (account, subdomain), created with `capacity` slots when it does not exist yet.
-   * Synchronous: a tunnel connect needs its ring before the upgrade completes, and only the first
-   * connect of a subdomain writes (one small transaction).
+   * The ring of (account, subdomain) to write captures to, created with `capacity` slots when it does
+   * not exist yet. Synchronous: a tunnel connect needs its ring before the upgrade completes. The first
+   * call for a ring in this process marks it not clean in one small synchronous commit, before any of
+   * its captures can be written (see `load`).
    */
   ring(accountId: string, subdomain: string, capacity: number): RingHandle {
     const record =
@@ -357,84 +337,69 @@ export class CaptureStore {
         const existing = this.rings.get([accountId, subdomain]);
         if (existing !== undefined) return existing;
         const ringId = this.meta.get('next-ring-id') ?? 1;
-        const created: RingRecord = { ringId, accountId, subdomain, capacity, head: 0, swept: 0 };
+        const created: RingRecord = { ringId, accountId, subdomain, capacity, head: 0, swept: 0, clean: false };
         this.meta.put('next-ring-id', ringId + 1);
         this.rings.put([accountId, subdomain], created);
         this.ringsById.put(ringId, [accountId, subdomain]);
         return created;
       });
-    return this.load(record);
+    const ring = this.load(record);
+    if (!ring.writing) {
+      ring.writing = true;
+      if (record.clean === true) this.rings.putSync([accountId, subdomain], ring.record());
+    }
+    return ring;
   }
 
   /**
-   * The ring as this process uses it: loaded once, its head recovered from the slots. After a crash
-   * the saved head may be behind the slots, by less than the ring's lead (HEAD_LEAD): the slots of the
-   * `lead` sequences from the saved head, each naming the sequence it holds, tell which of them were
-   * committed. The head then follows the newest committed sequence: a sequence handed out to a request
-   * whose capture never committed (in flight at the crash) may be handed out again, a committed one never.
+   * The ring as this process uses it, loaded once. A ring closed cleanly has its head saved. Any other
+   * may have been written up to a crash: its head follows the newest sequence in its slots, found by
+   * reading every slot (each names the sequence it holds, read from its id's digits without decoding
+   * the rest), or the swept mark if it is higher. Measured (docs/architecture.md, "Capture
+   * durability"): ~1.4 µs a slot, 14 ms for a PRO ring of 10,000, and only after a crash, for the rings
+   * that were being written. Nothing is added to a commit: saving the head in commits, even once in
+   * 256 sequences, cost every lone commit ~0.9 µs. A sequence handed out to a request whose capture
+   * never committed (in flight at the crash) may be handed out again; a committed one never is.
    */
   private load(stored: RingRecord): OpenRing {
     const cached = this.open.get(stored.ringId);
     if (cached !== undefined) return cached;
-    const headKey = this.headKey(stored.ringId);
-    const saved = Math.max(stored.head, headKey);
-    let head = saved;
-    const lead = Math.min(stored.capacity, HEAD_LEAD);
-    for (let seq = saved; seq < saved + lead; seq++) {
-      const bytes = this.slots.getBinaryFast([stored.ringId, seq % stored.capacity]);
-      if (bytes !== undefined && seqOf(bytes) === seq) head = seq + 1;
+    const clean = stored.clean === true;
+    let head = stored.head;
+    if (!clean) {
+      head = stored.swept;
+      for (let slot = 0; slot < stored.capacity; slot++) {
+        const bytes = this.slots.getBinaryFast([stored.ringId, slot]);
+        if (bytes === undefined) continue;
+        const seq = seqOf(bytes);
+        if (seq >= head) head = seq + 1;
+      }
     }
-    const ring = new OpenRing(stored, head, headKey);
+    const ring = new OpenRing(stored, head, clean);
     this.open.set(ring.ringId, ring);
     return ring;
   }
 
-  /** The ring's head key (written by writeAll when the ring runs its lead past it), or 0. */
-  private headKey(ringId: number): number {
-    const bytes = this.slots.getBinary([ringId, HEAD_SLOT]);
-    return bytes === undefined ? 0 : bytes.readDoubleLE(0);
-  }
-
   /**
-   * Saves the heads of rings that moved since the last call (asynchronously). Not done with every
-   * capture: the head in every commit cost a lone commit ~3 of its ~14 µs (docs/architecture.md). The
-   * edge calls this every second and on close; it shortens nothing but is what a clean close leaves.
-   * What recovery relies on is the head key writeAll keeps within HEAD_LEAD of every commit.
+   * Kept for the edge's once-a-second tick, which saved heads lazily before issue 11: a ring being
+   * written is now recovered from its slots after a crash, and close() saves the heads.
    */
-  persistHeads(): void {
-    for (const ring of this.open.values()) {
-      if (ring.committedHead === ring.persistedHead) continue;
-      ring.persistedHead = ring.committedHead;
-      void this.rings.put([ring.accountId, ring.subdomain], ring.record());
-    }
-  }
+  persistHeads(): void {}
 
   /**
    * Writes captures into their slots in one synchronous transaction. When it returns they are
-   * committed: a kill -9 of the process cannot lose them. A ring whose captures run `lead` sequences
-   * past its head key gets the key moved in the same transaction (HEAD_LEAD): with a lead of 256 that is
-   * one commit in 256 sequences or fewer. A capture that completes after a newer one took its slot (a
-   * request slower than `capacity` later ones) is not written over it.
+   * committed: a kill -9 of the process cannot lose them. A capture that completes after a newer one
+   * took its slot (a request slower than `capacity` later ones) is not written over it.
    */
   writeAll(batch: readonly { ring: RingHandle; seq: number; storedCapture(): StoredCapture }[]): void {
-    let moved: OpenRing[] | null = null;
     this.root.transactionSync(() => {
       for (const item of batch) {
         const ring = item.ring as OpenRing;
         const slot = item.seq % ring.capacity;
         if (item.seq + ring.capacity < ring.head && this.holdsNewer(ring, slot, item.seq)) continue;
         this.slots.put([ring.ringId, slot], encodeStoredCapture(item.storedCapture()));
-        // Should the transaction fail, a head moved too far only leaves sequences unused, never reused.
-        if (item.seq >= ring.committedHead) ring.committedHead = item.seq + 1;
-        if (item.seq >= ring.headKey + ring.lead) {
-          moved ??= [];
-          if (!moved.includes(ring)) moved.push(ring);
-        }
       }
-      if (moved !== null) for (const ring of moved) this.slots.put([ring.ringId, HEAD_SLOT], headBytes(ring.committedHead));
     });
-    // Each key holds its ring's committed head as the loop above left it: nothing runs in between.
-    if (moved !== null) for (const ring of moved as OpenRing[]) ring.headKey = ring.committedHead;
   }
 
   /** Whether the slot holds a capture newer than `seq` (read inside the writing transaction). */
@@ -545,9 +510,15 @@ export class CaptureStore {
     });
   }
 
-  /** Waits for queued writes, writes everything to disk, closes the environment. */
+  /**
+   * Saves the head of every ring this process wrote or recovered, marked clean, waits for queued writes, writes
+   * everything to disk, closes the environment. The edge calls it when no capture can follow.
+   */
   async close(): Promise<void> {
-    this.persistHeads();
+    // A ring recovered from its slots and not written since has an exact head too.
+    for (const ring of this.open.values()) {
+      if (ring.writing || !ring.loadedClean) void this.rings.put([ring.accountId, ring.subdomain], ring.record(true));
+    }
     await this.root.committed;
     await this.sync().catch(() => undefined);
     await this.root.close();
