@@ -293,7 +293,7 @@ export class CaptureStore {
   private readonly ringsById: Database<RingKey, number>;
   private readonly slots: Database<Buffer, SlotKey>;
   private readonly meta: Database<number, string>;
-  /** Rings in use by this process, by ring id: their heads live here and are saved lazily. */
+  /** Rings in use by this process, by ring id: their heads live here, saved by close(). */
   private readonly open = new Map<number, OpenRing>();
 
   /**
@@ -356,9 +356,10 @@ export class CaptureStore {
    * may have been written up to a crash: its head follows the newest sequence in its slots, found by
    * reading every slot (each names the sequence it holds, read from its id's digits without decoding
    * the rest), or the swept mark if it is higher. Measured (docs/architecture.md, "Capture
-   * durability"): ~1.4 µs a slot, 14 ms for a PRO ring of 10,000, and only after a crash, for the rings
-   * that were being written. Nothing is added to a commit: saving the head in commits, even once in
-   * 256 sequences, cost every lone commit ~0.9 µs. A sequence handed out to a request whose capture
+   * durability"): 5.8 ms for a FREE ring of 1,000, 92 ms for a PRO ring of 10,000 (a page fault a slot
+   * after a restart), only after a crash and only for the rings that were being written. Nothing is
+   * added to a commit: saving the head in commits, even once in 256 sequences, cost every lone commit
+   * ~0.9 µs. A sequence handed out to a request whose capture
    * never committed (in flight at the crash) may be handed out again; a committed one never is.
    */
   private load(stored: RingRecord): OpenRing {

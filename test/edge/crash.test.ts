@@ -1,8 +1,9 @@
 /**
  * "Nothing lost" (issue 4, issue 11 finding 2): under continuous traffic the edge process is killed with
  * SIGKILL again and again and restarted on the same data. Before each kill more requests than the ring
- * holds are answered (a burst past the ring), and half the kills land around the once-a-second lazy head
- * save, the others at random moments. After each restart, with the senders paused, every request whose
+ * holds are answered (a burst past the ring), and half the kills land around the edge's once-a-second
+ * tick (where ring heads were saved lazily until issue 11, and the capture environment is still synced),
+ * the others at random moments. After each restart, with the senders paused, every request whose
  * response was received and that is among the ring's newest `capacity` committed sequences must be
  * listed, under the id the tunnel client saw for it; and no id of a committed capture is ever handed out
  * again, in any life of the edge.
@@ -24,7 +25,7 @@ import { freePort, runCli, spawnCli, spawnNode, startLocal, tempDirs, type Spawn
 const KILLS = Number(process.env.BURROW_CRASH_KILLS ?? 16);
 const RING = Number(process.env.BURROW_CRASH_RING ?? 50);
 const SENDERS = 32;
-/** The edge saves ring heads lazily every fourth tick of 250 ms after it starts listening. */
+/** Every fourth tick of 250 ms after the edge starts listening: heads were saved there before issue 11. */
 const HEAD_SAVE_MS = 1_000;
 const SUBDOMAIN = 'crash-ring';
 
