@@ -359,8 +359,8 @@ export class CaptureStore {
    * durability"): 5.8 ms for a FREE ring of 1,000, 92 ms for a PRO ring of 10,000 (a page fault a slot
    * after a restart), only after a crash and only for the rings that were being written. Nothing is
    * added to a commit: saving the head in commits, even once in 256 sequences, cost every lone commit
-   * ~0.9 µs. A sequence handed out to a request whose capture
-   * never committed (in flight at the crash) may be handed out again; a committed one never is.
+   * ~0.9 µs. A sequence handed out to a request whose capture never committed (in flight at the crash)
+   * may be handed out again; a committed one never is.
    */
   private load(stored: RingRecord): OpenRing {
     const cached = this.open.get(stored.ringId);
@@ -512,8 +512,8 @@ export class CaptureStore {
   }
 
   /**
-   * Saves the head of every ring this process wrote or recovered, marked clean, waits for queued writes, writes
-   * everything to disk, closes the environment. The edge calls it when no capture can follow.
+   * Saves the head of every ring this process wrote or recovered, marked clean; waits for queued writes,
+   * writes everything to disk, closes the environment. The edge calls it when no capture can follow.
    */
   async close(): Promise<void> {
     // A ring recovered from its slots and not written since has an exact head too.
