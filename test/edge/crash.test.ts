@@ -39,10 +39,12 @@ function startEdge(port: number, dataDir: string, env: Record<string, string>): 
   }
   // The CLI has no option for plan limits: the same Edge the CLI starts, with FREE's ring made small.
   const options = { dataDir, port, host: '127.0.0.1', graceMs: 60_000, rateLimit: 1_000_000, plans: { FREE: { capturedRequests: RING } } };
+  // The edge exits by itself should the test process die without killing it (a test runner's timeout).
   const script = `
     const { Edge } = await import(${JSON.stringify(new URL('../../src/edge/server.js', import.meta.url).href)});
     const edge = await Edge.start(${JSON.stringify(options)});
     process.stdout.write('listening on ' + edge.url + '\\n');
+    setInterval(() => { if (process.ppid !== ${process.pid}) process.exit(1); }, 500).unref();
   `;
   return spawnNode(['--input-type=module', '-e', script], env, ready);
 }
