@@ -21,6 +21,7 @@ export const ERROR_CODES = {
   PAYLOAD_TOO_LARGE: { status: 413, message: 'The request body is larger than the limit.' },
   RESERVATION_LIMIT_REACHED: { status: 403, message: 'Reserved-subdomain cap of the plan reached. Release one or upgrade.' },
   TUNNEL_OFFLINE: { status: 409, message: 'The tunnel is not connected.' },
+  REPLAY_TRUNCATED: { status: 409, message: 'The captured request body was cut at the capture limit; send "allow_truncated": true to replay the cut body.' },
   INTERNAL_ERROR: { status: 500, message: 'Internal error.' },
   // The local inspector's own refusals (docs/inspector.md).
   FORBIDDEN: { status: 403, message: 'This request may not use the inspector.' },

@@ -22,15 +22,26 @@ import type { PlanName } from '../src/store/plans.js';
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const BIN = join(ROOT, 'bin', 'burrow.js');
 
+/** Every temp dir this process made: removed when it exits, whatever the test did (issue 16, point 9). */
+const madeDirs = new Set<string>();
+
+/** A fresh temp dir, removed at the latest when the process exits. */
 export function tempDir(prefix = 'burrow-test-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  madeDirs.add(dir);
+  return dir;
+}
+
+function removeTempDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  madeDirs.delete(dir);
 }
 
 /** A maker of fresh temp dirs for one test file, all removed when the file's tests are done. */
 export function tempDirs(prefix: string): () => string {
   const dirs: string[] = [];
   after(() => {
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    for (const dir of dirs) removeTempDir(dir);
   });
   return () => {
     const dir = tempDir(prefix);
@@ -65,7 +76,7 @@ export async function startEdge(options: Partial<EdgeOptions> = {}): Promise<Tes
       if (closed) return;
       closed = true;
       await edge.close(2_000);
-      if (options.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+      if (options.dataDir === undefined) removeTempDir(dataDir);
     },
   };
 }
@@ -208,11 +219,12 @@ function track(child: ChildProcess): void {
 }
 process.once('exit', () => {
   for (const child of children) child.kill('SIGKILL');
+  for (const dir of madeDirs) rmSync(dir, { recursive: true, force: true });
 });
 
 /** Runs the real `burrow` binary with a private config directory. */
-export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = 20_000): Promise<CliResult> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = 20_000, cwd?: string): Promise<CliResult> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd === undefined ? {} : { cwd }) });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -231,13 +243,13 @@ export interface SpawnedProcess {
 }
 
 /** Starts a long-running CLI command (burrow http, burrow edge) and waits for a line matching `ready`. */
-export async function spawnCli(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 20_000): Promise<SpawnedProcess> {
-  return spawnNode([BIN, ...args], env, ready, timeoutMs);
+export async function spawnCli(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 20_000, cwd?: string): Promise<SpawnedProcess> {
+  return spawnNode([BIN, ...args], env, ready, timeoutMs, cwd);
 }
 
 /** Starts `node ...args` and waits for a line matching `ready`; killed when the test process exits. */
-export async function spawnNode(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 20_000): Promise<SpawnedProcess> {
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function spawnNode(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 20_000, cwd?: string): Promise<SpawnedProcess> {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd === undefined ? {} : { cwd }) });
   track(child);
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

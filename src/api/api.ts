@@ -25,7 +25,7 @@ export interface ApiOptions {
   /** Requests per window per token (spec section 8: 100 per minute by default). */
   rateLimit?: number;
   rateWindowMs?: number;
-  /** Failed authentications per window per client address. */
+  /** Failed authentications per window per failing credential (token id, or client address). */
   authFailureLimit?: number;
   clock?: () => number;
 }
@@ -121,15 +121,18 @@ export class Api {
 
   /**
    * Checks an Authorization header: the principal, or the error to answer (401 UNAUTHORIZED, or 429
-   * RATE_LIMITED when the client address failed too often; then the token is not even looked at, so
-   * a blocked guesser learns nothing). Used by the API and by the tunnel endpoint.
+   * RATE_LIMITED once the failing credential failed too often). Used by the API and by the tunnel endpoint.
+   *
+   * Failures count against what failed, never against a valid token: a wrong secret or a revoked token
+   * against its token id, anything else (no header, another scheme, not a token, an unknown id) against
+   * the client address. A valid token is always accepted, so failures of others behind the same NAT or
+   * proxy, or a guesser of one's token id, cannot lock anyone out. The secret's 144 random bits, not
+   * the limiter, are what make guessing hopeless; the limiter answers persistent failures with 429.
+   * Unknown ids count per address so that made-up ids cannot grow the limiter's table without bound.
    */
   authorize(header: string, clientAddress: string): Principal | BurrowError {
-    // An address that has used up its failures is blocked until the window resets, even with a right
-    // token: otherwise each window would give a guesser one check more than the limit.
-    const blocked = this.failureLimiter.peek(clientAddress);
-    if (blocked.remaining === 0) return this.tooManyFailures(blocked);
     let problem: string;
+    let failureKey = `address:${clientAddress}`;
     if (header === '') {
       problem = 'The Authorization header is missing. Send "Authorization: Bearer <token>".';
     } else {
@@ -137,17 +140,20 @@ export class Api {
       if (match === null) {
         problem = 'The Authorization header must be "Bearer <token>".';
       } else {
-        const principal = this.options.store.authenticate(match[1]!);
-        if (principal !== null) return principal;
+        const outcome = this.options.store.verify(match[1]!);
+        if ('principal' in outcome) return outcome.principal;
+        if ('idSegment' in outcome) failureKey = `token:${outcome.idSegment}`;
         problem = 'The token is malformed, unknown or revoked.';
       }
     }
-    this.failureLimiter.hit(clientAddress);
+    const failures = this.failureLimiter.hit(failureKey);
+    if (!failures.allowed) return this.tooManyFailures(failures, failureKey.startsWith('token:'));
     return new BurrowError('UNAUTHORIZED', problem, { 'WWW-Authenticate': 'Bearer realm="burrow"' });
   }
 
-  private tooManyFailures(decision: RateDecision): BurrowError {
-    return new BurrowError('RATE_LIMITED', 'Too many failed authentications from this address. Wait before trying again.', {
+  private tooManyFailures(decision: RateDecision, ofToken: boolean): BurrowError {
+    const what = ofToken ? 'this token id' : 'this address';
+    return new BurrowError('RATE_LIMITED', `Too many failed authentications with ${what}. Wait before trying again.`, {
       'Retry-After': String(decision.resetSeconds),
     });
   }
@@ -285,13 +291,17 @@ export class Api {
 
     add('POST', '/api/v1/requests/:id/replay', async ({ req, params, principal }) => {
       const capture = ownCapture(params.id!, principal);
-      const overrides = validateReplayOverrides(readJsonObject(req, { optional: true }));
+      const fields = readJsonObject(req, { optional: true });
+      const allowTruncated = takeAllowTruncated(fields);
+      const overrides = validateReplayOverrides(fields);
+      refuseTruncatedReplay(capture.requestTruncated, capture.requestBodySize, overrides, allowTruncated);
       const tunnel = tunnels.get(capture.subdomain);
       if (tunnel === undefined || tunnel.accountId !== principal.account.id) {
         throw new BurrowError('TUNNEL_OFFLINE', `The tunnel ${capture.subdomain} is not connected; start it with "burrow http" and replay again.`);
       }
       const replayed = await tunnels.replay(capture, overrides);
-      return json(200, captureJson(replayed));
+      // `truncated`: the body sent was the capture cut at the limit (allowed above).
+      return json(200, { ...captureJson(replayed), truncated: capture.requestTruncated && overrides.body === undefined });
     });
 
     add('GET', '/api/v1/billing/summary', ({ principal: { account } }) => {
@@ -387,6 +397,9 @@ function rejectUnknownFields(body: Record<string, unknown>, known: readonly stri
 // Control characters (C0, DEL, C1) and the Unicode line/paragraph separators.
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 const LONE_SURROGATE = /\p{Cs}/u;
+// Format characters: bidi overrides and isolates (U+202A-U+202E, U+2066-U+2069), zero-width characters,
+// the BOM, soft hyphens... They make a label show other than it is (or not at all).
+const FORMAT_CHARACTERS = /\p{Cf}/u;
 
 export function validateLabel(value: unknown): string {
   if (value === undefined) throw new BurrowError('INVALID_REQUEST', '"label" is required.');
@@ -397,6 +410,9 @@ export function validateLabel(value: unknown): string {
   if (CONTROL_CHARACTERS.test(label)) throw new BurrowError('INVALID_REQUEST', '"label" must not contain control characters.');
   // A lone surrogate (valid in JSON, not in UTF-8) would be stored as U+FFFD and listed unlike it was created.
   if (LONE_SURROGATE.test(label)) throw new BurrowError('INVALID_REQUEST', '"label" must be valid Unicode text.');
+  if (FORMAT_CHARACTERS.test(label)) {
+    throw new BurrowError('INVALID_REQUEST', '"label" must not contain invisible format characters (bidi controls, zero-width characters).');
+  }
   return label;
 }
 
@@ -423,10 +439,10 @@ export function validateReplayOverrides(body: Record<string, unknown>): ReplayOv
     if (body.headers === null || typeof body.headers !== 'object' || Array.isArray(body.headers)) {
       throw new BurrowError('INVALID_REQUEST', '"headers" must be an object of header names to string values.');
     }
-    const headers: Record<string, string> = {};
+    const headers: Record<string, string | null> = {};
     for (const [name, value] of Object.entries(body.headers as Record<string, unknown>)) {
-      if (!HEADER_NAME.test(name) || typeof value !== 'string' || !HEADER_VALUE.test(value)) {
-        throw new BurrowError('INVALID_REQUEST', `Header "${name}" must have a valid name and a string value.`);
+      if (!HEADER_NAME.test(name) || (value !== null && (typeof value !== 'string' || !HEADER_VALUE.test(value)))) {
+        throw new BurrowError('INVALID_REQUEST', `Header "${name}" must have a valid name and a string value (or null to remove it).`);
       }
       headers[name.toLowerCase()] = value;
     }
@@ -437,6 +453,24 @@ export function validateReplayOverrides(body: Record<string, unknown>): ReplayOv
     overrides.body = body.body;
   }
   return overrides;
+}
+
+/** Takes the replay's `allow_truncated` field (a boolean) out of the body; the rest are overrides. */
+export function takeAllowTruncated(body: Record<string, unknown>): boolean {
+  const value = body.allow_truncated;
+  delete body.allow_truncated;
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') throw new BurrowError('INVALID_REQUEST', '"allow_truncated" must be true or false.');
+  return value;
+}
+
+/** A replay of a body cut at the capture limit would send less than the original: only when asked. */
+export function refuseTruncatedReplay(truncated: boolean, size: number, overrides: ReplayOverrides, allowTruncated: boolean): void {
+  if (!truncated || overrides.body !== undefined || allowTruncated) return;
+  throw new BurrowError(
+    'REPLAY_TRUNCATED',
+    `The captured body (${size} bytes) was cut at the capture limit; a replay would send only its first part. Send "allow_truncated": true (burrow replay --allow-truncated) to replay it anyway.`,
+  );
 }
 
 /** The full exchange as the API shows it: spec fields first, then the detail. */

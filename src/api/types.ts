@@ -45,7 +45,8 @@ export type TunnelCloseReason = 'closed-by-api' | 'token-revoked';
 export interface ReplayOverrides {
   method?: string;
   path?: string;
-  headers?: Record<string, string>;
+  /** A name mapped to null removes that header (JSON merge-patch style). */
+  headers?: Record<string, string | null>;
   body?: string;
 }
 

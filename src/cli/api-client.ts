@@ -26,7 +26,7 @@ export class ApiClient {
       });
     } catch (error) {
       const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as { code?: string }).code ?? (error as Error).message;
-      throw new CliError(`cannot reach the edge at ${this.edge} (${cause}); is it running? (npm start)`);
+      throw new CliError(`cannot reach the edge at ${this.edge} (${cause}); is it running? (burrow edge --dev)`, 1, 'EDGE_UNREACHABLE');
     }
     const text = await response.body.text();
     if (response.statusCode === 204) return undefined as T;
@@ -34,13 +34,15 @@ export class ApiClient {
     try {
       parsed = text === '' ? undefined : JSON.parse(text);
     } catch {
-      throw new CliError(`the edge at ${this.edge} answered ${response.statusCode} with a body that is not JSON; is it a Burrow edge?`);
+      throw new CliError(`the edge at ${this.edge} answered ${response.statusCode} with a body that is not JSON; is it a Burrow edge?`, 1, 'EDGE_UNREACHABLE');
     }
     if (response.statusCode >= 400) {
       const error = (parsed as { error?: { code?: string; message?: string } } | undefined)?.error;
       const retry = response.headers['retry-after'];
       const suffix = response.statusCode === 429 && retry !== undefined ? ` (retry in ${String(retry)} s)` : '';
-      throw new CliError(`${error?.code ?? `HTTP ${response.statusCode}`}: ${error?.message ?? 'request failed'}${suffix}`);
+      const code = error?.code ?? `HTTP_${response.statusCode}`;
+      const message = `${error?.message ?? 'request failed'}${suffix}`;
+      throw new CliError(`${error?.code ?? `HTTP ${response.statusCode}`}: ${message}`, 1, code, message);
     }
     return parsed as T;
   }

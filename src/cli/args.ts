@@ -11,14 +11,23 @@ export class UsageError extends Error {
   }
 }
 
-/** A failure to report as one line on stderr and a non-zero exit. */
+/**
+ * A failure to report as one line on stderr and a non-zero exit; under --json as the spec's error shape
+ * {"error":{"code","message"}}, `code` the API's code when the edge refused, else one of src/errors.ts.
+ */
 export class CliError extends Error {
+  /** The message without a "CODE: " prefix, for the JSON shape. */
+  readonly detail: string;
+
   constructor(
     message: string,
     readonly exitCode = 1,
+    readonly code: string = 'INVALID_REQUEST',
+    detail?: string,
   ) {
     super(message);
     this.name = 'CliError';
+    this.detail = detail ?? (message.startsWith(`${code}: `) ? message.slice(code.length + 2) : message);
   }
 }
 
@@ -29,8 +38,12 @@ export interface Parsed<O extends Options> {
   positionals: string[];
 }
 
+/** The options and help of the last parse: test/cli/help-flags.test.ts checks every help lists exactly its flags. */
+export let lastParse: { options: Options; help: string } | null = null;
+
 /** Parses `args` against `options`; prints `help` and returns null for --help. */
 export function parse<O extends Options>(args: string[], options: O, help: string): Parsed<O> | null {
+  lastParse = { options, help };
   let parsed;
   try {
     parsed = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });

@@ -79,7 +79,44 @@ export function normaliseEdge(edge: string): string {
 
 export function requireToken(credentials: Credentials): string {
   if (credentials.token === undefined) {
-    throw new CliError('no token: pass --token, set BURROW_TOKEN, or run "burrow login TOKEN" (npm start prints a dev token)');
+    throw new CliError('no token: pass --token, set BURROW_TOKEN, or run "burrow login TOKEN" ("burrow edge --dev" prints a dev token)', 1, 'UNAUTHORIZED');
   }
   return credentials.token;
+}
+
+/**
+ * The generated subdomain each local port got from each edge, remembered next to config.json
+ * (`names.json`), so a restarted `burrow http PORT` asks for it again and keeps its URL.
+ */
+export function namesPath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(dirname(configPath(env)), 'names.json');
+}
+
+function nameKey(edge: string, port: number): string {
+  return `${edge} ${port}`;
+}
+
+function readNames(path: string): Record<string, string> {
+  try {
+    const parsed = JSON.parse(readFileSync(path, 'utf8')) as unknown;
+    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, string>;
+  } catch {
+    // Missing or damaged: a memory of names only, nothing is lost by starting over.
+  }
+  return {};
+}
+
+export function rememberedName(edge: string, port: number, path = namesPath()): string | undefined {
+  const name = readNames(path)[nameKey(edge, port)];
+  return typeof name === 'string' ? name : undefined;
+}
+
+export function rememberName(edge: string, port: number, name: string, path = namesPath()): void {
+  const names = readNames(path);
+  if (names[nameKey(edge, port)] === name) return;
+  names[nameKey(edge, port)] = name;
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const temporary = `${path}.${process.pid}.tmp`;
+  writeFileSync(temporary, `${JSON.stringify(names, null, 2)}\n`, { mode: 0o600 });
+  renameSync(temporary, path);
 }

@@ -17,11 +17,16 @@ Commands:
   tokens list|create|revoke manage personal access tokens
   tunnels list|show|close   see and close the account's tunnels
   requests SUBDOMAIN        list the requests captured on a tunnel
-  edge                      run the edge server
-  admin create-account      create an account in an edge's data directory
+  requests show REQ_ID      one captured request: headers, bodies, timing (--raw: the body's bytes)
+  reserve NAME              reserve a subdomain for the account
+  reservations [list|release NAME]
+                            list or release the account's reserved subdomains
+  edge                      run the edge server (burrow edge --dev: what "npm start" runs)
+  admin ...                 create-account, token create, set-plan, accounts list (on --data)
 
-Every command takes --help. Token and edge come from --token/--edge, then BURROW_TOKEN/BURROW_EDGE,
-then the config file written by "burrow login" (or by "npm start").
+Every command takes --help and --json (machine-readable output; errors as {"error":{"code","message"}}
+on stderr). Token and edge come from --token/--edge, then BURROW_TOKEN/BURROW_EDGE, then the config
+file written by "burrow login" (or by "burrow edge --dev").
 `;
 
 type Command = (args: string[]) => Promise<number>;
@@ -34,6 +39,8 @@ const commands: Record<string, () => Promise<Command>> = {
   tokens: async () => (await import('./commands/api-commands.js')).tokensCommand,
   tunnels: async () => (await import('./commands/api-commands.js')).tunnelsCommand,
   requests: async () => (await import('./commands/api-commands.js')).requestsCommand,
+  reserve: async () => (await import('./commands/api-commands.js')).reserveCommand,
+  reservations: async () => (await import('./commands/api-commands.js')).reservationsCommand,
   http: async () => (await import('./commands/http.js')).httpCommand,
   replay: async () => (await import('./commands/replay.js')).replayCommand,
 };
@@ -54,20 +61,25 @@ async function main(argv: string[]): Promise<number> {
   return (await load())(args);
 }
 
-main(process.argv.slice(2)).then(
+const argv = process.argv.slice(2);
+// Under --json an error is the spec's shape on stderr, one line, so a script reads it like the API's.
+const json = argv.includes('--json');
+
+function fail(code: string, message: string, exitCode: number): void {
+  process.stderr.write(json ? `${JSON.stringify({ error: { code, message } })}\n` : `burrow: ${message}\n`);
+  process.exitCode = exitCode;
+}
+
+main(argv).then(
   (code) => {
     process.exitCode = code;
   },
   (error: unknown) => {
-    if (error instanceof UsageError) {
-      process.stderr.write(`burrow: ${error.message}\n`);
-      process.exitCode = 2;
-    } else if (error instanceof CliError) {
-      process.stderr.write(`burrow: ${error.message}\n`);
-      process.exitCode = error.exitCode;
-    } else {
-      process.stderr.write(`burrow: ${(error as Error)?.stack ?? String(error)}\n`);
-      process.exitCode = 1;
-    }
+    if (error instanceof UsageError) fail('INVALID_REQUEST', error.message, 2);
+    else if (error instanceof CliError) {
+      if (json) fail(error.code, error.detail, error.exitCode);
+      else fail(error.code, error.message, error.exitCode);
+    } else if (json) fail('INTERNAL_ERROR', (error as Error)?.message ?? String(error), 1);
+    else fail('INTERNAL_ERROR', (error as Error)?.stack ?? String(error), 1);
   },
 );

@@ -2,6 +2,7 @@
  * An exchange as the client saw it: what the inspector shows and the terminal prints. Built only when
  * someone records (the inspector is on, or a listener asked), and bodies are kept up to a cap.
  */
+import { ResetCode } from '../protocol/constants.js';
 
 export interface Exchange {
   /** The edge's request id (`req_...`), the same the API and the inspector use. */
@@ -27,4 +28,95 @@ export interface Exchange {
   error: string | null;
   /** Set on exchanges the inspector replayed: the id they replayed. */
   replayOf: string | null;
+  /** The public client's address, as the edge saw it (OPEN / WS_OPEN). */
+  clientAddress?: string;
+  /** Set on WebSocket connections: their life and their last messages. */
+  websocket?: WebSocketLog;
+  /** 'edge' for an exchange loaded from the edge's capture history rather than seen live. */
+  source?: 'live' | 'edge';
+}
+
+/** Messages kept per WebSocket connection (the newest), and bytes kept of each. */
+export const WS_MESSAGES_KEPT = 100;
+export const WS_MESSAGE_BYTES_KEPT = 4096;
+
+export interface WebSocketMessage {
+  /** ms since the epoch. */
+  at: number;
+  /** 'in': public client → local server; 'out': local server → public client. */
+  direction: 'in' | 'out';
+  binary: boolean;
+  size: number;
+  /** The first WS_MESSAGE_BYTES_KEPT bytes. */
+  data: Buffer;
+}
+
+export interface WebSocketLog {
+  openedAt: number;
+  closedAt: number | null;
+  closeCode: number | null;
+  closeReason: string;
+  /** Messages seen each way, all of them, and the newest WS_MESSAGES_KEPT kept. */
+  messagesIn: number;
+  messagesOut: number;
+  messages: WebSocketMessage[];
+}
+
+/** Records one message of a WebSocket connection: O(1) amortised, a copy of at most 4 KiB. */
+export function logWebSocketMessage(log: WebSocketLog, direction: 'in' | 'out', data: Uint8Array, binary: boolean): void {
+  if (direction === 'in') log.messagesIn++;
+  else log.messagesOut++;
+  const kept = Buffer.copyBytesFrom(data, 0, Math.min(data.byteLength, WS_MESSAGE_BYTES_KEPT));
+  if (log.messages.length >= WS_MESSAGES_KEPT) log.messages.splice(0, log.messages.length - WS_MESSAGES_KEPT + 1);
+  log.messages.push({ at: Date.now(), direction, binary, size: data.byteLength, data: kept });
+}
+
+/**
+ * What a RESET from the edge means for the exchange, in words. The edge sends CANCEL both when the
+ * public client left and when its own timer gave up (504 LOCAL_TIMEOUT); only its message tells them
+ * apart (protocol version 1 has no separate code), so the known messages are matched here.
+ */
+export function edgeResetText(code: number | undefined, message: string | undefined): string {
+  const reason = message ?? '';
+  if (code === ResetCode.CANCEL || code === undefined) {
+    if (/did not answer within/i.test(reason)) return `timed out at the edge (504 LOCAL_TIMEOUT): ${reason}`;
+    if (/public client (closed|went away)/i.test(reason)) return `the public client left before the response (${reason})`;
+    return reason === '' ? 'cancelled by the edge' : `cancelled by the edge: ${reason}`;
+  }
+  return reason === '' ? `reset by the edge (code ${code})` : `reset by the edge (code ${code}): ${reason}`;
+}
+
+/** A WebSocket connection as an exchange: status 101 (or the local server's refusal), then its messages. */
+export function webSocketExchange(
+  requestId: string,
+  path: string,
+  port: number,
+  requestHeaders: string[],
+  clientAddress: string,
+  status: number,
+  responseHeaders: string[],
+  error: string | null,
+): Exchange {
+  const now = Date.now();
+  return {
+    id: requestId,
+    method: 'GET',
+    path,
+    port,
+    requestHeaders,
+    requestBody: null,
+    requestBodySize: 0,
+    requestTruncated: false,
+    status,
+    responseHeaders,
+    responseBody: null,
+    responseBodySize: 0,
+    responseTruncated: false,
+    startedAt: now,
+    latencyMs: 0,
+    error,
+    replayOf: null,
+    clientAddress,
+    websocket: { openedAt: now, closedAt: status === 101 ? null : now, closeCode: null, closeReason: '', messagesIn: 0, messagesOut: 0, messages: [] },
+  };
 }

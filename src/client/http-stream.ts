@@ -11,7 +11,7 @@ import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import { connectionNamed, HOP_BY_HOP, removeNamed } from '../protocol/headers.js';
 import { CaptureBuffer } from '../capture-buffer.js';
-import type { Exchange } from './exchange.js';
+import { edgeResetText, type Exchange } from './exchange.js';
 import type { StreamHost } from './stream-host.js';
 
 /** Request headers undici refuses or that describe the edge↔client hop, not the request. */
@@ -275,10 +275,10 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.flush();
   }
 
-  /** RESET from the edge: the public client left or the edge gave up. */
-  onReset(): void {
+  /** RESET from the edge: the public client left or the edge gave up (its code and message say which). */
+  onReset(code?: number, message?: string): void {
     if (this.closed) return;
-    this.complete('cancelled by the edge');
+    this.complete(edgeResetText(code, message));
     this.controller?.abort(new Error('cancelled by the edge'));
     this.body?.destroy();
   }
@@ -316,6 +316,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       latencyMs: performance.now() - this.startedHr,
       error,
       replayOf: this.request.replayOf,
+      clientAddress: this.request.clientAddress,
     };
     this.host.record(exchange);
   }

@@ -32,5 +32,7 @@ export interface StreamHost {
   /** Whether anyone listens for exchanges: when not, none is built. */
   readonly observed: boolean;
   record(exchange: Exchange): void;
+  /** A WebSocket connection opened or closed (the same object both times; its messages grow meanwhile). */
+  recordWebSocket?(exchange: Exchange): void;
   protocolError(message: string): void;
 }

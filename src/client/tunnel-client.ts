@@ -80,6 +80,8 @@ export interface TunnelClientEvents {
   reconnecting: [{ attempt: number; delayMs: number; reason: string }];
   closed: [ClosedInfo];
   exchange: [Exchange];
+  /** A passthrough WebSocket opened or closed: emitted twice with the same object (inspector only). */
+  websocket: [Exchange];
 }
 
 type Stream = ClientHttpStream | ClientWsStream;
@@ -108,6 +110,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private watchdog: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private goAway: { code: number; message: string } | null = null;
+  /** Why the current WebSocket failed, from its 'error' event (ECONNREFUSED, ENOTFOUND...): named to the user. */
+  private socketError: string | null = null;
   private firstConnect: { resolve: (info: ReadyInfo) => void; reject: (error: Error) => void } | null = null;
   /** Live counters for the terminal: open streams and totals. */
   readonly stats = { requests: 0, errors: 0, bytesIn: 0, bytesOut: 0 };
@@ -183,6 +187,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     });
     this.socket = socket;
     this.goAway = null;
+    this.socketError = null;
     this.lastSeen = Date.now();
 
     socket.on('unexpected-response', (_request, response) => {
@@ -209,8 +214,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.lastSeen = Date.now();
     });
     socket.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
-    socket.on('error', () => {
-      // 'close' follows and decides what happens next.
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      // 'close' follows and decides what happens next; it names this cause.
+      this.socketError = error.code ?? error.message;
     });
     socket.on('close', (code: number, reason: Buffer) => this.onClose(socket, code, reason.toString('utf8')));
     this.startWatchdog();
@@ -250,10 +256,17 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.firstConnect = null;
       this.stopped = true;
       this.clearTimers();
-      reject(new Error(`cannot connect to the edge at ${this.options.edge} (${reason === '' ? `closed with ${code}` : reason})`));
+      reject(new Error(`cannot connect to the edge at ${this.options.edge}: ${this.socketError ?? (reason === '' ? `the connection closed (${code})` : reason)}`));
       return;
     }
-    this.scheduleReconnect(goAway?.message ?? (reason === '' ? `connection lost (${code})` : reason));
+    this.scheduleReconnect(goAway?.message ?? this.lostReason(code, reason));
+  }
+
+  /** What happened to a connection, said once: "the edge at URL is unreachable (ECONNREFUSED)". */
+  private lostReason(code: number, reason: string): string {
+    if (reason !== '') return reason;
+    if (this.socketError !== null) return `the edge at ${this.options.edge} is unreachable (${this.socketError})`;
+    return `the connection to the edge at ${this.options.edge} dropped (WebSocket close ${code})`;
   }
 
   private scheduleReconnect(reason: string): void {
@@ -355,14 +368,14 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         }
         return;
       case FrameType.RESET:
-        this.streams.get(frame[1])?.onReset();
+        this.streams.get(frame[1])?.onReset(frame[2], frame[3]);
         return;
       case FrameType.GOAWAY:
         this.goAway = { code: frame[2], message: frame[3] };
         return;
       case FrameType.WS_OPEN: {
         if (this.streams.has(frame[1])) throw new ProtocolError(`WS_OPEN for stream ${frame[1]}, which is already open`);
-        const stream = new ClientWsStream(frame[1], this, frame[3], frame[4]);
+        const stream = new ClientWsStream(frame[1], this, frame[3], frame[4], frame[2], frame[5]);
         this.streams.set(frame[1], stream);
         stream.start();
         return;
@@ -473,6 +486,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   record(exchange: Exchange): void {
     this.emit('exchange', exchange);
+  }
+
+  recordWebSocket(exchange: Exchange): void {
+    this.emit('websocket', exchange);
   }
 
   protocolError(message: string): void {

@@ -9,6 +9,7 @@ import { encode, type Frame } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { dropHopByHop } from '../protocol/headers.js';
 import { MessageRelay } from '../protocol/ws-relay.js';
+import { logWebSocketMessage, webSocketExchange, type Exchange } from './exchange.js';
 import type { StreamHost } from './stream-host.js';
 
 /** Headers the local WebSocket handshake makes itself. */
@@ -23,12 +24,16 @@ export class ClientWsStream {
   private socket: WebSocket | null = null;
   private readonly relay: MessageRelay;
   private readonly send = (frame: Buffer): void => this.host.send(frame);
+  /** The connection as the inspector sees it, when something records (host.recordWebSocket). */
+  private log: Exchange | null = null;
 
   constructor(
     readonly id: number,
     private readonly host: StreamHost,
     private readonly path: string,
     private readonly headers: string[],
+    private readonly requestId = '',
+    private readonly clientAddress = '',
   ) {
     this.port = host.routes.portFor(path);
     this.relay = new MessageRelay(id, host.settings, MAX_WS_MESSAGE, MAX_WS_MESSAGE);
@@ -54,11 +59,13 @@ export class ClientWsStream {
     socket.on('open', () => {
       if (this.closed) return;
       this.host.send(encode([FrameType.WS_RESPONSE, this.id, 101, socket.protocol, []]));
+      this.recordOpen(101, [], null);
     });
     socket.on('unexpected-response', (_request, response) => {
       const flat: string[] = [];
       for (let i = 0; i + 1 < response.rawHeaders.length; i += 2) flat.push(response.rawHeaders[i]!.toLowerCase(), response.rawHeaders[i + 1]!);
       this.host.send(encode([FrameType.WS_RESPONSE, this.id, response.statusCode ?? 502, '', dropHopByHop(flat)]));
+      this.recordOpen(response.statusCode ?? 502, dropHopByHop(flat), null);
       response.resume();
       this.finish();
       socket.terminate();
@@ -69,17 +76,19 @@ export class ClientWsStream {
         socket.close(1008, 'the tunnel cannot keep up');
         return;
       }
+      if (this.log !== null) logWebSocketMessage(this.log.websocket!, 'out', data, isBinary);
       if (this.relay.waiting > 0 && this.host.connectionSend.available === 0) this.host.blocked.add(this);
     });
     socket.on('close', (code: number, reason: Buffer) => {
       if (this.closed) return;
       this.host.send(encode([FrameType.WS_CLOSE, this.id, code === 1006 ? 1005 : code, reason.toString('utf8')]));
-      this.finish();
+      this.finish(code, reason.toString('utf8'));
     });
     socket.on('error', (error: Error) => {
       if (this.closed) return;
       if (socket.readyState === WebSocket.CONNECTING || socket.readyState === WebSocket.CLOSED) {
         this.host.send(encode([FrameType.RESET, this.id, ResetCode.LOCAL_UNREACHABLE, `local WebSocket at localhost:${this.port}: ${error.message}`]));
+        this.recordOpen(0, [], `local WebSocket at localhost:${this.port}: ${error.message}`);
         this.finish();
       }
     });
@@ -97,10 +106,11 @@ export class ClientWsStream {
         this.returnCredit(data.byteLength);
         return;
       }
+      if (this.log !== null) logWebSocketMessage(this.log.websocket!, 'in', message.data, message.binary);
       const size = message.data.byteLength;
       this.socket.send(message.data, { binary: message.binary }, () => this.returnCredit(size));
     } else if (frame[0] === FrameType.WS_CLOSE) {
-      this.finish();
+      this.finish(frame[2], frame[3]);
       const code = frame[2];
       const valid = code >= 1000 && code <= 4999 && code !== 1004 && code !== 1005 && code !== 1006 && code !== 1015;
       this.socket?.close(valid ? code : 1000, closeReason(frame[3]));
@@ -134,9 +144,22 @@ export class ClientWsStream {
     this.socket?.close(1001, 'tunnel closed');
   }
 
-  private finish(): void {
+  private recordOpen(status: number, responseHeaders: string[], error: string | null): void {
+    if (this.log !== null || this.host.recordLimit === 0 || this.host.recordWebSocket === undefined) return;
+    this.log = webSocketExchange(this.requestId, this.path, this.port, this.headers, this.clientAddress, status, responseHeaders, error);
+    this.host.recordWebSocket(this.log);
+  }
+
+  private finish(code: number | null = null, reason = ''): void {
     if (this.closed) return;
     this.closed = true;
     this.host.endStream(this);
+    const log = this.log?.websocket;
+    if (log !== undefined && log.closedAt === null) {
+      log.closedAt = Date.now();
+      log.closeCode = code;
+      log.closeReason = reason;
+      this.host.recordWebSocket!(this.log!);
+    }
   }
 }

@@ -1,7 +1,8 @@
 /**
  * The live tunnels: subdomain → session in a Map (the public hot path does one lookup), plus the
- * names held for a grace period after their tunnel dropped, so a reconnecting client keeps its URL and
- * no other account can take it meanwhile (DESIGN.md section 6, "Subdomains").
+ * names held for a grace period after their tunnel ended (dropped, or closed cleanly by its client), so a
+ * reconnecting or restarted client keeps its URL and no other account can take it meanwhile (DESIGN.md
+ * section 6, "Subdomains"; issue 16).
  */
 import { BurrowError } from '../errors.js';
 import { generateSubdomain, subdomainProblem } from '../subdomain.js';
@@ -91,11 +92,14 @@ export class TunnelRegistry implements TunnelDirectory {
     }
   }
 
-  /** Forgets a closed session; `hold` keeps its name for the owner during the grace period. */
-  remove(session: TunnelSession, hold: boolean): void {
+  /**
+   * Forgets a session whose WebSocket ended and holds its name for the owner during the grace period.
+   * Ends that release the name (closed through the API, token revoked, replaced) detach it first.
+   */
+  remove(session: TunnelSession): void {
     if (this.live.get(session.subdomain) !== session) return;
     this.detach(session);
-    if (hold && this.graceMs > 0) this.held.set(session.subdomain, { accountId: session.accountId, until: this.clock() + this.graceMs });
+    if (this.graceMs > 0) this.held.set(session.subdomain, { accountId: session.accountId, until: this.clock() + this.graceMs });
   }
 
   private detach(session: TunnelSession): void {

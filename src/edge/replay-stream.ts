@@ -28,7 +28,7 @@ export function replayHead(capture: CaptureRecord, overrides: ReplayOverrides): 
     headers.push(name, original[i + 1]!);
   }
   for (const [name, value] of Object.entries(replaced)) {
-    if (!RECOMPUTED.has(name)) headers.push(name, value);
+    if (value !== null && !RECOMPUTED.has(name)) headers.push(name, value);
   }
   if (body !== null && body.byteLength > 0) headers.push('content-length', String(body.byteLength));
   return {

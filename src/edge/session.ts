@@ -12,7 +12,6 @@ import { BurrowError, type ErrorCode } from '../errors.js';
 import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
 import {
   CLOSE_CODE_BASE,
-  FINAL_GOAWAY_CODES,
   FrameType,
   GoAwayCode,
   type GoAwayCodeValue,
@@ -24,6 +23,7 @@ import type { UsageMeter } from '../store/usage.js';
 import type { ReplayOverrides, TunnelInfo } from '../api/types.js';
 import type { HttpResponse, WebSocket } from '../uws.js';
 import type { EdgeHttpStream, RequestHead } from './http-stream.js';
+import type { EdgeObserver } from './observer.js';
 import type { PassthroughStream } from './passthrough.js';
 import { PublicHttpStream } from './public-stream.js';
 import type { TunnelRegistry } from './registry.js';
@@ -39,6 +39,8 @@ export interface SessionDeps {
   registry: TunnelRegistry;
   /** The edge's end-of-turn work: capture commits, public writes, tunnel frames. */
   turn: Turn;
+  /** Connect/disconnect log lines, metrics, the access log. */
+  observer: EdgeObserver;
   log(message: string): void;
 }
 
@@ -67,8 +69,6 @@ export class TunnelSession {
   private backlog: Buffer[] = [];
   private framesScheduled = false;
   closed = false;
-  /** Set when the session ends for good (client quit, closed by the API): the name is not held. */
-  private final = false;
   readonly startedAt = Date.now();
 
   constructor(
@@ -99,6 +99,7 @@ export class TunnelSession {
   attach(ws: WebSocket<SocketData>): void {
     this.ws = ws;
     this.deps.registry.add(this);
+    this.deps.observer.tunnelConnected(this);
     this.send(encode([FrameType.READY, 0, this.subdomain, this.publicUrl, this.deps.settings]));
   }
 
@@ -217,6 +218,7 @@ export class TunnelSession {
   endStream(stream: Stream): void {
     if (stream.closed) return;
     stream.closed = true;
+    if (stream.kind === 'passthrough' && this.deps.observer.watching) this.deps.observer.passthroughEnded(stream);
     if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
     this.blocked.delete(stream);
   }
@@ -285,8 +287,6 @@ export class TunnelSession {
         return;
       }
       case FrameType.GOAWAY: {
-        // Only a final code (the client quitting) releases the name; after any other the client returns.
-        this.final = FINAL_GOAWAY_CODES.has(frame[2]);
         this.close(CLOSE_CODE_BASE + frame[2], frame[3] === '' ? 'client closed the tunnel' : frame[3]);
         return;
       }
@@ -354,7 +354,6 @@ export class TunnelSession {
   /** Sends GOAWAY and closes the WebSocket; the client learns why from both. */
   goAway(code: GoAwayCodeValue, message: string): void {
     if (this.closed) return;
-    if (FINAL_GOAWAY_CODES.has(code)) this.final = true;
     this.send(encode([FrameType.GOAWAY, 0, code, message]));
     this.flushFrames();
     this.close(CLOSE_CODE_BASE + code, message);
@@ -371,12 +370,17 @@ export class TunnelSession {
     }
   }
 
-  /** uWS: the WebSocket is gone. Every open stream ends; the name is held unless the end was final. */
-  onClose(code: number): void {
+  /**
+   * uWS: the WebSocket is gone. Every open stream ends, and the name is held for its account for the
+   * grace period whatever the reason, a clean Ctrl-C too: a restarted client asks for it again and keeps
+   * its URL. (Closing through the API, a revoked token and a replacement detach the session first.)
+   * `code` and `message`: the close as uWS reports it, for the disconnect log line.
+   */
+  onClose(code: number, message = ''): void {
     if (this.closed) return;
+    this.deps.observer.tunnelDisconnected(this, code, message);
     this.closed = true;
     this.ws = null;
-    if (code === CLOSE_CODE_BASE + GoAwayCode.CLIENT_CLOSING) this.final = true;
     const failure: ErrorCode = 'TUNNEL_CLOSED';
     for (const stream of [...this.streams.values()]) {
       if (stream.kind === 'http') stream.fail(failure);
@@ -385,7 +389,7 @@ export class TunnelSession {
     this.outbox = [];
     this.backlog = [];
     this.blocked.clear();
-    this.deps.registry.remove(this, !this.final);
+    this.deps.registry.remove(this);
   }
 }
 

@@ -5,7 +5,7 @@
  * Serialised only when someone asks, never as traffic passes.
  */
 import { bodyJson, headerPairs, type BodyJson } from '../exchange-json.js';
-import type { Exchange } from '../client/exchange.js';
+import type { Exchange, WebSocketLog, WebSocketMessage } from '../client/exchange.js';
 import { nowIso } from '../ids.js';
 
 export interface ExchangeSummaryJson {
@@ -21,11 +21,39 @@ export interface ExchangeSummaryJson {
   replay_of: string | null;
   request_size: number;
   response_size: number;
+  /** The public client's address, as the edge saw it; null when unknown. */
+  client_address: string | null;
+  /** 'websocket' for a passthrough WebSocket connection. */
+  kind: 'http' | 'websocket';
+  /** 'edge' when loaded from the edge's capture history at start, not seen live by this client. */
+  source: 'live' | 'edge';
+  websocket: WebSocketSummaryJson | null;
+}
+
+export interface WebSocketSummaryJson {
+  opened_at: string;
+  closed_at: string | null;
+  close_code: number | null;
+  close_reason: string;
+  messages_in: number;
+  messages_out: number;
+}
+
+export interface WebSocketMessageJson {
+  at: string;
+  direction: 'in' | 'out';
+  binary: boolean;
+  size: number;
+  data: string;
+  data_encoding: 'utf8' | 'base64';
+  truncated: boolean;
 }
 
 export interface ExchangeJson extends ExchangeSummaryJson {
   request: { headers: [string, string][] } & BodyJson;
   response: { status: number; headers: [string, string][] } & BodyJson;
+  /** WebSocket connections: the newest messages kept (oldest first). */
+  messages?: WebSocketMessageJson[];
 }
 
 export function summaryJson(exchange: Exchange): ExchangeSummaryJson {
@@ -41,7 +69,27 @@ export function summaryJson(exchange: Exchange): ExchangeSummaryJson {
     replay_of: exchange.replayOf,
     request_size: exchange.requestBodySize,
     response_size: exchange.responseBodySize,
+    client_address: exchange.clientAddress ?? null,
+    kind: exchange.websocket === undefined ? 'http' : 'websocket',
+    source: exchange.source ?? 'live',
+    websocket: exchange.websocket === undefined ? null : webSocketSummary(exchange.websocket),
   };
+}
+
+function webSocketSummary(log: WebSocketLog): WebSocketSummaryJson {
+  return {
+    opened_at: nowIso(log.openedAt),
+    closed_at: log.closedAt === null ? null : nowIso(log.closedAt),
+    close_code: log.closeCode,
+    close_reason: log.closeReason,
+    messages_in: log.messagesIn,
+    messages_out: log.messagesOut,
+  };
+}
+
+function messageJson(message: WebSocketMessage): WebSocketMessageJson {
+  const body = bodyJson(message.data, message.size, message.size > message.data.byteLength);
+  return { at: nowIso(message.at), direction: message.direction, binary: message.binary, size: message.size, data: body.body, data_encoding: body.body_encoding, truncated: body.truncated };
 }
 
 export function exchangeJson(exchange: Exchange): ExchangeJson {
@@ -56,6 +104,7 @@ export function exchangeJson(exchange: Exchange): ExchangeJson {
       headers: headerPairs(exchange.responseHeaders),
       ...bodyJson(exchange.responseBody, exchange.responseBodySize, exchange.responseTruncated),
     },
+    ...(exchange.websocket === undefined ? {} : { messages: exchange.websocket.messages.map(messageJson) }),
   };
 }
 

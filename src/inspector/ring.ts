@@ -27,8 +27,8 @@ const SLACK = 16 * 1024;
 
 export interface Entry {
   readonly exchange: Exchange;
-  /** Bytes this entry counts against the bound. */
-  readonly size: number;
+  /** Bytes this entry counts against the bound (recomputed by `resized`). */
+  size: number;
   /** Insertion order: higher is newer. */
   readonly seq: number;
 }
@@ -42,6 +42,8 @@ export class ExchangeRing {
   private count = 0;
   private bytesValue = 0;
   private nextSeq = 1;
+  /** Seqs handed to entries put behind the oldest (history loaded from the edge): 0, -1, -2, ... */
+  private olderSeq = 0;
   private readonly byId = new Map<string, Entry>();
 
   constructor(options: RingOptions = {}) {
@@ -82,6 +84,38 @@ export class ExchangeRing {
     this.bytesValue += size;
     this.byId.set(exchange.id, entry);
     return entry;
+  }
+
+  /**
+   * Puts an exchange behind the oldest one (history, older than anything seen live), when both bounds
+   * leave room; never evicts for it. Returns the entry, or undefined when there was no room or the id
+   * is already here.
+   */
+  addOldest(exchange: Exchange): Entry | undefined {
+    if (this.byId.has(exchange.id) || this.count >= this.maxExchanges) return undefined;
+    const size = sizeOf(exchange);
+    if (this.bytesValue + size > this.maxBytes) return undefined;
+    const entry: Entry = { exchange, size, seq: this.olderSeq-- };
+    this.head = (this.head - 1 + this.maxExchanges) % this.maxExchanges;
+    this.slots[this.head] = entry;
+    this.count++;
+    this.bytesValue += size;
+    this.byId.set(exchange.id, entry);
+    return entry;
+  }
+
+  /** An entry's exchange grew or shrank in place (its detail arrived): counts it again, evicting the oldest others if needed. */
+  resized(entry: Entry): void {
+    if (this.byId.get(entry.exchange.id) !== entry) return;
+    const size = sizeOf(entry.exchange);
+    this.bytesValue += size - entry.size;
+    entry.size = size;
+    while (this.count > 1 && this.bytesValue > this.maxBytes && this.slots[this.head] !== entry) this.evictOldest();
+  }
+
+  /** Every entry, newest first (for searches). */
+  *newestFirst(): Generator<Entry> {
+    for (let i = this.count - 1; i >= 0; i--) yield this.slots[(this.head + i) % this.maxExchanges]!;
   }
 
   get(id: string): Entry | undefined {
@@ -154,6 +188,7 @@ export function sizeOf(exchange: Exchange): number {
   for (const text of exchange.responseHeaders) size += text.length;
   if (exchange.requestBody !== null) size += exchange.requestBody.byteLength;
   if (exchange.responseBody !== null) size += exchange.responseBody.byteLength;
+  if (exchange.websocket !== undefined) for (const message of exchange.websocket.messages) size += 64 + message.data.byteLength;
   return size;
 }
 

@@ -16,7 +16,7 @@
  * docs/inspector.md explains the choice.
  */
 import { request } from 'undici';
-import { validateReplayOverrides } from '../api/api.js';
+import { refuseTruncatedReplay, takeAllowTruncated, validateReplayOverrides } from '../api/api.js';
 import type { ReplayOverrides } from '../api/types.js';
 import type { Exchange } from '../client/exchange.js';
 import type { TunnelClient } from '../client/tunnel-client.js';
@@ -25,7 +25,10 @@ import { statusLine } from '../edge/responses.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t, type WebSocket } from '../uws.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, urlHost } from './address.js';
 import { loadAssets, type Asset } from './assets.js';
+import { curlCommand, type CurlTarget } from './curl.js';
+import { harLog } from './har.js';
 import { exchangeJson, summaryJson } from './json.js';
+import { matchesSearch, searchWords } from './search.js';
 import { ExchangeRing, type Entry, type RingOptions } from './ring.js';
 import { allowedHosts, hostAllowed, isJsonContentType, originAllowed } from './security.js';
 
@@ -45,6 +48,8 @@ export interface InspectorOptions extends RingOptions {
   feedMaxBuffered?: number;
   /** Largest request body the API reads (default 1 MiB). */
   maxBodyBytes?: number;
+  /** Captures loaded from the edge's history when the tunnel is first ready (default 100; 0: none). */
+  historyCount?: number;
   log?: (line: string) => void;
 }
 
@@ -55,6 +60,7 @@ interface FeedSocket {
 
 const REQUEST_PATH = /^\/api\/requests\/([^/]+)$/;
 const REPLAY_PATH = /^\/api\/requests\/([^/]+)\/replay$/;
+const CURL_PATH = /^\/api\/requests\/([^/]+)\/curl$/;
 /** Replays the edge answered before their exchange arrived: new id → original id (bounded). */
 const MAX_PENDING_REPLAYS = 256;
 
@@ -70,6 +76,9 @@ export class Inspector {
   private pending: Entry[] = [];
   private flushTimer: NodeJS.Timeout | null = null;
   private readonly pendingReplays = new Map<string, string>();
+  /** History entries whose detail is still at the edge (only the list's fields are here). */
+  private readonly edgeDetailPending = new Set<string>();
+  private historyState: { loaded: number; error: string | null; started: boolean } = { loaded: 0, error: null, started: false };
   private client: TunnelClient | null = null;
   private detach: (() => void) | null = null;
   private closed = false;
@@ -107,18 +116,24 @@ export class Inspector {
     this.detach?.();
     this.client = client;
     const onExchange = (exchange: Exchange): void => this.record(exchange);
-    const onState = (): void => this.broadcast(JSON.stringify({ type: 'status', status: this.status() }));
+    const onState = (): void => {
+      this.broadcast(JSON.stringify({ type: 'status', status: this.status() }));
+      if (client.connected) void this.loadHistory();
+    };
     client.on('exchange', onExchange);
+    client.on('websocket', onExchange);
     client.on('ready', onState);
     client.on('reconnecting', onState);
     client.on('closed', onState);
     this.detach = () => {
       client.off('exchange', onExchange);
+      client.off('websocket', onExchange);
       client.off('ready', onState);
       client.off('reconnecting', onState);
       client.off('closed', onState);
       this.detach = null;
     };
+    if (client.connected) void this.loadHistory();
     return this.detach;
   }
 
@@ -132,6 +147,8 @@ export class Inspector {
         exchange.replayOf = original;
       }
     }
+    // Seen live while its history entry was loading: the live one is the complete one.
+    if (this.edgeDetailPending.size > 0) this.edgeDetailPending.delete(exchange.id);
     const entry = this.ring.add(exchange);
     if (this.subscribers.size > 0) this.queue(entry);
   }
@@ -179,6 +196,7 @@ export class Inspector {
       max_exchanges: this.ring.maxExchanges,
       max_bytes: this.ring.maxBytes,
       replay: this.options.edge !== undefined && this.options.token !== undefined,
+      history: { loaded: this.historyState.loaded, error: this.historyState.error },
     };
   }
 
@@ -320,6 +338,10 @@ export class Inspector {
       if (method !== 'GET') return writeError(res, notAllowed(path, 'GET'), unread);
       return this.answer(res, () => this.list(query));
     }
+    if (path === '/api/har') {
+      if (method !== 'GET') return writeError(res, notAllowed(path, 'GET'), unread);
+      return this.serveHar(res, query);
+    }
     if (path === '/api/status') {
       if (method !== 'GET') return writeError(res, notAllowed(path, 'GET'), unread);
       return writeJson(res, 200, this.status());
@@ -329,10 +351,17 @@ export class Inspector {
       if (method !== 'POST') return writeError(res, notAllowed(path, 'POST'), unread);
       return this.serveReplay(res, req, decodeId(match[1]!));
     }
+    match = CURL_PATH.exec(path);
+    if (match !== null) {
+      if (method !== 'GET') return writeError(res, notAllowed(path, 'GET'), unread);
+      const id = decodeId(match[1]!);
+      return this.answerLater(res, () => this.curl(id, query));
+    }
     match = REQUEST_PATH.exec(path);
     if (match !== null) {
       if (method !== 'GET') return writeError(res, notAllowed(path, 'GET'), unread);
       const id = decodeId(match[1]!);
+      if (this.edgeDetailPending.has(id)) return this.answerLater(res, async () => exchangeJson((await this.detailed(id)).exchange));
       return this.answer(res, () => exchangeJson(this.entry(id).exchange));
     }
     writeError(res, new BurrowError('NOT_FOUND', `No inspector endpoint at ${path}.`), unread);
@@ -348,6 +377,22 @@ export class Inspector {
       return;
     }
     writeJson(res, 200, body);
+  }
+
+  /** Answers with `build()`'s JSON once it resolves, or its error; the client may leave meanwhile. */
+  private answerLater(res: HttpResponse, build: () => Promise<unknown>): void {
+    const state = { aborted: false };
+    res.onAborted(() => {
+      state.aborted = true;
+    });
+    build().then(
+      (body) => {
+        if (!state.aborted) res.cork(() => writeJson(res, 200, body));
+      },
+      (error: unknown) => {
+        if (!state.aborted) res.cork(() => writeError(res, asBurrowError(error, this.log)));
+      },
+    );
   }
 
   private entry(id: string): Entry {
@@ -372,7 +417,23 @@ export class Inspector {
     }
     const summary = params.get('summary');
     const brief = summary === '1' || summary === 'true';
-    const entries = this.ring.list(limit, before);
+    const words = searchWords(params.get('q') ?? '');
+    let entries: Entry[];
+    if (words.length === 0) {
+      entries = this.ring.list(limit, before);
+    } else {
+      // A search reads the bodies it needs, on demand: nothing is indexed as traffic passes.
+      entries = [];
+      let started = before === undefined;
+      for (const entry of this.ring.newestFirst()) {
+        if (!started) {
+          started = entry.exchange.id === before;
+          continue;
+        }
+        if (matchesSearch(entry.exchange, words)) entries.push(entry);
+        if (entries.length >= limit) break;
+      }
+    }
     return { requests: entries.map((entry) => (brief ? summaryJson(entry.exchange) : exchangeJson(entry.exchange))) };
   }
 
@@ -418,10 +479,15 @@ export class Inspector {
     });
   }
 
-  /** Replays `id` with the edits in `body` (JSON {headers, method, path, body}, all optional). */
-  async replay(id: string, body: Buffer | ReplayOverrides = {}): Promise<unknown> {
-    this.entry(id);
+  /**
+   * Replays `id` with the edits in `body` (JSON {headers, method, path, body, allow_truncated}, all
+   * optional; a header mapped to null is removed). A request whose captured body was cut at the capture
+   * limit is refused (409 REPLAY_TRUNCATED) unless `allow_truncated` is true or the body is replaced.
+   */
+  async replay(id: string, body: Buffer | (ReplayOverrides & { allow_truncated?: boolean }) = {}): Promise<unknown> {
+    const original = (await this.detailed(id)).exchange;
     let overrides: ReplayOverrides;
+    let fields: Record<string, unknown>;
     if (Buffer.isBuffer(body)) {
       let parsed: unknown = {};
       if (body.byteLength > 0) {
@@ -432,10 +498,15 @@ export class Inspector {
         }
       }
       if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new BurrowError('INVALID_REQUEST', 'The body must be a JSON object.');
-      overrides = validateReplayOverrides(parsed as Record<string, unknown>);
+      fields = parsed as Record<string, unknown>;
     } else {
-      overrides = validateReplayOverrides(body as Record<string, unknown>);
+      fields = { ...body };
     }
+    const allowTruncated = takeAllowTruncated(fields);
+    overrides = validateReplayOverrides(fields);
+    // The inspector's copy and the edge's are cut at the same limit by default; the edge checks its own too.
+    refuseTruncatedReplay(original.requestTruncated, original.requestBodySize, overrides, allowTruncated);
+    const truncated = original.requestTruncated && overrides.body === undefined;
     const { edge, token } = this.options;
     if (edge === undefined || token === undefined) {
       throw new BurrowError('TUNNEL_OFFLINE', 'This inspector has no edge to replay through.');
@@ -445,7 +516,14 @@ export class Inspector {
       response = await request(`${edge}/api/v1/requests/${encodeURIComponent(id)}/replay`, {
         method: 'POST',
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' },
-        body: JSON.stringify(overrides),
+        // Only the known fields, named as the edge's API names them.
+        body: JSON.stringify({
+          ...(overrides.method === undefined ? {} : { method: overrides.method }),
+          ...(overrides.path === undefined ? {} : { path: overrides.path }),
+          ...(overrides.headers === undefined ? {} : { headers: overrides.headers }),
+          ...(overrides.body === undefined ? {} : { body: overrides.body }),
+          ...(truncated ? { allow_truncated: true } : {}),
+        }),
         headersTimeout: 120_000,
         bodyTimeout: 120_000,
       });
@@ -470,7 +548,7 @@ export class Inspector {
     if (newId === null) throw new BurrowError('INTERNAL_ERROR', 'The edge answered the replay without an id.');
     const replayed = this.markReplay(newId, id);
     // The client records the exchange before the edge can answer, so it is normally here already.
-    return replayed === undefined ? { ...(parsed as object), replay_of: id } : exchangeJson(replayed.exchange);
+    return replayed === undefined ? { ...(parsed as object), replay_of: id, truncated } : { ...exchangeJson(replayed.exchange), truncated };
   }
 
   /** Marks the exchange `newId` as a replay of `original`, now or when it arrives. */
@@ -486,6 +564,163 @@ export class Inspector {
       if (this.subscribers.size > 0) this.queue(entry);
     }
     return entry;
+  }
+
+  // ---- curl and HAR -----------------------------------------------------------------------------------
+
+  /** GET /api/requests/:id/curl?target=public|local (default local): {command, target, url, truncated}. */
+  private async curl(id: string, query: string): Promise<unknown> {
+    const targetText = new URLSearchParams(query).get('target') ?? 'local';
+    if (targetText !== 'public' && targetText !== 'local') throw new BurrowError('INVALID_REQUEST', '"target" must be "public" or "local".');
+    const target: CurlTarget = targetText;
+    const exchange = (await this.detailed(id)).exchange;
+    let base = `http://localhost:${exchange.port}`;
+    if (target === 'public') {
+      const publicUrl = this.client?.publicUrl ?? null;
+      if (publicUrl === null) throw new BurrowError('TUNNEL_OFFLINE', 'The tunnel has no public URL right now (reconnecting or closed); copy the local command instead.');
+      base = publicUrl;
+    }
+    return curlCommand(exchange, target, base);
+  }
+
+  /** GET /api/har[?id=ID&id=...][&limit=N]: a HAR 1.2 file of those exchanges (default: all in the ring). */
+  private serveHar(res: HttpResponse, query: string): void {
+    const params = new URLSearchParams(query);
+    const ids = params.getAll('id');
+    let exchanges: Exchange[];
+    try {
+      if (ids.length > 0) {
+        exchanges = ids.map((id) => this.entry(id).exchange);
+      } else {
+        const limitText = params.get('limit');
+        const limit = limitText === null ? this.ring.maxExchanges : Number(limitText);
+        if (!Number.isInteger(limit) || limit < 1) throw new BurrowError('INVALID_REQUEST', '"limit" must be a whole number of at least 1.');
+        exchanges = this.ring.list(limit).map((entry) => entry.exchange);
+      }
+    } catch (error) {
+      writeError(res, asBurrowError(error, this.log));
+      return;
+    }
+    // Oldest first, as HAR viewers list them.
+    exchanges.sort((a, b) => a.startedAt - b.startedAt);
+    const base = this.client?.publicUrl ?? `http://localhost:${this.client?.routes.defaultPort ?? 80}`;
+    const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+    res.writeStatus('200 OK');
+    res.writeHeader('content-type', 'application/json; charset=utf-8');
+    res.writeHeader('content-disposition', `attachment; filename="burrow-${stamp}.har"`);
+    res.writeHeader('cache-control', 'no-store');
+    res.writeHeader('x-content-type-options', 'nosniff');
+    res.end(JSON.stringify(harLog(exchanges, base), null, 1));
+  }
+
+  // ---- history from the edge --------------------------------------------------------------------------
+
+  /**
+   * Once, when the tunnel is first up: the subdomain's newest captures from the edge's API, put behind
+   * everything seen live and marked `source: 'edge'`. Only the list is fetched (one request); a detail
+   * comes from the edge when it is first opened, so a restart costs one API call of the token's rate.
+   * An edge that refuses (old, capture off, rate limited) just means no history.
+   */
+  async loadHistory(): Promise<void> {
+    const count = this.options.historyCount ?? 100;
+    const { edge, token } = this.options;
+    const publicUrl = this.client?.publicUrl ?? null;
+    if (this.historyState.started || count <= 0 || edge === undefined || token === undefined || publicUrl === null) return;
+    this.historyState.started = true;
+    const subdomain = new URL(publicUrl).hostname.split('.')[0]!;
+    try {
+      const list = (await this.edgeJson(`/api/v1/requests?subdomain=${encodeURIComponent(subdomain)}&limit=${Math.min(count, 1000)}`)) as {
+        requests?: { id: string; method: string; path: string; status: number; duration_ms: number; received_at: string }[];
+      };
+      if (this.closed) return;
+      const added: Entry[] = [];
+      // Newest first: each goes behind the previous one.
+      for (const item of list.requests ?? []) {
+        const entry = this.ring.addOldest({
+          id: item.id,
+          method: item.method,
+          path: item.path,
+          port: this.client?.routes.portFor(item.path) ?? 0,
+          requestHeaders: [],
+          requestBody: null,
+          requestBodySize: 0,
+          requestTruncated: false,
+          status: item.status,
+          responseHeaders: [],
+          responseBody: null,
+          responseBodySize: 0,
+          responseTruncated: false,
+          startedAt: Date.parse(item.received_at),
+          latencyMs: item.duration_ms,
+          error: null,
+          replayOf: null,
+          source: 'edge',
+        });
+        if (entry === undefined) continue;
+        this.edgeDetailPending.add(item.id);
+        added.push(entry);
+      }
+      this.historyState.loaded = added.length;
+      if (added.length > 0 && this.subscribers.size > 0) this.broadcast('{"type":"resync"}');
+    } catch (error) {
+      this.historyState.error = (error as Error).message;
+      this.log(`inspector: no history from the edge: ${(error as Error).message}`);
+    }
+  }
+
+  /** The entry with its full detail: a history entry's is fetched from the edge the first time. */
+  private async detailed(id: string): Promise<Entry> {
+    const entry = this.entry(id);
+    if (!this.edgeDetailPending.has(id)) return entry;
+    const detail = (await this.edgeJson(`/api/v1/requests/${encodeURIComponent(id)}`)) as EdgeCaptureJson;
+    if (!this.edgeDetailPending.delete(id)) return entry;
+    const exchange = entry.exchange;
+    exchange.requestHeaders = detail.request.headers.flat();
+    exchange.requestBody = Buffer.from(detail.request.body, detail.request.body_encoding === 'base64' ? 'base64' : 'utf8');
+    exchange.requestBodySize = detail.request.body_size;
+    exchange.requestTruncated = detail.request.truncated;
+    exchange.responseHeaders = detail.response.headers.flat();
+    exchange.responseBody = Buffer.from(detail.response.body, detail.response.body_encoding === 'base64' ? 'base64' : 'utf8');
+    exchange.responseBodySize = detail.response.body_size;
+    exchange.responseTruncated = detail.response.truncated;
+    exchange.clientAddress = detail.client_address;
+    exchange.replayOf = detail.replay_of;
+    exchange.error = detail.error;
+    this.ring.resized(entry);
+    if (exchange.replayOf !== null && this.subscribers.size > 0) this.queue(entry);
+    return entry;
+  }
+
+  /** GET on the edge's API with the client's token; the edge's error, or EDGE_UNREACHABLE. */
+  private async edgeJson(path: string): Promise<unknown> {
+    const { edge, token } = this.options;
+    if (edge === undefined || token === undefined) throw new BurrowError('EDGE_UNREACHABLE', 'This inspector has no edge.');
+    let response;
+    try {
+      response = await request(`${edge}${path}`, {
+        headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
+        // These calls are rare (start-up, a history detail opened): no idle connection is kept to the edge.
+        reset: true,
+        headersTimeout: 15_000,
+        bodyTimeout: 15_000,
+      });
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as { code?: string }).code ?? (error as Error).message;
+      throw new BurrowError('EDGE_UNREACHABLE', `The edge at ${edge} is unreachable (${cause}).`);
+    }
+    const text = await response.body.text();
+    let parsed: { error?: { code?: unknown; message?: unknown } } | undefined;
+    try {
+      parsed = JSON.parse(text) as typeof parsed;
+    } catch {
+      parsed = undefined;
+    }
+    if (response.statusCode !== 200 || parsed === undefined) {
+      const code = parsed?.error?.code;
+      const message = typeof parsed?.error?.message === 'string' ? parsed.error.message : `The edge answered ${response.statusCode}.`;
+      throw new BurrowError(isErrorCode(code) ? code : 'EDGE_UNREACHABLE', message);
+    }
+    return parsed;
   }
 
   // ---- the live feed ----------------------------------------------------------------------------------
@@ -520,6 +755,23 @@ export class Inspector {
       ws.send(message, false);
     }
   }
+}
+
+interface EdgeBodyJson {
+  headers: [string, string][];
+  body: string;
+  body_encoding: 'utf8' | 'base64';
+  body_size: number;
+  truncated: boolean;
+}
+
+/** GET /api/v1/requests/:id (docs/api.md): the fields the inspector uses. */
+interface EdgeCaptureJson {
+  client_address: string;
+  error: string | null;
+  replay_of: string | null;
+  request: EdgeBodyJson;
+  response: EdgeBodyJson & { status: number };
 }
 
 // ---- responses --------------------------------------------------------------------------------------

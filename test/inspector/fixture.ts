@@ -4,6 +4,8 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { request } from 'undici';
+import { WebSocketServer } from 'ws';
+import type { EdgeOptions } from '../../src/edge/server.js';
 import { Inspector, type InspectorOptions } from '../../src/inspector/server.js';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
 import { call, createAccount, readBody, startClient, startEdge, startLocal, type HttpResult, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
@@ -13,6 +15,7 @@ export interface Seen {
   url: string;
   headers: IncomingHttpHeaders;
   body: string;
+  raw: Buffer;
 }
 
 export interface Stack {
@@ -31,13 +34,17 @@ export interface Stack {
   close(): Promise<void>;
 }
 
-/** The local app: /status/NNN answers NNN, /binary answers bytes, anything else echoes as JSON. */
-export async function startStack(options: InspectorOptions = {}, recordLimit = 1024 * 1024): Promise<Stack> {
+/**
+ * The local app: /status/NNN answers NNN, /binary answers bytes, /silent never answers, anything else
+ * echoes as JSON; a WebSocket on any path echoes each message back, prefixed "echo:" when it is text.
+ */
+export async function startStack(options: InspectorOptions = {}, recordLimit = 1024 * 1024, edgeOptions: Partial<EdgeOptions> = {}): Promise<Stack> {
   const seen: Seen[] = [];
-  const edge = await startEdge();
+  const edge = await startEdge(edgeOptions);
   const local = await startLocal((req, res) => {
     void readBody(req).then((body) => {
-      seen.push({ method: req.method!, url: req.url!, headers: req.headers, body: body.toString('utf8') });
+      seen.push({ method: req.method!, url: req.url!, headers: req.headers, body: body.toString('utf8'), raw: body });
+      if (req.url === '/silent') return;
       const status = /^\/status\/([0-9]{3})/.exec(req.url!);
       if (req.url === '/binary') {
         res.setHeader('content-type', 'application/octet-stream');
@@ -49,6 +56,10 @@ export async function startStack(options: InspectorOptions = {}, recordLimit = 1
       res.setHeader('x-local', 'yes');
       res.end(JSON.stringify({ method: req.method, url: req.url, body: body.toString('utf8') }));
     });
+  });
+  const sockets = new WebSocketServer({ server: local.server });
+  sockets.on('connection', (socket) => {
+    socket.on('message', (data: Buffer, isBinary: boolean) => socket.send(isBinary ? data : `echo:${data.toString('utf8')}`, { binary: isBinary }));
   });
   const account = await createAccount(edge);
   const { client, host, subdomain } = await startClient(edge, account.token, local.port, { recordLimit });
@@ -72,6 +83,8 @@ export async function startStack(options: InspectorOptions = {}, recordLimit = 1
     async close() {
       inspector.close();
       await client.close();
+      for (const socket of sockets.clients) socket.terminate();
+      sockets.close();
       await local.close();
       await edge.close();
     },

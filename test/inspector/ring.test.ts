@@ -198,3 +198,52 @@ describe('ring bounds through a real tunnel', () => {
     }
   });
 });
+
+describe('history behind the oldest entry', () => {
+  test('addOldest puts entries behind the oldest, in the order given, and never evicts for them', () => {
+    const ring = new ExchangeRing({ maxExchanges: 4 });
+    ring.add(historyExchange('req_live1'));
+    assert.ok(ring.addOldest(historyExchange('req_old1')));
+    assert.ok(ring.addOldest(historyExchange('req_old2')));
+    assert.equal(ring.addOldest(historyExchange('req_live1')), undefined, 'an id already here is skipped');
+    ring.add(historyExchange('req_live2'));
+    assert.deepEqual(ring.list(10).map((entry) => entry.exchange.id), ['req_live2', 'req_live1', 'req_old1', 'req_old2']);
+    assert.equal(ring.addOldest(historyExchange('req_old3')), undefined, 'full: history makes no room for itself');
+    assert.deepEqual(ring.list(2, 'req_live1').map((entry) => entry.exchange.id), ['req_old1', 'req_old2']);
+    ring.add(historyExchange('req_live3'));
+    assert.deepEqual(ring.list(10).map((entry) => entry.exchange.id), ['req_live3', 'req_live2', 'req_live1', 'req_old1'], 'live traffic evicts the oldest history first');
+  });
+
+  test('resized recounts an entry whose detail arrived', () => {
+    const ring = new ExchangeRing({ maxExchanges: 10 });
+    const entry = ring.addOldest(historyExchange('req_h'))!;
+    const before = ring.bytes;
+    entry.exchange.requestBody = Buffer.alloc(1000);
+    ring.resized(entry);
+    assert.equal(ring.bytes, before + 1000);
+    assert.equal(entry.size, before + 1000);
+  });
+});
+
+function historyExchange(id: string): Exchange {
+  return {
+    id,
+    method: 'GET',
+    path: '/',
+    port: 3000,
+    requestHeaders: [],
+    requestBody: null,
+    requestBodySize: 0,
+    requestTruncated: false,
+    status: 200,
+    responseHeaders: [],
+    responseBody: null,
+    responseBodySize: 0,
+    responseTruncated: false,
+    startedAt: Date.now(),
+    latencyMs: 1,
+    error: null,
+    replayOf: null,
+    source: 'edge',
+  };
+}

@@ -28,7 +28,7 @@ describe('inspector refusals', () => {
   test('a Host other than localhost:PORT, 127.0.0.1:PORT or [::1]:PORT is 403, on every path', async () => {
     const refused = ['evil.example', `evil.example:${port}`, 'localhost', `localhost:${port + 1}`, `127.0.0.1:${port}.evil.example`, `localhost.:${port}`, `0.0.0.0:${port}`, `127.0.0.1`];
     for (const host of refused) {
-      for (const path of ['/', '/app.js', '/api/requests', `/api/requests/${id}`, '/api/status']) {
+      for (const path of ['/', '/app.js', '/api/requests', `/api/requests/${id}`, '/api/status', '/api/har', `/api/har?id=${id}`, `/api/requests/${id}/curl`, '/api/requests?q=target']) {
         const answer = await inspect(stack.inspector, 'GET', path, { headers: { host } });
         assert.equal(answer.status, 403, `${host} ${path}`);
         assert.equal(answer.json.error.code, 'FORBIDDEN');

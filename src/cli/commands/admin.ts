@@ -1,12 +1,33 @@
+/**
+ * `burrow admin ...`: the operator's commands, straight on the edge's data directory (LMDB allows a
+ * second process, so they work while the edge runs). They are the way back in for a user who revoked
+ * their last token (issue 16), and the only way to change a plan.
+ */
 import { resolve } from 'node:path';
 import { BurrowError } from '../../errors.js';
 import { nowIso } from '../../ids.js';
 import { isPlanName } from '../../store/plans.js';
-import { Store } from '../../store/store.js';
+import { Store, type AccountRecord } from '../../store/store.js';
 import { CliError, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
-import { printJson } from '../output.js';
+import { printJson, printTable, shortTime } from '../output.js';
 
 const HELP = `
+Usage: burrow admin create-account | token create | set-plan | accounts list [options]
+
+The operator's commands, on the edge's data directory (they work while the edge runs):
+  create-account --email E [--plan FREE|PRO]   an account and its first token
+  token create --email E [--label L]           a new token for an account (e.g. after revoking the last)
+  set-plan --email E --plan FREE|PRO           move an account to another plan
+  accounts list                                every account with its plan and active tokens
+
+Options:
+  --data DIR     LMDB data directory (default ./.burrow)
+  --json         print JSON
+  -h, --help     show this help
+(burrow admin COMMAND --help shows each command's options)
+`;
+
+const CREATE_ACCOUNT_HELP = `
 Usage: burrow admin create-account --email E [--plan FREE|PRO] [--data DIR] [--json]
 
 Creates an account and its first token directly in the data directory (works while the edge runs).
@@ -20,6 +41,45 @@ Options:
   -h, --help     show this help
 `;
 
+const TOKEN_CREATE_HELP = `
+Usage: burrow admin token create --email E [--label L] [--data DIR] [--json]
+
+Creates a token for an existing account directly in the data directory: the way back in after its
+last token was revoked. The token is printed once. The plan's active-token cap applies.
+
+Options:
+  --email E      the account's e-mail address
+  --label L      the token's label (default "admin")
+  --data DIR     LMDB data directory (default ./.burrow)
+  --json         print {"account":{...},"token":{...}}
+  -h, --help     show this help
+`;
+
+const SET_PLAN_HELP = `
+Usage: burrow admin set-plan --email E --plan FREE|PRO [--data DIR] [--json]
+
+Moves an account to another plan; the new limits apply from its next request on (also on a running
+edge). What the limit errors' "upgrade" means.
+
+Options:
+  --email E      the account's e-mail address
+  --plan NAME    FREE or PRO
+  --data DIR     LMDB data directory (default ./.burrow)
+  --json         print {"account":{...}}
+  -h, --help     show this help
+`;
+
+const ACCOUNTS_LIST_HELP = `
+Usage: burrow admin accounts list [--data DIR] [--json]
+
+Lists every account of the data directory: id, e-mail, plan, active tokens, created.
+
+Options:
+  --data DIR     LMDB data directory (default ./.burrow)
+  --json         print {"accounts":[...]}
+  -h, --help     show this help
+`;
+
 const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
 
 export async function adminCommand(args: string[]): Promise<number> {
@@ -30,27 +90,130 @@ export async function adminCommand(args: string[]): Promise<number> {
   }
   // A usage error is one line on stderr (DESIGN.md section 5), not the help on stdout.
   if (sub === undefined) throw new UsageError(`missing the admin command; ${usageHint(HELP)}`);
-  if (sub !== 'create-account') throw new UsageError(`unknown admin command "${sub}"; ${usageHint(HELP)}`);
-  const parsed = parse(rest, { email: { type: 'string' }, plan: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } }, HELP);
-  if (parsed === null) return 0;
-  noExtraPositionals(parsed, 0, HELP);
-  const { email, plan = 'FREE', data, json } = parsed.values;
-  if (email === undefined || !EMAIL.test(email.trim())) throw new UsageError('--email must be an e-mail address');
-  if (!isPlanName(plan)) throw new UsageError(`--plan must be FREE or PRO, not ${plan}`);
+  switch (sub) {
+    case 'create-account':
+      return createAccount(rest);
+    case 'token': {
+      const [action, ...options] = rest;
+      if (action === '--help' || action === '-h') return createToken(['--help']);
+      if (action !== 'create') throw new UsageError(`unknown admin token command "${action ?? ''}"; usage: burrow admin token create --email E (see --help)`);
+      return createToken(options);
+    }
+    case 'set-plan':
+      return setPlan(rest);
+    case 'accounts': {
+      const [action, ...options] = rest;
+      if (action === '--help' || action === '-h') return listAccounts(['--help']);
+      if (action !== 'list') throw new UsageError(`unknown admin accounts command "${action ?? ''}"; usage: burrow admin accounts list (see --help)`);
+      return listAccounts(options);
+    }
+    default:
+      throw new UsageError(`unknown admin command "${sub}"; ${usageHint(HELP)}`);
+  }
+}
+
+/** Opens the data directory for `work`; a store error becomes a one-line CliError with its code. */
+async function withStore<T>(data: string | undefined, work: (store: Store) => Promise<T>): Promise<T> {
   const store = Store.open(resolve(data ?? '.burrow'));
   try {
-    const { account, token } = await store.createAccount(email, plan, 'admin');
-    const result = {
-      account: { id: account.id, email: account.email, plan: account.plan },
-      token: { id: token.id, label: token.label, prefix: token.prefix, token: token.token, created_at: nowIso(token.createdAt) },
-    };
-    if (json === true) printJson(result);
-    else process.stdout.write(`created ${account.email} (${account.id}, plan ${account.plan})\ntoken (shown once): ${token.token}\n`);
-    return 0;
+    return await work(store);
   } catch (error) {
-    if (error instanceof BurrowError) throw new CliError(error.message);
+    if (error instanceof BurrowError) throw new CliError(error.message, 1, error.code);
     throw error;
   } finally {
     await store.close();
   }
 }
+
+function email(value: string | undefined): string {
+  if (value === undefined || !EMAIL.test(value.trim())) throw new UsageError('--email must be an e-mail address');
+  return value;
+}
+
+function account(store: Store, address: string): AccountRecord {
+  const found = store.findAccountByEmail(address);
+  if (found === undefined) throw new CliError(`no account with e-mail ${address.trim().toLowerCase()} in this data directory (burrow admin accounts list)`, 1, 'NOT_FOUND');
+  return found;
+}
+
+function accountJson(record: AccountRecord): { id: string; email: string; plan: string } {
+  return { id: record.id, email: record.email, plan: record.plan };
+}
+
+async function createAccount(args: string[]): Promise<number> {
+  const parsed = parse(args, { email: { type: 'string' }, plan: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } }, CREATE_ACCOUNT_HELP);
+  if (parsed === null) return 0;
+  noExtraPositionals(parsed, 0, CREATE_ACCOUNT_HELP);
+  const { plan = 'FREE', data, json } = parsed.values;
+  const address = email(parsed.values.email);
+  if (!isPlanName(plan)) throw new UsageError(`--plan must be FREE or PRO, not ${plan}`);
+  return withStore(data, async (store) => {
+    const { account: created, token } = await store.createAccount(address, plan, 'admin');
+    const result = {
+      account: accountJson(created),
+      token: { id: token.id, label: token.label, prefix: token.prefix, token: token.token, created_at: nowIso(token.createdAt) },
+    };
+    if (json === true) printJson(result);
+    else process.stdout.write(`created ${created.email} (${created.id}, plan ${created.plan})\ntoken (shown once): ${token.token}\n`);
+    return 0;
+  });
+}
+
+async function createToken(args: string[]): Promise<number> {
+  const parsed = parse(args, { email: { type: 'string' }, label: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } }, TOKEN_CREATE_HELP);
+  if (parsed === null) return 0;
+  noExtraPositionals(parsed, 0, TOKEN_CREATE_HELP);
+  const address = email(parsed.values.email);
+  const label = parsed.values.label ?? 'admin';
+  if (label.trim() === '' || [...label].length > 64) throw new UsageError('--label must be 1 to 64 characters');
+  return withStore(parsed.values.data, async (store) => {
+    const owner = account(store, address);
+    const token = await store.createToken(owner, label.trim());
+    const result = {
+      account: accountJson(owner),
+      token: { id: token.id, label: token.label, prefix: token.prefix, token: token.token, created_at: nowIso(token.createdAt) },
+    };
+    if (parsed.values.json === true) printJson(result);
+    else process.stdout.write(`created ${token.id} "${token.label}" for ${owner.email}\ntoken (shown once): ${token.token}\n`);
+    return 0;
+  });
+}
+
+async function setPlan(args: string[]): Promise<number> {
+  const parsed = parse(args, { email: { type: 'string' }, plan: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } }, SET_PLAN_HELP);
+  if (parsed === null) return 0;
+  noExtraPositionals(parsed, 0, SET_PLAN_HELP);
+  const address = email(parsed.values.email);
+  const plan = parsed.values.plan;
+  if (plan === undefined || !isPlanName(plan)) throw new UsageError(`--plan must be FREE or PRO${plan === undefined ? '' : `, not ${plan}`}`);
+  return withStore(parsed.values.data, async (store) => {
+    const updated = await store.setPlan(account(store, address).id, plan);
+    if (updated === undefined) throw new CliError(`the account ${address} disappeared meanwhile`, 1, 'NOT_FOUND');
+    if (parsed.values.json === true) printJson({ account: accountJson(updated) });
+    else process.stdout.write(`${updated.email} (${updated.id}) is on plan ${updated.plan}\n`);
+    return 0;
+  });
+}
+
+async function listAccounts(args: string[]): Promise<number> {
+  const parsed = parse(args, { data: { type: 'string' }, json: { type: 'boolean' } }, ACCOUNTS_LIST_HELP);
+  if (parsed === null) return 0;
+  noExtraPositionals(parsed, 0, ACCOUNTS_LIST_HELP);
+  return withStore(parsed.values.data, async (store) => {
+    const accounts = store.listAccounts().map((record) => ({
+      ...accountJson(record),
+      active_tokens: store.countActiveTokens(record.id),
+      created_at: nowIso(record.createdAt),
+    }));
+    if (parsed.values.json === true) printJson({ accounts });
+    else
+      printTable(
+        ['ID', 'EMAIL', 'PLAN', 'TOKENS', 'CREATED'],
+        accounts.map((a) => [a.id, a.email, a.plan, a.active_tokens, shortTime(a.created_at)]),
+        'no accounts in this data directory',
+      );
+    return 0;
+  });
+}
+
+

@@ -2,9 +2,9 @@
  * The thin wrappers over the API: login, tokens, tunnels, requests. Tables by default, the API's JSON
  * with --json.
  */
-import { parseToken } from '../../ids.js';
+import { parseToken, tokenIdOf } from '../../ids.js';
 import { ApiClient } from '../api-client.js';
-import { noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
+import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { configPath, readConfig, resolveCredentials, requireToken, writeConfig } from '../config.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
@@ -27,18 +27,19 @@ function client(values: { edge?: string | undefined; token?: string | undefined 
 // ---- login ----------------------------------------------------------------------------------------
 
 const LOGIN_HELP = `
-Usage: burrow login TOKEN [--edge URL]
+Usage: burrow login TOKEN [--edge URL] [--json]
 
 Checks the token against the edge and saves both to the client config (mode 0600), so later commands
 need neither.
 
 Options:
   --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
+  --json         print {"edge","account":{id,email,plan},"config"}
   -h, --help     show this help
 `;
 
 export async function loginCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { edge: { type: 'string' } }, LOGIN_HELP);
+  const parsed = parse(args, { edge: { type: 'string' }, json: { type: 'boolean' } }, LOGIN_HELP);
   if (parsed === null) return 0;
   const token = requirePositional(parsed, 0, 'TOKEN', LOGIN_HELP);
   noExtraPositionals(parsed, 1, LOGIN_HELP);
@@ -49,20 +50,24 @@ export async function loginCommand(args: string[]): Promise<number> {
   const { edge } = resolveCredentials({ edge: parsed.values.edge, token });
   const me = await new ApiClient(edge, token).call<{ id: string; email: string; plan: string }>('GET', '/api/v1/auth/me');
   writeConfig({ ...saved, edge, token }, path);
-  process.stdout.write(`logged in to ${edge} as ${me.email} (${me.plan}); saved to ${path}\n`);
+  if (parsed.values.json === true) printJson({ edge, account: { id: me.id, email: me.email, plan: me.plan }, config: path });
+  else process.stdout.write(`logged in to ${edge} as ${me.email} (${me.plan}); saved to ${path}\n`);
   return 0;
 }
 
 // ---- tokens ---------------------------------------------------------------------------------------
 
 const TOKENS_HELP = `
-Usage: burrow tokens list | create --label LABEL | revoke TOKEN_ID
+Usage: burrow tokens list | create --label LABEL | revoke TOKEN_ID [--force]
 
 Lists, creates and revokes personal access tokens. A new token's secret is printed once.
-Revoking a token closes the tunnels it opened.
+Revoking a token closes the tunnels it opened. Revoking the token this command itself uses is
+refused without --force: afterwards every command gets 401 (the operator's way back in is
+"burrow admin token create --email E").
 
 Options:
   --label L      label of a new token (1 to 64 characters)
+  --force        revoke even the token this command uses
 ${CONNECTION_HELP}
 `;
 
@@ -76,7 +81,7 @@ interface TokenJson {
 }
 
 export async function tokensCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { ...CONNECTION_OPTIONS, label: { type: 'string' } }, TOKENS_HELP);
+  const parsed = parse(args, { ...CONNECTION_OPTIONS, label: { type: 'string' }, force: { type: 'boolean' } }, TOKENS_HELP);
   if (parsed === null) return 0;
   const action = requirePositional(parsed, 0, 'list, create or revoke', TOKENS_HELP);
   const { values } = parsed;
@@ -104,6 +109,13 @@ export async function tokensCommand(args: string[]): Promise<number> {
     case 'revoke': {
       const id = requirePositional(parsed, 1, 'TOKEN_ID', TOKENS_HELP);
       noExtraPositionals(parsed, 2, TOKENS_HELP);
+      const credentials = resolveCredentials(values);
+      const own = parseToken(requireToken(credentials));
+      if (own !== null && tokenIdOf(own.idSegment) === id && values.force !== true) {
+        throw new CliError(
+          `${id} is the token this command uses: revoking it locks this CLI out (401 on every command); create another first ("burrow tokens create --label L", then "burrow login"), or pass --force`,
+        );
+      }
       await client(values).call('DELETE', `/api/v1/tokens/${encodeURIComponent(id)}`);
       if (values.json === true) printJson({ revoked: id });
       else process.stdout.write(`revoked ${id}\n`);
@@ -182,7 +194,8 @@ export async function tunnelsCommand(args: string[]): Promise<number> {
 const REQUESTS_HELP = `
 Usage: burrow requests SUBDOMAIN [--limit N] [--before REQ_ID]
 
-Lists the requests captured on a tunnel subdomain, newest first.
+Lists the requests captured on a tunnel subdomain, newest first. One request in full:
+burrow requests show REQ_ID (see burrow requests show --help).
 
 Options:
   --limit N        how many (default 50, at most 1000)
@@ -200,6 +213,7 @@ interface CaptureSummaryJson {
 }
 
 export async function requestsCommand(args: string[]): Promise<number> {
+  if (args[0] === 'show') return showRequest(args.slice(1));
   const parsed = parse(args, { ...CONNECTION_OPTIONS, limit: { type: 'string' }, before: { type: 'string' } }, REQUESTS_HELP);
   if (parsed === null) return 0;
   const subdomain = requirePositional(parsed, 0, 'SUBDOMAIN', REQUESTS_HELP);
@@ -219,3 +233,159 @@ export async function requestsCommand(args: string[]): Promise<number> {
   return 0;
 }
 
+
+const SHOW_HELP = `
+Usage: burrow requests show REQ_ID [--raw | --raw-response]
+
+Shows one captured request: when and from where, the request's and the response's headers and
+bodies, the status and the time the local server took. Bodies are kept up to the capture cap (1 MiB
+by default); a cut body says so.
+
+Options:
+  --raw            write only the request body's bytes to stdout (e.g. to check a signature)
+  --raw-response   write only the response body's bytes to stdout
+${CONNECTION_HELP}
+`;
+
+interface BodyJson {
+  body: string | null;
+  body_encoding?: 'utf8' | 'base64';
+  body_size: number;
+  truncated: boolean;
+}
+
+interface CaptureDetailJson extends CaptureSummaryJson {
+  subdomain: string;
+  client_address: string;
+  error: string | null;
+  replay_of: string | null;
+  request: BodyJson & { headers: [string, string][] };
+  response: BodyJson & { status: number; headers: [string, string][] };
+}
+
+async function showRequest(args: string[]): Promise<number> {
+  const parsed = parse(args, { ...CONNECTION_OPTIONS, raw: { type: 'boolean' }, 'raw-response': { type: 'boolean' } }, SHOW_HELP);
+  if (parsed === null) return 0;
+  const id = requirePositional(parsed, 0, 'REQ_ID', SHOW_HELP);
+  noExtraPositionals(parsed, 1, SHOW_HELP);
+  const { values } = parsed;
+  if (values.raw === true && values['raw-response'] === true) throw new UsageError('give --raw or --raw-response, not both');
+  if ((values.raw === true || values['raw-response'] === true) && values.json === true) throw new UsageError('give --raw or --json, not both');
+  const detail = await client(values).call<CaptureDetailJson>('GET', `/api/v1/requests/${encodeURIComponent(id)}`);
+  if (values.json === true) {
+    printJson(detail);
+    return 0;
+  }
+  if (values.raw === true || values['raw-response'] === true) {
+    const part = values.raw === true ? detail.request : detail.response;
+    if (part.truncated) process.stderr.write(`burrow: the body was cut at the capture cap: ${bodyBytes(part).byteLength} of ${part.body_size} bytes\n`);
+    process.stdout.write(bodyBytes(part));
+    return 0;
+  }
+  const lines = [
+    `${detail.id}  ${detail.method} ${detail.path}`,
+    `status        ${detail.status}${detail.error === null ? '' : ` (${detail.error}, answered by the edge)`}`,
+    `received      ${shortTime(detail.received_at)} from ${detail.client_address} on ${detail.subdomain}`,
+    `duration      ${detail.duration_ms} ms`,
+    ...(detail.replay_of === null ? [] : [`replay of     ${detail.replay_of}`]),
+    '',
+    'Request headers',
+    ...detail.request.headers.map(([name, value]) => `  ${name}: ${value}`),
+    '',
+    `Request body  ${bodySummary(detail.request)}`,
+    ...bodyText(detail.request),
+    '',
+    `Response headers (${detail.response.status})`,
+    ...detail.response.headers.map(([name, value]) => `  ${name}: ${value}`),
+    '',
+    `Response body  ${bodySummary(detail.response)}`,
+    ...bodyText(detail.response),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  return 0;
+}
+
+function bodyBytes(part: BodyJson): Buffer {
+  if (part.body === null) return Buffer.alloc(0);
+  return Buffer.from(part.body, part.body_encoding === 'base64' ? 'base64' : 'utf8');
+}
+
+function bodySummary(part: BodyJson): string {
+  if (part.body_size === 0) return '(empty)';
+  const kept = bodyBytes(part).byteLength;
+  return `${part.body_size} bytes${part.truncated ? `, the first ${kept} captured` : ''}${part.body_encoding === 'base64' ? ', binary (--raw writes the bytes)' : ''}`;
+}
+
+function bodyText(part: BodyJson): string[] {
+  if (part.body === null || part.body_size === 0 || part.body_encoding === 'base64') return [];
+  return [part.body];
+}
+
+// ---- reservations ----------------------------------------------------------------------------------
+
+const RESERVE_HELP = `
+Usage: burrow reserve NAME
+
+Reserves a subdomain for the account: no other account can open a tunnel on it, and it stays the
+URL of "burrow http PORT --subdomain NAME" across restarts. The plan caps how many.
+
+Options:
+${CONNECTION_HELP}
+`;
+
+interface ReservationJson {
+  subdomain: string;
+  created_at: string;
+}
+
+export async function reserveCommand(args: string[]): Promise<number> {
+  const parsed = parse(args, CONNECTION_OPTIONS, RESERVE_HELP);
+  if (parsed === null) return 0;
+  const name = requirePositional(parsed, 0, 'NAME', RESERVE_HELP);
+  noExtraPositionals(parsed, 1, RESERVE_HELP);
+  const reservation = await client(parsed.values).call<ReservationJson>('POST', '/api/v1/reserved-subdomains', { subdomain: name });
+  if (parsed.values.json === true) printJson(reservation);
+  else process.stdout.write(`reserved ${reservation.subdomain}; use it with: burrow http PORT --subdomain ${reservation.subdomain}\n`);
+  return 0;
+}
+
+const RESERVATIONS_HELP = `
+Usage: burrow reservations [list | release NAME]
+
+Lists the account's reserved subdomains (the default), or releases one. A tunnel running on a released
+name keeps running.
+
+Options:
+${CONNECTION_HELP}
+`;
+
+export async function reservationsCommand(args: string[]): Promise<number> {
+  const parsed = parse(args, CONNECTION_OPTIONS, RESERVATIONS_HELP);
+  if (parsed === null) return 0;
+  const action = parsed.positionals[0] ?? 'list';
+  const { values } = parsed;
+  switch (action) {
+    case 'list': {
+      noExtraPositionals(parsed, 1, RESERVATIONS_HELP);
+      const result = await client(values).call<{ reserved_subdomains: ReservationJson[] }>('GET', '/api/v1/reserved-subdomains');
+      if (values.json === true) printJson(result);
+      else
+        printTable(
+          ['SUBDOMAIN', 'RESERVED'],
+          result.reserved_subdomains.map((r) => [r.subdomain, shortTime(r.created_at)]),
+          'no reserved subdomains (burrow reserve NAME)',
+        );
+      return 0;
+    }
+    case 'release': {
+      const name = requirePositional(parsed, 1, 'NAME', RESERVATIONS_HELP);
+      noExtraPositionals(parsed, 2, RESERVATIONS_HELP);
+      await client(values).call('DELETE', `/api/v1/reserved-subdomains/${encodeURIComponent(name)}`);
+      if (values.json === true) printJson({ released: name });
+      else process.stdout.write(`released ${name}\n`);
+      return 0;
+    }
+    default:
+      throw new UsageError(`unknown reservations action "${action}"; use list or release NAME`);
+  }
+}

@@ -1,10 +1,12 @@
 import { resolve } from 'node:path';
+import { parseAdminAddress } from '../../edge/admin.js';
 import { Edge } from '../../edge/server.js';
-import { CliError, intOption, noExtraPositionals, parse } from '../args.js';
+import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
-Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N]
+Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
+                   [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
 
 Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
 
@@ -16,18 +18,27 @@ Options:
   --rate-limit N         API requests per minute per token (default 100)
   --timeout MS           the edge's timeout for a local response, 504 after it (default 30000)
   --max-body BYTES       largest public request body, 413 beyond (default 104857600)
-  --grace MS             how long a dropped tunnel's subdomain stays reserved for its owner (default 60000)
+  --grace MS             how long an ended tunnel's subdomain (dropped, or closed with Ctrl-C) stays held
+                         for its account (default 60000)
   --capture-body BYTES   bytes of each body kept in a capture (default 1048576)
   --no-capture           forward without capturing (benchmarks)
   --capture-fsync        fsync every capture commit: captures survive power loss too, at ~0.5-1 ms
                          of latency per commit (by default they survive a crash of the edge process)
   --public-port N        port shown in public URLs, when a proxy in front of the edge uses another
   --region NAME          region reported by /api/v1/instance (default local)
+  --admin [HOST:]PORT    serve GET /metrics (Prometheus text) and GET /healthz (200 serving, 503 draining)
+                         on this address; a bare port binds 127.0.0.1 (default: off)
+  --access-log FILE|-    one JSON line per public request, appended to FILE or written to stdout (-)
+  --drain MS             on SIGTERM/SIGINT, how long in-flight requests may take to finish before the
+                         tunnels are told to go (GOAWAY) and the edge exits (default 10000)
   --dev                  on a data directory without accounts, create a dev account, print its token once
                          and save it to the client config (what "npm start" does)
+  --json                 print events as JSON lines: {"event":"listening","url":...}, admin, dev_account, stopping
   -h, --help             show this help
 
-Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, tunnels are told, LMDB is flushed.
+Stops gracefully on SIGTERM or SIGINT: /healthz turns 503, the port stops accepting, in-flight requests
+finish (up to --drain MS), tunnels get GOAWAY (clients reconnect), captures and LMDB are flushed, exit 0.
+Tunnel connects and disconnects, with their reasons, are logged to stderr.
 `;
 
 export async function edgeCommand(args: string[]): Promise<number> {
@@ -47,15 +58,27 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'capture-fsync': { type: 'boolean' },
       'public-port': { type: 'string' },
       region: { type: 'string' },
+      admin: { type: 'string' },
+      'access-log': { type: 'string' },
+      drain: { type: 'string' },
       dev: { type: 'boolean' },
+      json: { type: 'boolean' },
     },
     HELP,
   );
   if (parsed === null) return 0;
   noExtraPositionals(parsed, 0, HELP);
   const { values } = parsed;
+  const json = values.json === true;
+  const say = (event: Record<string, unknown>, text: string): void => {
+    process.stdout.write(json ? `${JSON.stringify(event)}\n` : text);
+  };
   const dataDir = resolve(values.data ?? '.burrow');
   const publicPort = values['public-port'] === undefined ? undefined : intOption(values['public-port'], 'public-port', 0, 1, 65535);
+  const admin = values.admin === undefined ? undefined : parseAdminAddress(values.admin);
+  if (typeof admin === 'string') throw new UsageError(`--admin: ${admin}; ${usageHint(HELP)}`);
+  const drainMs = intOption(values.drain, 'drain', 10_000, 0, 3_600_000);
+  const accessLog = values['access-log'] === undefined || values['access-log'] === '-' ? values['access-log'] : resolve(values['access-log']);
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     dataDir,
@@ -71,6 +94,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
     captureFsync: values['capture-fsync'] === true,
     ...(publicPort === undefined ? {} : { publicPort }),
     region: values.region ?? 'local',
+    ...(admin === undefined ? {} : { admin }),
+    ...(accessLog === undefined ? {} : { accessLog }),
   }).catch((error: Error) => {
     throw new CliError(`cannot start the edge: ${error.message}`);
   });
@@ -79,8 +104,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
-    process.stdout.write(`burrow edge: ${signal}, finishing in-flight requests and closing\n`);
-    edge.close().then(
+    say({ event: 'stopping', signal }, `burrow edge: ${signal}, finishing in-flight requests and closing\n`);
+    edge.close(drainMs).then(
       () => process.exit(0),
       (error: Error) => {
         process.stderr.write(`burrow edge: shutdown failed: ${error.message}\n`);
@@ -90,17 +115,26 @@ export async function edgeCommand(args: string[]): Promise<number> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  process.stdout.write(`burrow edge listening on ${edge.url} (bound to ${values.host ?? '127.0.0.1'}:${edge.port}, data in ${dataDir})\n`);
-  if (values.dev === true) await devAccount(edge);
+  const host = values.host ?? '127.0.0.1';
+  say(
+    { event: 'listening', url: edge.url, message: `listening on ${edge.url}`, host, port: edge.port, data: dataDir },
+    `burrow edge listening on ${edge.url} (bound to ${host}:${edge.port}, data in ${dataDir})\n`,
+  );
+  if (admin !== undefined) {
+    const adminUrl = `http://${admin.host.includes(':') ? `[${admin.host}]` : admin.host}:${edge.adminPort}`;
+    say({ event: 'admin', url: adminUrl, metrics: `${adminUrl}/metrics`, health: `${adminUrl}/healthz` }, `burrow edge admin on ${adminUrl} (GET /metrics, GET /healthz)\n`);
+  }
+  if (values.dev === true) await devAccount(edge, say);
   return new Promise<number>(() => {});
 }
 
 /** First start of a dev edge: an account, its token printed once and saved for `burrow http`. */
-async function devAccount(edge: Edge): Promise<void> {
+async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text: string) => void): Promise<void> {
   const path = configPath();
   if (edge.store.countAccounts() > 0) {
     const saved = readConfig(path);
-    process.stdout.write(
+    say(
+      { event: 'dev_account', created: false, config: path, token_saved: saved.token !== undefined },
       saved.token !== undefined
         ? `dev account ready; the client uses the token saved in ${path}\n`
         : `accounts exist in this data directory; log in with "burrow login TOKEN --edge ${edge.url}"\n`,
@@ -109,9 +143,10 @@ async function devAccount(edge: Edge): Promise<void> {
   }
   const { account, token } = await edge.store.createAccount('dev@localhost', 'FREE', 'dev');
   writeConfig({ ...readConfig(path), edge: edge.url, token: token.token }, path);
-  process.stdout.write(
+  say(
+    { event: 'dev_account', created: true, account: { id: account.id, email: account.email, plan: account.plan }, token: token.token, config: path },
     `created dev account ${account.email} (${account.id}, plan ${account.plan})\n` +
       `dev token (shown once): ${token.token}\n` +
-      `saved to ${path}; now run: npx burrow http 3000\n`,
+      `saved to ${path}; now run: burrow http 3000 (or, in this directory, npx burrow http 3000)\n`,
   );
 }

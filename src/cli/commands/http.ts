@@ -6,28 +6,34 @@
  * "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live.
  */
 import { fstatSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
 import { parsePort, parseRoute, RouteTable, type Route } from '../../client/routes.js';
 import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
 import type { Exchange } from '../../client/exchange.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseInspectAddress } from '../../inspector/address.js';
 import { Inspector } from '../../inspector/server.js';
+import { ApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
-import { requireToken, resolveCredentials } from '../config.js';
+import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
 
 const HELP = `
 Usage: burrow http PORT [--subdomain NAME] [--route PREFIX=PORT ...] [--edge URL] [--token T]
-                        [--inspect ADDR | --no-inspect] [--log text|json]
+                        [--inspect ADDR | --no-inspect] [--log text|json] [--json]
 
 Opens a tunnel: requests to the public URL the edge gives are forwarded to http://localhost:PORT.
 Prints "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live; reconnects by
-itself (keeping the URL) when the connection drops; Ctrl-C closes the tunnel.
+itself (keeping the URL) when the connection drops; Ctrl-C closes the tunnel. Without --subdomain
+it asks for the name this port got from this edge last time (remembered in names.json next to the
+config file; the edge holds it for its account for a minute after the tunnel ends), and says so when
+that name is no longer available. A warning says when nothing listens on the local port yet.
 
 The local inspector (http://127.0.0.1:4040, or the next free port up to 4059) shows every request
 with headers, body, the local response and latency, live, and replays them (burrow replay).
 
 Options:
   --subdomain NAME        ask for this subdomain (3-63 of a-z, 0-9, -); default: one is made up
-  --route PREFIX=PORT     send paths under PREFIX to another local port (repeatable; longest wins)
+  --route PREFIX=PORT     send paths under PREFIX to another local port (repeatable; longest wins;
+                          case-sensitive; the path is forwarded whole, prefix included)
   --edge URL              the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
   --token T               the token (default: BURROW_TOKEN, the config file)
   --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
@@ -35,6 +41,8 @@ Options:
   --no-inspect            no inspector: nothing is recorded
   --log text|json         one line per request, also in a terminal (default: a live status
                           block in a terminal, text lines otherwise); NO_COLOR turns colour off
+  --json                  one JSON object per line per event: ready, request, reconnect, warning,
+                          error, closed (errors before the tunnel opens: {"error":{...}} on stderr)
   -h, --help              show this help
 `;
 
@@ -55,6 +63,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       log: { type: 'string' },
       inspect: { type: 'string' },
       'no-inspect': { type: 'boolean' },
+      json: { type: 'boolean' },
     },
     HELP,
   );
@@ -76,6 +85,13 @@ export async function httpCommand(args: string[]): Promise<number> {
   const credentials = resolveCredentials(parsed.values);
   const token = requireToken(credentials);
   const table = new RouteTable(port, routes);
+  const json = parsed.values.json === true;
+  const out = process.stdout;
+  const events = json ? jsonEvents(out) : null;
+  const warn = (code: string, message: string, extra: Record<string, unknown> = {}): void => {
+    if (events !== null) events({ event: 'warning', code, message, ...extra });
+    else process.stderr.write(`burrow: warning: ${message}\n`);
+  };
 
   // The inspector first: a taken --inspect port fails before any tunnel opens.
   let inspector: Inspector | null = null;
@@ -86,38 +102,91 @@ export async function httpCommand(args: string[]): Promise<number> {
       throw new CliError(`${(error as Error).message}; choose another with --inspect PORT, or --no-inspect`);
     }
   }
-  const client = new TunnelClient({
-    edge: credentials.edge,
-    token,
-    routes: table,
-    recordLimit: inspector === null ? 0 : INSPECTOR_BODY_LIMIT,
-    ...(parsed.values.subdomain === undefined ? {} : { subdomain: parsed.values.subdomain.toLowerCase() }),
-  });
-  inspector?.attach(client);
-
-  let ready: ReadyInfo;
-  try {
-    ready = await client.start();
-  } catch (error) {
+  const open = async (subdomain: string | undefined): Promise<{ client: TunnelClient; ready: ReadyInfo }> => {
+    const client = new TunnelClient({
+      edge: credentials.edge,
+      token,
+      routes: table,
+      recordLimit: inspector === null ? 0 : INSPECTOR_BODY_LIMIT,
+      ...(subdomain === undefined ? {} : { subdomain }),
+    });
+    inspector?.attach(client);
+    return { client, ready: await client.start() };
+  };
+  const fail = (error: unknown): CliError => {
     inspector?.close();
-    if (error instanceof TunnelRefusedError) throw new CliError(`${error.code}: ${error.message}`);
-    throw new CliError((error as Error).message);
-  }
-  const out = process.stdout;
-  const forwarding = forwardingLines(ready.publicUrl, table);
-  out.write(forwarding.map((line) => `Forwarding ${line}\n`).join(''));
-  if (inspector !== null) out.write(`Inspector ${inspector.url}\n`);
+    if (error instanceof TunnelRefusedError) return new CliError(`${error.code}: ${error.message}`, 1, error.code);
+    return new CliError((error as Error).message, 1, 'EDGE_UNREACHABLE');
+  };
 
-  const live = out.isTTY === true && logFormat === undefined ? new StatusBlock(client, table, inspector?.url ?? null, out) : null;
-  if (live === null) {
-    const json = logFormat === 'json';
+  // Without --subdomain, the name this port got from this edge last time: a restart keeps the URL.
+  const chosen = parsed.values.subdomain?.toLowerCase();
+  let remembered = chosen === undefined ? rememberedName(credentials.edge, port) : undefined;
+  // Asking for a name this account has live would replace that tunnel (a second `burrow http` of the
+  // same port): then this one takes a new name, and the memory stays the first one's.
+  let remember = chosen === undefined;
+  if (remembered !== undefined && (await liveTunnel(credentials.edge, token, remembered))) {
+    warn('SUBDOMAIN_TAKEN', `the subdomain of last time, ${remembered}, is live in another tunnel of this account; this one gets a new one`);
+    remembered = undefined;
+    remember = false;
+  }
+  let opened: { client: TunnelClient; ready: ReadyInfo };
+  try {
+    opened = await open(chosen ?? remembered);
+  } catch (error) {
+    if (remembered === undefined || !(error instanceof TunnelRefusedError) || (error.code !== 'SUBDOMAIN_TAKEN' && error.code !== 'INVALID_REQUEST')) throw fail(error);
+    try {
+      opened = await open(undefined);
+    } catch (again) {
+      throw fail(again);
+    }
+    warn(error.code, `the subdomain of last time, ${remembered}, is not available (${error.code}); this tunnel has a new one, ${opened.ready.subdomain}`);
+  }
+  const { client, ready } = opened;
+  // Signals first: whoever waits for the Forwarding line may stop us at once, and a clean stop tells the edge.
+  const stop = (): void => {
+    void client.close('the client was stopped (Ctrl-C)');
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  if (remember) {
+    try {
+      rememberName(credentials.edge, port, ready.subdomain);
+    } catch (error) {
+      warn('INTERNAL_ERROR', `cannot remember the subdomain for next time: ${(error as Error).message}`);
+    }
+  }
+  const forwarding = forwardingLines(ready.publicUrl, table);
+  if (events !== null) {
+    events({ event: 'ready', subdomain: ready.subdomain, url: ready.publicUrl, forwarding, inspector: inspector?.url ?? null });
+  } else {
+    out.write(forwarding.map((line) => `Forwarding ${line}\n`).join(''));
+    if (inspector !== null) out.write(`Inspector ${inspector.url}\n`);
+  }
+  // A local server that is not running yet is worth a word now rather than a 502 later; the tunnel stays up.
+  for (const target of new Set([table.defaultPort, ...table.rules.map((route) => route.port)])) {
+    void localProblem(target).then((problem) => {
+      if (problem === null) return;
+      warn('LOCAL_UNREACHABLE', `nothing answers on localhost:${target} (${problem}); requests to it get 502 LOCAL_UNREACHABLE until a server listens there`, { port: target });
+    });
+  }
+
+  const live = out.isTTY === true && logFormat === undefined && !json ? new StatusBlock(client, table, inspector?.url ?? null, out) : null;
+  if (events !== null) {
+    client.on('exchange', (exchange: Exchange) => events(requestEvent(exchange)));
+    client.on('reconnecting', ({ attempt, delayMs, reason }) => events({ event: 'reconnect', attempt, delay_ms: delayMs, reason }));
+    client.on('ready', (info) => {
+      if (info.reconnected) events({ event: 'ready', subdomain: info.subdomain, url: info.publicUrl, forwarding: forwardingLines(info.publicUrl, table), reconnected: true });
+    });
+  } else if (live === null) {
+    const jsonLog = logFormat === 'json';
     // Under load a tunnel logs tens of thousands of requests a second; into /dev/null that is waste.
     if (!writesToNull(1)) {
       const lines = batchedWriter(out);
-      client.on('exchange', (exchange: Exchange) => lines(json ? jsonLine(exchange) : textLine(exchange)));
+      client.on('exchange', (exchange: Exchange) => lines(jsonLog ? jsonLine(exchange) : textLine(exchange)));
     }
     client.on('reconnecting', ({ attempt, delayMs, reason }) => {
-      process.stderr.write(`burrow: connection lost (${reason}); reconnecting in ${delayMs} ms (attempt ${attempt})\n`);
+      process.stderr.write(`burrow: ${reason}; reconnecting in ${delayMs} ms (attempt ${attempt})\n`);
     });
     client.on('ready', (info) => {
       if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> http://localhost:${port}\n`);
@@ -127,16 +196,15 @@ export async function httpCommand(args: string[]): Promise<number> {
   }
 
   return new Promise<number>((resolve) => {
-    const stop = (): void => {
-      void client.close('the client was stopped (Ctrl-C)');
-    };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
     client.on('closed', (info) => {
       live?.stop();
       inspector?.close();
       let code = 0;
-      if (info.byUser) {
+      if (events !== null) {
+        if (!info.byUser) events({ event: 'error', code: info.code, message: info.reason });
+        events({ event: 'closed', by_user: info.byUser, code: info.code, reason: info.reason });
+        if (!info.byUser) code = 1;
+      } else if (info.byUser) {
         out.write('tunnel closed\n');
       } else {
         process.stderr.write(`burrow: tunnel closed by the edge: ${info.code}: ${info.reason}\n`);
@@ -146,6 +214,53 @@ export async function httpCommand(args: string[]): Promise<number> {
       setTimeout(() => process.exit(code), 2_000).unref();
       resolve(code);
     });
+  });
+}
+
+/** --json: one JSON object per line per event, written at once (events are few; requests are batched). */
+function jsonEvents(out: NodeJS.WritableStream): (event: Record<string, unknown>) => void {
+  const lines = batchedWriter(out);
+  return (event) => lines(`${JSON.stringify(event)}\n`);
+}
+
+export function requestEvent(exchange: Exchange): Record<string, unknown> {
+  return {
+    event: 'request',
+    id: exchange.id,
+    method: exchange.method,
+    path: exchange.path,
+    status: exchange.status,
+    duration_ms: round(exchange.latencyMs),
+    port: exchange.port,
+    received_at: new Date(exchange.startedAt).toISOString(),
+    error: exchange.error,
+    ...(exchange.replayOf === null ? {} : { replay_of: exchange.replayOf }),
+  };
+}
+
+/** Whether the account has a live tunnel on `subdomain` (false too when the edge cannot say). */
+async function liveTunnel(edge: string, token: string, subdomain: string): Promise<boolean> {
+  try {
+    await new ApiClient(edge, token).call('GET', `/api/v1/tunnels/${encodeURIComponent(subdomain)}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Why nothing accepts a TCP connection on localhost:PORT (ECONNREFUSED...), or null when something does. */
+function localProblem(port: number): Promise<string | null> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: 'localhost', port, autoSelectFamily: true });
+    socket.setTimeout(2_000, () => {
+      socket.destroy();
+      resolve('no answer in 2 s');
+    });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(null);
+    });
+    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
   });
 }
 
@@ -275,7 +390,8 @@ export function renderStatus(view: StatusView, options: RenderOptions): string[]
     const path = request.path.length > pathWidth ? `${request.path.slice(0, pathWidth - 1)}…` : request.path.padEnd(pathWidth);
     const latency = `${round(request.latencyMs)} ms`.padStart(10);
     const head = `${request.method.padEnd(7)} ${path} `;
-    add(`${head}${paint(statusColor(request), status.padEnd(4))}${latency}`, head.length + 4 + latency.length);
+    const reason = request.error === null ? '' : `  ${request.error}`;
+    add(`${head}${paint(statusColor(request), status.padEnd(4))}${latency}${paint('2', reason)}`, head.length + 4 + latency.length + reason.length);
   }
   return lines.map(([text, visible]) => (visible <= options.width - 1 ? text : cut(text, options.width - 1, options.color)));
 }

@@ -13,16 +13,19 @@ import { requireToken, resolveCredentials } from '../config.js';
 import { printJson } from '../output.js';
 
 const HELP = `
-Usage: burrow replay (--last | REQ_ID) [--header 'Name: value' ...] [--inspector URL] [--json]
+Usage: burrow replay (--last | REQ_ID) [--header 'Name: value' ...] [--allow-truncated] [--inspector URL] [--json]
 
 Replays a captured request to the local server again, without the original sender, through the
 running inspector of "burrow http" (default http://127.0.0.1:4040). If no inspector is running, or it
 no longer holds REQ_ID, the edge's replay API replays it through the live tunnel. Either way the
 replay is captured as a new request. --last (the newest request) needs the inspector.
+A request whose body was larger than the capture cap (1 MiB) was kept cut; its replay is refused
+unless --allow-truncated, which sends the cut body and says so.
 
 Options:
   --last            replay the newest request the inspector holds
   --header 'N: v'   replace (or add) a request header; repeatable
+  --allow-truncated replay even a request whose captured body was cut at the cap
   --inspector URL   the inspector (default: BURROW_INSPECTOR, http://127.0.0.1:4040)
   --edge URL        the edge, when no inspector runs (default: BURROW_EDGE, the config file)
   --token T         the token, when no inspector runs (default: BURROW_TOKEN, the config file)
@@ -38,6 +41,8 @@ interface Replayed {
   latency_ms?: number;
   duration_ms?: number;
   error?: string | null;
+  /** The body sent was a truncated capture's first bytes. */
+  truncated?: boolean;
 }
 
 /** The inspector did not answer at all: nothing listens there. */
@@ -49,6 +54,7 @@ export async function replayCommand(args: string[]): Promise<number> {
     {
       last: { type: 'boolean' },
       header: { type: 'string', multiple: true },
+      'allow-truncated': { type: 'boolean' },
       inspector: { type: 'string' },
       edge: { type: 'string' },
       token: { type: 'string' },
@@ -68,7 +74,10 @@ export async function replayCommand(args: string[]): Promise<number> {
     if (colon <= 0) throw new UsageError(`--header "${header}" is not "Name: value"`);
     headers[header.slice(0, colon).trim().toLowerCase()] = header.slice(colon + 1).trim();
   }
-  const edits = Object.keys(headers).length > 0 ? { headers } : {};
+  const edits = {
+    ...(Object.keys(headers).length > 0 ? { headers } : {}),
+    ...(parsed.values['allow-truncated'] === true ? { allow_truncated: true } : {}),
+  };
   const inspector = inspectorUrl(parsed.values.inspector ?? nonEmpty(process.env.BURROW_INSPECTOR) ?? DEFAULT_INSPECTOR);
 
   let replayed: Replayed | null = null;
@@ -97,7 +106,8 @@ export async function replayCommand(args: string[]): Promise<number> {
   } else {
     const status = replayed.status === 0 ? `ERR${replayed.error ? ` (${replayed.error})` : ''}` : String(replayed.status);
     const ms = replayed.latency_ms ?? replayed.duration_ms ?? 0;
-    process.stdout.write(`replayed ${id} as ${replayed.id}: ${status} in ${Math.round(ms * 10) / 10} ms\n`);
+    const cut = replayed.truncated === true ? ' (the body sent was truncated at the capture cap)' : '';
+    process.stdout.write(`replayed ${id} as ${replayed.id}: ${status} in ${Math.round(ms * 10) / 10} ms${cut}\n`);
   }
   return 0;
 }

@@ -13,7 +13,11 @@ const state = {
   selected: null,
   detail: null,
   filter: '',
+  /** Ids the inspector found for the filter's words (bodies and headers included); null: not asked yet. */
+  searchIds: null,
   onlyErrors: false,
+  /** 'pretty' or 'raw', for both body panes. */
+  bodyMode: 'pretty',
   hiddenBefore: 0,
   maxRows: MAX_ROWS,
 };
@@ -23,6 +27,7 @@ const state = {
 function statusClass(item) {
   if (item.error !== null && item.status === 0) return 'serr';
   const s = item.status;
+  if (s === 101) return 's2xx';
   if (s >= 200 && s < 300) return 's2xx';
   if (s >= 300 && s < 400) return 's3xx';
   if (s >= 400 && s < 500) return 's4xx';
@@ -86,9 +91,10 @@ function hexDump(bytes) {
   return lines.join('\n');
 }
 
-/** What a body pane shows: pretty JSON, the text, or a hex dump. */
-function renderBody(part, headers) {
+/** What a body pane shows: pretty JSON, the text, or a hex dump; `raw` shows the text exactly as received. */
+function renderBody(part, headers, raw = false) {
   if (part.body_encoding === 'base64') return { text: hexDump(base64Bytes(part.body)), kind: 'binary, hex dump' };
+  if (raw) return { text: part.body, kind: 'raw text' };
   const type = headerValue(headers, 'content-type').toLowerCase();
   const trimmed = part.body.trimStart();
   if (!part.truncated && (type.includes('json') || trimmed.startsWith('{') || trimmed.startsWith('['))) {
@@ -112,8 +118,35 @@ function bodyInfo(part, kind) {
 function matches(item) {
   if (state.onlyErrors && statusClass(item) === 's2xx') return false;
   if (state.filter === '') return true;
-  const haystack = `${item.method} ${item.path} ${statusText(item)} ${item.id} ${item.replay_of ?? ''}`.toLowerCase();
+  if (state.searchIds !== null && state.searchIds.has(item.id)) return true;
+  const haystack = `${item.method} ${item.path} ${statusText(item)} ${item.id} ${item.replay_of ?? ''} ${item.client_address ?? ''}`.toLowerCase();
   return state.filter.split(/\s+/).every((word) => haystack.includes(word));
+}
+
+let searchTimer = null;
+let searchTicket = 0;
+
+/** Asks the inspector which exchanges hold the filter's words anywhere, bodies included. */
+function scheduleSearch() {
+  clearTimeout(searchTimer);
+  if (state.filter === '') {
+    state.searchIds = null;
+    return;
+  }
+  searchTimer = setTimeout(async () => {
+    const ticket = ++searchTicket;
+    const filter = state.filter;
+    try {
+      const response = await fetch(`/api/requests?summary=1&limit=${state.maxRows}&q=${encodeURIComponent(filter)}`);
+      if (!response.ok || ticket !== searchTicket) return;
+      const { requests } = await response.json();
+      if (ticket !== searchTicket || filter !== state.filter) return;
+      state.searchIds = new Set(requests.map((item) => item.id));
+      applyFilter();
+    } catch {
+      // The feed's reconnect says when the inspector is gone.
+    }
+  }, 150);
 }
 
 function buildRow(item) {
@@ -127,7 +160,7 @@ function fillRow(tr, item) {
   const cls = statusClass(item);
   tr.className = `${cls}${cls === 's2xx' ? '' : ' non2xx'}${state.selected === item.id ? ' selected' : ''}`;
   const cells = [
-    ['method', item.method],
+    ['method', item.kind === 'websocket' ? 'WS' : item.method],
     ['path', item.path],
     ['status', statusText(item)],
     ['latency', latencyText(item.latency_ms)],
@@ -139,7 +172,21 @@ function fillRow(tr, item) {
     td.className = name;
     td.textContent = text;
     if (name === 'path') {
-      td.title = item.path;
+      td.title = item.error === null ? item.path : `${item.path}\n${item.error}`;
+      if (item.source === 'edge') {
+        const mark = document.createElement('span');
+        mark.className = 'edge-mark';
+        mark.textContent = '⇣ edge';
+        mark.title = "loaded from the edge's capture history (seen before this inspector started)";
+        td.append(mark);
+      }
+      if (item.kind === 'websocket') {
+        const mark = document.createElement('span');
+        mark.className = 'ws-mark';
+        const ws = item.websocket;
+        mark.textContent = ws.closed_at === null ? `open · ${ws.messages_in + ws.messages_out} msgs` : `closed ${ws.close_code ?? ''} · ${ws.messages_in + ws.messages_out} msgs`;
+        td.append(mark);
+      }
       if (item.replay_of !== null) {
         const mark = document.createElement('span');
         mark.className = 'replay-mark';
@@ -186,6 +233,7 @@ function upsert(items, fresh) {
     trim();
   }
   updateEmpty();
+  if (added.length > 0 && state.filter !== '') scheduleSearch();
 }
 
 function trim() {
@@ -240,6 +288,11 @@ function showFacts(detail) {
   $('d-time').textContent = `${timeText(detail.received_at)}  (${detail.received_at})`;
   $('d-latency').textContent = latencyText(detail.latency_ms);
   $('d-port').textContent = String(detail.port);
+  $('d-client').textContent = detail.client_address ?? '—';
+  const fromEdge = detail.source === 'edge';
+  $('d-source').hidden = !fromEdge;
+  $('d-source-label').hidden = !fromEdge;
+  $('d-source').textContent = fromEdge ? "loaded from the edge's capture history" : '';
   const replayOf = detail.replay_of;
   $('d-replay-of').hidden = replayOf === null;
   $('d-replay-of-label').hidden = replayOf === null;
@@ -270,16 +323,94 @@ function showDetail(detail) {
   $('d-status').className = `status ${cls}`;
   showFacts(detail);
   fillHeaders($('req-headers'), detail.request.headers);
-  const requestBody = renderBody(detail.request, detail.request.headers);
-  $('req-body').textContent = requestBody.text;
-  $('req-body-info').textContent = bodyInfo(detail.request, requestBody.kind);
   $('res-status').textContent = statusText(detail);
   $('res-status').className = `status ${cls}`;
   fillHeaders($('res-headers'), detail.response.headers);
-  const responseBody = renderBody(detail.response, detail.response.headers);
+  showBodies(detail);
+  showWebSocket(detail);
+  $('har-one').href = `/api/har?id=${encodeURIComponent(detail.id)}`;
+  if (state.truncatedReplay?.id !== detail.id) $('truncated').hidden = true;
+  $('curl').hidden = true;
+  if (!$('editor').hidden) openEditor();
+}
+
+function showBodies(detail) {
+  const raw = state.bodyMode === 'raw';
+  for (const button of document.querySelectorAll('.body-mode')) button.setAttribute('aria-pressed', String(button.dataset.mode === state.bodyMode));
+  const requestBody = renderBody(detail.request, detail.request.headers, raw);
+  $('req-body').textContent = requestBody.text;
+  $('req-body-info').textContent = bodyInfo(detail.request, requestBody.kind);
+  const responseBody = renderBody(detail.response, detail.response.headers, raw);
   $('res-body').textContent = responseBody.text;
   $('res-body-info').textContent = bodyInfo(detail.response, responseBody.kind);
-  if (!$('editor').hidden) openEditor();
+}
+
+function timeOrDash(iso) {
+  return iso === null ? '—' : `${timeText(iso)}  (${iso})`;
+}
+
+let wsPoll = null;
+
+/** A WebSocket connection: its life and messages instead of bodies; refreshed while it is open. */
+function showWebSocket(detail) {
+  clearTimeout(wsPoll);
+  const ws = detail.websocket;
+  $('ws-pane').hidden = ws === null;
+  for (const element of document.querySelectorAll('.http-only')) element.hidden = ws !== null;
+  if (ws === null) return;
+  $('ws-opened').textContent = timeOrDash(ws.opened_at);
+  $('ws-closed').textContent = ws.closed_at === null ? 'open' : timeOrDash(ws.closed_at);
+  $('ws-code').textContent = ws.close_code === null ? '—' : `${ws.close_code}${ws.close_reason === '' ? '' : ` (${ws.close_reason})`}`;
+  $('ws-counts').textContent = `${ws.messages_in} in · ${ws.messages_out} out${detail.messages.length < ws.messages_in + ws.messages_out ? ` (the last ${detail.messages.length} kept)` : ''}`;
+  const rows = [];
+  for (const message of detail.messages) {
+    const tr = document.createElement('tr');
+    tr.className = `ws-${message.direction}`;
+    const data = message.data_encoding === 'base64' ? hexDump(base64Bytes(message.data)) : message.data;
+    const cells = [
+      timeText(message.at),
+      message.direction === 'in' ? '→ local' : '← local',
+      message.binary ? 'binary' : 'text',
+      sizeText(message.size) + (message.truncated ? ' (cut)' : ''),
+      data,
+    ];
+    for (const text of cells) {
+      const td = document.createElement('td');
+      td.textContent = text;
+      tr.append(td);
+    }
+    rows.push(tr);
+  }
+  $('ws-messages').replaceChildren(...rows);
+  if (ws.closed_at === null) {
+    wsPoll = setTimeout(async () => {
+      if (state.detail?.id !== detail.id) return;
+      const response = await fetch(`/api/requests/${encodeURIComponent(detail.id)}`).catch(() => null);
+      if (response?.ok && state.detail?.id === detail.id) showDetail(await response.json());
+    }, 1000);
+  }
+}
+
+async function showCurl(target) {
+  const detail = state.detail;
+  if (detail === null) return;
+  const response = await fetch(`/api/requests/${encodeURIComponent(detail.id)}/curl?target=${target}`);
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    toast(`No curl command: ${body.error?.code ?? response.status}: ${body.error?.message ?? ''}`, true);
+    return;
+  }
+  $('curl').hidden = false;
+  $('curl-target').textContent =
+    target === 'public' ? `Against the public URL (${body.url}): through the edge, like the original.` : `Straight to the local target (${body.url}), bypassing the tunnel.`;
+  $('curl-note').hidden = !body.truncated;
+  $('curl-text').textContent = body.command;
+  try {
+    await navigator.clipboard.writeText(body.command);
+    toast('curl command copied');
+  } catch {
+    toast('Select the command below to copy it');
+  }
 }
 
 let detailRequest = 0;
@@ -318,7 +449,7 @@ function move(step) {
 // ---- replay --------------------------------------------------------------------------------------------
 
 async function replay(id, edits) {
-  const buttons = [$('replay'), $('replay-edit'), $('e-send')];
+  const buttons = [$('replay'), $('replay-edit'), $('e-send'), $('replay-truncated')];
   for (const button of buttons) button.disabled = true;
   try {
     const response = await fetch(`/api/requests/${encodeURIComponent(id)}/replay`, {
@@ -328,10 +459,19 @@ async function replay(id, edits) {
     });
     const body = await response.json().catch(() => ({}));
     if (!response.ok) {
+      if (body.error?.code === 'REPLAY_TRUNCATED') {
+        // Shown until acted on: the user decides whether the cut body is good enough.
+        $('truncated-message').textContent = body.error.message;
+        $('truncated').hidden = false;
+        state.truncatedReplay = { id, edits: edits ?? {} };
+        return null;
+      }
       toast(`Replay failed: ${body.error?.code ?? response.status}: ${body.error?.message ?? ''}`, true);
       return null;
     }
-    toast(`Replayed ${id} as ${body.id}: ${body.status === 0 ? 'ERR' : body.status} in ${latencyText(body.latency_ms ?? body.duration_ms ?? 0)}`, false, body.id);
+    $('truncated').hidden = true;
+    const cut = body.truncated === true ? ' (the captured body, cut at the capture limit)' : '';
+    toast(`Replayed ${id} as ${body.id}: ${body.status === 0 ? 'ERR' : body.status} in ${latencyText(body.latency_ms ?? body.duration_ms ?? 0)}${cut}`, false, body.id);
     if (body.method !== undefined && body.received_at !== undefined) upsert([body], true);
     return body;
   } catch (error) {
@@ -371,14 +511,18 @@ function collectEdits() {
   if (path !== '' && path !== detail.path) edits.path = path;
   const original = new Map(detail.request.headers.map(([name, value]) => [name.toLowerCase(), value]));
   const headers = {};
+  const kept = new Set();
   for (const line of $('e-headers').value.split('\n')) {
     if (line.trim() === '') continue;
     const colon = line.indexOf(':');
     if (colon <= 0) throw new Error(`"${line}" is not "Name: value"`);
     const name = line.slice(0, colon).trim().toLowerCase();
     const value = line.slice(colon + 1).trim();
+    kept.add(name);
     if (original.get(name) !== value) headers[name] = value;
   }
+  // A deleted line removes the header (null in the replay API).
+  for (const name of original.keys()) if (!kept.has(name) && name !== 'content-length') headers[name] = null;
   if (Object.keys(headers).length > 0) edits.headers = headers;
   if (!$('e-body').disabled && $('e-body').value !== detail.request.body) edits.body = $('e-body').value;
   return edits;
@@ -468,7 +612,9 @@ function wire() {
   });
   $('filter').addEventListener('input', () => {
     state.filter = $('filter').value.trim().toLowerCase();
+    state.searchIds = null;
     applyFilter();
+    scheduleSearch();
   });
   $('only-errors').addEventListener('change', () => {
     state.onlyErrors = $('only-errors').checked;
@@ -484,6 +630,27 @@ function wire() {
   $('replay').addEventListener('click', () => {
     if (state.detail !== null) void replay(state.detail.id);
   });
+  $('replay-truncated').addEventListener('click', () => {
+    const pending = state.truncatedReplay;
+    if (pending === undefined) return;
+    void replay(pending.id, { ...pending.edits, allow_truncated: true }).then((result) => {
+      if (result !== null) closeEditor();
+    });
+  });
+  $('truncated-cancel').addEventListener('click', () => {
+    $('truncated').hidden = true;
+  });
+  $('curl-public').addEventListener('click', () => void showCurl('public'));
+  $('curl-local').addEventListener('click', () => void showCurl('local'));
+  $('curl-close').addEventListener('click', () => {
+    $('curl').hidden = true;
+  });
+  for (const button of document.querySelectorAll('.body-mode')) {
+    button.addEventListener('click', () => {
+      state.bodyMode = button.dataset.mode;
+      if (state.detail !== null) showBodies(state.detail);
+    });
+  }
   $('replay-edit').addEventListener('click', openEditor);
   $('e-cancel').addEventListener('click', closeEditor);
   $('editor').addEventListener('submit', (event) => {
