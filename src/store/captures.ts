@@ -382,12 +382,6 @@ export class CaptureStore {
   }
 
   /**
-   * Kept for the edge's once-a-second tick, which saved heads lazily before issue 11: a ring being
-   * written is now recovered from its slots after a crash, and close() saves the heads.
-   */
-  persistHeads(): void {}
-
-  /**
    * Writes captures into their slots in one synchronous transaction. When it returns they are
    * committed: a kill -9 of the process cannot lose them. A capture that completes after a newer one
    * took its slot (a request slower than `capacity` later ones) is not written over it.

@@ -104,7 +104,6 @@ for (const [name, capacity, savedAfter, burstSize, turn, inFlight] of cases) {
     const written: Written[] = [];
     if (savedAfter !== null) {
       written.push(...burst(crashed, ring, savedAfter, turn));
-      crashed.persistHeads();
     }
     written.push(...burst(crashed, ring, burstSize, turn, new Set(inFlight)));
     // The crash: `crashed` is never closed and never saves its head again.
