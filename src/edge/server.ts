@@ -25,6 +25,8 @@ import { PassthroughStream } from './passthrough.js';
 import { TunnelRegistry } from './registry.js';
 import { statusLine, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
+import { HttpRedirectListener } from './http-redirect.js';
+import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
 
 export interface EdgeOptions {
@@ -59,6 +61,10 @@ export interface EdgeOptions {
   /** How public URLs are printed: scheme and port (the edge's own port by default). */
   publicScheme?: 'http' | 'https';
   publicPort?: number;
+  /** Serve HTTPS and wss:// with these certificates (src/edge/tls.ts); public URLs are then https. */
+  tls?: TlsOptions;
+  /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
+  httpRedirect?: { port: number; acmeWebroot?: string };
   region?: string;
   /** How often expired captures are swept. */
   captureSweepMs?: number;
@@ -82,7 +88,10 @@ export class Edge {
   readonly api: Api;
   readonly domain: string;
   readonly settings: Settings;
-  private readonly app: TemplatedApp;
+  /** The plain app, or null when `tls` owns the apps (one per certificate generation). */
+  private readonly app: TemplatedApp | null;
+  private readonly tls: TlsListener | null;
+  private redirect: HttpRedirectListener | null = null;
   private readonly hosts: HostDispatch;
   private readonly deps: SessionDeps;
   private listenSocket: us_listen_socket | null = null;
@@ -108,7 +117,9 @@ export class Edge {
     this.settings = { ...DEFAULT_SETTINGS, ...options.settings };
     this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
     this.apiBodyLimit = options.apiBodyLimit ?? 64 * 1024;
-    this.publicScheme = options.publicScheme ?? 'http';
+    this.publicScheme = options.publicScheme ?? (options.tls === undefined ? 'http' : 'https');
+    // Certificates are checked before the data directory is taken: a wrong path costs nothing to undo.
+    this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
     this.releaseDataDir = lockDataDirectory(options.dataDir);
     try {
       this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
@@ -146,8 +157,8 @@ export class Edge {
       observer: this.observer,
       log: this.log,
     };
-    this.app = uws.App();
-    this.routes();
+    this.app = this.tls === null ? uws.App() : null;
+    if (this.app !== null) this.routes(this.app);
   }
 
   /** Opens the store, binds the port and starts the coarse timer. */
@@ -181,6 +192,8 @@ export class Edge {
     const failed = async (reason: string): Promise<never> => {
       if (this.listenSocket !== null) uws.us_listen_socket_close(this.listenSocket);
       this.listenSocket = null;
+      this.tls?.close();
+      this.redirect?.close();
       await this.observer.close();
       await this.captures.close();
       await this.store.close();
@@ -188,15 +201,57 @@ export class Edge {
       throw new Error(reason);
     };
     await this.observer.accessLog?.ready().catch((error: Error) => failed(error.message));
-    const listening = await listenAlone(this.app, host, port);
-    if ('refused' in listening) return failed(`cannot listen: ${listening.refused}`);
-    this.listenSocket = listening.socket;
-    this.port = listenPort(listening.socket);
+    const refused = await this.bind(host, port);
+    if (refused !== null) return failed(`cannot listen: ${refused}`);
     if (this.options.admin !== undefined && this.observer.metrics !== null) {
       this.admin = await AdminServer.start(this.options.admin, this.observer.metrics, () => this.draining, this.log).catch((error: Error) => failed(error.message));
     }
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.timer.unref();
+  }
+
+  private async bind(host: string, port: number): Promise<string | null> {
+    if (this.app !== null) {
+      const listening = await listenAlone(this.app, host, port);
+      if ('refused' in listening) return listening.refused;
+      this.listenSocket = listening.socket;
+      this.port = listenPort(listening.socket);
+      return null;
+    }
+    try {
+      await this.tls!.listen(host, port);
+      this.port = this.tls!.port;
+      if (this.options.httpRedirect !== undefined) {
+        this.redirect = new HttpRedirectListener({
+          hosts: this.hosts,
+          httpsPort: () => this.options.publicPort ?? this.port,
+          ...(this.options.httpRedirect.acmeWebroot === undefined ? {} : { acmeWebroot: this.options.httpRedirect.acmeWebroot }),
+        });
+        await this.redirect.listen(host, this.options.httpRedirect.port);
+      }
+      return null;
+    } catch (error) {
+      return (error as Error).message;
+    }
+  }
+
+  /** The plain-HTTP redirect listener's port (`httpRedirect`), or 0. */
+  get httpPort(): number {
+    return this.redirect?.port ?? 0;
+  }
+
+  /**
+   * SIGHUP: reads the certificate files again; new TLS connections get the new certificate, tunnels and
+   * other established connections are kept. A bad file is an error and the old certificate stays.
+   */
+  async reloadCertificates(): Promise<CertificateSummary> {
+    if (this.tls === null) throw new Error('this edge serves plain HTTP: there are no certificates to reload');
+    return this.tls.reload();
+  }
+
+  /** The certificate in use (TLS edges only). */
+  certificate(): CertificateSummary | null {
+    return this.tls?.summary() ?? null;
   }
 
   /** One coarse timer for the whole edge: deadlines, holds, rate-limit windows, usage, retention. */
@@ -206,7 +261,6 @@ export class Edge {
     this.ticks++;
     if (this.ticks % 4 === 0) {
       this.registry.sweep();
-      this.captures.persistHeads();
       if (this.options.captureFsync !== true) this.captures.sync().catch((error: Error) => this.log(`capture sync failed: ${error.message}`));
       this.usage.flush().catch((error: Error) => this.log(`usage flush failed: ${error.message}`));
     }
@@ -224,8 +278,8 @@ export class Edge {
 
   // ---- routes -----------------------------------------------------------------------------------------
 
-  private routes(): void {
-    this.app.ws<SocketData>('/*', {
+  private routes(app: TemplatedApp): void {
+    app.ws<SocketData>('/*', {
       compression: uws.DISABLED,
       maxPayloadLength: this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
       // Far above the session's high-water mark: with credit in force, a send is never dropped.
@@ -256,7 +310,7 @@ export class Edge {
         else data.passthrough?.onPublicClose(code, message);
       },
     });
-    this.app.any('/*', (res, req) => {
+    app.any('/*', (res, req) => {
       const target = this.hosts.resolve(req.getHeader('host'));
       // Public requests have their framing checked on the header walk they need anyway.
       if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
@@ -545,6 +599,8 @@ export class Edge {
       uws.us_listen_socket_close(this.listenSocket);
       this.listenSocket = null;
     }
+    this.tls?.close();
+    this.redirect?.close();
     const deadline = Date.now() + drainMs;
     while ((this.openStreams() > 0 || this.apiInFlight > 0) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 20));
