@@ -334,6 +334,7 @@ export abstract class EdgeHttpStream {
   private finish(lastChunk: Uint8Array | null = null): void {
     this.durationMs = Math.round(performance.now() - this.startedAt);
     this.state = HttpStreamState.COMPLETE;
+    this.pending = [];
     this.session.endStream(this);
     this.pendingLast = lastChunk;
     this.then = AfterCapture.END;
@@ -346,6 +347,8 @@ export abstract class EdgeHttpStream {
     this.error = code;
     this.durationMs = Math.round(performance.now() - this.startedAt);
     this.state = HttpStreamState.RESET;
+    // Request bytes waiting for credit will never be sent: let them go now, not when uWS frees the response.
+    this.pending = [];
     this.session.endStream(this);
     this.edgeFailure = { code, message };
     if (!this.responseStarted) this.status = ERROR_CODES[code].status;
@@ -360,6 +363,7 @@ export abstract class EdgeHttpStream {
     this.durationMs = Math.round(performance.now() - this.startedAt);
     this.session.send(encode([FrameType.RESET, this.id, ResetCode.CANCEL, 'the public client closed the connection']));
     this.state = HttpStreamState.RESET;
+    this.pending = [];
     this.session.endStream(this);
     if (!this.responseStarted) this.status = 499;
     this.then = AfterCapture.NOTHING;
