@@ -92,6 +92,9 @@ export class PublicHttpStream extends EdgeHttpStream {
     const response = this.response!;
     this.headers = response.headers;
     this.contentLength = response.contentLength;
+    // Nothing held back (issue 13): the head goes out at the end of this turn even if no body byte
+    // came with it; a body that arrived in the same turn still leaves with it, in one write.
+    this.scheduleWrite();
   }
 
   /** A middle chunk of the body (owned: a view of the session's copy of its message). */
@@ -168,7 +171,14 @@ export class PublicHttpStream extends EdgeHttpStream {
     }
     // Waiting for the socket to drain: onWritable carries on.
     if (state === PublicState.DRAINING) return false;
-    if (state === PublicState.IDLE) this.writeHead();
+    if (state === PublicState.IDLE) {
+      this.writeHead();
+      // uWS 20.30 sends a head alone only for a known length: tryEnd of no bytes flushes it, with its
+      // Content-Length, and ends nothing. Without a length (chunked) uWS completes the head only with
+      // the first body byte (docs/protocol.md section 6). A length of 0 must not end here: the end
+      // waits for the capture commit.
+      if (this.chunks.length === 0 && !this.endRequested && this.contentLength > 0 && !this.noBody()) this.res.tryEnd(NO_BYTES, this.contentLength);
+    }
     if (this.endRequested && this.noBody()) {
       this.publicState = PublicState.DONE;
       // endWithoutBody(undefined) would announce a huge Content-Length: call it without an argument.
@@ -274,6 +284,8 @@ export class PublicHttpStream extends EdgeHttpStream {
     else this.res.close();
   }
 }
+
+const NO_BYTES = new Uint8Array(0);
 
 /** The stream whose writes the cork callback performs: one shared function, no closure per response. */
 let corking: PublicHttpStream | null = null;
