@@ -14,7 +14,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Packr } from 'msgpackr';
-import type { OpenFrame, ResetFrame } from '../../src/protocol/codec.js';
+import WebSocket from 'ws';
+import type { OpenFrame, ResetFrame, WsOpenFrame } from '../../src/protocol/codec.js';
 import { FrameType, ResetCode } from '../../src/protocol/constants.js';
 import { call, createAccount, echo, startClient, startEdge, startLocal, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 import { headerOf, rawRequest, type RawResponse } from './raw-http.js';
@@ -274,6 +275,44 @@ describe('responses the edge forwards', () => {
       item.check(response);
       assert.equal(await tunnel.barrier(), 'pong');
       assert.ok(!tunnel.frames.some((frame) => frame[0] === FrameType.RESET && frame[1] === stream), 'no RESET for a good response');
+      await expectAllServing();
+    });
+  }
+});
+
+/** A public WebSocket upgrade to the raw tunnel, answered with `answer`; resolves with the HTTP status the public client got. */
+async function upgrade(answer: (stream: number) => unknown[]): Promise<{ stream: number; status: number; error: unknown }> {
+  const socket = new WebSocket(`ws://127.0.0.1:${target.port}/live`, { headers: { host: `${subdomain}.localhost:${target.port}` } });
+  const outcome = new Promise<{ status: number; error: unknown }>((resolve) => {
+    socket.on('open', () => {
+      socket.terminate();
+      resolve({ status: 101, error: undefined });
+    });
+    socket.on('error', () => {});
+    socket.on('unexpected-response', (_request, response) => {
+      response.resume();
+      resolve({ status: response.statusCode ?? 0, error: response.headers['burrow-error'] });
+    });
+  });
+  const open = await tunnel.next<WsOpenFrame>(FrameType.WS_OPEN);
+  tunnel.send(raw.pack(answer(open[1])));
+  return { stream: open[1], ...(await outcome) };
+}
+
+describe('a WS_RESPONSE the edge cannot forward resets that stream', () => {
+  const cases: { name: string; answer: (stream: number) => unknown[] }[] = [
+    { name: 'a refusal with a header name that is not a token', answer: (s) => [FrameType.WS_RESPONSE, s, 403, '', ['x a', 'v']] },
+    { name: 'a 1xx other than 101', answer: (s) => [FrameType.WS_RESPONSE, s, 100, '', []] },
+    { name: 'status 600', answer: (s) => [FrameType.WS_RESPONSE, s, 600, '', []] },
+    { name: 'a subprotocol that is not a token', answer: (s) => [FrameType.WS_RESPONSE, s, 101, 'a b', []] },
+  ];
+  for (const item of cases) {
+    test(item.name, { timeout: 20_000 }, async () => {
+      const { stream, status, error } = await upgrade(item.answer);
+      assert.equal(status, 502);
+      assert.equal(error, 'INVALID_RESPONSE');
+      const reset = await tunnel.next<ResetFrame>(FrameType.RESET);
+      assert.deepEqual(reset.slice(0, 3), [FrameType.RESET, stream, ResetCode.PROTOCOL_ERROR]);
       await expectAllServing();
     });
   }
