@@ -32,6 +32,7 @@ export const ERROR_CODES = {
   TUNNEL_CLOSED: { status: 502, message: 'The tunnel closed before the response was complete.' },
   LOCAL_UNREACHABLE: { status: 502, message: 'The tunnel client could not reach the local server.' },
   LOCAL_TIMEOUT: { status: 504, message: 'The local server did not answer in time.' },
+  INVALID_RESPONSE: { status: 502, message: 'The tunnel client sent a response the edge cannot forward.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,6 +1,7 @@
 /**
  * Header rules at the edge (DESIGN.md section 4): hop-by-hop headers, and those named in Connection,
- * never cross the tunnel in either direction; X-Forwarded-For/-Proto/-Host are the edge's own.
+ * never cross the tunnel in either direction; X-Forwarded-For/-Proto/-Host are the edge's own. The
+ * response side is checked and cleaned in response-head.ts.
  *
  * Headers travel as flat arrays [name, value, ...] with lower-case names. The uWS request is read
  * through one module-level collector, so a request costs no closure (uWS requests are synchronous).
@@ -116,37 +117,4 @@ export function readPublicRequestHead(req: HttpRequest, clientAddress: string, p
     secWebSocketProtocol: collector.secWebSocketProtocol,
     secWebSocketExtensions: collector.secWebSocketExtensions,
   };
-}
-
-/**
- * Response headers from the tunnel, cleaned for the public client: hop-by-hop and Connection-named
- * headers dropped, as are Content-Length and Date, which uWebSockets.js writes itself.
- * Returns the declared Content-Length (-1 when absent).
- */
-export function cleanResponseHeaders(headers: string[]): { headers: string[]; contentLength: number } {
-  let contentLength = -1;
-  let connection = '';
-  let clean = true;
-  for (let i = 0; i < headers.length; i += 2) {
-    const name = headers[i]!;
-    if (name === 'content-length') {
-      const value = headers[i + 1]!;
-      contentLength = /^[0-9]{1,15}$/.test(value) ? Number(value) : -1;
-      clean = false;
-    } else if (name === 'connection') {
-      connection = headers[i + 1]!;
-      clean = false;
-    } else if (name === 'date' || HOP_BY_HOP.has(name)) {
-      clean = false;
-    }
-  }
-  if (clean) return { headers, contentLength };
-  const named = connection === '' ? [] : connectionNamed(connection);
-  const kept: string[] = [];
-  for (let i = 0; i < headers.length; i += 2) {
-    const name = headers[i]!;
-    if (name === 'content-length' || name === 'date' || HOP_BY_HOP.has(name) || named.includes(name)) continue;
-    kept.push(name, headers[i + 1]!);
-  }
-  return { headers: kept, contentLength };
 }
