@@ -266,11 +266,14 @@ class Fuzzer {
         this.result.skipped++;
         continue;
       }
-      history.push(sequence);
-      if (history.length > HISTORY) history.shift();
       this.busy++;
       const connectsBefore = lane.connects;
       const outcome = await lane.run(sequence);
+      // Only sequences that reached the rogue can have killed the edge; the ones that found it dead did not.
+      if (outcome.delivered) {
+        history.push(sequence);
+        if (history.length > HISTORY) history.shift();
+      }
       this.busy--;
       if (lane.connects > connectsBefore && connectsBefore > 0) this.result.reconnects += lane.connects - connectsBefore;
       this.record(sequence, outcome);

@@ -12,7 +12,7 @@ import { Packr } from 'msgpackr';
 import WebSocket from 'ws';
 import { decode, type Frame } from '../../src/protocol/codec.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, FrameType, PROTOCOL_HEADER, ResetCode } from '../../src/protocol/constants.js';
-import { bodyBytes, isBody, type PublicRequest, type Sequence, type Step } from './sequences.js';
+import { bodyBytes, isBody, type PublicAction, type PublicRequest, type Sequence, type Step } from './sequences.js';
 
 /** The same msgpack options as the codec, but no type checks: the rogue sends what the sequence says. */
 const packr = new Packr({ useRecords: false, variableMapSize: true });
@@ -237,6 +237,7 @@ export class RogueLane {
     for (const step of sequence.steps) {
       if (connection.closed) break;
       if ('wait' in step) await this.wait(connection, step.wait, outcome);
+      else if ('public' in step) publicSide.act(step.public);
       else outcome.frames += this.send(connection, step, stream);
     }
     if (!connection.closed) {
@@ -289,7 +290,7 @@ export class RogueLane {
   }
 
   /** Sends one step's message; returns 1 (a message sent). */
-  private send(connection: Connection, step: Exclude<Step, { wait: unknown }>, stream: number): number {
+  private send(connection: Connection, step: Exclude<Step, { wait: unknown } | { public: unknown }>, stream: number): number {
     if ('text' in step) {
       connection.ws.send(step.text);
       return 1;
@@ -323,6 +324,7 @@ interface PublicExchange {
   /** Settles with what the public client saw; never rejects. */
   answer: Promise<string>;
   abort(): void;
+  act(action: PublicAction): void;
 }
 
 const requestBodies = new Map<number, Buffer>();
@@ -373,7 +375,16 @@ function publicHttp(port: number, host: string, path: string, request: PublicReq
   } else {
     req.end();
   }
-  return { answer, abort: () => req.destroy() };
+  let acted = '';
+  return {
+    answer: answer.then((text) => `${acted}${text}`),
+    abort: () => req.destroy(),
+    act: (action) => {
+      if (action === 'send') return;
+      acted = 'gone away, ';
+      req.destroy();
+    },
+  };
 }
 
 function publicWebSocket(port: number, host: string, path: string): PublicExchange {
@@ -397,5 +408,20 @@ function publicWebSocket(port: number, host: string, path: string): PublicExchan
     if (!opened) settle(`ws error ${error.code ?? error.message}`);
   });
   ws.on('close', (code) => settle(opened ? `ws closed ${code}` : `ws failed ${code}`));
-  return { answer, abort: () => ws.terminate() };
+  let acted = '';
+  return {
+    answer: answer.then((text) => `${acted}${text}`),
+    abort: () => ws.terminate(),
+    act: (action) => {
+      if (action === 'send') {
+        if (ws.readyState === WebSocket.OPEN) ws.send('more');
+      } else if (action === 'close' && ws.readyState === WebSocket.OPEN) {
+        acted = 'closed by the client, ';
+        ws.close(1000, 'bye');
+      } else {
+        acted = 'gone away, ';
+        ws.terminate();
+      }
+    },
+  };
 }

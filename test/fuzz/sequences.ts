@@ -34,7 +34,11 @@ export type Step =
   /** Bytes in hex, sent as one binary message (broken msgpack). */
   | { raw: string }
   /** Wait for the edge: `pong` (it handled everything before), `tick` (one event-loop turn here), or ms. */
-  | { wait: 'pong' | 'tick' | number };
+  | { wait: 'pong' | 'tick' | number }
+  /** The public client goes away (socket destroyed), closes its WebSocket cleanly, or sends a WebSocket message. */
+  | { public: PublicAction };
+
+export type PublicAction = 'abort' | 'close' | 'send';
 
 export interface PublicRequest {
   kind: PublicKind;
@@ -416,6 +420,23 @@ function withWaits(steps: fc.Arbitrary<Step[]>): fc.Arbitrary<Step[]> {
   );
 }
 
+const publicAction: fc.Arbitrary<Step | null> = fc.oneof(
+  { weight: 20, arbitrary: fc.constant(null) },
+  { weight: 2, arbitrary: fc.constant<Step>({ public: 'abort' }) },
+  { weight: 1, arbitrary: fc.constant<Step>({ public: 'close' }) },
+  { weight: 1, arbitrary: fc.constant<Step>({ public: 'send' }) },
+);
+
+/** Sometimes the public client does something in the middle: goes away, or sends on its WebSocket. */
+function withPublicAction(steps: fc.Arbitrary<Step[]>): fc.Arbitrary<Step[]> {
+  return fc.tuple(steps, publicAction, fc.nat()).map(([list, action, at]) => {
+    if (action === null) return list;
+    const copy = list.slice();
+    copy.splice(at % (list.length + 1), 0, action);
+    return copy;
+  });
+}
+
 const sequenceBody: fc.Arbitrary<Omit<Sequence, 'seed'>> = request.chain((req) => {
   const own = req.kind === 'WS' ? wsAnswer : httpAnswer;
   const other = req.kind === 'WS' ? httpAnswer : wsAnswer;
@@ -423,7 +444,7 @@ const sequenceBody: fc.Arbitrary<Omit<Sequence, 'seed'>> = request.chain((req) =
   const steps = fc
     .tuple(answer, fc.oneof({ weight: 9, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: corruption }))
     .map(([list, broken]) => (broken === null ? list : corrupt(list, broken)));
-  return withWaits(steps).map((list) => ({ request: req, steps: list }));
+  return withPublicAction(withWaits(steps)).map((list) => ({ request: req, steps: list }));
 });
 
 /** The sequence of `seed`: the same seed gives the same sequence, on any machine. */
@@ -468,6 +489,7 @@ export const FEATURES = [
   'oversize-body',
   'goaway',
   'garbage',
+  'public-abort',
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 
@@ -497,6 +519,7 @@ export function featuresOf(sequence: Sequence): Set<Feature> {
   };
   for (const step of sequence.steps) {
     if ('text' in step || 'raw' in step) found.add('garbage');
+    if ('public' in step && step.public !== 'send') found.add('public-abort');
     if (!('frame' in step)) continue;
     const [type, ref, ...fields] = step.frame;
     for (const field of fields) if (isBody(field) && bodySize(field) > DEFAULT_SETTINGS.maxFrameBody) found.add('oversize-body');
@@ -563,6 +586,7 @@ export function describeSteps(steps: readonly Step[]): string[] {
     if ('wait' in step) return `  (wait ${typeof step.wait === 'number' ? `${step.wait} ms` : step.wait})`;
     if ('text' in step) return `  text message ${show(step.text)}`;
     if ('raw' in step) return `  binary message 0x${step.raw}`;
+    if ('public' in step) return `  (the public client ${step.public === 'abort' ? 'goes away' : step.public === 'close' ? 'closes' : 'sends a message'})`;
     const [type, ...rest] = step.frame;
     const name = typeof type === 'number' ? (FRAME_NAMES[type] ?? `type ${type}`) : show(type);
     return `  ${name} ${rest.map(show).join(' ')}`;
