@@ -103,6 +103,11 @@ export interface FuzzResult {
   healthyFailures: string[];
   /** Rogue tunnels the edge ended (GOAWAY or close) and that connected again. */
   reconnects: number;
+  /**
+   * Public answers the client could not take as HTTP or WebSocket (a header name that is not a token, a
+   * 1xx or 101 as the final answer, a subprotocol it did not offer): the edge let a tenant break the framing.
+   */
+  malformed: { count: number; seeds: number[] };
   /** Sequences whose public request had no answer after the rogue's last frame. */
   hangs: { count: number; seeds: number[]; features: Map<string, number> };
   anomalies: Map<string, { count: number; seed: number }>;
@@ -116,6 +121,8 @@ export interface FuzzResult {
 }
 
 const HEALTHY_SUBDOMAIN = 'healthy-tenant';
+/** llhttp's parse errors, a 101 on a plain request, and ws's handshake refusals. */
+const MALFORMED = /HPE_|\d upgrade|Server sent|Invalid Sec-WebSocket|Unexpected server response/;
 const HISTORY = 3;
 
 export async function runProtocolFuzz(options: Partial<FuzzOptions> = {}): Promise<FuzzResult> {
@@ -173,6 +180,7 @@ class Fuzzer {
       healthyFailures: [],
       reconnects: 0,
       hangs: { count: 0, seeds: [], features: new Map() },
+      malformed: { count: 0, seeds: [] },
       anomalies: new Map(),
       goAways: new Map(),
       answers: new Map(),
@@ -288,7 +296,7 @@ class Fuzzer {
       return;
     }
     result.sequences++;
-    if (outcome.late === null) count(result.answers, outcome.answer.replace(/\d{4,}/g, 'N'));
+    if (outcome.late === null) this.countAnswer(sequence, outcome.answer);
     else this.watchLate(sequence, outcome.late);
     if (outcome.goAway !== null) count(result.goAways, outcome.goAway.replace(/\d+/g, 'N').slice(0, 120));
     for (const anomaly of outcome.anomalies) {
@@ -303,12 +311,21 @@ class Fuzzer {
     }
   }
 
+  private countAnswer(sequence: Sequence, answer: string): void {
+    count(this.result.answers, answer.replace(/\d{4,}/g, 'N'));
+    if (MALFORMED.test(answer)) {
+      const malformed = this.result.malformed;
+      malformed.count++;
+      if (malformed.seeds.length < 10) malformed.seeds.push(sequence.seed);
+    }
+  }
+
   /** An answer that had not come when the lane moved on: counted when it comes, a hang if it never does. */
   private watchLate(sequence: Sequence, late: Promise<string | null>): void {
     const watched = late.then((answer) => {
       this.lateAnswers.delete(watched);
       if (answer !== null) {
-        count(this.result.answers, answer.replace(/\d{4,}/g, 'N'));
+        this.countAnswer(sequence, answer);
         return;
       }
       const hangs = this.result.hangs;
@@ -609,6 +626,7 @@ export function formatResult(result: FuzzResult): string {
     `  public requests the edge answered without a stream: ${result.undelivered}; sequences left out (--skip): ${result.skipped}`,
     `  public requests with no answer ${ANSWER_NOTE}: ${result.hangs.count}${result.hangs.count > 0 ? ` (seeds ${result.hangs.seeds.join(', ')})` : ''}`,
     ...(result.hangs.count > 0 ? ['    their features (top 8):', ...top(result.hangs.features, 8).map((line) => `  ${line}`)] : []),
+    `  public answers the client could not parse as HTTP or WebSocket: ${result.malformed.count}${result.malformed.count > 0 ? ` (seeds ${result.malformed.seeds.join(', ')})` : ''}`,
     `  replays to find and shrink crashes: ${result.replays}`,
   ];
   if (result.anomalies.size > 0) {

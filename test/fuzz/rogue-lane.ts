@@ -327,14 +327,10 @@ interface PublicExchange {
   act(action: PublicAction): void;
 }
 
-const requestBodies = new Map<number, Buffer>();
+/** Request bodies are views of one buffer (POST_LARGE is at most 300,000 bytes). */
+const requestBytes = Buffer.alloc(512 * 1024, 0x62);
 function requestBody(size: number): Buffer {
-  let body = requestBodies.get(size);
-  if (body === undefined) {
-    body = Buffer.alloc(size, 0x62);
-    if (requestBodies.size < 256) requestBodies.set(size, body);
-  }
-  return body;
+  return size <= requestBytes.byteLength ? requestBytes.subarray(0, size) : Buffer.alloc(size, 0x62);
 }
 
 function startPublic(port: number, host: string, path: string, request: PublicRequest): PublicExchange {
