@@ -13,6 +13,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { formatResult, runProtocolFuzz } from '../fuzz/protocol-fuzzer.js';
+import { generateSequence, sequenceSeed } from '../fuzz/sequences.js';
 
 const SEQUENCES = 3_000;
 
@@ -38,4 +39,13 @@ test("a rogue tenant's random frame sequences never stop the edge, and another t
   assert.ok(result.healthChecks > 0, 'the healthy tunnel was never asked');
   assert.equal(result.edgeExits, 0, `the edge exited:\n${report}`);
   assert.deepEqual(result.healthyFailures, [], `the healthy tunnel stopped answering:\n${report}`);
+});
+
+test('a sequence is a pure function of its seed, and its printed JSON is the same sequence (what makes a crash replayable)', () => {
+  for (let index = 0; index < 200; index++) {
+    const seed = sequenceSeed(20_261_124, index);
+    const sequence = generateSequence(seed);
+    assert.deepEqual(generateSequence(seed), sequence);
+    assert.deepEqual(JSON.parse(JSON.stringify(sequence)), sequence);
+  }
 });

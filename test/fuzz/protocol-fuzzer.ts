@@ -121,8 +121,8 @@ export interface FuzzResult {
 }
 
 const HEALTHY_SUBDOMAIN = 'healthy-tenant';
-/** llhttp's parse errors, a 101 on a plain request, and ws's handshake refusals. */
-const MALFORMED = /HPE_|\d upgrade|Server sent|Invalid Sec-WebSocket|Unexpected server response/;
+/** llhttp's parse errors, a 1xx (or 101) taken as the final answer, and ws's handshake refusals. */
+const MALFORMED = /HPE_|^(?:gone away, )?1\d\d(?: |$)|Server sent|Invalid Sec-WebSocket|Unexpected server response/;
 const HISTORY = 3;
 
 export async function runProtocolFuzz(options: Partial<FuzzOptions> = {}): Promise<FuzzResult> {
