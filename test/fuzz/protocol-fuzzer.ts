@@ -98,6 +98,7 @@ export interface FuzzResult {
   undelivered: number;
   frames: number;
   skipped: number;
+  /** Exits of the edge during the run (the replays that shrink a crash kill it on purpose: not counted). */
   edgeExits: number;
   healthChecks: number;
   healthyFailures: string[];
@@ -164,6 +165,8 @@ class Fuzzer {
   private crashHandling: Promise<void> | null = null;
   private minimizing = false;
   private readonly lateAnswers = new Set<Promise<void>>();
+  /** Edge exits not handled yet (an edge restarted after a crash may die again at once). */
+  private readonly exits: EdgeExit[] = [];
   private stopRequested = false;
   private healthCounter = 0;
   private startedAt = Date.now();
@@ -236,7 +239,8 @@ class Fuzzer {
     void edge.exited.then((exit) => {
       if (edge.stopped || this.minimizing) return;
       this.result.edgeExits++;
-      this.crashHandling ??= this.handleCrash(exit).finally(() => (this.crashHandling = null));
+      this.exits.push(exit);
+      this.handleExits();
     });
     return edge;
   }
@@ -405,6 +409,8 @@ class Fuzzer {
       if (failure === null) return;
       await sleep(50);
     }
+    // The new edge died too: that is the next exit, not a failure of the healthy tunnel.
+    if (this.edge === null || !this.edge.alive) return;
     this.result.healthyFailures.push(`the healthy tunnel did not answer within 15 s of the edge's restart: ${failure}`);
   }
 
@@ -432,23 +438,50 @@ class Fuzzer {
 
   // ---- crashes ------------------------------------------------------------------------------------------
 
-  private async handleCrash(exit: EdgeExit): Promise<void> {
+  private handleExits(): void {
+    this.crashHandling ??= this.restartAfterExits().finally(() => {
+      this.crashHandling = null;
+      if (this.exits.length > 0) this.handleExits();
+    });
+  }
+
+  /** Lanes pause; each exit is classified (a new class is shrunk), the edge restarts; lanes go on. */
+  private async restartAfterExits(): Promise<void> {
     this.pause();
     for (const lane of this.lanes) lane.interrupt();
     await this.lanesIdle();
+    while (this.exits.length > 0) {
+      await this.classify(this.exits.shift()!);
+      await this.ensureEdge();
+      await this.waitHealthy();
+    }
+    for (const history of this.histories) history.length = 0;
+    this.resume();
+  }
+
+  private async classify(exit: EdgeExit): Promise<void> {
     const signature = crashSignature(exit);
-    // The sequences in flight, newest first: one of them (or their mix) killed the edge.
+    // The sequences that reached the rogues last, newest first: one of them (or their mix) killed the edge.
     const candidates: Sequence[] = [];
-    for (let age = HISTORY - 1; age >= 0; age--) {
+    for (let back = 1; back <= HISTORY; back++) {
       for (const history of this.histories) {
-        const sequence = history[history.length - 1 - (HISTORY - 1 - age)];
+        const sequence = history[history.length - back];
         if (sequence !== undefined && !candidates.includes(sequence)) candidates.push(sequence);
       }
     }
     let crash = this.crashes.get(signature.key);
     const isNew = crash === undefined;
     if (crash === undefined) {
-      crash = { key: signature.key, excerpt: signature.excerpt, exits: 0, candidates: candidates.map((s) => s.seed), seed: null, minimal: null, features: [], verified: 'not minimised' };
+      crash = {
+        key: signature.key,
+        excerpt: signature.excerpt,
+        exits: 0,
+        candidates: candidates.map((sequence) => sequence.seed),
+        seed: null,
+        minimal: null,
+        features: [],
+        verified: 'not minimised',
+      };
       this.crashes.set(signature.key, crash);
       this.options.log(`edge exit, new crash class: ${signature.key}`);
     }
@@ -458,10 +491,6 @@ class Fuzzer {
       this.stopRequested = true;
     }
     if (isNew && this.options.minimize) await this.minimize(crash, candidates);
-    await this.ensureEdge();
-    await this.waitHealthy();
-    for (const history of this.histories) history.length = 0;
-    this.resume();
   }
 
   /** Finds the in-flight sequence that kills the edge alone, then shrinks it. */
@@ -667,12 +696,28 @@ always answered.
   --lanes N          rogue tenants at once (default 4)
   --seed N           the run's seed (default: random; printed)
   --skip LIST        leave out sequences with these features (also FUZZ_SKIP), for local runs past a
-                     known crash: ${FEATURES.join(', ')}
+                     known crash:
+${wrap(FEATURES.join(', '), 80, '                       ')}
   --max-exits N      stop after N edge exits (default 50)
   --no-minimize      do not shrink crashes
   --replay-seed N    play the sequence of seed N alone against a fresh edge (--times N, default 3)
   --replay JSON      play this sequence (as printed in a crash report) alone
 `;
+
+function wrap(text: string, width: number, indent: string): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line !== '' && line.length + word.length + 1 > width) {
+      lines.push(indent + line);
+      line = word;
+    } else {
+      line = line === '' ? word : `${line} ${word}`;
+    }
+  }
+  if (line !== '') lines.push(indent + line);
+  return lines.join('\n');
+}
 
 export async function main(argv: string[]): Promise<number> {
   const args = new Map<string, string>();
