@@ -4,6 +4,7 @@
  * same port and data directory.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { BIN } from '../helpers.js';
 
 export interface EdgeExit {
@@ -85,6 +86,33 @@ export class EdgeProcess {
   /** Whether this exit was asked for (stop()), not a crash. */
   get stopped(): boolean {
     return this.stopping;
+  }
+
+  /**
+   * What the edge's threads are doing (Linux): for an edge that is alive but does not answer, whether
+   * its main thread spins (R) or sleeps on a lock (S, futex_wait) tells a busy loop from a deadlock.
+   */
+  threads(): string {
+    const pid = this.child.pid;
+    if (pid === undefined || !this.alive) return 'not running';
+    try {
+      return readdirSync(`/proc/${pid}/task`)
+        .map((task) => {
+          const stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8');
+          const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ', 1)[0];
+          let wchan = '';
+          try {
+            wchan = readFileSync(`/proc/${pid}/task/${task}/wchan`, 'utf8');
+          } catch {
+            // Not readable on this kernel.
+          }
+          const name = readFileSync(`/proc/${pid}/task/${task}/comm`, 'utf8').trim();
+          return `${name}:${state}${wchan === '' || wchan === '0' ? '' : `(${wchan})`}`;
+        })
+        .join(' ');
+    } catch (error) {
+      return `unknown (${(error as Error).message})`;
+    }
   }
 
   /** A graceful stop, then SIGKILL if it takes too long. */

@@ -377,8 +377,8 @@ class Fuzzer {
     // A request that failed because the edge was dying is that exit, not a second finding.
     await sleep(200);
     if (this.result.edgeExits !== exitsBefore || this.edge === null || !this.edge.alive) return;
-    this.result.healthyFailures.push(`${new Date().toISOString()}: ${failure}`);
-    this.options.log(`healthy tunnel failed: ${failure}`);
+    this.result.healthyFailures.push(`${new Date().toISOString()}: ${failure}; the edge's threads: ${this.edge.threads()}`);
+    this.options.log(`healthy tunnel failed: ${failure}; the edge's threads: ${this.edge.threads()}`);
   }
 
   private async askHealthy(): Promise<string | null> {
