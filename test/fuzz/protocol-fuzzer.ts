@@ -16,6 +16,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
+import { FrameType } from '../../src/protocol/constants.js';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
 import { echo, freePort, runCli, startLocal, tempDir, type LocalServer } from '../helpers.js';
@@ -600,6 +601,13 @@ class Fuzzer {
           }
         } else if (isBody(value) && bodySize(value) > 2) {
           const candidate = withField(current, i, field, bodyOf(Math.max(1, bodySize(value) >> 2)));
+          if (await stillCrashes(candidate)) current = candidate;
+        } else if (isBody(value) && bodySize(value) === 0) {
+          const candidate = withField(current, i, field, null);
+          if (await stillCrashes(candidate)) current = candidate;
+        } else if (field === 2 && step.frame[0] === FrameType.RESPONSE && value !== 200) {
+          // The plainest status, unless the status is the point.
+          const candidate = withField(current, i, field, 200);
           if (await stillCrashes(candidate)) current = candidate;
         } else if (typeof value === 'string' && value.length > 8) {
           const candidate = withField(current, i, field, '');

@@ -334,7 +334,7 @@ function requestBody(size: number): Buffer {
 }
 
 function startPublic(port: number, host: string, path: string, request: PublicRequest): PublicExchange {
-  return request.kind === 'WS' ? publicWebSocket(port, host, path) : publicHttp(port, host, path, request);
+  return request.kind === 'WS' ? publicWebSocket(port, host, path, request.protocols ?? '') : publicHttp(port, host, path, request);
 }
 
 function publicHttp(port: number, host: string, path: string, request: PublicRequest): PublicExchange {
@@ -383,8 +383,9 @@ function publicHttp(port: number, host: string, path: string, request: PublicReq
   };
 }
 
-function publicWebSocket(port: number, host: string, path: string): PublicExchange {
-  const ws = new WebSocket(`ws://127.0.0.1:${port}${path}`, { headers: { host }, perMessageDeflate: false, handshakeTimeout: 30_000 });
+function publicWebSocket(port: number, host: string, path: string, protocols: string): PublicExchange {
+  const offered = protocols === '' ? [] : protocols.split(', ');
+  const ws = new WebSocket(`ws://127.0.0.1:${port}${path}`, offered, { headers: { host }, perMessageDeflate: false, handshakeTimeout: 30_000 });
   let settle: (answer: string) => void = () => {};
   const answer = new Promise<string>((resolve) => (settle = resolve));
   let opened = false;

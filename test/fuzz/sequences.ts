@@ -44,6 +44,8 @@ export interface PublicRequest {
   kind: PublicKind;
   /** Request body bytes (POST kinds). */
   bodySize: number;
+  /** WS: the subprotocols the public client offers, comma-separated ('' or absent: none). */
+  protocols?: string;
 }
 
 export interface Sequence {
@@ -350,7 +352,10 @@ const request: fc.Arbitrary<PublicRequest> = fc.oneof(
     arbitrary: fc.integer({ min: DEFAULT_SETTINGS.maxFrameBody + 1, max: 300_000 }).map((size): PublicRequest => ({ kind: 'POST_LARGE', bodySize: size })),
   },
   { weight: 8, arbitrary: fc.integer({ min: 1, max: 100_000 }).map((size): PublicRequest => ({ kind: 'POST_CHUNKED', bodySize: size })) },
-  { weight: 20, arbitrary: fc.constant<PublicRequest>({ kind: 'WS', bodySize: 0 }) },
+  {
+    weight: 20,
+    arbitrary: fc.constantFrom('', '', 'chat', 'chat, superchat').map((protocols): PublicRequest => (protocols === '' ? { kind: 'WS', bodySize: 0 } : { kind: 'WS', bodySize: 0, protocols })),
+  },
 );
 
 const randomSteps = fc.array(chaosStep, { minLength: 1, maxLength: 8 });
@@ -594,5 +599,6 @@ export function describeSteps(steps: readonly Step[]): string[] {
 }
 
 export function describeRequest(request: PublicRequest): string {
-  return request.kind === 'GET' || request.kind === 'HEAD' || request.kind === 'WS' ? request.kind : `${request.kind} (${request.bodySize} bytes)`;
+  if (request.kind === 'WS') return request.protocols === undefined || request.protocols === '' ? 'WS' : `WS offering ${request.protocols}`;
+  return request.kind === 'GET' || request.kind === 'HEAD' ? request.kind : `${request.kind} (${request.bodySize} bytes)`;
 }
