@@ -35,6 +35,7 @@ test("a rogue tenant's random frame sequences never stop the edge, and another t
   });
   const report = formatResult(result);
   for (const line of report.split('\n')) t.diagnostic(line);
+  assert.equal(result.fatal, null, report);
   assert.ok(result.sequences > 0, `no sequence reached the rogue tunnel:\n${report}`);
   assert.ok(result.healthChecks > 0, 'the healthy tunnel was never asked');
   assert.equal(result.edgeExits, 0, `the edge exited:\n${report}`);

@@ -119,7 +119,9 @@ export interface FuzzResult {
   /** Replays spent finding and shrinking crashes. */
   replays: number;
   elapsedMs: number;
-  stoppedBy: 'count' | 'time' | 'exits';
+  stoppedBy: 'count' | 'time' | 'exits' | 'fatal';
+  /** Why the run could not go on (the edge would not start again), or null. */
+  fatal: string | null;
 }
 
 const HEALTHY_SUBDOMAIN = 'healthy-tenant';
@@ -192,6 +194,7 @@ class Fuzzer {
       replays: 0,
       elapsedMs: 0,
       stoppedBy: 'count',
+      fatal: null,
     };
   }
 
@@ -260,7 +263,7 @@ class Fuzzer {
     await Promise.all([health, progress, ...this.lateAnswers]);
     // The last word: the edge is up and the healthy tunnel answers.
     if (this.edge !== null && this.edge.alive) await this.healthCheck();
-    if (this.result.stoppedBy !== 'exits' && Date.now() > deadline && this.result.sequences < this.options.count) this.result.stoppedBy = 'time';
+    if (this.result.stoppedBy === 'count' && Date.now() > deadline && this.result.sequences < this.options.count) this.result.stoppedBy = 'time';
     this.result.elapsedMs = Date.now() - this.startedAt;
     this.result.crashes = [...this.crashes.values()];
     return this.result;
@@ -440,10 +443,19 @@ class Fuzzer {
   // ---- crashes ------------------------------------------------------------------------------------------
 
   private handleExits(): void {
-    this.crashHandling ??= this.restartAfterExits().finally(() => {
-      this.crashHandling = null;
-      if (this.exits.length > 0) this.handleExits();
-    });
+    this.crashHandling ??= this.restartAfterExits()
+      .catch((error: Error) => {
+        // The edge would not start again: nothing more to fuzz.
+        this.result.fatal = error.message;
+        this.result.stoppedBy = 'fatal';
+        this.stopRequested = true;
+        this.exits.length = 0;
+        this.resume();
+      })
+      .finally(() => {
+        this.crashHandling = null;
+        if (this.exits.length > 0) this.handleExits();
+      });
   }
 
   /** Lanes pause; each exit is classified (a new class is shrunk), the edge restarts; lanes go on. */
@@ -656,6 +668,7 @@ export function formatResult(result: FuzzResult): string {
   const lines = [
     `protocol fuzz, seed ${result.seed}: ${result.sequences} sequences in ${seconds.toFixed(1)} s (${(result.sequences / Math.max(seconds, 0.001)).toFixed(0)}/s), ` +
       `${result.frames} frames sent, stopped by ${result.stoppedBy}`,
+    ...(result.fatal === null ? [] : [`  the run stopped early: ${result.fatal}`]),
     `  edge exits: ${result.edgeExits} (${result.crashes.length} distinct)`,
     `  healthy tunnel: ${result.healthChecks} checks, ${result.healthyFailures.length} failures`,
     ...result.healthyFailures.slice(0, 10).map((failure) => `    ${failure}`),
@@ -780,5 +793,5 @@ export async function main(argv: string[]): Promise<number> {
   log(`protocol fuzz: seed ${seed}, up to ${options.count} sequences or ${options.timeLimitMs! / 1000} s, ${options.lanes} rogue lanes${skip.length > 0 ? `, skipping ${skip.join(', ')}` : ''}`);
   const result = await runProtocolFuzz(options);
   log(formatResult(result));
-  return result.edgeExits === 0 && result.healthyFailures.length === 0 ? 0 : 1;
+  return result.edgeExits === 0 && result.healthyFailures.length === 0 && result.fatal === null ? 0 : 1;
 }
