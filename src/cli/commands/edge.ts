@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { TrustedProxies } from '../../edge/client-address.js';
 import { Edge } from '../../edge/server.js';
 import { CliError, intOption, noExtraPositionals, parse } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
@@ -23,6 +24,11 @@ Options:
   --capture-fsync        fsync every capture commit: captures survive power loss too, at ~0.5-1 ms
                          of latency per commit (by default they survive a crash of the edge process)
   --public-port N        port shown in public URLs, when a proxy in front of the edge uses another
+  --trust-proxy CIDR[,CIDR...]
+                         believe X-Forwarded-For/-Proto/-Host (and a PROXY protocol v2 header) only from
+                         these peers, e.g. 127.0.0.1/32 for an nginx on the same machine; the real client
+                         address then feeds captures, auth throttling and X-Forwarded-For (repeatable;
+                         default: believe nobody; see docs/deploy.md)
   --region NAME          region reported by /api/v1/instance (default local)
   --dev                  on a data directory without accounts, create a dev account, print its token once
                          and save it to the client config (what "npm start" does)
@@ -48,6 +54,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'no-capture': { type: 'boolean' },
       'capture-fsync': { type: 'boolean' },
       'public-port': { type: 'string' },
+      'trust-proxy': { type: 'string', multiple: true },
       region: { type: 'string' },
       dev: { type: 'boolean' },
       json: { type: 'boolean' },
@@ -63,6 +70,14 @@ export async function edgeCommand(args: string[]): Promise<number> {
   };
   const dataDir = resolve(values.data ?? '.burrow');
   const publicPort = values['public-port'] === undefined ? undefined : intOption(values['public-port'], 'public-port', 0, 1, 65535);
+  let trustProxy: string[] | undefined;
+  if (values['trust-proxy'] !== undefined) {
+    try {
+      trustProxy = [...TrustedProxies.parse(values['trust-proxy']).ranges];
+    } catch (error) {
+      throw new CliError((error as Error).message);
+    }
+  }
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     dataDir,
@@ -77,6 +92,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     capture: values['no-capture'] !== true,
     captureFsync: values['capture-fsync'] === true,
     ...(publicPort === undefined ? {} : { publicPort }),
+    ...(trustProxy === undefined ? {} : { trustProxy }),
     region: values.region ?? 'local',
   }).catch((error: Error) => {
     throw new CliError(`cannot start the edge: ${error.message}`);
