@@ -1,0 +1,344 @@
+/**
+ * Debian's nginx as the TLS-terminating front proxy (issue 14), running the shipped deploy/nginx-burrow.conf
+ * as docs/deploy.md ("Behind a front proxy") tells an operator to: the same substitutions, a certificate
+ * for <domain> and *.<domain> (here a throwaway CA made with openssl), the edge with --trust-proxy
+ * 127.0.0.1/32 behind it, the real client over wss:// through nginx.
+ *
+ * Addresses: nginx listens on 127.0.0.1 and reaches the edge from 127.0.0.1 (the trusted proxy); public
+ * clients connect to nginx from 127.0.0.2, so "the real client address" is told apart from nginx's; an
+ * untrusted peer connects straight to the edge from 127.0.0.3.
+ *
+ * The tunnel client reaches nginx as https://127.0.0.1:PORT (the certificate also names that address):
+ * this machine has no DNS for the test domain, and the client has no way to be given a resolver. Public
+ * requests use the domain's names, resolved to 127.0.0.1 by the test.
+ */
+import assert from 'node:assert/strict';
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
+import { connect, type LookupFunction } from 'node:net';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Agent, request } from 'undici';
+import WebSocket, { WebSocketServer } from 'ws';
+import { ROOT, call, createAccount, freePort, readBody, spawnCli, startEdge, startLocal, tempDirs, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
+
+/** The same path scripts/ensure-nginx.mjs installs (BURROW_NGINX to use another). */
+const NGINX = process.env.BURROW_NGINX ?? '/usr/sbin/nginx';
+const OPENSSL = 'openssl';
+const missing = !existsSync(NGINX)
+  ? `nginx is missing at ${NGINX} (scripts/ensure-nginx.mjs installs Debian's on Linux with apt; elsewhere set BURROW_NGINX)`
+  : spawnHasNo(OPENSSL)
+    ? 'openssl is missing (the test makes its throwaway certificates with it)'
+    : null;
+
+function spawnHasNo(command: string): boolean {
+  try {
+    execFileSync(command, ['version'], { stdio: 'ignore' });
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+const DOMAIN = 'burrow.test';
+const SUBDOMAIN = 'hooks';
+const PUBLIC_CLIENT = '127.0.0.2';
+const UNTRUSTED_PEER = '127.0.0.3';
+const makeDir = tempDirs('burrow-front-proxy-');
+
+/** Every name of the test domain is this machine. */
+const toLoopback: LookupFunction = (_hostname, options, callback) => {
+  if (options.all === true) (callback as (error: null, addresses: { address: string; family: number }[]) => void)(null, [{ address: '127.0.0.1', family: 4 }]);
+  else callback(null, '127.0.0.1', 4);
+};
+
+/** A throwaway CA, and a certificate it signs for <domain> and *.<domain> in letsencrypt's file names. */
+function makeCertificates(dir: string): { ca: string; certDir: string } {
+  const certDir = join(dir, 'live', DOMAIN);
+  mkdirSync(certDir, { recursive: true });
+  const run = (args: string[]): void => void execFileSync(OPENSSL, args, { cwd: dir, stdio: 'pipe' });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  run(['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=burrow test CA',
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  run(['req', ...ec, '-keyout', join(certDir, 'privkey.pem'), '-out', 'edge.csr', '-subj', `/CN=${DOMAIN}`]);
+  writeFileSync(
+    join(dir, 'edge.ext'),
+    `subjectAltName=DNS:${DOMAIN},DNS:*.${DOMAIN},IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n`,
+  );
+  run(['x509', '-req', '-in', 'edge.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2',
+    '-extfile', 'edge.ext', '-out', join(certDir, 'fullchain.pem')]);
+  return { ca: join(dir, 'ca.pem'), certDir };
+}
+
+/**
+ * docs/deploy.md's substitutions on the shipped file, plus the ones a test on loopback needs. Each must
+ * match: if deploy/nginx-burrow.conf changes shape, this test (and the guide) must follow.
+ */
+function installConfig(shipped: string, values: { certDir: string; edgePort: number; httpsPort: number; httpPort: number; webroot: string }): string {
+  const replacements: [RegExp, string][] = [
+    // The guide's own: certificate directory, domain, the edge's address.
+    [/\/etc\/letsencrypt\/live\/burrow\.example\.com\//g, `${values.certDir}/`],
+    [/burrow\.example\.com/g, DOMAIN],
+    [/127\.0\.0\.1:8080/g, `127.0.0.1:${values.edgePort}`],
+    [/\/var\/www\/letsencrypt/g, values.webroot],
+    // Loopback ports instead of 80 and 443, and no IPv6 listeners (this machine may have no ::1).
+    [/listen 443 /g, `listen 127.0.0.1:${values.httpsPort} `],
+    [/listen 80;/g, `listen 127.0.0.1:${values.httpPort};`],
+    [/^\s*listen \[::\]:.*$/gm, ''],
+  ];
+  let config = shipped;
+  for (const [pattern, value] of replacements) {
+    assert.match(config, pattern, `deploy/nginx-burrow.conf no longer contains ${pattern}`);
+    config = config.replace(pattern, value);
+  }
+  return config;
+}
+
+interface Seen {
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
+
+describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missing ?? false }, () => {
+  let dir: string;
+  let ca: Buffer;
+  let caFile: string;
+  let target: TestEdge;
+  let owner: TestAccount;
+  let local: LocalServer;
+  let nginx: ChildProcess;
+  let nginxExited: Promise<unknown>;
+  let tunnel: Awaited<ReturnType<typeof spawnCli>>;
+  let httpsPort: number;
+  let httpPort: number;
+  let publicClient: Agent;
+  const seen: Seen[] = [];
+  const upgrades: IncomingMessage['headers'][] = [];
+  let releaseSecondEvent: () => void = () => {};
+
+  before(async () => {
+    dir = makeDir();
+    const certificates = makeCertificates(dir);
+    caFile = certificates.ca;
+    ca = readFileSync(caFile);
+
+    local = await startLocal((req, res) => {
+      void readBody(req).then((body) => {
+        seen.push({ url: req.url!, headers: req.headers, body: body.toString('utf8') });
+        if (req.url === '/events') {
+          res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+          res.write('data: one\n\n');
+          releaseSecondEvent = () => res.end('data: two\n\n');
+          return;
+        }
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ length: body.length }));
+      });
+    });
+    const sockets = new WebSocketServer({ server: local.server });
+    sockets.on('connection', (socket, req) => {
+      upgrades.push(req.headers);
+      socket.on('message', (data, isBinary) => socket.send(data, { binary: isBinary }));
+    });
+
+    httpsPort = await freePort();
+    httpPort = await freePort();
+    target = await startEdge({ domain: DOMAIN, trustProxy: '127.0.0.1/32', publicScheme: 'https', publicPort: httpsPort });
+    owner = await createAccount(target, 'PRO');
+
+    // nginx's own main file: only what the package's /etc/nginx/nginx.conf would give, in the temp dir.
+    const webroot = join(dir, 'webroot');
+    mkdirSync(join(webroot, '.well-known', 'acme-challenge'), { recursive: true });
+    writeFileSync(join(webroot, '.well-known', 'acme-challenge', 'token-1'), 'challenge answer');
+    // Workers drop to an unprivileged user when nginx starts as root: they must reach the webroot.
+    chmodSync(dir, 0o755);
+    const shipped = readFileSync(join(ROOT, 'deploy', 'nginx-burrow.conf'), 'utf8');
+    writeFileSync(join(dir, 'burrow.conf'), installConfig(shipped, { certDir: certificates.certDir, edgePort: target.port, httpsPort, httpPort, webroot }));
+    writeFileSync(
+      join(dir, 'nginx.conf'),
+      [
+        'worker_processes 1;',
+        `pid ${join(dir, 'nginx.pid')};`,
+        `error_log ${join(dir, 'error.log')} notice;`,
+        'events { worker_connections 256; }',
+        'http {',
+        `  access_log ${join(dir, 'access.log')};`,
+        ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((kind) => `  ${kind}_temp_path ${join(dir, `${kind}_temp`)};`),
+        `  include ${join(dir, 'burrow.conf')};`,
+        '}',
+        '',
+      ].join('\n'),
+    );
+    nginx = spawn(NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf'), '-g', 'daemon off;'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let nginxOutput = '';
+    nginx.stdout!.on('data', (chunk: Buffer) => (nginxOutput += chunk.toString()));
+    nginx.stderr!.on('data', (chunk: Buffer) => (nginxOutput += chunk.toString()));
+    nginxExited = once(nginx, 'exit');
+    process.once('exit', () => nginx.kill('SIGKILL'));
+    await waitFor(
+      () =>
+        new Promise<boolean>((resolve) => {
+          if (nginx.exitCode !== null) throw new Error(`nginx exited: ${nginxOutput}${readFileSync(join(dir, 'error.log'), 'utf8')}`);
+          const socket = connect(httpsPort, '127.0.0.1');
+          socket.once('connect', () => {
+            socket.destroy();
+            resolve(true);
+          });
+          socket.once('error', () => resolve(false));
+        }),
+      10_000,
+      'nginx to listen',
+    );
+
+    publicClient = new Agent({ localAddress: PUBLIC_CLIENT, connect: { ca, lookup: toLoopback } });
+    // The real client, over wss:// through nginx, trusting the throwaway CA the way Node does.
+    tunnel = await spawnCli(
+      ['http', String(local.port), '--edge', `https://127.0.0.1:${httpsPort}`, '--token', owner.token, '--subdomain', SUBDOMAIN, '--no-inspect', '--log', 'text'],
+      { NODE_EXTRA_CA_CERTS: caFile, XDG_CONFIG_HOME: join(dir, 'config') },
+      /Forwarding (\S+)/,
+    );
+  });
+
+  after(async () => {
+    await publicClient?.close();
+    if (tunnel !== undefined) {
+      tunnel.child.kill('SIGINT');
+      await tunnel.exited;
+    }
+    if (nginx !== undefined && nginx.exitCode === null) {
+      nginx.kill('SIGQUIT');
+      await nginxExited;
+    }
+    await local?.close();
+    await target?.close();
+  });
+
+  const publicUrl = (path: string): string => `https://${SUBDOMAIN}.${DOMAIN}:${httpsPort}${path}`;
+
+  async function captureOf(path: string): Promise<{ client_address: string; request: { headers: [string, string][] } }> {
+    let id = '';
+    await waitFor(async () => {
+      const list = await call(target, 'GET', `/api/v1/requests?subdomain=${SUBDOMAIN}&limit=50`, { token: owner.token, host: DOMAIN });
+      id = (list.json.requests as { id: string; path: string }[]).find((entry) => entry.path === path)?.id ?? '';
+      return id !== '';
+    }, 5_000, `the capture of ${path}`);
+    return (await call(target, 'GET', `/api/v1/requests/${id}`, { token: owner.token, host: DOMAIN })).json;
+  }
+
+  test('the tunnel came up through nginx and prints the public HTTPS URL', () => {
+    assert.equal(tunnel.match[1], `https://${SUBDOMAIN}.${DOMAIN}:${httpsPort}`);
+    assert.equal(target.edge.registry.session(SUBDOMAIN)?.subdomain, SUBDOMAIN);
+  });
+
+  test('a public HTTPS request: the local server and the capture see https and the real client address', async () => {
+    const response = await request(publicUrl('/hook?x=1'), {
+      method: 'POST',
+      body: '{"event":"push"}',
+      headers: { 'content-type': 'application/json' },
+      dispatcher: publicClient,
+    });
+    assert.equal(response.statusCode, 200);
+    assert.deepEqual(await response.body.json(), { length: 16 });
+    const got = seen.find((entry) => entry.url === '/hook?x=1')!;
+    assert.equal(got.body, '{"event":"push"}');
+    assert.equal(got.headers['x-forwarded-proto'], 'https');
+    // nginx appended the address it saw, the edge the address it got the request from (nginx).
+    assert.equal(got.headers['x-forwarded-for'], `${PUBLIC_CLIENT}, 127.0.0.1`);
+    assert.equal(got.headers['x-forwarded-host'], `${SUBDOMAIN}.${DOMAIN}:${httpsPort}`);
+    const capture = await captureOf('/hook?x=1');
+    assert.equal(capture.client_address, PUBLIC_CLIENT);
+    assert.ok(capture.request.headers.some(([name, value]) => name === 'x-forwarded-proto' && value === 'https'));
+  });
+
+  test('a client\'s forged X-Forwarded-* through nginx do not make it someone else', async () => {
+    const response = await request(publicUrl('/forged'), {
+      headers: { 'x-forwarded-for': '203.0.113.66', 'x-forwarded-proto': 'http', 'x-forwarded-host': 'evil.example' },
+      dispatcher: publicClient,
+    });
+    assert.equal(response.statusCode, 200);
+    await response.body.dump();
+    const got = seen.find((entry) => entry.url === '/forged')!;
+    assert.equal(got.headers['x-forwarded-proto'], 'https');
+    assert.equal(got.headers['x-forwarded-host'], `${SUBDOMAIN}.${DOMAIN}:${httpsPort}`);
+    assert.equal(got.headers['x-forwarded-for'], `203.0.113.66, ${PUBLIC_CLIENT}, 127.0.0.1`);
+    assert.equal((await captureOf('/forged')).client_address, PUBLIC_CLIENT);
+  });
+
+  test('an untrusted peer straight at the edge: its forged X-Forwarded-* are ignored', async () => {
+    const direct = new Agent({ localAddress: UNTRUSTED_PEER });
+    try {
+      const response = await request(`http://127.0.0.1:${target.port}/direct`, {
+        headers: { host: `${SUBDOMAIN}.${DOMAIN}`, 'x-forwarded-for': '203.0.113.77', 'x-forwarded-proto': 'gopher', 'x-forwarded-host': 'evil.example' },
+        dispatcher: direct,
+      });
+      assert.equal(response.statusCode, 200);
+      await response.body.dump();
+    } finally {
+      await direct.close();
+    }
+    const got = seen.find((entry) => entry.url === '/direct')!;
+    // The edge's own scheme (its public one, https here), never the peer's word.
+    assert.equal(got.headers['x-forwarded-proto'], 'https');
+    assert.equal(got.headers['x-forwarded-host'], `${SUBDOMAIN}.${DOMAIN}`);
+    assert.equal(got.headers['x-forwarded-for'], `203.0.113.77, ${UNTRUSTED_PEER}`);
+    assert.equal((await captureOf('/direct')).client_address, UNTRUSTED_PEER);
+  });
+
+  test('a streaming response (server-sent events) is not held back by nginx', async () => {
+    const response = await request(publicUrl('/events'), { dispatcher: publicClient });
+    assert.equal(response.statusCode, 200);
+    assert.equal(response.headers['content-type'], 'text/event-stream');
+    const chunks = response.body[Symbol.asyncIterator]();
+    let text = '';
+    while (!text.includes('data: one\n\n')) {
+      const next = await chunks.next();
+      assert.ok(next.done !== true, 'the stream ended before its first event');
+      text += Buffer.from(next.value as Buffer).toString();
+    }
+    // The first event arrived while the local server still holds the response open.
+    assert.ok(!text.includes('two'));
+    releaseSecondEvent();
+    for (let next = await chunks.next(); next.done !== true; next = await chunks.next()) text += Buffer.from(next.value as Buffer).toString();
+    assert.equal(text, 'data: one\n\ndata: two\n\n');
+  });
+
+  test('a body of several megabytes passes whole (client_max_body_size follows --max-body)', async () => {
+    const body = Buffer.alloc(3 * 1024 * 1024, 7);
+    const response = await request(publicUrl('/upload'), { method: 'PUT', body, dispatcher: publicClient });
+    assert.equal(response.statusCode, 200);
+    assert.deepEqual(await response.body.json(), { length: body.length });
+  });
+
+  test('a public WebSocket passes through nginx and the tunnel, with https and the real client address', async () => {
+    const socket = new WebSocket(`wss://${SUBDOMAIN}.${DOMAIN}:${httpsPort}/live`, { ca, lookup: toLoopback, localAddress: PUBLIC_CLIENT });
+    try {
+      await once(socket, 'open');
+      socket.send('ping through nginx');
+      const [message] = (await once(socket, 'message')) as [Buffer];
+      assert.equal(message.toString(), 'ping through nginx');
+      const headers = upgrades.at(-1)!;
+      assert.equal(headers['x-forwarded-proto'], 'https');
+      assert.equal(headers['x-forwarded-for'], `${PUBLIC_CLIENT}, 127.0.0.1`);
+    } finally {
+      socket.close();
+    }
+  });
+
+  test('plain HTTP redirects to HTTPS, except certbot\'s webroot', async () => {
+    const plain = new Agent({ localAddress: PUBLIC_CLIENT, connect: { lookup: toLoopback } });
+    try {
+      const redirect = await request(`http://${SUBDOMAIN}.${DOMAIN}:${httpPort}/hook?x=2`, { dispatcher: plain });
+      await redirect.body.dump();
+      assert.equal(redirect.statusCode, 301);
+      assert.equal(redirect.headers.location, `https://${SUBDOMAIN}.${DOMAIN}/hook?x=2`);
+      const challenge = await request(`http://${DOMAIN}:${httpPort}/.well-known/acme-challenge/token-1`, { dispatcher: plain });
+      assert.equal(challenge.statusCode, 200);
+      assert.equal(await challenge.body.text(), 'challenge answer');
+    } finally {
+      await plain.close();
+    }
+  });
+});
