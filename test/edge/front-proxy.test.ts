@@ -288,16 +288,29 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missin
   });
 
   test('a streaming response (server-sent events) is not held back by nginx', async () => {
-    const response = await request(publicUrl('/events'), { dispatcher: publicClient });
+    // Bounded: a buffering proxy would hold the event until the stream ends, which is never here.
+    const firstEvent = async (): Promise<{ response: Awaited<ReturnType<typeof request>>; chunks: AsyncIterator<unknown>; text: string }> => {
+      const response = await request(publicUrl('/events'), { dispatcher: publicClient });
+      const chunks = response.body[Symbol.asyncIterator]();
+      let text = '';
+      while (!text.includes('data: one\n\n')) {
+        const next = await chunks.next();
+        assert.ok(next.done !== true, 'the stream ended before its first event');
+        text += Buffer.from(next.value as Buffer).toString();
+      }
+      return { response, chunks, text };
+    };
+    let timer: NodeJS.Timeout | undefined;
+    const held = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        releaseSecondEvent();
+        reject(new Error('the first event was held back until the stream ended (is nginx buffering?)'));
+      }, 10_000);
+    });
+    const { response, chunks, text: first } = await Promise.race([firstEvent(), held]).finally(() => clearTimeout(timer));
+    let text = first;
     assert.equal(response.statusCode, 200);
     assert.equal(response.headers['content-type'], 'text/event-stream');
-    const chunks = response.body[Symbol.asyncIterator]();
-    let text = '';
-    while (!text.includes('data: one\n\n')) {
-      const next = await chunks.next();
-      assert.ok(next.done !== true, 'the stream ended before its first event');
-      text += Buffer.from(next.value as Buffer).toString();
-    }
     // The first event arrived while the local server still holds the response open.
     assert.ok(!text.includes('two'));
     releaseSecondEvent();
