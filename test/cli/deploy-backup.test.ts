@@ -62,6 +62,57 @@ test('a stopped edge\'s data directory copied with cp -a is a complete backup', 
   }
 });
 
+test('burrow admin backup copies accounts and tokens while the edge runs and writes', async () => {
+  const dir = makeDir();
+  const data = join(dir, 'burrow');
+  const backup = join(dir, 'live-backup');
+  const env = { XDG_CONFIG_HOME: join(dir, 'config') };
+  const local = await startLocal(echo);
+  const edge = await spawnCli(['edge', '--port', '0', '--data', data], env, LISTENING);
+  const port = Number(edge.match[1]);
+  const created = await runCli(['admin', 'create-account', '--email', 'live@example.test', '--data', data, '--json'], env);
+  const token = JSON.parse(created.stdout).token.token as string;
+  const client = new TunnelClient({ edge: `http://localhost:${port}`, token, routes: new RouteTable(local.port, []), subdomain: 'live-one' });
+  await client.start();
+  // Traffic (captures, token use) goes on while the copy is made.
+  let traffic = true;
+  const load = (async () => {
+    let sent = 0;
+    while (traffic && sent < 2_000) {
+      const response = await request(`http://127.0.0.1:${port}/during-backup`, { headers: { host: `live-one.localhost:${port}` } });
+      await response.body.dump();
+      sent++;
+    }
+    return sent;
+  })();
+  try {
+    const copied = await runCli(['admin', 'backup', '--to', backup, '--data', data, '--json'], env);
+    assert.equal(copied.code, 0, copied.stderr);
+    assert.equal(JSON.parse(copied.stdout).backup.path, backup);
+    const again = await runCli(['admin', 'backup', '--to', backup, '--data', data], env);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /not empty/);
+  } finally {
+    traffic = false;
+    assert.ok((await load) > 0);
+    await client.close();
+    edge.child.kill('SIGTERM');
+    await edge.exited;
+  }
+  // Restore: the copy is a data directory of its own.
+  const restored = await spawnCli(['edge', '--port', '0', '--data', backup], env, LISTENING);
+  try {
+    const restoredPort = Number(restored.match[1]);
+    const me = await apiGet(restoredPort, '/api/v1/auth/me', token);
+    assert.equal(me.status, 200);
+    assert.equal(me.json.email, 'live@example.test');
+  } finally {
+    restored.child.kill('SIGTERM');
+    await restored.exited;
+    await local.close();
+  }
+});
+
 test('burrow edge --trust-proxy refuses what is not an address or CIDR block, naming it', async () => {
   const data = makeDir();
   for (const value of ['10.0.0.0/33', 'proxy.internal', '']) {
