@@ -25,7 +25,7 @@ export interface ApiOptions {
   /** Requests per window per token (spec section 8: 100 per minute by default). */
   rateLimit?: number;
   rateWindowMs?: number;
-  /** Failed authentications per window per client address. */
+  /** Failed authentications per window per failing credential (token id, or client address). */
   authFailureLimit?: number;
   clock?: () => number;
 }
@@ -121,15 +121,18 @@ export class Api {
 
   /**
    * Checks an Authorization header: the principal, or the error to answer (401 UNAUTHORIZED, or 429
-   * RATE_LIMITED when the client address failed too often; then the token is not even looked at, so
-   * a blocked guesser learns nothing). Used by the API and by the tunnel endpoint.
+   * RATE_LIMITED once the failing credential failed too often). Used by the API and by the tunnel endpoint.
+   *
+   * Failures count against what failed, never against a valid token: a wrong secret or a revoked token
+   * against its token id, anything else (no header, another scheme, not a token, an unknown id) against
+   * the client address. A valid token is always accepted, so failures of others behind the same NAT or
+   * proxy, or a guesser of one's token id, cannot lock anyone out. The secret's 144 random bits, not
+   * the limiter, are what make guessing hopeless; the limiter answers persistent failures with 429.
+   * Unknown ids count per address so that made-up ids cannot grow the limiter's table without bound.
    */
   authorize(header: string, clientAddress: string): Principal | BurrowError {
-    // An address that has used up its failures is blocked until the window resets, even with a right
-    // token: otherwise each window would give a guesser one check more than the limit.
-    const blocked = this.failureLimiter.peek(clientAddress);
-    if (blocked.remaining === 0) return this.tooManyFailures(blocked);
     let problem: string;
+    let failureKey = `address:${clientAddress}`;
     if (header === '') {
       problem = 'The Authorization header is missing. Send "Authorization: Bearer <token>".';
     } else {
@@ -137,17 +140,20 @@ export class Api {
       if (match === null) {
         problem = 'The Authorization header must be "Bearer <token>".';
       } else {
-        const principal = this.options.store.authenticate(match[1]!);
-        if (principal !== null) return principal;
+        const outcome = this.options.store.verify(match[1]!);
+        if ('principal' in outcome) return outcome.principal;
+        if ('idSegment' in outcome) failureKey = `token:${outcome.idSegment}`;
         problem = 'The token is malformed, unknown or revoked.';
       }
     }
-    this.failureLimiter.hit(clientAddress);
+    const failures = this.failureLimiter.hit(failureKey);
+    if (!failures.allowed) return this.tooManyFailures(failures, failureKey.startsWith('token:'));
     return new BurrowError('UNAUTHORIZED', problem, { 'WWW-Authenticate': 'Bearer realm="burrow"' });
   }
 
-  private tooManyFailures(decision: RateDecision): BurrowError {
-    return new BurrowError('RATE_LIMITED', 'Too many failed authentications from this address. Wait before trying again.', {
+  private tooManyFailures(decision: RateDecision, ofToken: boolean): BurrowError {
+    const what = ofToken ? 'this token id' : 'this address';
+    return new BurrowError('RATE_LIMITED', `Too many failed authentications with ${what}. Wait before trying again.`, {
       'Retry-After': String(decision.resetSeconds),
     });
   }
@@ -391,6 +397,9 @@ function rejectUnknownFields(body: Record<string, unknown>, known: readonly stri
 // Control characters (C0, DEL, C1) and the Unicode line/paragraph separators.
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 const LONE_SURROGATE = /\p{Cs}/u;
+// Format characters: bidi overrides and isolates (U+202A-U+202E, U+2066-U+2069), zero-width characters,
+// the BOM, soft hyphens... They make a label show other than it is (or not at all).
+const FORMAT_CHARACTERS = /\p{Cf}/u;
 
 export function validateLabel(value: unknown): string {
   if (value === undefined) throw new BurrowError('INVALID_REQUEST', '"label" is required.');
@@ -401,6 +410,9 @@ export function validateLabel(value: unknown): string {
   if (CONTROL_CHARACTERS.test(label)) throw new BurrowError('INVALID_REQUEST', '"label" must not contain control characters.');
   // A lone surrogate (valid in JSON, not in UTF-8) would be stored as U+FFFD and listed unlike it was created.
   if (LONE_SURROGATE.test(label)) throw new BurrowError('INVALID_REQUEST', '"label" must be valid Unicode text.');
+  if (FORMAT_CHARACTERS.test(label)) {
+    throw new BurrowError('INVALID_REQUEST', '"label" must not contain invisible format characters (bidi controls, zero-width characters).');
+  }
   return label;
 }
 

@@ -23,6 +23,7 @@ import {
   type Settings,
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
+import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
 import type { RouteTable } from './routes.js';
@@ -45,6 +46,10 @@ export interface TunnelClientOptions {
   /** The edge is presumed dead after this long without a message or ping (it pings an idle tunnel
    * within its 32 s idle timeout). */
   silenceTimeoutMs?: number;
+  /** A private CA (PEM) that may sign the edge's certificate, beside the public roots. */
+  ca?: string | Buffer;
+  /** Send the token over plain ws:// to an edge that is not on this machine (refused otherwise). */
+  insecure?: boolean;
 }
 
 /** The edge refused the tunnel: its HTTP status and the spec's error code and message. */
@@ -112,6 +117,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private goAway: { code: number; message: string } | null = null;
   /** Why the current WebSocket failed, from its 'error' event (ECONNREFUSED, ENOTFOUND...): named to the user. */
   private socketError: string | null = null;
+  private readonly trustedCas: string[] | undefined;
   private firstConnect: { resolve: (info: ReadyInfo) => void; reject: (error: Error) => void } | null = null;
   /** Live counters for the terminal: open streams and totals. */
   readonly stats = { requests: 0, errors: 0, bytesIn: 0, bytesOut: 0 };
@@ -121,6 +127,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.routes = options.routes;
     this.recordLimit = options.recordLimit ?? 0;
     this.subdomain = options.subdomain;
+    this.trustedCas = options.ca === undefined ? undefined : trustedCas(options.ca);
     for (const port of this.routes.ports()) {
       this.pools.set(
         port,
@@ -150,6 +157,14 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   /** Connects; resolves on READY, rejects with TunnelRefusedError or a connection error. */
   start(): Promise<ReadyInfo> {
     return new Promise<ReadyInfo>((resolve, reject) => {
+      // Decided before any connection: a token must not leave in clear text, not even in a first packet.
+      const refusal = cleartextRefusal(this.options.edge, this.options.insecure === true);
+      if (refusal !== null) {
+        this.stopped = true;
+        void Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
+        reject(new Error(refusal));
+        return;
+      }
       this.firstConnect = { resolve, reject };
       this.connect();
     });
@@ -184,6 +199,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       perMessageDeflate: false,
       maxPayload: 8 * 1024 * 1024,
       handshakeTimeout: 15_000,
+      ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
     });
     this.socket = socket;
     this.goAway = null;
@@ -215,8 +231,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     });
     socket.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
     socket.on('error', (error: NodeJS.ErrnoException) => {
-      // 'close' follows and decides what happens next; it names this cause.
-      this.socketError = error.code ?? error.message;
+      // 'close' follows and decides what happens next; it names this cause (a certificate problem in full).
+      this.socketError = describeTlsError(error) ?? error.code ?? error.message;
     });
     socket.on('close', (code: number, reason: Buffer) => this.onClose(socket, code, reason.toString('utf8')));
     this.startWatchdog();

@@ -7,6 +7,7 @@
  */
 import { HOP_BY_HOP, connectionNamed, removeNamed } from '../protocol/headers.js';
 import type { HttpRequest } from '../uws.js';
+import { FramingTally } from './request-framing.js';
 
 export interface PublicRequestHead {
   headers: string[];
@@ -14,6 +15,8 @@ export interface PublicRequestHead {
   /** -1 when the request has no Content-Length. */
   contentLength: number;
   chunked: boolean;
+  /** Why the request's framing is refused (400 and the connection closed), or null (src/edge/request-framing.ts). */
+  framingProblem: string | null;
   /** Values needed for WebSocket upgrades. */
   upgrade: string;
   secWebSocketKey: string;
@@ -24,8 +27,7 @@ export interface PublicRequestHead {
 const collector = {
   headers: [] as string[],
   host: '',
-  contentLength: -1,
-  chunked: false,
+  framing: new FramingTally(),
   connection: '',
   forwardedFor: '',
   upgrade: '',
@@ -35,15 +37,15 @@ const collector = {
   add(name: string, value: string): void {
     switch (name) {
       case 'host':
-        collector.host = value;
+        if (collector.framing.hostCount++ === 0) collector.host = value;
         collector.headers.push(name, value);
         return;
       case 'content-length':
-        collector.contentLength = /^[0-9]{1,15}$/.test(value) ? Number(value) : -2;
+        collector.framing.contentLengthHeader(value);
         collector.headers.push(name, value);
         return;
       case 'transfer-encoding':
-        collector.chunked = true;
+        collector.framing.transferEncodingHeader(value);
         return;
       case 'connection':
         collector.connection = collector.connection === '' ? value : `${collector.connection},${value}`;
@@ -78,13 +80,13 @@ const collector = {
  * X-Forwarded-For extended with the address the edge got the request from (`hopAddress`: the peer, see
  * src/edge/client-address.ts), X-Forwarded-Proto and -Host set by the edge (`forwardedHost` '' means
  * the request's Host).
- * A Content-Length that is not a plain number is reported as -2 (the caller refuses the request).
+ * The framing headers are checked on the same walk: `framingProblem` says why the request must be
+ * refused (then nothing of it may be forwarded).
  */
 export function readPublicRequestHead(req: HttpRequest, hopAddress: string, proto: string, forwardedHost = ''): PublicRequestHead {
   collector.headers = [];
   collector.host = '';
-  collector.contentLength = -1;
-  collector.chunked = false;
+  collector.framing.reset();
   collector.connection = '';
   collector.forwardedFor = '';
   collector.upgrade = '';
@@ -108,8 +110,9 @@ export function readPublicRequestHead(req: HttpRequest, hopAddress: string, prot
   return {
     headers,
     host: collector.host,
-    contentLength: collector.contentLength,
-    chunked: collector.chunked,
+    contentLength: collector.framing.contentLength,
+    chunked: collector.framing.transferEncodingCount > 0,
+    framingProblem: collector.framing.problem(),
     upgrade: collector.upgrade,
     secWebSocketKey: collector.secWebSocketKey,
     secWebSocketProtocol: collector.secWebSocketProtocol,

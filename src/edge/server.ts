@@ -4,7 +4,7 @@
  * connecting (/api/v1/connect on the API host) or a public WebSocket passed through to a tunnel.
  */
 import { join } from 'node:path';
-import { BurrowError } from '../errors.js';
+import { BurrowError, ERROR_CODES, type ErrorCode } from '../errors.js';
 import { VERSION } from '../version.js';
 import { Api, errorResponse } from '../api/api.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
@@ -15,12 +15,19 @@ import { Store, type StoreOptions } from '../store/store.js';
 import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
 import { TrustedProxies, requestOrigin } from './client-address.js';
+import { AccessLog } from './access-log.js';
+import { AdminServer, type AdminAddress } from './admin.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
+import { EdgeMetrics } from './metrics.js';
+import { EdgeObserver } from './observer.js';
+import { discardBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
 import { PassthroughStream } from './passthrough.js';
 import { TunnelRegistry } from './registry.js';
 import { statusLine, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
+import { HttpRedirectListener } from './http-redirect.js';
+import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
 
 export interface EdgeOptions {
@@ -34,7 +41,7 @@ export interface EdgeOptions {
   /** API requests per minute per token (spec section 8). */
   rateLimit?: number;
   rateWindowMs?: number;
-  /** Failed authentications per window per client address. */
+  /** Failed authentications per window per failing credential (token id, or client address). */
   authFailureLimit?: number;
   /** The edge's own timeout for a local response (504 LOCAL_TIMEOUT). */
   requestTimeoutMs?: number;
@@ -55,6 +62,10 @@ export interface EdgeOptions {
   /** How public URLs are printed: scheme and port (the edge's own port by default). */
   publicScheme?: 'http' | 'https';
   publicPort?: number;
+  /** Serve HTTPS and wss:// with these certificates (src/edge/tls.ts); public URLs are then https. */
+  tls?: TlsOptions;
+  /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
+  httpRedirect?: { port: number; acmeWebroot?: string };
   region?: string;
   /** Peers (CIDR blocks) whose X-Forwarded-For/-Proto/-Host and PROXY v2 header are believed
    * (src/edge/client-address.ts); nobody's by default. */
@@ -62,6 +73,10 @@ export interface EdgeOptions {
   /** How often expired captures are swept. */
   captureSweepMs?: number;
   log?: (line: string) => void;
+  /** Serve GET /metrics and GET /healthz on this address (src/edge/admin.ts); off when absent. */
+  admin?: AdminAddress;
+  /** One JSON line per public request to this file, or to standard output for '-'. */
+  accessLog?: string;
 }
 
 const TICK_MS = 250;
@@ -77,7 +92,10 @@ export class Edge {
   readonly api: Api;
   readonly domain: string;
   readonly settings: Settings;
-  private readonly app: TemplatedApp;
+  /** The plain app, or null when `tls` owns the apps (one per certificate generation). */
+  private readonly app: TemplatedApp | null;
+  private readonly tls: TlsListener | null;
+  private redirect: HttpRedirectListener | null = null;
   private readonly hosts: HostDispatch;
   private readonly deps: SessionDeps;
   private listenSocket: us_listen_socket | null = null;
@@ -86,6 +104,10 @@ export class Edge {
   private closing: Promise<void> | null = null;
   private ticks = 0;
   port = 0;
+  /** Logs, metrics and the access log; `draining` flips /healthz to 503. */
+  readonly observer: EdgeObserver;
+  private admin: AdminServer | null = null;
+  draining = false;
 
   private readonly maxRequestBody: number;
   private readonly apiBodyLimit: number;
@@ -100,8 +122,10 @@ export class Edge {
     this.settings = { ...DEFAULT_SETTINGS, ...options.settings };
     this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
     this.apiBodyLimit = options.apiBodyLimit ?? 64 * 1024;
-    this.publicScheme = options.publicScheme ?? 'http';
+    this.publicScheme = options.publicScheme ?? (options.tls === undefined ? 'http' : 'https');
     this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
+    // Certificates are checked before the data directory is taken: a wrong path costs nothing to undo.
+    this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
     this.releaseDataDir = lockDataDirectory(options.dataDir);
     try {
       this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
@@ -112,6 +136,12 @@ export class Edge {
     }
     this.usage = new UsageMeter(this.store.root);
     this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
+    const metrics =
+      options.admin === undefined
+        ? null
+        : new EdgeMetrics({ tunnelsActive: () => this.registry.size, streamsOpen: () => this.openStreams(), draining: () => this.draining });
+    const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
+    this.observer = new EdgeObserver(metrics, accessLog, this.log);
     this.api = new Api({
       store: this.store,
       captures: this.captures,
@@ -129,11 +159,12 @@ export class Edge {
       capture: { enabled: options.capture ?? true, bodyLimit: options.captureBodyLimit ?? 1024 * 1024 },
       requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
       registry: this.registry,
-      turn: new Turn(this.captures, this.log),
+      turn: new Turn(this.captures, this.log, this.observer.commitObserver),
+      observer: this.observer,
       log: this.log,
     };
-    this.app = uws.App();
-    this.routes();
+    this.app = this.tls === null ? uws.App() : null;
+    if (this.app !== null) this.routes(this.app);
   }
 
   /** Opens the store, binds the port and starts the coarse timer. */
@@ -141,6 +172,11 @@ export class Edge {
     const edge = new Edge(options);
     await edge.listen(options.host ?? '127.0.0.1', options.port ?? 8080);
     return edge;
+  }
+
+  /** The admin listener's port (GET /metrics, GET /healthz), or 0 without --admin. */
+  get adminPort(): number {
+    return this.admin?.port ?? 0;
   }
 
   /** The API's base URL as users see it. */
@@ -159,17 +195,69 @@ export class Edge {
   }
 
   private async listen(host: string, port: number): Promise<void> {
-    const listening = await listenAlone(this.app, host, port);
-    if ('refused' in listening) {
+    const failed = async (reason: string): Promise<never> => {
+      if (this.listenSocket !== null) uws.us_listen_socket_close(this.listenSocket);
+      this.listenSocket = null;
+      this.tls?.close();
+      this.redirect?.close();
+      await this.observer.close();
       await this.captures.close();
       await this.store.close();
       this.releaseDataDir();
-      throw new Error(`cannot listen: ${listening.refused}`);
+      throw new Error(reason);
+    };
+    await this.observer.accessLog?.ready().catch((error: Error) => failed(error.message));
+    const refused = await this.bind(host, port);
+    if (refused !== null) return failed(`cannot listen: ${refused}`);
+    if (this.options.admin !== undefined && this.observer.metrics !== null) {
+      this.admin = await AdminServer.start(this.options.admin, this.observer.metrics, () => this.draining, this.log).catch((error: Error) => failed(error.message));
     }
-    this.listenSocket = listening.socket;
-    this.port = listenPort(listening.socket);
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.timer.unref();
+  }
+
+  private async bind(host: string, port: number): Promise<string | null> {
+    if (this.app !== null) {
+      const listening = await listenAlone(this.app, host, port);
+      if ('refused' in listening) return listening.refused;
+      this.listenSocket = listening.socket;
+      this.port = listenPort(listening.socket);
+      return null;
+    }
+    try {
+      await this.tls!.listen(host, port);
+      this.port = this.tls!.port;
+      if (this.options.httpRedirect !== undefined) {
+        this.redirect = new HttpRedirectListener({
+          hosts: this.hosts,
+          httpsPort: () => this.options.publicPort ?? this.port,
+          ...(this.options.httpRedirect.acmeWebroot === undefined ? {} : { acmeWebroot: this.options.httpRedirect.acmeWebroot }),
+        });
+        await this.redirect.listen(host, this.options.httpRedirect.port);
+      }
+      return null;
+    } catch (error) {
+      return (error as Error).message;
+    }
+  }
+
+  /** The plain-HTTP redirect listener's port (`httpRedirect`), or 0. */
+  get httpPort(): number {
+    return this.redirect?.port ?? 0;
+  }
+
+  /**
+   * SIGHUP: reads the certificate files again; new TLS connections get the new certificate, tunnels and
+   * other established connections are kept. A bad file is an error and the old certificate stays.
+   */
+  async reloadCertificates(): Promise<CertificateSummary> {
+    if (this.tls === null) throw new Error('this edge serves plain HTTP: there are no certificates to reload');
+    return this.tls.reload();
+  }
+
+  /** The certificate in use (TLS edges only). */
+  certificate(): CertificateSummary | null {
+    return this.tls?.summary() ?? null;
   }
 
   /** One coarse timer for the whole edge: deadlines, holds, rate-limit windows, usage, retention. */
@@ -197,8 +285,8 @@ export class Edge {
 
   // ---- routes -----------------------------------------------------------------------------------------
 
-  private routes(): void {
-    this.app.ws<SocketData>('/*', {
+  private routes(app: TemplatedApp): void {
+    app.ws<SocketData>('/*', {
       compression: uws.DISABLED,
       maxPayloadLength: this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
       // Far above the session's high-water mark: with credit in force, a send is never dropped.
@@ -224,16 +312,27 @@ export class Edge {
       },
       close: (ws, code, message) => {
         const data = ws.getUserData();
-        if (data.session !== null) data.session.onClose();
+        // The reason is copied now: uWS reuses its memory when this callback returns.
+        if (data.session !== null) data.session.onClose(code, Buffer.from(message).toString());
         else data.passthrough?.onPublicClose(code, message);
       },
     });
-    this.app.any('/*', (res, req) => {
+    app.any('/*', (res, req) => {
       const target = this.hosts.resolve(req.getHeader('host'));
+      // Public requests have their framing checked on the header walk they need anyway.
       if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
+      else if (this.refusedFraming(res, req)) return;
       else if (target.kind === 'api') this.serveApi(res, req);
       else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
     });
+  }
+
+  /** Refuses (400, connection closed) a request to the API or an unknown host whose framing is ambiguous. */
+  private refusedFraming(res: HttpResponse, req: HttpRequest): boolean {
+    const problem = requestFramingProblem(req);
+    if (problem === null) return false;
+    refuseAndClose(res, () => writeApiResponse(res, errorResponse(new BurrowError('INVALID_REQUEST', problem)), false, true));
+    return true;
   }
 
   // ---- the API ----------------------------------------------------------------------------------------
@@ -254,14 +353,16 @@ export class Edge {
     const length = lengthHeader === '' ? 0 : Number(lengthHeader);
     const tooLarge = (): void =>
       writeApiResponse(res, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), isHead, true);
-    if (length > this.apiBodyLimit) {
-      tooLarge();
-      return;
-    }
     const exchange = { aborted: false };
     res.onAborted(() => {
       exchange.aborted = true;
     });
+    const isAborted = (): boolean => exchange.aborted;
+    if (length > this.apiBodyLimit) {
+      // Read (and drop) the body before answering, so the client is not reset while still sending.
+      discardBody(res, isAborted, tooLarge);
+      return;
+    }
     if (length === 0 && !chunked) {
       this.dispatchApi(res, apiRequest, exchange, isHead);
       return;
@@ -272,9 +373,9 @@ export class Edge {
       if (received < 0) return;
       received += chunk.byteLength;
       if (received > this.apiBodyLimit) {
+        if (isLast) res.cork(tooLarge);
+        else discardBody(res, isAborted, tooLarge, received);
         received = -1;
-        res.cork(tooLarge);
-        exchange.aborted = true;
         return;
       }
       chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
@@ -290,10 +391,12 @@ export class Edge {
     this.api.handle(request).then(
       (response) => {
         this.apiInFlight--;
+        if (response.status >= 400) this.observer.refused('api', (response.body as { error?: { code?: string } } | undefined)?.error?.code ?? '');
         if (!exchange.aborted) res.cork(() => writeApiResponse(res, response, isHead));
       },
       (error: unknown) => {
         this.apiInFlight--;
+        this.observer.refused('api', 'INTERNAL_ERROR');
         this.log(`api: ${(error as Error).stack ?? error}`);
         if (!exchange.aborted) res.cork(() => writeApiResponse(res, errorResponse(new BurrowError('INTERNAL_ERROR')), isHead));
       },
@@ -303,30 +406,68 @@ export class Edge {
   // ---- public traffic ---------------------------------------------------------------------------------
 
   /** The live session of `subdomain` with room for a stream, or undefined once the refusal is written. */
-  private sessionFor(res: HttpResponse, subdomain: string): TunnelSession | undefined {
+  private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
-      writePublicError(res, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
+      this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
       return undefined;
     }
     if (!session.hasRoom()) {
-      writePublicError(res, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
+      this.refusePublic(res, req, subdomain, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
       return undefined;
     }
     return session;
   }
 
+  /** Answers a public request with the edge's error, counted and access-logged (inside the uWS handler). */
+  private refusePublic(
+    res: HttpResponse,
+    req: HttpRequest,
+    subdomain: string,
+    code: ErrorCode,
+    message?: string,
+    closeConnection = false,
+    extraHeaders?: readonly [string, string][],
+  ): void {
+    this.observeRefusal(res, req, subdomain, code);
+    writePublicError(res, code, message, closeConnection, extraHeaders);
+  }
+
+  /** Counts and access-logs a public request the edge refuses (while `req` is valid: in the uWS handler). */
+  private observeRefusal(res: HttpResponse, req: HttpRequest, subdomain: string, code: ErrorCode): void {
+    if (!this.observer.watching) return;
+    const query = req.getQuery();
+    const url = req.getUrl();
+    const client = requestOrigin(res, req, this.proxies, this.publicScheme).client;
+    this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, req.getCaseSensitiveMethod(), query ? `${url}?${query}` : url, client);
+  }
+
   private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
-    const session = this.sessionFor(res, subdomain);
-    if (session === undefined) return;
     const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
     const clientAddress = origin.client;
+    const head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
+    const framingProblem = head.framingProblem;
+    if (framingProblem !== null) {
+      this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
+      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
+      return;
+    }
+    const session = this.sessionFor(res, req, subdomain);
+    if (session === undefined) return;
     const method = req.getCaseSensitiveMethod();
     const url = req.getUrl();
     const query = req.getQuery();
-    const head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
     if (head.contentLength > this.maxRequestBody) {
-      writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true);
+      this.observeRefusal(res, req, subdomain, 'PAYLOAD_TOO_LARGE');
+      const refusal = { aborted: false };
+      res.onAborted(() => {
+        refusal.aborted = true;
+      });
+      discardBody(
+        res,
+        () => refusal.aborted,
+        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true),
+      );
       return;
     }
     const stream = session.openPublicHttp(
@@ -364,7 +505,10 @@ export class Edge {
       if (stream.closed) return;
       received += chunk.byteLength;
       if (received > limit) {
-        stream.cancel('PAYLOAD_TOO_LARGE', `The request body is larger than ${limit} bytes.`);
+        // The 413 waits until the rest of the body was read and dropped (bounded), as above.
+        const refuse = (): void => stream.cancel('PAYLOAD_TOO_LARGE', `The request body is larger than ${limit} bytes.`);
+        if (isLast) refuse();
+        else discardBody(res, () => stream.closed, refuse, received);
         return;
       }
       stream.sendBody(new Uint8Array(chunk), isLast);
@@ -374,6 +518,7 @@ export class Edge {
   // ---- WebSockets -------------------------------------------------------------------------------------
 
   private onUpgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
+    if (this.refusedFraming(res, req)) return;
     const target = this.hosts.resolve(req.getHeader('host'));
     if (target.kind === 'api' && req.getUrl() === CONNECT_PATH) this.connectTunnel(res, req, context);
     else if (target.kind === 'tunnel') this.upgradePublic(res, req, context, target.subdomain);
@@ -412,13 +557,14 @@ export class Edge {
       res.upgrade<SocketData>({ session, passthrough: null }, key, protocol, extensions, context);
     } catch (error) {
       const refusal = error instanceof BurrowError ? error : new BurrowError('INTERNAL_ERROR');
+      this.observer.refused('connect', refusal.code);
       if (!(error instanceof BurrowError)) this.log(`connect: ${(error as Error).stack ?? error}`);
       writeApiResponse(res, errorResponse(refusal), false);
     }
   }
 
   private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
-    const session = this.sessionFor(res, subdomain);
+    const session = this.sessionFor(res, req, subdomain);
     if (session === undefined) return;
     const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
     const clientAddress = origin.client;
@@ -457,10 +603,14 @@ export class Edge {
   }
 
   private async shutdown(drainMs: number): Promise<void> {
+    // From here on /healthz answers 503: a load balancer stops sending before the drain ends.
+    this.draining = true;
     if (this.listenSocket !== null) {
       uws.us_listen_socket_close(this.listenSocket);
       this.listenSocket = null;
     }
+    this.tls?.close();
+    this.redirect?.close();
     const deadline = Date.now() + drainMs;
     while ((this.openStreams() > 0 || this.apiInFlight > 0) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -474,6 +624,9 @@ export class Edge {
     await this.captures.close();
     await this.store.close();
     this.releaseDataDir();
+    await this.observer.close();
+    this.admin?.close();
+    this.admin = null;
   }
 }
 

@@ -87,8 +87,8 @@ function makeCertificates(dir: string): { ca: string; certDir: string } {
 function installConfig(shipped: string, values: { certDir: string; edgePort: number; httpsPort: number; httpPort: number; webroot: string }): string {
   const replacements: [RegExp, string][] = [
     // The guide's own: certificate directory, domain, the edge's address.
-    [/\/etc\/letsencrypt\/live\/burrow\.example\.com\//g, `${values.certDir}/`],
-    [/burrow\.example\.com/g, DOMAIN],
+    [/\/etc\/letsencrypt\/live\/tunnels\.example\.com\//g, `${values.certDir}/`],
+    [/tunnels\.example\.com/g, DOMAIN],
     [/127\.0\.0\.1:8080/g, `127.0.0.1:${values.edgePort}`],
     [/\/var\/www\/letsencrypt/g, values.webroot],
     // Loopback ports instead of 80 and 443, and no IPv6 listeners (this machine may have no ::1).

@@ -8,6 +8,7 @@
 import { fstatSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
 import { parsePort, parseRoute, RouteTable, type Route } from '../../client/routes.js';
+import { cleartextRefusal } from '../../client/edge-trust.js';
 import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
 import type { Exchange } from '../../client/exchange.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseInspectAddress } from '../../inspector/address.js';
@@ -15,10 +16,11 @@ import { Inspector } from '../../inspector/server.js';
 import { ApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
+import { readCaFile, trustCaForRequests } from '../edge-ca.js';
 
 const HELP = `
 Usage: burrow http PORT [--subdomain NAME] [--route PREFIX=PORT ...] [--edge URL] [--token T]
-                        [--inspect ADDR | --no-inspect] [--log text|json] [--json]
+                        [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE] [--insecure]
 
 Opens a tunnel: requests to the public URL the edge gives are forwarded to http://localhost:PORT.
 Prints "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live; reconnects by
@@ -36,6 +38,11 @@ Options:
                           case-sensitive; the path is forwarded whole, prefix included)
   --edge URL              the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
   --token T               the token (default: BURROW_TOKEN, the config file)
+  --ca FILE               trust this CA (PEM) for an https:// edge with a private certificate, beside
+                          the public roots (NODE_EXTRA_CA_CERTS works too); https:// edges are always
+                          verified, and a bad certificate ends the command naming the problem
+  --insecure              allow sending the token over plain http:// to an edge that is not on this
+                          machine (refused otherwise: use https://)
   --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
                           (exactly this port; 0 picks a free one)
   --no-inspect            no inspector: nothing is recorded
@@ -64,6 +71,8 @@ export async function httpCommand(args: string[]): Promise<number> {
       inspect: { type: 'string' },
       'no-inspect': { type: 'boolean' },
       json: { type: 'boolean' },
+      ca: { type: 'string' },
+      insecure: { type: 'boolean' },
     },
     HELP,
   );
@@ -92,6 +101,12 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (events !== null) events({ event: 'warning', code, message, ...extra });
     else process.stderr.write(`burrow: warning: ${message}\n`);
   };
+  // Before anything reaches the edge (the remembered name's check sends the token too).
+  const refusal = cleartextRefusal(credentials.edge, parsed.values.insecure === true);
+  if (refusal !== null) throw new CliError(refusal);
+  const ca = parsed.values.ca === undefined ? undefined : readCaFile(parsed.values.ca);
+  // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust.
+  if (ca !== undefined) trustCaForRequests(ca);
 
   // The inspector first: a taken --inspect port fails before any tunnel opens.
   let inspector: Inspector | null = null;
@@ -108,6 +123,8 @@ export async function httpCommand(args: string[]): Promise<number> {
       token,
       routes: table,
       recordLimit: inspector === null ? 0 : INSPECTOR_BODY_LIMIT,
+      ...(ca === undefined ? {} : { ca }),
+      insecure: parsed.values.insecure === true,
       ...(subdomain === undefined ? {} : { subdomain }),
     });
     inspector?.attach(client);
