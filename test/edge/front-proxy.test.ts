@@ -154,7 +154,13 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missin
 
     httpsPort = await freePort();
     httpPort = await freePort();
-    target = await startEdge({ domain: DOMAIN, trustProxy: '127.0.0.1/32', publicScheme: 'https', publicPort: httpsPort });
+    target = await startEdge({
+      domain: DOMAIN,
+      trustProxy: '127.0.0.1/32',
+      publicScheme: 'https',
+      publicPort: httpsPort,
+      accessLog: join(dir, 'edge-access.log'),
+    });
     owner = await createAccount(target, 'PRO');
 
     // nginx's own main file: only what the package's /etc/nginx/nginx.conf would give, in the temp dir.
@@ -259,6 +265,28 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missin
     const capture = await captureOf('/hook?x=1');
     assert.equal(capture.client_address, PUBLIC_CLIENT);
     assert.ok(capture.request.headers.some(([name, value]) => name === 'x-forwarded-proto' && value === 'https'));
+    // The access log names the same client, not nginx.
+    let line: { client: string } | undefined;
+    await waitFor(() => {
+      const text = readFileSync(join(dir, 'edge-access.log'), 'utf8');
+      line = text.split('\n').filter((entry) => entry !== '').map((entry) => JSON.parse(entry)).find((entry) => entry.path === '/hook?x=1');
+      return line !== undefined;
+    }, 5_000, 'the access log line');
+    assert.equal(line!.client, PUBLIC_CLIENT);
+  });
+
+  test('a request the edge refuses (no such tunnel) is access-logged with the real client address', async () => {
+    const response = await request(`https://nobody.${DOMAIN}:${httpsPort}/refused`, { dispatcher: publicClient });
+    assert.equal(response.statusCode, 404);
+    await response.body.dump();
+    let line: { client: string; error: string } | undefined;
+    await waitFor(() => {
+      const text = readFileSync(join(dir, 'edge-access.log'), 'utf8');
+      line = text.split('\n').filter((entry) => entry !== '').map((entry) => JSON.parse(entry)).find((entry) => entry.path === '/refused');
+      return line !== undefined;
+    }, 5_000, 'the access log line');
+    assert.equal(line!.error, 'TUNNEL_NOT_FOUND');
+    assert.equal(line!.client, PUBLIC_CLIENT);
   });
 
   test('a client\'s forged X-Forwarded-* through nginx do not make it someone else', async () => {
