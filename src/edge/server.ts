@@ -267,7 +267,6 @@ export class Edge {
     this.ticks++;
     if (this.ticks % 4 === 0) {
       this.registry.sweep();
-      this.captures.persistHeads();
       if (this.options.captureFsync !== true) this.captures.sync().catch((error: Error) => this.log(`capture sync failed: ${error.message}`));
       this.usage.flush().catch((error: Error) => this.log(`usage flush failed: ${error.message}`));
     }
