@@ -235,8 +235,6 @@ async function listAccounts(args: string[]): Promise<number> {
   });
 }
 
-
-
 async function backup(args: string[]): Promise<number> {
   const parsed = parse(args, { to: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } }, BACKUP_HELP);
   if (parsed === null) return 0;
