@@ -5,9 +5,10 @@
  * X-Forwarded-For sent through the tunnel) takes it from `requestOrigin`, so one rule decides for all.
  * Without --trust-proxy the rule is one branch: the TCP peer is the client, the scheme is the edge's own.
  * From a trusted peer the edge believes, in this order:
- * - a PROXY protocol v2 header (uWebSockets.js parses it before HTTP; a layer-4 balancer such as HAProxy
- *   or an AWS NLB sends it). Its address is the client; the HTTP headers then come from that client, so
- *   they are believed only when that address is trusted too.
+ * - a PROXY protocol v2 header (a layer-4 balancer such as HAProxy or an AWS NLB sends it first; this
+ *   uWebSockets.js build parses it on plain-HTTP connections, not before its own TLS). Its address is the
+ *   client; the HTTP headers then come from that client, so they are believed only when that address
+ *   is trusted too.
  * - X-Forwarded-For, walked from the right: trusted addresses are proxies, the first untrusted one is
  *   the client (a client cannot hide behind a forged left part of the chain). A malformed entry ends the
  *   walk at the last address known good.
