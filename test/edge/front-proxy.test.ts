@@ -6,23 +6,23 @@
  *
  * Addresses: nginx listens on 127.0.0.1 and reaches the edge from 127.0.0.1 (the trusted proxy); public
  * clients connect to nginx from 127.0.0.2, so "the real client address" is told apart from nginx's; an
- * untrusted peer connects straight to the edge from 127.0.0.3.
- *
- * The tunnel client reaches nginx as https://127.0.0.1:PORT (the certificate also names that address):
- * this machine has no DNS for the test domain, and the client has no way to be given a resolver. Public
- * requests use the domain's names, resolved to 127.0.0.1 by the test.
+ * untrusted peer connects straight to the edge from 127.0.0.3. Names under burrow.test resolve to
+ * 127.0.0.1 as wildcard DNS would (test/wildcard-dns.ts, preloaded into the client's process too).
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, execFileSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
-import { connect, type LookupFunction } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
 import WebSocket, { WebSocketServer } from 'ws';
+import '../wildcard-dns.js';
+import { TEST_DOMAIN } from '../wildcard-dns.js';
+import { makeCa, makeServerCert, wildcardDnsEnv } from '../tls-fixtures.js';
 import { ROOT, call, createAccount, freePort, readBody, spawnCli, startEdge, startLocal, tempDirs, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 
 const ensureNginx = (await import(pathToFileURL(join(ROOT, 'scripts', 'ensure-nginx.mjs')).href)) as {
@@ -50,34 +50,20 @@ function spawnHasNo(command: string): boolean {
   }
 }
 
-const DOMAIN = 'burrow.test';
+const DOMAIN = TEST_DOMAIN;
 const SUBDOMAIN = 'hooks';
 const PUBLIC_CLIENT = '127.0.0.2';
 const UNTRUSTED_PEER = '127.0.0.3';
 const makeDir = tempDirs('burrow-front-proxy-');
 
-/** Every name of the test domain is this machine. */
-const toLoopback: LookupFunction = (_hostname, options, callback) => {
-  if (options.all === true) (callback as (error: null, addresses: { address: string; family: number }[]) => void)(null, [{ address: '127.0.0.1', family: 4 }]);
-  else callback(null, '127.0.0.1', 4);
-};
-
-/** A throwaway CA, and a certificate it signs for <domain> and *.<domain> in letsencrypt's file names. */
+/** A throwaway CA, and a certificate it signs for <domain> and *.<domain>, in certbot's file names. */
 function makeCertificates(dir: string): { ca: string; certDir: string } {
   const certDir = join(dir, 'live', DOMAIN);
   mkdirSync(certDir, { recursive: true });
-  const run = (args: string[]): void => void execFileSync(OPENSSL, args, { cwd: dir, stdio: 'pipe' });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  run(['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=burrow test CA',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
-  run(['req', ...ec, '-keyout', join(certDir, 'privkey.pem'), '-out', 'edge.csr', '-subj', `/CN=${DOMAIN}`]);
-  writeFileSync(
-    join(dir, 'edge.ext'),
-    `subjectAltName=DNS:${DOMAIN},DNS:*.${DOMAIN},IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n`,
-  );
-  run(['x509', '-req', '-in', 'edge.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2',
-    '-extfile', 'edge.ext', '-out', join(certDir, 'fullchain.pem')]);
-  return { ca: join(dir, 'ca.pem'), certDir };
+  const ca = makeCa(dir, 'ca');
+  const server = makeServerCert(certDir, 'fullchain', [DOMAIN, `*.${DOMAIN}`], ca);
+  renameSync(server.key, join(certDir, 'privkey.pem'));
+  return { ca: ca.cert, certDir };
 }
 
 /**
@@ -207,11 +193,11 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missin
       'nginx to listen',
     );
 
-    publicClient = new Agent({ localAddress: PUBLIC_CLIENT, connect: { ca, lookup: toLoopback } });
-    // The real client, over wss:// through nginx, trusting the throwaway CA the way Node does.
+    publicClient = new Agent({ localAddress: PUBLIC_CLIENT, connect: { ca } });
+    // The real client, over wss:// through nginx, trusting the throwaway CA (docs/deploy.md, TLS: --ca).
     tunnel = await spawnCli(
-      ['http', String(local.port), '--edge', `https://127.0.0.1:${httpsPort}`, '--token', owner.token, '--subdomain', SUBDOMAIN, '--no-inspect', '--log', 'text'],
-      { NODE_EXTRA_CA_CERTS: caFile, XDG_CONFIG_HOME: join(dir, 'config') },
+      ['http', String(local.port), '--edge', `https://${DOMAIN}:${httpsPort}`, '--ca', caFile, '--token', owner.token, '--subdomain', SUBDOMAIN, '--no-inspect', '--log', 'text'],
+      { ...wildcardDnsEnv(), XDG_CONFIG_HOME: join(dir, 'config') },
       /Forwarding (\S+)/,
     );
   });
@@ -362,7 +348,7 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missin
   });
 
   test('a public WebSocket passes through nginx and the tunnel, with https and the real client address', async () => {
-    const socket = new WebSocket(`wss://${SUBDOMAIN}.${DOMAIN}:${httpsPort}/live`, { ca, lookup: toLoopback, localAddress: PUBLIC_CLIENT });
+    const socket = new WebSocket(`wss://${SUBDOMAIN}.${DOMAIN}:${httpsPort}/live`, { ca, localAddress: PUBLIC_CLIENT });
     try {
       await once(socket, 'open');
       socket.send('ping through nginx');
@@ -377,7 +363,7 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missin
   });
 
   test('plain HTTP redirects to HTTPS, except certbot\'s webroot', async () => {
-    const plain = new Agent({ localAddress: PUBLIC_CLIENT, connect: { lookup: toLoopback } });
+    const plain = new Agent({ localAddress: PUBLIC_CLIENT });
     try {
       const redirect = await request(`http://${SUBDOMAIN}.${DOMAIN}:${httpPort}/hook?x=2`, { dispatcher: plain });
       await redirect.body.dump();
