@@ -76,7 +76,7 @@ function installConfig(shipped: string, values: { certDir: string; edgePort: num
     [/\/etc\/letsencrypt\/live\/tunnels\.example\.com\//g, `${values.certDir}/`],
     [/tunnels\.example\.com/g, DOMAIN],
     [/127\.0\.0\.1:8080/g, `127.0.0.1:${values.edgePort}`],
-    [/\/var\/www\/letsencrypt/g, values.webroot],
+    [/\/var\/www\/acme/g, values.webroot],
     // Loopback ports instead of 80 and 443, and no IPv6 listeners (this machine may have no ::1).
     [/listen 443 /g, `listen 127.0.0.1:${values.httpsPort} `],
     [/listen 80;/g, `listen 127.0.0.1:${values.httpPort};`],
