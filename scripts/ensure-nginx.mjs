@@ -18,13 +18,16 @@ export function nginxMissing() {
   return existsSync(NGINX) ? null : `no nginx at ${NGINX}; ${HOW}`;
 }
 
+/** apt-get is there and usable: as root, or through sudo. */
 function hasAptGet() {
-  return spawnSync('sh', ['-c', 'command -v apt-get'], { stdio: 'ignore' }).status === 0;
+  const found = (command) => spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
+  return found('apt-get') && (process.getuid?.() === 0 || found('sudo'));
 }
 
 /**
- * What to do: 'ready' (nginx is there), 'apt' (Linux with apt-get: install Debian's nginx) or 'skip'
- * (anywhere else, or a BURROW_NGINX that does not exist: the front-proxy test is skipped with the reason).
+ * What to do: 'ready' (nginx is there), 'apt' (Linux with a usable apt-get: install Debian's nginx) or
+ * 'skip' (anywhere else, or a BURROW_NGINX that does not exist: the front-proxy test is skipped with the
+ * reason).
  */
 export function nginxPlan({ platform, exists, explicit, aptGet }) {
   if (exists) return 'ready';
