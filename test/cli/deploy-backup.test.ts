@@ -92,6 +92,10 @@ test('burrow admin backup copies accounts and tokens while the edge runs and wri
     const again = await runCli(['admin', 'backup', '--to', backup, '--data', data], env);
     assert.equal(again.code, 1);
     assert.match(again.stderr, /not empty/);
+    const nowhere = await runCli(['admin', 'backup', '--to', join(dir, 'other'), '--data', join(dir, 'no-such-data')], env);
+    assert.equal(nowhere.code, 1);
+    assert.match(nowhere.stderr, /holds no edge data/);
+    assert.equal(existsSync(join(dir, 'no-such-data')), false, 'no empty store was created');
   } finally {
     traffic = false;
     assert.ok((await load) > 0);

@@ -240,10 +240,13 @@ async function backup(args: string[]): Promise<number> {
   if (parsed === null) return 0;
   noExtraPositionals(parsed, 0, BACKUP_HELP);
   if (parsed.values.to === undefined || parsed.values.to === '') throw new UsageError('--to DIR is required: where the copy goes');
+  const data = resolve(parsed.values.data ?? '.burrow');
+  // Opening a directory that holds no store would create an empty one, and back that up.
+  if (!existsSync(join(data, 'data.mdb'))) throw new CliError(`${data} holds no edge data (no data.mdb); give the edge's --data DIR`);
   const target = resolve(parsed.values.to);
   if (existsSync(target) && readdirSync(target).length > 0) throw new CliError(`${target} is not empty; back up into a new or empty directory`);
   mkdirSync(target, { recursive: true, mode: 0o700 });
-  return withStore(parsed.values.data, async (store) => {
+  return withStore(data, async (store) => {
     // mdb_env_copy under a read transaction: a snapshot, whatever the edge commits meanwhile.
     await store.root.backup(target, false);
     const path = join(target, 'data.mdb');

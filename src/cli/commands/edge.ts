@@ -45,7 +45,7 @@ Options:
   --trust-proxy CIDR[,CIDR...]
                          believe X-Forwarded-For/-Proto/-Host (and a PROXY protocol v2 header) only from
                          these peers, e.g. 127.0.0.1/32 for an nginx on the same machine; the real client
-                         address then feeds captures, auth throttling and X-Forwarded-For (repeatable;
+                         address then feeds captures, auth throttling and the access log (repeatable;
                          default: believe nobody; see docs/deploy.md)
   --region NAME          region reported by /api/v1/instance (default local)
   --admin [HOST:]PORT    serve GET /metrics (Prometheus text) and GET /healthz (200 serving, 503 draining)
