@@ -26,7 +26,9 @@ import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
-import type { RouteTable } from './routes.js';
+import type { HostHeader } from './host-header.js';
+import { localConnector } from './local-connector.js';
+import type { LocalTarget, RouteTable } from './routes.js';
 import type { FlushableStream, StreamHost } from './stream-host.js';
 import { ClientWsStream } from './ws-stream.js';
 
@@ -34,6 +36,10 @@ export interface TunnelClientOptions {
   edge: string;
   token: string;
   routes: RouteTable;
+  /** The Host local servers see: the public one (default), the target's (`rewrite`) or a value. */
+  hostHeader?: HostHeader;
+  /** Accept any certificate from https:// targets (self-signed dev servers). */
+  localInsecure?: boolean;
   /** The subdomain to ask for; the edge makes one up when absent. */
   subdomain?: string;
   /** Bytes of each body kept for `exchange` events; 0 turns recording off. */
@@ -96,12 +102,15 @@ const GOAWAY_NAMES = Object.fromEntries(Object.entries(GoAwayCode).map(([name, c
 export class TunnelClient extends EventEmitter<TunnelClientEvents> implements StreamHost {
   settings: Settings = DEFAULT_SETTINGS;
   readonly routes: RouteTable;
+  readonly hostHeader: HostHeader;
+  readonly localInsecure: boolean;
   recordLimit: number;
   connectionSend = new SendCredit(DEFAULT_SETTINGS.connectionWindow);
   private connectionReceive = new ReceiveWindow(DEFAULT_SETTINGS.connectionWindow);
   readonly blocked = new Set<FlushableStream>();
   private readonly streams = new Map<number, Stream>();
-  private readonly pools = new Map<number, Pool>();
+  /** One pool per target origin. */
+  private readonly pools = new Map<string, Pool>();
   private socket: WebSocket | null = null;
   private outbox: Buffer[] = [];
   private flushScheduled = false;
@@ -127,16 +136,19 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.routes = options.routes;
     this.recordLimit = options.recordLimit ?? 0;
     this.subdomain = options.subdomain;
+    this.hostHeader = options.hostHeader ?? 'keep';
+    this.localInsecure = options.localInsecure ?? false;
     this.trustedCas = options.ca === undefined ? undefined : trustedCas(options.ca);
-    for (const port of this.routes.ports()) {
+    for (const target of this.routes.targets()) {
       this.pools.set(
-        port,
-        new Pool(`http://localhost:${port}`, {
+        target.origin,
+        new Pool(target.origin, {
           connections: options.connectionsPerPort ?? 128,
           pipelining: 1,
           keepAliveTimeout: 10_000,
           headersTimeout: 0,
           bodyTimeout: 0,
+          connect: localConnector(target, this.localInsecure),
         }),
       );
     }
@@ -442,10 +454,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   // ---- StreamHost -----------------------------------------------------------------------------------
 
-  pool(port: number): Dispatcher {
-    const pool = this.pools.get(port);
-    // Routes decide ports; a port outside them is never dialled.
-    if (pool === undefined) throw new Error(`port ${port} is not one of this tunnel's local ports`);
+  pool(target: LocalTarget): Dispatcher {
+    const pool = this.pools.get(target.origin);
+    // Routes decide targets; anything outside them is never dialled.
+    if (pool === undefined) throw new Error(`${target.origin} is not one of this tunnel's local targets`);
     return pool;
   }
 
