@@ -78,11 +78,13 @@ const collector = {
 
 /**
  * Copies a public request's headers for the tunnel: hop-by-hop and Connection-named headers dropped,
- * X-Forwarded-For extended with the client address, X-Forwarded-Proto and -Host set by the edge.
+ * X-Forwarded-For extended with the address the edge got the request from (`hopAddress`: the peer, see
+ * src/edge/client-address.ts), X-Forwarded-Proto and -Host set by the edge (`forwardedHost` '' means
+ * the request's Host).
  * The framing headers are checked on the same walk: `framingProblem` says why the request must be
  * refused (then nothing of it may be forwarded).
  */
-export function readPublicRequestHead(req: HttpRequest, clientAddress: string, proto: string): PublicRequestHead {
+export function readPublicRequestHead(req: HttpRequest, hopAddress: string, proto: string, forwardedHost = ''): PublicRequestHead {
   collector.headers = [];
   collector.host = '';
   collector.framing.reset();
@@ -100,11 +102,11 @@ export function readPublicRequestHead(req: HttpRequest, clientAddress: string, p
   }
   headers.push(
     'x-forwarded-for',
-    collector.forwardedFor === '' ? clientAddress : `${collector.forwardedFor}, ${clientAddress}`,
+    collector.forwardedFor === '' ? hopAddress : `${collector.forwardedFor}, ${hopAddress}`,
     'x-forwarded-proto',
     proto,
     'x-forwarded-host',
-    collector.host,
+    forwardedHost === '' ? collector.host : forwardedHost,
   );
   return {
     headers,

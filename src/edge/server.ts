@@ -16,6 +16,7 @@ import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
 import { AccessLog } from './access-log.js';
 import { AdminServer, type AdminAddress } from './admin.js';
+import { TrustedProxies, requestOrigin } from './client-address.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
 import { EdgeMetrics } from './metrics.js';
@@ -66,6 +67,9 @@ export interface EdgeOptions {
   /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
   httpRedirect?: { port: number; acmeWebroot?: string };
   region?: string;
+  /** Peers (CIDR blocks) whose X-Forwarded-For/-Proto/-Host and PROXY v2 header are believed
+   * (src/edge/client-address.ts); nobody's by default. */
+  trustProxy?: string | readonly string[];
   /** How often expired captures are swept. */
   captureSweepMs?: number;
   log?: (line: string) => void;
@@ -108,6 +112,7 @@ export class Edge {
   private readonly maxRequestBody: number;
   private readonly apiBodyLimit: number;
   private readonly publicScheme: string;
+  private readonly proxies: TrustedProxies | null;
   private readonly log: (line: string) => void;
 
   private constructor(private readonly options: EdgeOptions) {
@@ -118,6 +123,7 @@ export class Edge {
     this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
     this.apiBodyLimit = options.apiBodyLimit ?? 64 * 1024;
     this.publicScheme = options.publicScheme ?? (options.tls === undefined ? 'http' : 'https');
+    this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
     // Certificates are checked before the data directory is taken: a wrong path costs nothing to undo.
     this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
     this.releaseDataDir = lockDataDirectory(options.dataDir);
@@ -338,7 +344,7 @@ export class Edge {
       query: req.getQuery() ?? '',
       headers: { authorization: req.getHeader('authorization'), 'content-type': req.getHeader('content-type') },
       body: null,
-      clientAddress: remoteAddress(res),
+      clientAddress: requestOrigin(res, req, this.proxies, this.publicScheme).client,
     };
     const isHead = method === 'HEAD';
     const lengthHeader = req.getHeader('content-length');
@@ -431,12 +437,14 @@ export class Edge {
     if (!this.observer.watching) return;
     const query = req.getQuery();
     const url = req.getUrl();
-    this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, req.getCaseSensitiveMethod(), query ? `${url}?${query}` : url, remoteAddress(res));
+    const client = requestOrigin(res, req, this.proxies, this.publicScheme).client;
+    this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, req.getCaseSensitiveMethod(), query ? `${url}?${query}` : url, client);
   }
 
   private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
-    const clientAddress = remoteAddress(res);
-    const head = readPublicRequestHead(req, clientAddress, this.publicScheme);
+    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+    const clientAddress = origin.client;
+    const head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
       this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
@@ -518,7 +526,7 @@ export class Edge {
 
   /** A tunnel client connects: every check happens here, and a refusal is a plain HTTP error. */
   private connectTunnel(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const clientAddress = remoteAddress(res);
+    const clientAddress = requestOrigin(res, req, this.proxies, this.publicScheme).client;
     const authorization = req.getHeader('authorization');
     const version = req.getHeader(PROTOCOL_HEADER);
     const key = req.getHeader('sec-websocket-key');
@@ -557,10 +565,11 @@ export class Edge {
   private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
     const session = this.sessionFor(res, req, subdomain);
     if (session === undefined) return;
-    const clientAddress = remoteAddress(res);
+    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+    const clientAddress = origin.client;
     const url = req.getUrl();
     const query = req.getQuery();
-    const head = readPublicRequestHead(req, clientAddress, this.publicScheme);
+    const head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
     const stream = new PassthroughStream(
       session.newStreamId(),
       session,
@@ -618,32 +627,6 @@ export class Edge {
     this.admin?.close();
     this.admin = null;
   }
-}
-
-/**
- * The client's address as text. uWS gives 4 (IPv4) or 16 bytes; IPv4 addresses, the common case, are
- * formatted once and looked up by value afterwards (formatting showed up in profiles at ~4% of the
- * edge's time).
- */
-const ipv4Names = new Map<number, string>();
-function remoteAddress(res: HttpResponse): string {
-  const raw = new Uint8Array(res.getRemoteAddress());
-  let v4 = -1;
-  if (raw.byteLength === 4) v4 = ((raw[0]! << 24) | (raw[1]! << 16) | (raw[2]! << 8) | raw[3]!) >>> 0;
-  else if (raw.byteLength === 16 && isV4Mapped(raw)) v4 = ((raw[12]! << 24) | (raw[13]! << 16) | (raw[14]! << 8) | raw[15]!) >>> 0;
-  if (v4 === -1) return Buffer.from(res.getRemoteAddressAsText()).toString();
-  let name = ipv4Names.get(v4);
-  if (name === undefined) {
-    name = `${v4 >>> 24}.${(v4 >>> 16) & 255}.${(v4 >>> 8) & 255}.${v4 & 255}`;
-    if (ipv4Names.size >= 65_536) ipv4Names.clear();
-    ipv4Names.set(v4, name);
-  }
-  return name;
-}
-
-function isV4Mapped(raw: Uint8Array): boolean {
-  for (let i = 0; i < 10; i++) if (raw[i] !== 0) return false;
-  return raw[10] === 0xff && raw[11] === 0xff;
 }
 
 /** Writes an API response (inside a cork). JSON, never cached; `closeConnection` after an unread body. */

@@ -20,6 +20,7 @@ const COMMANDS: [string, Command, string[]][] = [
   ['admin token create', adminCommand, ['token', 'create']],
   ['admin set-plan', adminCommand, ['set-plan']],
   ['admin accounts list', adminCommand, ['accounts', 'list']],
+  ['admin backup', adminCommand, ['backup']],
   ['login', loginCommand, []],
   ['tokens', tokensCommand, []],
   ['tunnels', tunnelsCommand, []],
