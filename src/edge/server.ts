@@ -16,6 +16,7 @@ import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
+import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { discardBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
 import { PassthroughStream } from './passthrough.js';
 import { TunnelRegistry } from './registry.js';
@@ -58,6 +59,8 @@ export interface EdgeOptions {
   region?: string;
   /** How often expired captures are swept. */
   captureSweepMs?: number;
+  /** Held webhooks of reserved subdomains in `queue` mode (docs/offline.md): retry timings and limits. */
+  offlineQueue?: OfflineQueueOptions;
   log?: (line: string) => void;
 }
 
@@ -71,6 +74,7 @@ export class Edge {
   readonly captures: CaptureStore;
   readonly usage: UsageMeter;
   readonly registry: TunnelRegistry;
+  readonly offline: OfflineQueue;
   readonly api: Api;
   readonly domain: string;
   readonly settings: Settings;
@@ -107,11 +111,13 @@ export class Edge {
     }
     this.usage = new UsageMeter(this.store.root);
     this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
+    this.offline = new OfflineQueue(this.store, this.registry, this.log, options.offlineQueue);
     this.api = new Api({
       store: this.store,
       captures: this.captures,
       usage: this.usage,
       tunnels: this.registry,
+      queue: this.offline,
       instance: { build: VERSION, region: options.region ?? 'local' },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
@@ -204,8 +210,10 @@ export class Edge {
       upgrade: (res, req, context) => this.onUpgrade(res, req, context),
       open: (ws) => {
         const data = ws.getUserData();
-        if (data.session !== null) data.session.attach(ws);
-        else data.passthrough?.onPublicOpen(ws);
+        if (data.session !== null) {
+          data.session.attach(ws);
+          this.offline.tunnelConnected(data.session);
+        } else data.passthrough?.onPublicOpen(ws);
       },
       message: (ws, message, isBinary) => {
         const data = ws.getUserData();
@@ -331,6 +339,7 @@ export class Edge {
       refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
       return;
     }
+    if (this.offline.serves(res, req, head, subdomain, clientAddress)) return;
     const session = this.sessionFor(res, subdomain);
     if (session === undefined) return;
     const method = req.getCaseSensitiveMethod();
@@ -479,6 +488,7 @@ export class Edge {
   }
 
   private async shutdown(drainMs: number): Promise<void> {
+    this.offline.close();
     if (this.listenSocket !== null) {
       uws.us_listen_socket_close(this.listenSocket);
       this.listenSocket = null;
