@@ -24,7 +24,7 @@ export function eventJson(event: QueuedEvent): Record<string, unknown> {
     received_at: nowIso(event.receivedAt),
     method: event.method,
     path: event.path,
-    size: event.body === null ? 0 : event.body.byteLength,
+    size: event.bodySize,
     last_status: event.lastStatus,
     last_error: event.lastError,
     last_request_id: event.lastCaptureId,

@@ -46,6 +46,8 @@ export class OfflineQueue implements QueueDriver {
   private readonly backlogged = new Set<string>();
   private readonly enqueuing = new Map<string, number>();
   private readonly draining = new Set<string>();
+  /** Per subdomain, the sequence from which undelivered events are looked for (all before are done). */
+  private readonly cursors = new Map<string, number>();
   private readonly sleepers = new Set<{ timer: NodeJS.Timeout; wake: () => void }>();
   private readonly retryDelays: readonly number[];
   private readonly maxEventBody: number;
@@ -163,7 +165,8 @@ export class OfflineQueue implements QueueDriver {
         const left = (this.enqueuing.get(subdomain) ?? 1) - 1;
         if (left === 0) this.enqueuing.delete(subdomain);
         else this.enqueuing.set(subdomain, left);
-        this.changed(subdomain);
+        // New events sort after every other: the delivery cursor stays where it is.
+        this.poke(subdomain);
       });
   }
 
@@ -174,8 +177,14 @@ export class OfflineQueue implements QueueDriver {
     if (this.backlogged.has(session.subdomain)) this.drain(session.subdomain);
   }
 
-  /** Something changed for `subdomain` (an event queued, redelivered, discarded; paused; resumed). */
+  /** Something changed for `subdomain` through the API (redelivered, discarded, paused, resumed, mode). */
   changed(subdomain: string): void {
+    // A redelivered event may sort before the cursor: look from the start again.
+    this.cursors.delete(subdomain);
+    this.poke(subdomain);
+  }
+
+  private poke(subdomain: string): void {
     if (this.closed) return;
     this.refresh(subdomain);
     if (this.backlogged.has(subdomain)) this.drain(subdomain);
@@ -204,12 +213,14 @@ export class OfflineQueue implements QueueDriver {
       if (this.closed) return;
       const session = this.registry.session(subdomain);
       if (session === undefined || this.store.queue.metaOf(subdomain).paused) return;
-      const event = this.store.queue.nextPending(subdomain);
+      const event = this.store.queue.nextPending(subdomain, this.cursors.get(subdomain) ?? 0);
       if (event === undefined) {
+        this.cursors.delete(subdomain);
         this.refresh(subdomain);
         return;
       }
       if (event.accountId !== session.accountId) return;
+      this.cursors.set(subdomain, event.seq);
       if ((await this.deliver(event, session)) === 'interrupted') return;
     }
   }
@@ -218,6 +229,7 @@ export class OfflineQueue implements QueueDriver {
   private async deliver(queued: QueuedEvent, session: TunnelSession): Promise<Outcome> {
     let event = queued;
     const queue = this.store.queue;
+    const body = queue.body(event.id);
     for (let retry = 0; ; retry++) {
       if (this.interrupted(session)) return this.requeue(event);
       const attempt = event.attempts + 1;
@@ -226,7 +238,7 @@ export class OfflineQueue implements QueueDriver {
       event = delivering;
       let capture: CaptureRecord;
       try {
-        capture = await session.replay(eventAsCapture(event), {
+        capture = await session.replay(eventAsCapture(event, body), {
           headers: { 'burrow-delivery': String(attempt), 'burrow-received-at': nowIso(event.receivedAt) },
         });
       } catch (error) {
@@ -355,7 +367,7 @@ export function duplicateKeyOf(headers: readonly string[], body: Uint8Array | nu
 }
 
 /** A held event in the shape the replay machinery sends; the capture of each attempt names the event. */
-function eventAsCapture(event: QueuedEvent): CaptureRecord {
+function eventAsCapture(event: QueuedEvent, body: Buffer | null): CaptureRecord {
   return {
     id: event.id,
     seq: 0,
@@ -370,12 +382,12 @@ function eventAsCapture(event: QueuedEvent): CaptureRecord {
     durationMs: 0,
     error: null,
     replayOf: null,
-    requestBodySize: event.body === null ? 0 : event.body.byteLength,
+    requestBodySize: event.bodySize,
     requestTruncated: false,
     responseBodySize: 0,
     responseTruncated: false,
     requestHeaders: event.headers,
-    requestBody: event.body,
+    requestBody: body,
     responseHeaders: [],
     responseBody: null,
   };

@@ -28,7 +28,8 @@ export interface QueuedEvent {
   path: string;
   /** Header names and values, alternating, as received. */
   headers: string[];
-  body: Uint8Array | null;
+  /** Body bytes; the body itself is kept apart (OfflineQueueStore.body), so listings never read it. */
+  bodySize: number;
   clientAddress: string;
   receivedAt: number;
   /** Bytes the event counts against the queue: body plus header text. */
@@ -48,6 +49,8 @@ export interface QueueMeta {
   nextSeq: number;
   events: number;
   bytes: number;
+  /** Events queued or being delivered. */
+  pending: number;
   paused: boolean;
   /** Events dropped by the age limit, ever. */
   expired: number;
@@ -76,7 +79,11 @@ export type EnqueueOutcome =
 type Key = (string | number)[];
 const RANGE_END = '\uffff';
 
-const EMPTY_META: QueueMeta = { nextSeq: 1, events: 0, bytes: 0, paused: false, expired: 0 };
+const EMPTY_META: QueueMeta = { nextSeq: 1, events: 0, bytes: 0, pending: 0, paused: false, expired: 0 };
+
+function isPending(state: EventState): boolean {
+  return state === 'queued' || state === 'delivering';
+}
 
 export function newEventId(): string {
   return `evt_${randomBytes(12).toString('hex')}`;
@@ -90,19 +97,21 @@ export function eventSize(headers: readonly string[], body: Uint8Array | null): 
 
 export class OfflineQueueStore {
   private readonly events: Database<QueuedEvent, Key>;
+  private readonly bodies: Database<Uint8Array, string>;
   private readonly byId: Database<Key, string>;
   private readonly dedupe: Database<string, Key>;
   private readonly meta: Database<QueueMeta, string>;
 
   constructor(private readonly root: RootDatabase) {
     this.events = root.openDB({ name: 'queue-events', encoding: 'msgpack' });
+    this.bodies = root.openDB({ name: 'queue-bodies', encoding: 'binary' });
     this.byId = root.openDB({ name: 'queue-events-by-id', encoding: 'msgpack' });
     this.dedupe = root.openDB({ name: 'queue-dedupe', encoding: 'msgpack' });
     this.meta = root.openDB({ name: 'queue-meta', encoding: 'msgpack' });
   }
 
   metaOf(subdomain: string): QueueMeta {
-    return this.meta.get(subdomain) ?? EMPTY_META;
+    return { ...EMPTY_META, ...this.meta.get(subdomain) };
   }
 
   /** Subdomains that hold events. */
@@ -123,7 +132,7 @@ export class OfflineQueueStore {
         const first = firstId === undefined ? undefined : this.getSync(firstId);
         if (first !== undefined) return { event: first, duplicate: true };
       }
-      const meta = { ...this.metaOf(input.subdomain) };
+      const meta = this.metaOf(input.subdomain);
       const size = eventSize(input.headers, input.body);
       if (meta.events + 1 > limits.events || meta.bytes + size > limits.bytes) this.evictDelivered(input.subdomain, meta, limits, size);
       if (meta.events + 1 > limits.events) return { full: `the queue holds its limit of ${limits.events} events` };
@@ -136,7 +145,7 @@ export class OfflineQueueStore {
         method: input.method,
         path: input.path,
         headers: input.headers,
-        body: input.body,
+        bodySize: input.body === null ? 0 : input.body.byteLength,
         clientAddress: input.clientAddress,
         receivedAt: now,
         size,
@@ -149,8 +158,10 @@ export class OfflineQueueStore {
       };
       meta.nextSeq++;
       meta.events++;
+      meta.pending++;
       meta.bytes += size;
       this.events.put([event.subdomain, event.seq], event);
+      if (input.body !== null && input.body.byteLength > 0) this.bodies.put(event.id, input.body);
       this.byId.put(event.id, [event.subdomain, event.seq]);
       if (event.dedupeKey !== null) this.dedupe.put([event.subdomain, event.dedupeKey], event.id);
       this.meta.put(event.subdomain, meta);
@@ -171,8 +182,10 @@ export class OfflineQueueStore {
 
   private removeInTransaction(event: QueuedEvent, meta: QueueMeta): void {
     this.events.remove([event.subdomain, event.seq]);
+    this.bodies.remove(event.id);
     this.byId.remove(event.id);
     if (event.dedupeKey !== null) this.dedupe.remove([event.subdomain, event.dedupeKey]);
+    if (isPending(event.state)) meta.pending = Math.max(0, meta.pending - 1);
     meta.events = Math.max(0, meta.events - 1);
     meta.bytes = Math.max(0, meta.bytes - event.size);
   }
@@ -186,6 +199,12 @@ export class OfflineQueueStore {
     return this.getSync(id);
   }
 
+  /** The event's body, or null when it had none. (lmdb-js's get of a binary value returns its own copy.) */
+  body(id: string): Buffer | null {
+    const bytes = this.bodies.get(id);
+    return bytes === undefined ? null : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
   /** The subdomain's events in arrival order. */
   list(subdomain: string): QueuedEvent[] {
     const list: QueuedEvent[] = [];
@@ -193,16 +212,19 @@ export class OfflineQueueStore {
     return list;
   }
 
-  /** The oldest event waiting for delivery (queued, or delivering when an edge stopped mid-attempt). */
-  nextPending(subdomain: string): QueuedEvent | undefined {
-    for (const { value } of this.events.getRange({ start: [subdomain], end: [subdomain, RANGE_END] })) {
-      if (value.state === 'queued' || value.state === 'delivering') return value;
+  /**
+   * The oldest event from sequence `fromSeq` on waiting for delivery (queued, or delivering when an edge
+   * stopped mid-attempt). Callers keep a cursor, so a long queue is not read from its start per event.
+   */
+  nextPending(subdomain: string, fromSeq = 0): QueuedEvent | undefined {
+    for (const { value } of this.events.getRange({ start: [subdomain, fromSeq], end: [subdomain, RANGE_END] })) {
+      if (isPending(value.state)) return value;
     }
     return undefined;
   }
 
   hasPending(subdomain: string): boolean {
-    return this.nextPending(subdomain) !== undefined;
+    return this.metaOf(subdomain).pending > 0;
   }
 
   /** Updates an event's delivery state; false when it was discarded meanwhile. */
@@ -213,6 +235,12 @@ export class OfflineQueueStore {
       if (key === undefined || event === undefined) return undefined;
       const updated = { ...event, ...change };
       this.events.put(key, updated);
+      const delta = Number(isPending(updated.state)) - Number(isPending(event.state));
+      if (delta !== 0) {
+        const meta = this.metaOf(event.subdomain);
+        meta.pending = Math.max(0, meta.pending + delta);
+        this.meta.put(event.subdomain, meta);
+      }
       return updated;
     });
   }
@@ -221,7 +249,7 @@ export class OfflineQueueStore {
     return this.root.transaction(() => {
       const event = this.getSync(id);
       if (event === undefined) return undefined;
-      const meta = { ...this.metaOf(event.subdomain) };
+      const meta = this.metaOf(event.subdomain);
       this.removeInTransaction(event, meta);
       this.meta.put(event.subdomain, meta);
       return event;
@@ -238,6 +266,7 @@ export class OfflineQueueStore {
   clearInTransaction(subdomain: string): void {
     for (const { value } of this.events.getRange({ start: [subdomain], end: [subdomain, RANGE_END] })) {
       this.events.remove([subdomain, value.seq]);
+      this.bodies.remove(value.id);
       this.byId.remove(value.id);
     }
     for (const key of this.dedupe.getKeys({ start: [subdomain], end: [subdomain, RANGE_END] })) this.dedupe.remove(key);
@@ -259,7 +288,7 @@ export class OfflineQueueStore {
       for (const event of expired) {
         const current = this.getSync(event.id);
         if (current === undefined) continue;
-        const meta = { ...this.metaOf(event.subdomain) };
+        const meta = this.metaOf(event.subdomain);
         this.removeInTransaction(current, meta);
         if (current.state !== 'delivered') meta.expired++;
         this.meta.put(event.subdomain, meta);

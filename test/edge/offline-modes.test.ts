@@ -88,6 +88,13 @@ test('queue: 202 with an event id, duplicates answered with the first id, full q
     const discarded = await call(target, 'DELETE', `/api/v1/queue/${svix.headers['burrow-event-id']}`, { token: account.token });
     assert.equal(discarded.status, 204);
     assert.equal((await call(target, 'POST', '/more', { host, rawBody: 'x' })).status, 202);
+    // Released, the name's held events go with it: the next account to reserve it gets none.
+    assert.equal((await call(target, 'DELETE', '/api/v1/reserved-subdomains/held', { token: account.token })).status, 204);
+    await reserve(target, other.token, 'held', 'queue');
+    const inherited = await call(target, 'GET', '/api/v1/queue?subdomain=held', { token: other.token });
+    assert.deepEqual([inherited.json.queue, inherited.json.events], [[], 0]);
+    const reused = await call(target, 'POST', '/gh', { host, rawBody: '{"a":1}', headers: { 'x-github-delivery': 'd-1' } });
+    assert.equal(reused.json.duplicate, false, 'the duplicate index went with the events');
   } finally {
     await target.close();
   }
@@ -221,6 +228,21 @@ test('pause holds delivery and live requests; resume delivers them in order', as
     }
   } finally {
     await local.close();
+    await target.close();
+  }
+});
+
+test('events older than the plan\'s age limit are dropped, counted as expired, and never delivered', async () => {
+  const target = await startEdge({ plans: { FREE: { queueMaxAgeMs: 100 } }, offlineQueue: { expirySweepMs: 50 } });
+  try {
+    const account = await createAccount(target);
+    await reserve(target, account.token, 'stale', 'queue');
+    const host = `stale.localhost:${target.port}`;
+    assert.equal((await call(target, 'POST', '/old', { host, rawBody: 'old' })).status, 202);
+    await waitFor(async () => (await call(target, 'GET', '/api/v1/queue?subdomain=stale', { token: account.token })).json.expired === 1, 5_000, 'expiry');
+    const listed = await call(target, 'GET', '/api/v1/queue?subdomain=stale', { token: account.token });
+    assert.deepEqual([listed.json.queue, listed.json.events, listed.json.bytes], [[], 0, 0]);
+  } finally {
     await target.close();
   }
 });
