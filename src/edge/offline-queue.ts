@@ -81,6 +81,8 @@ export class OfflineQueue implements QueueDriver {
     const reservation = this.store.getReservation(subdomain);
     if (reservation === undefined) return false;
     const mode = reservation.offline ?? 'off';
+    // A pause holds live requests only in queue mode; events held before a mode change still go first.
+    if (live && mode !== 'queue' && !this.store.queue.hasPending(subdomain) && !this.enqueuing.has(subdomain)) return false;
     if (!live) {
       if (mode === 'off') return false;
       if (mode === 'reject') {
@@ -153,7 +155,9 @@ export class OfflineQueue implements QueueDriver {
           const { event, duplicate } = outcome;
           const body = JSON.stringify({ event_id: event.id, state: event.state, duplicate });
           res.cork(() => {
-            res.writeStatus(statusLine(202)).writeHeader('burrow-event-id', event.id).writeHeader('content-type', 'application/json').end(body);
+            res.writeStatus(statusLine(202)).writeHeader('burrow-event-id', event.id).writeHeader('content-type', 'application/json');
+            if (input.method === 'HEAD') res.endWithoutBody(Buffer.byteLength(body));
+            else res.end(body);
           });
         },
         (error: Error) => {

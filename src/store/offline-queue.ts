@@ -51,6 +51,8 @@ export interface QueueMeta {
   bytes: number;
   /** Events queued or being delivered. */
   pending: number;
+  /** Events delivered (kept for redelivery; the first to go when room is needed). */
+  delivered: number;
   paused: boolean;
   /** Events dropped by the age limit, ever. */
   expired: number;
@@ -79,7 +81,7 @@ export type EnqueueOutcome =
 type Key = (string | number)[];
 const RANGE_END = '\uffff';
 
-const EMPTY_META: QueueMeta = { nextSeq: 1, events: 0, bytes: 0, pending: 0, paused: false, expired: 0 };
+const EMPTY_META: QueueMeta = { nextSeq: 1, events: 0, bytes: 0, pending: 0, delivered: 0, paused: false, expired: 0 };
 
 function isPending(state: EventState): boolean {
   return state === 'queued' || state === 'delivering';
@@ -173,6 +175,8 @@ export class OfflineQueueStore {
 
   /** Inside a write transaction: removes delivered events, oldest first, until `size` more fits. */
   private evictDelivered(subdomain: string, meta: QueueMeta, limits: QueueLimits, size: number): void {
+    // Nothing to evict: a full queue answers without reading its events.
+    if (meta.delivered === 0) return;
     for (const { value } of this.events.getRange({ start: [subdomain], end: [subdomain, RANGE_END] })) {
       if (meta.events + 1 <= limits.events && meta.bytes + size <= limits.bytes) return;
       if (value.state !== 'delivered') continue;
@@ -186,6 +190,7 @@ export class OfflineQueueStore {
     this.byId.remove(event.id);
     if (event.dedupeKey !== null) this.dedupe.remove([event.subdomain, event.dedupeKey]);
     if (isPending(event.state)) meta.pending = Math.max(0, meta.pending - 1);
+    if (event.state === 'delivered') meta.delivered = Math.max(0, meta.delivered - 1);
     meta.events = Math.max(0, meta.events - 1);
     meta.bytes = Math.max(0, meta.bytes - event.size);
   }
@@ -235,10 +240,12 @@ export class OfflineQueueStore {
       if (key === undefined || event === undefined) return undefined;
       const updated = { ...event, ...change };
       this.events.put(key, updated);
-      const delta = Number(isPending(updated.state)) - Number(isPending(event.state));
-      if (delta !== 0) {
+      const pending = Number(isPending(updated.state)) - Number(isPending(event.state));
+      const delivered = Number(updated.state === 'delivered') - Number(event.state === 'delivered');
+      if (pending !== 0 || delivered !== 0) {
         const meta = this.metaOf(event.subdomain);
-        meta.pending = Math.max(0, meta.pending + delta);
+        meta.pending = Math.max(0, meta.pending + pending);
+        meta.delivered = Math.max(0, meta.delivered + delivered);
         this.meta.put(event.subdomain, meta);
       }
       return updated;
