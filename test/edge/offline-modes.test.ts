@@ -4,8 +4,10 @@
  * behind the queue, retries and parking, redelivery. Real edge, real client, real local server.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
 import { test } from 'node:test';
-import { assertApiError, call, createAccount, readBody, startClient, startEdge, startLocal, waitFor, type TestEdge } from '../helpers.js';
+import { assertApiError, call, createAccount, freePort, readBody, startClient, startEdge, startLocal, waitFor, type TestEdge } from '../helpers.js';
 
 interface Received {
   path: string;
@@ -278,6 +280,44 @@ test('a full queue makes room by dropping delivered events, oldest first, never 
     assert.equal(full.json.error.code, 'QUEUE_FULL');
   } finally {
     await local.close();
+    await target.close();
+  }
+});
+
+test('an unreachable local server: each event is retried, then parked failed with LOCAL_UNREACHABLE; redelivered once it listens', async () => {
+  const target = await startEdge({ offlineQueue: { retryDelaysMs: [10, 20] } });
+  const port = await freePort();
+  try {
+    const account = await createAccount(target);
+    await reserve(target, account.token, 'nobody-home', 'queue');
+    const host = `nobody-home.localhost:${target.port}`;
+    const ids: string[] = [];
+    for (const path of ['/a', '/b']) ids.push(String((await call(target, 'POST', path, { host, rawBody: path })).headers['burrow-event-id']));
+    const { client } = await startClient(target, account.token, port, { subdomain: 'nobody-home' });
+    try {
+      const queue = async () => (await call(target, 'GET', '/api/v1/queue?subdomain=nobody-home', { token: account.token })).json.queue as { state: string; attempts: number; last_error: string | null; last_status: number }[];
+      await waitFor(async () => (await queue()).every((e) => e.state === 'failed'), 10_000, 'both parked');
+      for (const event of await queue()) assert.deepEqual([event.attempts, event.last_error, event.last_status], [3, 'LOCAL_UNREACHABLE', 502]);
+      const paths: string[] = [];
+      const local = createServer((req, res) => {
+        paths.push(req.url!);
+        req.resume();
+        req.on('end', () => res.end());
+      });
+      local.listen(port, '127.0.0.1');
+      await once(local, 'listening');
+      try {
+        for (const id of ids) assert.equal((await call(target, 'POST', `/api/v1/queue/${id}/deliver`, { token: account.token })).status, 202);
+        await waitFor(() => paths.length === 2, 5_000, 'redeliveries');
+        assert.deepEqual(paths, ['/a', '/b']);
+      } finally {
+        local.closeAllConnections();
+        await new Promise((resolve) => local.close(resolve));
+      }
+    } finally {
+      await client.close();
+    }
+  } finally {
     await target.close();
   }
 });
