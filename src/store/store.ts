@@ -120,7 +120,7 @@ export class Store {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     // noSubdir false: `dir` is always a directory; lmdb-js would take a name with a dot ("burrow.data")
     // for a file and fail to open it.
-    const root = open({ path: dir, noSubdir: false, maxDbs: 16, compression: false });
+    const root = open({ path: dir, noSubdir: false, maxDbs: 32, compression: false });
     root.readerCheck();
     const store = new Store(root, options);
     store.ensureDecoy();
