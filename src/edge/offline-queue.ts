@@ -20,6 +20,7 @@ import type { QueuedEvent } from '../store/offline-queue.js';
 import type { Store } from '../store/store.js';
 import type { HttpRequest, HttpResponse } from '../uws.js';
 import type { PublicRequestHead } from './headers.js';
+import type { EdgeObserver } from './observer.js';
 import type { TunnelRegistry } from './registry.js';
 import { discardBody } from './request-framing.js';
 import { statusLine, writePublicError } from './responses.js';
@@ -60,6 +61,8 @@ export class OfflineQueue implements QueueDriver {
     private readonly registry: TunnelRegistry,
     private readonly log: (line: string) => void,
     options: OfflineQueueOptions = {},
+    /** Metrics and the access log: the edge's answers here are public requests like any other. */
+    private readonly observer: EdgeObserver | null = null,
   ) {
     this.retryDelays = options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS;
     this.maxEventBody = options.maxEventBody ?? DEFAULT_MAX_EVENT_BODY;
@@ -86,6 +89,10 @@ export class OfflineQueue implements QueueDriver {
     if (!live) {
       if (mode === 'off') return false;
       if (mode === 'reject') {
+        if (this.observer?.watching === true) {
+          const query = req.getQuery();
+          this.observer.publicRefused('TUNNEL_UNAVAILABLE', 503, subdomain, req.getCaseSensitiveMethod(), query ? `${req.getUrl()}?${query}` : req.getUrl(), clientAddress);
+        }
         writePublicError(res, 'TUNNEL_UNAVAILABLE', `No tunnel is connected on ${subdomain}; retry later.`, false, this.retryAfter);
         return true;
       }
@@ -104,7 +111,10 @@ export class OfflineQueue implements QueueDriver {
       exchange.aborted = true;
     });
     const limit = this.maxEventBody;
-    const tooLarge = (): void => writePublicError(res, 'PAYLOAD_TOO_LARGE', `A held request body may be at most ${limit} bytes.`, true);
+    const tooLarge = (): void => {
+      this.observer?.publicRefused('PAYLOAD_TOO_LARGE', 413, subdomain, method, path, clientAddress);
+      writePublicError(res, 'PAYLOAD_TOO_LARGE', `A held request body may be at most ${limit} bytes.`, true);
+    };
     if (head.contentLength > limit) {
       discardBody(res, () => exchange.aborted, tooLarge);
       return;
@@ -143,17 +153,21 @@ export class OfflineQueue implements QueueDriver {
     this.enqueuing.set(subdomain, (this.enqueuing.get(subdomain) ?? 0) + 1);
     this.backlogged.add(subdomain);
     const dedupeKey = duplicateKeyOf(input.headers, input.body);
+    const receivedAt = Date.now();
+    const startedAt = performance.now();
     this.store.queue
       .enqueue({ ...input, dedupeKey }, { events: limits.queuedEvents, bytes: limits.queuedBytes })
       .then(
         (outcome) => {
           if (exchange.aborted) return;
           if ('full' in outcome) {
+            this.observer?.publicRefused('QUEUE_FULL', 503, subdomain, input.method, input.path, input.clientAddress);
             res.cork(() => writePublicError(res, 'QUEUE_FULL', `The offline queue of ${subdomain} is full: ${outcome.full}.`, false, this.retryAfter));
             return;
           }
           const { event, duplicate } = outcome;
           const body = JSON.stringify({ event_id: event.id, state: event.state, duplicate });
+          this.observed(input, receivedAt, startedAt, event.id, Buffer.byteLength(body));
           res.cork(() => {
             res.writeStatus(statusLine(202)).writeHeader('burrow-event-id', event.id).writeHeader('content-type', 'application/json');
             if (input.method === 'HEAD') res.endWithoutBody(Buffer.byteLength(body));
@@ -162,6 +176,7 @@ export class OfflineQueue implements QueueDriver {
         },
         (error: Error) => {
           this.log(`offline queue: enqueue on ${subdomain} failed: ${error.stack ?? error.message}`);
+          this.observer?.publicRefused('INTERNAL_ERROR', 500, subdomain, input.method, input.path, input.clientAddress);
           if (!exchange.aborted) res.cork(() => writePublicError(res, 'INTERNAL_ERROR'));
         },
       )
@@ -172,6 +187,33 @@ export class OfflineQueue implements QueueDriver {
         // New events sort after every other: the delivery cursor stays where it is.
         this.poke(subdomain);
       });
+  }
+
+  /** A held request answered 202: counted and access-logged, its event id as the request id. */
+  private observed(
+    input: { subdomain: string; method: string; path: string; body: Uint8Array | null; clientAddress: string },
+    receivedAt: number,
+    startedAt: number,
+    eventId: string,
+    bytesOut: number,
+  ): void {
+    const observer = this.observer;
+    if (observer === null || !observer.watching) return;
+    const bytesIn = input.body === null ? 0 : input.body.byteLength;
+    observer.metrics?.request(202, bytesIn, bytesOut);
+    observer.accessLog?.write({
+      receivedAt,
+      subdomain: input.subdomain,
+      method: input.method,
+      path: input.path,
+      status: 202,
+      bytesIn,
+      bytesOut,
+      durationMs: performance.now() - startedAt,
+      clientAddress: input.clientAddress,
+      requestId: eventId,
+      error: null,
+    });
   }
 
   // ---- delivery -----------------------------------------------------------------------------------------

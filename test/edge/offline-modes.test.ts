@@ -5,9 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { join } from 'node:path';
 import { test } from 'node:test';
-import { assertApiError, call, createAccount, freePort, readBody, startClient, startEdge, startLocal, waitFor, type TestEdge } from '../helpers.js';
+import { assertApiError, call, createAccount, freePort, readBody, tempDir, startClient, startEdge, startLocal, waitFor, type TestEdge } from '../helpers.js';
 
 interface Received {
   path: string;
@@ -317,6 +319,29 @@ test('an unreachable local server: each event is retried, then parked failed wit
     } finally {
       await client.close();
     }
+  } finally {
+    await target.close();
+  }
+});
+
+test('held and refused requests are access-logged like any public request: 202 with the event id, 503 with its code', async () => {
+  const file = join(tempDir(), 'access.log');
+  const target = await startEdge({ accessLog: file });
+  try {
+    const account = await createAccount(target);
+    await reserve(target, account.token, 'logged-queue', 'queue');
+    await reserve(target, account.token, 'logged-reject', 'reject');
+    const queued = await call(target, 'POST', '/q?x=1', { host: `logged-queue.localhost:${target.port}`, rawBody: 'abc' });
+    assert.equal((await call(target, 'POST', '/r', { host: `logged-reject.localhost:${target.port}`, rawBody: 'abc' })).status, 503);
+    await target.close();
+    const lines = readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line));
+    assert.deepEqual(
+      lines.map((l) => [l.subdomain, l.method, l.path, l.status, l.bytes_in, l.request_id, l.error]),
+      [
+        ['logged-queue', 'POST', '/q?x=1', 202, 3, queued.headers['burrow-event-id'], null],
+        ['logged-reject', 'POST', '/r', 503, 0, null, 'TUNNEL_UNAVAILABLE'],
+      ],
+    );
   } finally {
     await target.close();
   }
