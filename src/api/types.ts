@@ -62,6 +62,12 @@ export interface TunnelDirectory {
   replay(capture: CaptureDetail, overrides: ReplayOverrides): Promise<CaptureDetail>;
 }
 
+/** The edge's delivery of held webhooks, as the API sees it (docs/offline.md). */
+export interface QueueDriver {
+  /** Events of `subdomain` were queued, redelivered or discarded, or its queue paused or resumed. */
+  changed(subdomain: string): void;
+}
+
 export interface InstanceInfo {
   build: string;
   region: string;

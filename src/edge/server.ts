@@ -19,6 +19,7 @@ import { AdminServer, type AdminAddress } from './admin.js';
 import { TrustedProxies, requestOrigin } from './client-address.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
+import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
 import { discardBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
@@ -72,6 +73,8 @@ export interface EdgeOptions {
   trustProxy?: string | readonly string[];
   /** How often expired captures are swept. */
   captureSweepMs?: number;
+  /** Held webhooks of reserved subdomains in `queue` mode (docs/offline.md): retry timings and limits. */
+  offlineQueue?: OfflineQueueOptions;
   log?: (line: string) => void;
   /** Serve GET /metrics and GET /healthz on this address (src/edge/admin.ts); off when absent. */
   admin?: AdminAddress;
@@ -89,6 +92,7 @@ export class Edge {
   readonly captures: CaptureStore;
   readonly usage: UsageMeter;
   readonly registry: TunnelRegistry;
+  readonly offline: OfflineQueue;
   readonly api: Api;
   readonly domain: string;
   readonly settings: Settings;
@@ -142,11 +146,13 @@ export class Edge {
         : new EdgeMetrics({ tunnelsActive: () => this.registry.size, streamsOpen: () => this.openStreams(), draining: () => this.draining });
     const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
     this.observer = new EdgeObserver(metrics, accessLog, this.log);
+    this.offline = new OfflineQueue(this.store, this.registry, this.log, options.offlineQueue, this.observer);
     this.api = new Api({
       store: this.store,
       captures: this.captures,
       usage: this.usage,
       tunnels: this.registry,
+      queue: this.offline,
       instance: { build: VERSION, region: options.region ?? 'local' },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
@@ -296,8 +302,11 @@ export class Edge {
       upgrade: (res, req, context) => this.onUpgrade(res, req, context),
       open: (ws) => {
         const data = ws.getUserData();
-        if (data.session !== null) data.session.attach(ws);
-        else data.passthrough?.onPublicOpen(ws);
+        if (data.session !== null) {
+          data.session.attach(ws);
+          // Every tunnel socket is a TunnelSession (connectTunnel); SocketData names it by its socket interface.
+          this.offline.tunnelConnected(data.session as TunnelSession);
+        } else data.passthrough?.onPublicOpen(ws);
       },
       message: (ws, message, isBinary) => {
         const data = ws.getUserData();
@@ -451,6 +460,7 @@ export class Edge {
       refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
       return;
     }
+    if (this.offline.serves(res, req, head, subdomain, clientAddress)) return;
     const session = this.sessionFor(res, req, subdomain);
     if (session === undefined) return;
     const method = req.getCaseSensitiveMethod();
@@ -602,6 +612,7 @@ export class Edge {
   }
 
   private async shutdown(drainMs: number): Promise<void> {
+    this.offline.close();
     // From here on /healthz answers 503: a load balancer stops sending before the drain ends.
     this.draining = true;
     if (this.listenSocket !== null) {

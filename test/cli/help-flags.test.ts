@@ -10,6 +10,7 @@ import { adminCommand } from '../../src/cli/commands/admin.js';
 import { loginCommand, requestsCommand, reservationsCommand, reserveCommand, tokensCommand, tunnelsCommand } from '../../src/cli/commands/api-commands.js';
 import { edgeCommand } from '../../src/cli/commands/edge.js';
 import { httpCommand } from '../../src/cli/commands/http.js';
+import { queueCommand } from '../../src/cli/commands/queue.js';
 import { replayCommand } from '../../src/cli/commands/replay.js';
 
 type Command = (argv: string[]) => Promise<number>;
@@ -28,6 +29,7 @@ const COMMANDS: [string, Command, string[]][] = [
   ['requests show', requestsCommand, ['show']],
   ['reserve', reserveCommand, []],
   ['reservations', reservationsCommand, []],
+  ['queue', queueCommand, []],
   ['http', httpCommand, []],
   ['replay', replayCommand, []],
 ];
