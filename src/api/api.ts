@@ -9,11 +9,13 @@ import { bodyJson, headerPairs } from '../exchange-json.js';
 import { idSegmentOfTokenId, nowIso } from '../ids.js';
 import { subdomainProblem } from '../subdomain.js';
 import type { CaptureRecord, CaptureStore } from '../store/captures.js';
+import { SessionStore, type SessionOptions, type SessionRecord } from '../store/sessions.js';
 import type { Principal, Store } from '../store/store.js';
 import { periodOf, type UsageMeter } from '../store/usage.js';
 import { intParam, json, NO_CONTENT, queryParams, readJsonObject } from './http.js';
 import { FixedWindowLimiter, type RateDecision } from './rate-limit.js';
 import { Router } from './router.js';
+import { checkCsrf, clearedSessionCookie, isStateChanging, sessionCookie, sessionIdOf } from './session.js';
 import type { ApiRequest, ApiResponse, HeaderPairs, InstanceInfo, ReplayOverrides, TunnelDirectory } from './types.js';
 
 export interface ApiOptions {
@@ -27,6 +29,10 @@ export interface ApiOptions {
   rateWindowMs?: number;
   /** Failed authentications per window per failing credential (token id, or client address). */
   authFailureLimit?: number;
+  /** The edge's public scheme: the dashboard's expected Origin, and the cookie's Secure flag on https. */
+  publicScheme?: 'http' | 'https';
+  /** Dashboard session lifetimes (docs/dashboard.md). */
+  sessions?: SessionOptions;
   clock?: () => number;
 }
 
@@ -34,6 +40,8 @@ interface Context {
   req: ApiRequest;
   params: Record<string, string>;
   principal: Principal;
+  /** The dashboard session the request came with, when it was authenticated by the cookie. */
+  session: { id: string; record: SessionRecord } | null;
 }
 
 type Handler = (ctx: Context) => ApiResponse | Promise<ApiResponse>;
@@ -51,9 +59,13 @@ export class Api {
   readonly tokenLimiter: FixedWindowLimiter;
   readonly failureLimiter: FixedWindowLimiter;
   private readonly clock: () => number;
+  readonly sessions: SessionStore;
+  private readonly scheme: 'http' | 'https';
 
   constructor(private readonly options: ApiOptions) {
     this.clock = options.clock ?? Date.now;
+    this.sessions = new SessionStore(options.store, options.sessions);
+    this.scheme = options.publicScheme ?? 'http';
     const windowMs = options.rateWindowMs ?? 60_000;
     this.tokenLimiter = new FixedWindowLimiter(options.rateLimit ?? 100, windowMs, this.clock);
     this.failureLimiter = new FixedWindowLimiter(options.authFailureLimit ?? 30, windowMs, this.clock);
@@ -69,6 +81,7 @@ export class Api {
   sweep(): void {
     this.tokenLimiter.sweep();
     this.failureLimiter.sweep();
+    this.sessions.sweep(this.clock());
   }
 
   async handle(req: ApiRequest): Promise<ApiResponse> {
@@ -81,11 +94,11 @@ export class Api {
       );
     }
     const { handler: route, params } = lookup.match;
-    if (route.public) return this.run(route.handler, { req, params, principal: undefined as unknown as Principal });
+    if (route.public) return this.run(route.handler, { req, params, principal: undefined as unknown as Principal, session: null });
 
     const auth = this.authenticate(req);
     if ('refusal' in auth) return auth.refusal;
-    const { principal } = auth;
+    const { principal, session } = auth;
     const rate = this.tokenLimiter.hit(principal.token.id);
     const rateHeaders = rateLimitHeaders(rate);
     if (!rate.allowed) {
@@ -98,7 +111,7 @@ export class Api {
     }
     // Best effort: a failed write of last_used_at must not fail the request, nor go unhandled.
     this.options.store.touchToken(principal.token.idSegment, this.clock()).catch(() => {});
-    const response = await this.run(route.handler, { req, params, principal });
+    const response = await this.run(route.handler, { req, params, principal, session });
     // A new object: handlers may return shared frozen responses (NO_CONTENT).
     return { ...response, headers: response.headers === undefined ? rateHeaders : [...response.headers, ...rateHeaders] };
   }
@@ -113,10 +126,29 @@ export class Api {
     }
   }
 
-  /** The principal, or the 401/429 response to send instead. */
-  private authenticate(req: ApiRequest): { principal: Principal } | { refusal: ApiResponse } {
+  /**
+   * The principal, or the 401/403/429 response to send instead. A Bearer token wins; without one, the
+   * dashboard's session cookie stands for its token (same rate limit), and a state-changing request
+   * with it must pass the CSRF rule first (src/api/session.ts).
+   */
+  private authenticate(req: ApiRequest): { principal: Principal; session: Context['session'] } | { refusal: ApiResponse } {
+    const sessionId = req.headers.authorization === '' ? sessionIdOf(req.headers.cookie) : null;
+    if (sessionId !== null) {
+      if (isStateChanging(req.method)) {
+        try {
+          checkCsrf(req, this.scheme);
+        } catch (error) {
+          return { refusal: errorResponse(error as BurrowError) };
+        }
+      }
+      const resolved = this.sessions.resolve(sessionId, this.clock());
+      if (resolved === undefined) {
+        return { refusal: errorResponse(new BurrowError('UNAUTHORIZED', 'The dashboard session ended (signed out, expired, or its token was revoked). Sign in again.')) };
+      }
+      return { principal: resolved.principal, session: { id: sessionId, record: resolved.record } };
+    }
     const outcome = this.authorize(req.headers.authorization, req.clientAddress);
-    return outcome instanceof BurrowError ? { refusal: errorResponse(outcome) } : { principal: outcome };
+    return outcome instanceof BurrowError ? { refusal: errorResponse(outcome) } : { principal: outcome, session: null };
   }
 
   /**
@@ -176,6 +208,29 @@ export class Api {
     add('GET', '/api/v1/instance', () =>
       json(200, { build: instance.build, region: instance.region, server_time: nowIso(this.clock()) }), true);
 
+    // The dashboard's session (docs/dashboard.md): an access token exchanged once for an HttpOnly cookie.
+    const secure = this.scheme === 'https';
+    add('POST', '/api/v1/session', async ({ req }) => {
+      checkCsrf(req, this.scheme);
+      const body = readJsonObject(req);
+      rejectUnknownFields(body, ['token']);
+      if (typeof body.token !== 'string' || body.token === '') throw new BurrowError('INVALID_REQUEST', '"token" must be an access token.');
+      const principal = this.authorize(`Bearer ${body.token}`, req.clientAddress);
+      if (principal instanceof BurrowError) throw principal;
+      const now = this.clock();
+      const id = await this.sessions.open(principal, now);
+      store.touchToken(principal.token.idSegment, now).catch(() => {});
+      return json(201, sessionJson(principal, now + this.sessions.idleMs), [['Set-Cookie', sessionCookie(id, this.sessions.maxAgeMs, secure)]]);
+    }, true);
+
+    add('GET', '/api/v1/session', ({ principal, session }) =>
+      json(200, sessionJson(principal, session === null ? null : this.sessions.expiresAt(session.record))));
+
+    add('DELETE', '/api/v1/session', async ({ session }) => {
+      if (session !== null) await this.sessions.close(session.id);
+      return { status: 204, headers: [['Set-Cookie', clearedSessionCookie(secure)]] };
+    });
+
     add('GET', '/api/v1/auth/me', ({ principal: { account } }) =>
       json(200, { id: account.id, email: account.email, plan: account.plan }));
 
@@ -220,6 +275,7 @@ export class Api {
           port: tunnel.port,
           started_at: nowIso(tunnel.startedAt),
           token_id: tunnel.tokenId,
+          public_url: tunnel.publicUrl,
         })),
       }));
 
@@ -367,6 +423,14 @@ export class Api {
       return NO_CONTENT;
     });
   }
+}
+
+function sessionJson(principal: Principal, expiresAt: number | null): Record<string, unknown> {
+  return {
+    account: { id: principal.account.id, email: principal.account.email, plan: principal.account.plan },
+    token_id: principal.token.id,
+    expires_at: expiresAt === null ? null : nowIso(expiresAt),
+  };
 }
 
 export function errorResponse(error: BurrowError, extraHeaders?: HeaderPairs): ApiResponse {

@@ -16,6 +16,11 @@ export interface ApiRequest {
   headers: {
     authorization: string;
     'content-type': string;
+    /** What the dashboard's session needs (docs/dashboard.md); absent where the caller has no cookie. */
+    cookie?: string;
+    origin?: string;
+    host?: string;
+    'x-burrow-csrf'?: string;
   };
   body: Buffer | null;
   clientAddress: string;

@@ -14,6 +14,7 @@ import { lockDataDirectory } from '../store/data-lock.js';
 import { Store, type StoreOptions } from '../store/store.js';
 import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
+import { loadDashboard, serveDashboard } from './dashboard.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
 import { discardBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
@@ -116,7 +117,9 @@ export class Edge {
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
       ...(options.authFailureLimit === undefined ? {} : { authFailureLimit: options.authFailureLimit }),
+      publicScheme: options.publicScheme ?? 'http',
     });
+    loadDashboard();
     this.deps = {
       settings: this.settings,
       captures: this.captures,
@@ -228,7 +231,9 @@ export class Edge {
       // Public requests have their framing checked on the header walk they need anyway.
       if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
       else if (this.refusedFraming(res, req)) return;
-      else if (target.kind === 'api') this.serveApi(res, req);
+      else if (target.kind === 'api') {
+        if (!serveDashboard(res, req)) this.serveApi(res, req);
+      }
       else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
     });
   }
@@ -249,7 +254,14 @@ export class Edge {
       method,
       path: req.getUrl(),
       query: req.getQuery() ?? '',
-      headers: { authorization: req.getHeader('authorization'), 'content-type': req.getHeader('content-type') },
+      headers: {
+        authorization: req.getHeader('authorization'),
+        'content-type': req.getHeader('content-type'),
+        cookie: req.getHeader('cookie'),
+        origin: req.getHeader('origin'),
+        host: req.getHeader('host'),
+        'x-burrow-csrf': req.getHeader('x-burrow-csrf'),
+      },
       body: null,
       clientAddress: remoteAddress(res),
     };
