@@ -11,6 +11,7 @@ import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
+import type { SessionOptions } from '../store/sessions.js';
 import { Store, type StoreOptions } from '../store/store.js';
 import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
@@ -56,6 +57,8 @@ export interface EdgeOptions {
   /** How public URLs are printed: scheme and port (the edge's own port by default). */
   publicScheme?: 'http' | 'https';
   publicPort?: number;
+  /** Dashboard session lifetimes (docs/dashboard.md): 12 h idle, 7 days at most by default. */
+  dashboardSessions?: SessionOptions;
   region?: string;
   /** How often expired captures are swept. */
   captureSweepMs?: number;
@@ -118,6 +121,7 @@ export class Edge {
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
       ...(options.authFailureLimit === undefined ? {} : { authFailureLimit: options.authFailureLimit }),
       publicScheme: options.publicScheme ?? 'http',
+      ...(options.dashboardSessions === undefined ? {} : { sessions: options.dashboardSessions }),
     });
     loadDashboard();
     this.deps = {
