@@ -265,7 +265,7 @@ async function tokensView(root) {
 // ---- Reserved subdomains -------------------------------------------------------------------------------
 
 async function reservedView(root) {
-  const name = h('input', { id: 'reserve-name', required: true, autocomplete: 'off', spellcheck: 'false', pattern: '[A-Za-z0-9-]{1,63}' });
+  const name = h('input', { id: 'reserve-name', required: true, autocomplete: 'off', spellcheck: 'false' });
   const list = h('div');
   const refresh = async () => {
     const { tunnels, reserved } = await loadTunnelsAndReservations();
