@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { request } from 'undici';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
-import { call, createAccount, readBody, startClient, startEdge, startLocal, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
+import { call, createAccount, rawRequest, readBody, startClient, startEdge, startLocal, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 import { launchChromium, type Browser } from '../inspector/browser.js';
 
 // These run inside the page (tsconfig has no DOM library): module-local declarations, nothing global.
@@ -200,16 +200,21 @@ describe('the dashboard in Chromium', () => {
       body: '<script>alert(3)</script><img src=x onerror="alert(4)">',
       headers: { 'content-type': 'text/html', 'x-evil': '<img src=x onerror=alert(5)>' },
     }), 200);
+    // A path with raw markup characters, as a hostile client can send it (no client library would).
+    const raw = await rawRequest(edge.port, `GET /raw/<script>alert(6)</script><img/src/onerror=alert(7)> HTTP/1.1\r\nHost: ${main.host}\r\nConnection: close\r\n\r\n`);
+    assert.match(raw, /^HTTP\/1\.1 200/);
     assert.equal(await send('POST', '/orders', { body: '{"sku":"TEE","qty":2}', headers: { 'content-type': 'application/json' } }), 200);
     await link('Requests').click();
     await page.getByLabel('Tunnel', { exact: true }).selectOption('alice-main');
     await rowWith('/orders').waitFor();
     const paths = await page.locator('table.requests tbody td.path').allTextContents();
-    assert.deepEqual(paths, ['/orders', xssPath, '/hello?x=1']);
+    assert.deepEqual(paths, ['/orders', '/raw/<script>alert(6)</script><img/src/onerror=alert(7)>', xssPath, '/hello?x=1']);
 
     await rowWith('/xss/').click();
     await page.getByText('<script>alert(3)</script><img src=x onerror="alert(4)">').waitFor();
     await page.getByText('<img src=x onerror=alert(5)>').waitFor();
+    await rowWith('/raw/').click();
+    await page.getByRole('heading', { name: 'GET /raw/<script>alert(6)</script><img/src/onerror=alert(7)>' }).waitFor();
     assert.equal(await page.locator('#view img, #view script').count(), 0);
     await page.waitForTimeout(300);
     assert.deepEqual(dialogs, [], 'no payload ran');
@@ -218,7 +223,7 @@ describe('the dashboard in Chromium', () => {
     await page.waitForFunction(() => document.querySelectorAll('table.requests tbody tr').length === 1);
     await page.getByLabel('Path', { exact: true }).fill('');
     await page.getByLabel('Method', { exact: true }).selectOption('GET');
-    await page.waitForFunction(() => document.querySelectorAll('table.requests tbody tr').length === 1);
+    await page.waitForFunction(() => document.querySelectorAll('table.requests tbody tr').length === 2);
     await page.getByLabel('Method', { exact: true }).selectOption('');
   });
 
