@@ -31,6 +31,8 @@ export interface ApiOptions {
   authFailureLimit?: number;
   /** The edge's public scheme: the dashboard's expected Origin, and the cookie's Secure flag on https. */
   publicScheme?: 'http' | 'https';
+  /** A tunnel's public URL as the edge prints it (the dashboard shows it). */
+  publicUrlOf?: (subdomain: string) => string;
   /** Dashboard session lifetimes (docs/dashboard.md). */
   sessions?: SessionOptions;
   clock?: () => number;
@@ -199,6 +201,15 @@ export class Api {
     return this.options.store.planLimits(principal.account.plan).retentionMs;
   }
 
+  private sessionJson(principal: Principal, expiresAt: number | null): Record<string, unknown> {
+    return {
+      account: { id: principal.account.id, email: principal.account.email, plan: principal.account.plan },
+      token_id: principal.token.id,
+      expires_at: expiresAt === null ? null : nowIso(expiresAt),
+      tunnel_url: this.options.publicUrlOf?.('{subdomain}') ?? null,
+    };
+  }
+
   private defineRoutes(): void {
     const { store, captures, tunnels, usage, instance } = this.options;
     const add = (method: string, path: string, handler: Handler, isPublic = false): void => {
@@ -220,11 +231,11 @@ export class Api {
       const now = this.clock();
       const id = await this.sessions.open(principal, now);
       store.touchToken(principal.token.idSegment, now).catch(() => {});
-      return json(201, sessionJson(principal, now + this.sessions.idleMs), [['Set-Cookie', sessionCookie(id, this.sessions.maxAgeMs, secure)]]);
+      return json(201, this.sessionJson(principal, now + this.sessions.idleMs), [['Set-Cookie', sessionCookie(id, this.sessions.maxAgeMs, secure)]]);
     }, true);
 
     add('GET', '/api/v1/session', ({ principal, session }) =>
-      json(200, sessionJson(principal, session === null ? null : this.sessions.expiresAt(session.record))));
+      json(200, this.sessionJson(principal, session === null ? null : this.sessions.expiresAt(session.record))));
 
     add('DELETE', '/api/v1/session', async ({ session }) => {
       if (session !== null) await this.sessions.close(session.id);
@@ -275,7 +286,6 @@ export class Api {
           port: tunnel.port,
           started_at: nowIso(tunnel.startedAt),
           token_id: tunnel.tokenId,
-          public_url: tunnel.publicUrl,
         })),
       }));
 
@@ -423,14 +433,6 @@ export class Api {
       return NO_CONTENT;
     });
   }
-}
-
-function sessionJson(principal: Principal, expiresAt: number | null): Record<string, unknown> {
-  return {
-    account: { id: principal.account.id, email: principal.account.email, plan: principal.account.plan },
-    token_id: principal.token.id,
-    expires_at: expiresAt === null ? null : nowIso(expiresAt),
-  };
 }
 
 export function errorResponse(error: BurrowError, extraHeaders?: HeaderPairs): ApiResponse {

@@ -121,6 +121,7 @@ export class Edge {
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
       ...(options.authFailureLimit === undefined ? {} : { authFailureLimit: options.authFailureLimit }),
       publicScheme: options.publicScheme ?? 'http',
+      publicUrlOf: (subdomain) => this.publicUrl(subdomain),
       ...(options.dashboardSessions === undefined ? {} : { sessions: options.dashboardSessions }),
     });
     loadDashboard();

@@ -106,6 +106,7 @@ describe('the session', () => {
     const session = await call(target, 'GET', '/api/v1/session', { headers: { cookie } });
     assert.equal(session.json.token_id, alice.tokenId);
     assert.equal(session.json.account.email, alice.email);
+    assert.equal(session.json.tunnel_url, `http://{subdomain}.localhost:${target.port}`);
     const created = await call(target, 'POST', '/api/v1/tokens', { body: { label: 'from-the-page' }, headers: { cookie, ...browserHeaders() } });
     assert.equal(created.status, 201, created.text);
   });

@@ -134,9 +134,10 @@ async function loadTunnelsAndReservations() {
   return { tunnels, reserved };
 }
 
-function publicUrlGuess(subdomain) {
-  const host = location.host.replace(/^api\./, '');
-  return `${location.protocol}//${subdomain}.${host}`;
+/** A tunnel's public URL, from the edge's pattern (GET /api/v1/session). */
+function publicUrlOf(subdomain) {
+  const pattern = state.session?.tunnel_url ?? `${location.protocol}//{subdomain}.${location.host.replace(/^api\./, '')}`;
+  return pattern.replace('{subdomain}', subdomain);
 }
 
 // ---- Tunnels -------------------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ async function tunnelsView(root) {
         const token = tokens.get(tunnel.token_id);
         return h('tr', {},
           h('td', {}, h('a', { href: `#/requests/${encodeURIComponent(tunnel.subdomain)}`, 'aria-label': `Requests of ${tunnel.subdomain}` }, tunnel.subdomain)),
-          h('td', {}, h('a', { href: tunnel.public_url, rel: 'noreferrer noopener', target: '_blank' }, tunnel.public_url)),
+          h('td', {}, h('a', { href: publicUrlOf(tunnel.subdomain), rel: 'noreferrer noopener', target: '_blank' }, publicUrlOf(tunnel.subdomain))),
           h('td.num', {}, String(tunnel.port)),
           h('td', {}, dateText(tunnel.started_at)),
           h('td', {}, token === undefined ? tunnel.token_id : `${token.label} (${token.prefix}…)`),
@@ -170,7 +171,7 @@ async function tunnelsView(root) {
   const close = async (tunnel) => {
     const ok = await confirmAction({
       title: `Close ${tunnel.subdomain}?`,
-      text: `The tunnel ${tunnel.public_url} ends now; its client is told so and does not reconnect. Captured requests stay.`,
+      text: `The tunnel ${publicUrlOf(tunnel.subdomain)} ends now; its client is told so and does not reconnect. Captured requests stay.`,
       confirmLabel: 'Close tunnel',
     });
     if (!ok) return;
@@ -193,9 +194,8 @@ async function requestsPage(root, argument) {
   const { tunnels, reserved } = await loadTunnelsAndReservations();
   const names = [...new Set([...tunnels.map((tunnel) => tunnel.subdomain), ...reserved.map((record) => record.subdomain), ...(state.preferredTunnel ? [state.preferredTunnel] : [])])];
   if (argument !== null && !names.includes(argument)) names.unshift(argument);
-  const urls = new Map(tunnels.map((tunnel) => [tunnel.subdomain, tunnel.public_url]));
   const preferred = argument ?? (names.includes(state.preferredTunnel) ? state.preferredTunnel : null);
-  return requestsView({ root, subdomains: names, preferred, setError, notify, publicUrlOf: (subdomain) => urls.get(subdomain) ?? publicUrlGuess(subdomain) });
+  return requestsView({ root, subdomains: names, preferred, setError, notify, publicUrlOf });
 }
 
 // ---- Access tokens -------------------------------------------------------------------------------------
