@@ -330,7 +330,7 @@ async function accountView(root) {
     h('h2', {}, 'Usage this period'),
     h('p.muted', {}, `${dateText(billing.period.start)} to ${dateText(billing.period.end)}`),
     h('div.table-wrap', {}, h('table', {}, h('caption', {}, 'Usage against the plan\'s limits'),
-      h('thead', {}, h('tr', {}, ['', 'Used', 'Limit', ''].map((t) => h('th', { scope: 'col' }, t)))),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'What'), h('th.num', { scope: 'col' }, 'Used'), h('th.num', { scope: 'col' }, 'Limit'), h('th', { scope: 'col' }, 'Share'))),
       h('tbody', {},
         usage('Active tokens', u.active_tokens, l.active_tokens),
         usage('Active tunnels', u.active_tunnels, l.active_tunnels),
