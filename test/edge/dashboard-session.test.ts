@@ -45,9 +45,12 @@ describe('the page', () => {
       assert.equal(response.headers['x-content-type-options'], 'nosniff');
       assert.equal(response.headers['referrer-policy'], 'no-referrer');
     }
-    const script = await call(target, 'GET', '/dashboard/app.js');
-    assert.equal(script.status, 200);
-    assert.match(String(script.headers['content-type']), /^text\/javascript/);
+    for (const path of ['/dashboard/app.js', '/dashboard/exchange-format.js']) {
+      const script = await call(target, 'GET', path);
+      assert.equal(script.status, 200, path);
+      assert.match(String(script.headers['content-type']), /^text\/javascript/);
+      assert.ok(String(script.headers['content-security-policy']).includes("script-src 'self'"));
+    }
   });
 
   test('other paths stay the API\'s: /health, /api/v1/health, unknown dashboard files and tunnel hosts answer 404', async () => {

@@ -2,7 +2,8 @@
 // framework, no build step. The session lives in an HttpOnly cookie the page cannot read; the page
 // learns whether it is signed in by asking GET /api/v1/session.
 import { api, errorText, onApiFailure } from './api.js';
-import { clear, copyText, dateText, h, sizeText, table } from './dom.js';
+import { clear, copyText, dateText, h, table } from './dom.js';
+import { sizeText } from './exchange-format.js';
 import { requestsView } from './requests.js';
 
 const $ = (id) => document.getElementById(id);

@@ -36,19 +36,6 @@ export function dateText(iso) {
   return date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 }
 
-export function durationText(ms) {
-  if (ms < 10) return `${ms.toFixed(1)} ms`;
-  if (ms < 10_000) return `${Math.round(ms)} ms`;
-  return `${(ms / 1000).toFixed(1)} s`;
-}
-
-export function sizeText(bytes) {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
-  if (bytes < 1024 ** 3) return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-  return `${(bytes / 1024 ** 3).toFixed(2)} GiB`;
-}
-
 /** A table with a caption (its accessible name), column heads and rows of cells. */
 export function table(caption, heads, rows, empty) {
   if (rows.length === 0) return h('p.empty', {}, empty);

@@ -3,7 +3,9 @@
 // timing and client address, copy as curl, and replay as-is or with edits. Captured data is shown as
 // text only: it comes from whoever sent the request.
 import { api, errorText } from './api.js';
-import { clear, copyText, dateText, durationText, h, sizeText } from './dom.js';
+import { clear, copyText, dateText, h } from './dom.js';
+// Shared with the local inspector's page (src/web/exchange-format.js).
+import { bodyInfo, latencyText as durationText, renderBody, statusClass, statusText } from './exchange-format.js';
 
 const PAGE = 50;
 
@@ -59,11 +61,11 @@ export function requestsView(context) {
     const rows = shown.map((item) => {
       const row = h('tr', {
         tabindex: '0',
-        class: `status-${statusGroup(item.status)}${item.id === state.selected ? ' selected' : ''}`,
+        class: `${statusClass(item)}${item.id === state.selected ? ' selected' : ''}`,
         'aria-selected': item.id === state.selected ? 'true' : 'false',
         on: { click: () => void open(item.id), keydown: (event) => { if (event.key === 'Enter' || event.key === ' ') { event.preventDefault(); void open(item.id); } } },
       },
-      h('td.method', {}, item.method), h('td.path', {}, item.path), h('td.status', {}, item.status === 0 ? 'ERR' : String(item.status)),
+      h('td.method', {}, item.method), h('td.path', {}, item.path), h('td.status', {}, statusText(item)),
       h('td.num', {}, durationText(item.duration_ms)), h('td.time', {}, dateText(item.received_at)));
       return row;
     });
@@ -116,32 +118,25 @@ export function requestsView(context) {
   return () => clearInterval(state.timer);
 }
 
-function statusGroup(status) {
-  return status === 0 ? 'err' : `${String(status)[0]}xx`;
-}
-
-function bodyText(part) {
-  if (part.body_encoding === 'base64') return { raw: `(binary, ${sizeText(part.body_size)}, base64)\n${part.body}`, pretty: null };
-  let pretty = null;
-  try {
-    if (part.body !== '' && /^[\s]*[[{]/.test(part.body)) pretty = JSON.stringify(JSON.parse(part.body), null, 2);
-  } catch {
-    pretty = null;
-  }
-  return { raw: part.body, pretty };
-}
-
 function headerTable(caption, headers) {
   return h('div.table-wrap', {}, h('table.headers', {}, h('caption', {}, caption), h('tbody', {}, headers.map(([name, value]) => h('tr', {}, h('th', { scope: 'row' }, name), h('td', {}, value))))));
 }
 
-function bodyBlock(title, part) {
-  const { raw, pretty } = bodyText(part);
-  const pre = h('pre.body', { tabindex: '0' }, pretty ?? raw);
-  const note = part.truncated ? h('p.note', {}, `Cut at the capture limit: ${sizeText(part.body_size)} in all.`) : null;
-  let showingPretty = pretty !== null;
-  const toggle = pretty === null ? null : h('button.small', { type: 'button', on: { click: () => { showingPretty = !showingPretty; pre.textContent = showingPretty ? pretty : raw; toggle.textContent = showingPretty ? 'Raw' : 'Pretty'; } } }, 'Raw');
-  return h('div.body-block', {}, h('h4', {}, title, ' ', h('span.muted', {}, part.body === '' ? '(empty)' : sizeText(part.body_size)), toggle ? ' ' : null, toggle), note, part.body === '' ? null : pre);
+function bodyBlock(title, part, headers) {
+  const pretty = renderBody(part, headers);
+  const raw = renderBody(part, headers, true);
+  const pre = h('pre.body', { tabindex: '0' }, pretty.text);
+  const info = h('span.muted', {}, part.body_size === 0 ? '(empty)' : bodyInfo(part, pretty.kind));
+  const note = part.truncated ? h('p.note', {}, 'Cut at the capture limit.') : null;
+  let showingPretty = true;
+  const toggle = pretty.kind !== 'JSON' ? null : h('button.small', { type: 'button', on: { click: () => {
+    showingPretty = !showingPretty;
+    const shown = showingPretty ? pretty : raw;
+    pre.textContent = shown.text;
+    info.textContent = bodyInfo(part, shown.kind);
+    toggle.textContent = showingPretty ? 'Raw' : 'Pretty';
+  } } }, 'Raw');
+  return h('div.body-block', {}, h('h4', {}, title, ' ', info, toggle ? ' ' : null, toggle), note, part.body === '' ? null : pre);
 }
 
 function shellQuote(text) {
@@ -173,7 +168,7 @@ function showDetail(detail, capture, context) {
         h('h3', {}, 'Replay result'),
         h('p', {}, `${replayed.method} ${replayed.path} → `, h('strong', {}, replayed.status === 0 ? 'ERR' : String(replayed.status)), ` in ${durationText(replayed.duration_ms)}`, replayed.error ? ` (${replayed.error})` : ''),
         headerTable('Replay response headers', replayed.response.headers),
-        bodyBlock('Replay response body', replayed.response),
+        bodyBlock('Replay response body', replayed.response, replayed.response.headers),
       );
       context.refreshSoon?.();
     } catch (error) {
@@ -232,9 +227,9 @@ function showDetail(detail, capture, context) {
     result,
     h('h3', {}, 'Request'),
     headerTable('Request headers', capture.request.headers),
-    bodyBlock('Request body', capture.request),
+    bodyBlock('Request body', capture.request, capture.request.headers),
     h('h3', {}, `Response ${capture.response.status === 0 ? '' : capture.response.status}`),
     headerTable('Response headers', capture.response.headers),
-    bodyBlock('Response body', capture.response),
+    bodyBlock('Response body', capture.response, capture.response.headers),
   );
 }
