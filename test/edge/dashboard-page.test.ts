@@ -165,7 +165,10 @@ describe('the dashboard in Chromium', () => {
   test('revoking the token of the current session warns about it', async () => {
     await rowWith('this session').getByRole('button', { name: 'Revoke', exact: true }).click();
     await page.getByText('This is the token of your current session').waitFor();
-    await button('Cancel').click();
+    // The keyboard: Cancel has the focus, Enter would cancel; Escape closes the dialog without revoking.
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Cancel');
+    await page.keyboard.press('Escape');
+    await button('Revoke token').waitFor({ state: 'hidden' });
     assert.equal((await call(edge, 'GET', '/api/v1/auth/me', { token: alice.token })).status, 200);
   });
 

@@ -124,7 +124,8 @@ function confirmAction({ title, text, warnings = [], confirmLabel }) {
   $('confirm-ok').textContent = confirmLabel;
   dialog.returnValue = '';
   dialog.showModal();
-  $('confirm-ok').focus();
+  // Cancel has the focus: Enter pressed once too often must not revoke or close anything.
+  $('confirm-cancel').focus();
   return new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true }));
 }
 
