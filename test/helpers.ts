@@ -235,15 +235,21 @@ export async function runCli(args: string[], env: Record<string, string> = {}, t
   return { code, stdout, stderr };
 }
 
+export interface SpawnedProcess {
+  child: ChildProcess;
+  output: () => string;
+  match: RegExpMatchArray;
+  exited: Promise<number | null>;
+}
+
 /** Starts a long-running CLI command (burrow http, burrow edge) and waits for a line matching `ready`. */
-export async function spawnCli(
-  args: string[],
-  env: Record<string, string>,
-  ready: RegExp,
-  timeoutMs = 20_000,
-  cwd?: string,
-): Promise<{ child: ChildProcess; output: () => string; match: RegExpMatchArray; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd === undefined ? {} : { cwd }) });
+export async function spawnCli(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 20_000, cwd?: string): Promise<SpawnedProcess> {
+  return spawnNode([BIN, ...args], env, ready, timeoutMs, cwd);
+}
+
+/** Starts `node ...args` and waits for a line matching `ready`; killed when the test process exits. */
+export async function spawnNode(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 20_000, cwd?: string): Promise<SpawnedProcess> {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd === undefined ? {} : { cwd }) });
   track(child);
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

@@ -42,6 +42,8 @@ let sent = 0;
 const host: StreamHost = {
   settings: DEFAULT_SETTINGS,
   routes: new RouteTable(3000, [{ prefix: '/api', port: 4000 }, { prefix: '/webhooks/github', port: 5000 }]),
+  hostHeader: 'keep',
+  localInsecure: false,
   recordLimit: 0,
   connectionSend: new SendCredit(2 ** 30),
   blocked: new Set<FlushableStream>(),

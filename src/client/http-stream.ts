@@ -12,10 +12,12 @@ import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../
 import { connectionNamed, HOP_BY_HOP, removeNamed } from '../protocol/headers.js';
 import { CaptureBuffer } from '../capture-buffer.js';
 import { edgeResetText, type Exchange } from './exchange.js';
+import { localRequestHeaders } from './host-header.js';
+import type { LocalTarget } from './routes.js';
 import type { StreamHost } from './stream-host.js';
 
-/** Request headers undici refuses or that describe the edge↔client hop, not the request. */
-const NOT_FORWARDED = new Set(['expect']);
+/** Certificate errors of an https:// target: the message says how to accept a self-signed one. */
+const CERTIFICATE_ERROR = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS/;
 
 export interface OpenRequest {
   requestId: string;
@@ -30,6 +32,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   readonly kind = 'http';
   closed = false;
   readonly port: number;
+  readonly target: LocalTarget;
   private readonly startedAt = Date.now();
   private readonly startedHr = performance.now();
 
@@ -48,6 +51,8 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   private readonly sendCredit: SendCredit;
   private status = 0;
   private responseHeaders: string[] = [];
+  /** The Content-Length the local server declared, -1 when none: a body that ends short is reset. */
+  private declaredLength = -1;
   /** Fast path: a response of known small length is gathered into one RESPONSE frame. */
   private gather: Buffer[] | null = null;
   private gathered = 0;
@@ -65,7 +70,8 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     private readonly host: StreamHost,
     private readonly request: OpenRequest,
   ) {
-    this.port = host.routes.portFor(request.path);
+    this.target = host.routes.targetFor(request.path);
+    this.port = this.target.port;
     const settings = host.settings;
     this.requestWindow = new ReceiveWindow(settings.streamWindow);
     this.sendCredit = new SendCredit(settings.streamWindow);
@@ -93,9 +99,9 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       if (body !== null && body.byteLength > 0) this.pushBody(body);
       payload = this.body;
     }
-    const forwarded = withoutNotForwarded(this.request.headers);
     try {
-      this.host.pool(this.port).dispatch(
+      const forwarded = localRequestHeaders(this.request.headers, this.target, this.host.hostHeader);
+      this.host.pool(this.target).dispatch(
         { path: this.request.path, method: this.request.method, headers: forwarded, body: payload, blocking: false },
         this,
       );
@@ -150,30 +156,47 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     if (this.closed) controller.abort(new Error('cancelled by the edge'));
   }
 
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
     if (statusCode < 200) return; // 1xx informational: the final response follows.
     this.status = statusCode;
-    // One pass: flatten, leaving out hop-by-hop headers (Node servers always send two of them).
+    // Header bytes cross as they came: each byte one char (latin1), in the server's order, names
+    // lower-cased; hop-by-hop ones left out (Node servers always send two of them).
+    const raw = (controller as { rawHeaders?: (Buffer | string)[] | null }).rawHeaders;
     const flat: string[] = [];
-    let connection: string | undefined;
-    for (const name in headers) {
-      const value = headers[name];
-      if (value === undefined) continue;
-      if (HOP_BY_HOP.has(name)) {
-        if (name === 'connection') connection = Array.isArray(value) ? value.join(',') : value;
-        continue;
+    let connection = '';
+    let length = '';
+    if (raw !== null && raw !== undefined) {
+      for (let i = 0; i + 1 < raw.length; i += 2) {
+        const name = latin1(raw[i]!).toLowerCase();
+        const value = latin1(raw[i + 1]!);
+        if (HOP_BY_HOP.has(name)) {
+          if (name === 'connection') connection = connection === '' ? value : `${connection},${value}`;
+          continue;
+        }
+        if (name === 'content-length') length = value;
+        flat.push(name, value);
       }
-      if (typeof value === 'string') flat.push(name, value);
-      else for (const item of value) flat.push(name, item);
+    } else {
+      for (const name in headers) {
+        const value = headers[name];
+        if (value === undefined) continue;
+        if (HOP_BY_HOP.has(name)) {
+          if (name === 'connection') connection = Array.isArray(value) ? value.join(',') : value;
+          continue;
+        }
+        if (name === 'content-length') length = Array.isArray(value) ? value[0]! : value;
+        if (typeof value === 'string') flat.push(name, value);
+        else for (const item of value) flat.push(name, item);
+      }
     }
-    if (connection !== undefined) {
+    if (connection !== '') {
       const named = connectionNamed(connection);
       if (named.length > 0) removeNamed(flat, named);
     }
     this.responseHeaders = flat;
-    const length = headers['content-length'];
-    const known = typeof length === 'string' && /^[0-9]{1,15}$/.test(length) ? Number(length) : -1;
     const noBody = this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304;
+    const known = /^[0-9]{1,15}$/.test(length) ? Number(length) : -1;
+    this.declaredLength = noBody ? -1 : known;
     if (noBody || (known >= 0 && known <= this.host.settings.maxFrameBody)) {
       this.gather = [];
     } else {
@@ -202,6 +225,11 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     if (this.closed) return;
+    if (this.declaredLength >= 0 && this.responseBytes !== this.declaredLength) {
+      // undici checks this too; a short body must never reach the public client as a whole one.
+      this.onResponseError(null, new Error(`the body ended after ${this.responseBytes} of ${this.declaredLength} bytes (Content-Length)`));
+      return;
+    }
     if (this.gather !== null) {
       const body = this.gathered === 0 ? null : this.gather.length === 1 ? this.gather[0]! : Buffer.concat(this.gather, this.gathered);
       if (body === null || takeWholeCredit(body.byteLength, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
@@ -218,11 +246,15 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.flush();
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
+  onResponseError(_controller: Dispatcher.DispatchController | null, failure: Error): void {
     if (this.closed) return;
+    const error = plainError(failure);
     const code = (error as { code?: string }).code ?? '';
     const unreachable = !this.headSent && this.status === 0 && /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|UND_ERR_SOCKET|UND_ERR_CONNECT/.test(`${code} ${error.message}`);
-    const message = `local server at localhost:${this.port}: ${error.message}`;
+    const certificate = this.target.scheme === 'https' && CERTIFICATE_ERROR.test(`${code} ${error.message}`);
+    // undici calls a 100 it did not ask for (it never sends Expect) a "bad response".
+    const hint = certificate ? ' (a self-signed certificate? --local-insecure accepts it)' : error.message === 'bad response' ? ' (an unrequested 100 Continue, or bytes before the request)' : '';
+    const message = `local server at ${this.target.origin}: ${error.message}${hint}`;
     this.host.send(encode([FrameType.RESET, this.id, unreachable ? ResetCode.LOCAL_UNREACHABLE : ResetCode.LOCAL_ERROR, message]));
     this.complete(message);
   }
@@ -322,13 +354,18 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   }
 }
 
-function withoutNotForwarded(headers: string[]): string[] {
-  let found = false;
-  for (let i = 0; i < headers.length; i += 2) if (NOT_FORWARDED.has(headers[i]!)) found = true;
-  if (!found) return headers;
-  const kept: string[] = [];
-  for (let i = 0; i < headers.length; i += 2) {
-    if (!NOT_FORWARDED.has(headers[i]!)) kept.push(headers[i]!, headers[i + 1]!);
-  }
-  return kept;
+/**
+ * `localhost` is dialled on both loopbacks; when both fail, Node reports an AggregateError with an empty
+ * message: one error carrying its parts' messages and first code reads better.
+ */
+export function plainError(error: Error): Error {
+  const parts = (error as { errors?: unknown }).errors;
+  if (error.message !== '' || !Array.isArray(parts) || parts.length === 0) return error;
+  const plain = new Error(parts.map((part) => (part as Error).message).join('; ')) as Error & { code?: string };
+  plain.code = (error as { code?: string }).code ?? (parts[0] as { code?: string }).code;
+  return plain;
+}
+
+function latin1(item: Buffer | string): string {
+  return typeof item === 'string' ? item : item.toString('latin1');
 }

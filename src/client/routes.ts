@@ -1,40 +1,82 @@
 /**
- * Which local port a request goes to: `--route PREFIX=PORT` rules, the longest prefix that matches on
- * a path-segment boundary wins ("/api" takes "/api" and "/api/x", not "/apix"), else the default port.
- * The client only ever dials these ports, whatever a frame says.
+ * Where a request goes: `--route PREFIX=TARGET` rules, the longest prefix that matches on a
+ * path-segment boundary wins ("/api" takes "/api" and "/api/x", not "/apix"), else the default target.
+ * A target is `[scheme://][host:]port` (http or https; the host defaults to localhost). The client only
+ * ever dials these targets, whatever a frame says.
  */
 
+export interface LocalTarget {
+  scheme: 'http' | 'https';
+  /** A name or an address as given; an IPv6 address without brackets. */
+  host: string;
+  port: number;
+  /** scheme://host:port (IPv6 in brackets): what is printed, and the key of the target's pool. */
+  origin: string;
+  /** host:port (IPv6 in brackets): the Host header `--host-header rewrite` sends. */
+  authority: string;
+}
+
+/** A rule as given: a port on localhost, or a whole target. */
 export interface Route {
   prefix: string;
   port: number;
+  target?: LocalTarget;
+}
+
+export interface ResolvedRoute {
+  prefix: string;
+  target: LocalTarget;
+  /** The target's port (for callers that show routes by port). */
+  port: number;
+}
+
+export function localTarget(port: number, host = 'localhost', scheme: 'http' | 'https' = 'http'): LocalTarget {
+  const bracketed = host.includes(':') ? `[${host}]` : host;
+  const authority = `${bracketed}:${port}`;
+  return { scheme, host, port, origin: `${scheme}://${authority}`, authority };
 }
 
 export class RouteTable {
+  readonly defaultTarget: LocalTarget;
   /** Longest prefix first. */
-  private readonly routes: Route[];
+  private readonly routes: ResolvedRoute[];
 
-  constructor(
-    readonly defaultPort: number,
-    routes: Route[] = [],
-  ) {
-    this.routes = [...routes].sort((a, b) => b.prefix.length - a.prefix.length);
+  constructor(defaultTarget: number | LocalTarget, routes: Route[] = []) {
+    this.defaultTarget = typeof defaultTarget === 'number' ? localTarget(defaultTarget) : defaultTarget;
+    this.routes = routes
+      .map((route) => {
+        const target = route.target ?? localTarget(route.port);
+        return { prefix: route.prefix, target, port: target.port };
+      })
+      .sort((a, b) => b.prefix.length - a.prefix.length);
   }
 
-  /** All ports the client may dial. */
-  ports(): number[] {
-    return [...new Set([this.defaultPort, ...this.routes.map((route) => route.port)])];
+  get defaultPort(): number {
+    return this.defaultTarget.port;
   }
 
-  get rules(): readonly Route[] {
+  /** Every target the client may dial, one per origin. */
+  targets(): LocalTarget[] {
+    const byOrigin = new Map<string, LocalTarget>([[this.defaultTarget.origin, this.defaultTarget]]);
+    for (const route of this.routes) if (!byOrigin.has(route.target.origin)) byOrigin.set(route.target.origin, route.target);
+    return [...byOrigin.values()];
+  }
+
+  get rules(): readonly ResolvedRoute[] {
     return this.routes;
   }
 
-  /** The port for a request path (which may carry a query). */
-  portFor(path: string): number {
+  /** The target for a request path (which may carry a query). */
+  targetFor(path: string): LocalTarget {
     for (const route of this.routes) {
-      if (matches(route.prefix, path)) return route.port;
+      if (matches(route.prefix, path)) return route.target;
     }
-    return this.defaultPort;
+    return this.defaultTarget;
+  }
+
+  /** The port for a request path. */
+  portFor(path: string): number {
+    return this.targetFor(path).port;
   }
 }
 
@@ -52,15 +94,45 @@ export function parsePort(text: string): number | null {
   return port >= 1 && port <= 65535 ? port : null;
 }
 
-/** Parses "PREFIX=PORT"; returns the reason when it is not one. */
-export function parseRoute(text: string): Route | string {
+const TARGET_FORMS = 'PORT, HOST:PORT or http(s)://HOST:PORT';
+
+/**
+ * Parses `[scheme://][host:]port`: "3000", "localhost:3000", "192.168.1.5:8080", "[::1]:3000",
+ * "http://localhost:3000", "https://localhost:8443" (a URL without a port takes its scheme's).
+ * Returns the reason when it is not one.
+ */
+export function parseTarget(text: string): LocalTarget | string {
+  const bare = parsePort(text);
+  if (bare !== null) return localTarget(bare);
+  const hasScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text);
+  if (!hasScheme && !/:[0-9]+$/.test(text)) return `"${text}" is not a target (${TARGET_FORMS}); the port is missing`;
+  let url: URL;
+  try {
+    url = new URL(hasScheme ? text : `http://${text}`);
+  } catch {
+    return `"${text}" is not a target (${TARGET_FORMS})`;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `"${text}": the local server must be http:// or https://, not ${url.protocol}//`;
+  if (url.username !== '' || url.password !== '') return `"${text}": a target has no user or password`;
+  if ((url.pathname !== '/' && url.pathname !== '') || url.search !== '' || url.hash !== '') return `"${text}": a target has no path, query or fragment (use --route PREFIX=TARGET)`;
+  const scheme = url.protocol === 'https:' ? 'https' : 'http';
+  // URL drops a port equal to the scheme's default: "" then means 80 or 443, given or not.
+  const port = url.port === '' ? (scheme === 'https' ? 443 : 80) : Number(url.port);
+  if (port < 1 || port > 65535) return `"${text}": the port must be 1 to 65535`;
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  if (host === '') return `"${text}" is not a target (${TARGET_FORMS})`;
+  return localTarget(port, host, scheme);
+}
+
+/** Parses "PREFIX=TARGET"; returns the reason when it is not one. */
+export function parseRoute(text: string): ResolvedRoute | string {
   const equals = text.lastIndexOf('=');
-  if (equals <= 0) return `"${text}" is not PREFIX=PORT`;
+  if (equals <= 0) return `"${text}" is not PREFIX=TARGET`;
   let prefix = text.slice(0, equals);
-  const port = parsePort(text.slice(equals + 1));
-  if (port === null) return `"${text.slice(equals + 1)}" is not a port (1 to 65535)`;
+  const target = parseTarget(text.slice(equals + 1));
+  if (typeof target === 'string') return target;
   if (!prefix.startsWith('/')) return `the prefix "${prefix}" must start with "/"`;
   if (/[\s?#]/.test(prefix)) return `the prefix "${prefix}" may not contain spaces, "?" or "#"`;
   if (prefix.length > 1 && prefix.endsWith('/')) prefix = prefix.slice(0, -1);
-  return { prefix, port };
+  return { prefix, target, port: target.port };
 }

@@ -6,7 +6,8 @@ import type { Dispatcher } from 'undici';
 import type { Settings } from '../protocol/constants.js';
 import type { SendCredit } from '../protocol/flow.js';
 import type { Exchange } from './exchange.js';
-import type { RouteTable } from './routes.js';
+import type { HostHeader } from './host-header.js';
+import type { LocalTarget, RouteTable } from './routes.js';
 
 export interface FlushableStream {
   readonly id: number;
@@ -17,12 +18,17 @@ export interface FlushableStream {
 export interface StreamHost {
   readonly settings: Settings;
   readonly routes: RouteTable;
+  /** The Host local servers see (`--host-header`). */
+  readonly hostHeader: HostHeader;
+  /** Whether an https:// target's certificate goes unchecked (`--local-insecure`). */
+  readonly localInsecure: boolean;
   /** Bytes of each body recorded for the inspector; 0 when nobody records. */
   readonly recordLimit: number;
   readonly connectionSend: SendCredit;
   /** Streams waiting for connection credit. */
   readonly blocked: Set<FlushableStream>;
-  pool(port: number): Dispatcher;
+  /** The pool of one of the route table's targets; throws for any other. */
+  pool(target: LocalTarget): Dispatcher;
   send(frame: Buffer): void;
   /** Body bytes that left the client's hands: return connection credit to the edge. */
   consumedConnection(bytes: number): void;

@@ -23,9 +23,12 @@ import {
   type Settings,
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
+import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
-import type { RouteTable } from './routes.js';
+import type { HostHeader } from './host-header.js';
+import { localConnector } from './local-connector.js';
+import type { LocalTarget, RouteTable } from './routes.js';
 import type { FlushableStream, StreamHost } from './stream-host.js';
 import { ClientWsStream } from './ws-stream.js';
 
@@ -33,6 +36,10 @@ export interface TunnelClientOptions {
   edge: string;
   token: string;
   routes: RouteTable;
+  /** The Host local servers see: the public one (default), the target's (`rewrite`) or a value. */
+  hostHeader?: HostHeader;
+  /** Accept any certificate from https:// targets (self-signed dev servers). */
+  localInsecure?: boolean;
   /** The subdomain to ask for; the edge makes one up when absent. */
   subdomain?: string;
   /** Bytes of each body kept for `exchange` events; 0 turns recording off. */
@@ -45,6 +52,10 @@ export interface TunnelClientOptions {
   /** The edge is presumed dead after this long without a message or ping (it pings an idle tunnel
    * within its 32 s idle timeout). */
   silenceTimeoutMs?: number;
+  /** A private CA (PEM) that may sign the edge's certificate, beside the public roots. */
+  ca?: string | Buffer;
+  /** Send the token over plain ws:// to an edge that is not on this machine (refused otherwise). */
+  insecure?: boolean;
 }
 
 /** The edge refused the tunnel: its HTTP status and the spec's error code and message. */
@@ -91,12 +102,15 @@ const GOAWAY_NAMES = Object.fromEntries(Object.entries(GoAwayCode).map(([name, c
 export class TunnelClient extends EventEmitter<TunnelClientEvents> implements StreamHost {
   settings: Settings = DEFAULT_SETTINGS;
   readonly routes: RouteTable;
+  readonly hostHeader: HostHeader;
+  readonly localInsecure: boolean;
   recordLimit: number;
   connectionSend = new SendCredit(DEFAULT_SETTINGS.connectionWindow);
   private connectionReceive = new ReceiveWindow(DEFAULT_SETTINGS.connectionWindow);
   readonly blocked = new Set<FlushableStream>();
   private readonly streams = new Map<number, Stream>();
-  private readonly pools = new Map<number, Pool>();
+  /** One pool per target origin. */
+  private readonly pools = new Map<string, Pool>();
   private socket: WebSocket | null = null;
   private outbox: Buffer[] = [];
   private flushScheduled = false;
@@ -112,6 +126,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private goAway: { code: number; message: string } | null = null;
   /** Why the current WebSocket failed, from its 'error' event (ECONNREFUSED, ENOTFOUND...): named to the user. */
   private socketError: string | null = null;
+  private readonly trustedCas: string[] | undefined;
   private firstConnect: { resolve: (info: ReadyInfo) => void; reject: (error: Error) => void } | null = null;
   /** Live counters for the terminal: open streams and totals. */
   readonly stats = { requests: 0, errors: 0, bytesIn: 0, bytesOut: 0 };
@@ -121,15 +136,19 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.routes = options.routes;
     this.recordLimit = options.recordLimit ?? 0;
     this.subdomain = options.subdomain;
-    for (const port of this.routes.ports()) {
+    this.hostHeader = options.hostHeader ?? 'keep';
+    this.localInsecure = options.localInsecure ?? false;
+    this.trustedCas = options.ca === undefined ? undefined : trustedCas(options.ca);
+    for (const target of this.routes.targets()) {
       this.pools.set(
-        port,
-        new Pool(`http://localhost:${port}`, {
+        target.origin,
+        new Pool(target.origin, {
           connections: options.connectionsPerPort ?? 128,
           pipelining: 1,
           keepAliveTimeout: 10_000,
           headersTimeout: 0,
           bodyTimeout: 0,
+          connect: localConnector(target, this.localInsecure),
         }),
       );
     }
@@ -150,6 +169,14 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   /** Connects; resolves on READY, rejects with TunnelRefusedError or a connection error. */
   start(): Promise<ReadyInfo> {
     return new Promise<ReadyInfo>((resolve, reject) => {
+      // Decided before any connection: a token must not leave in clear text, not even in a first packet.
+      const refusal = cleartextRefusal(this.options.edge, this.options.insecure === true);
+      if (refusal !== null) {
+        this.stopped = true;
+        void Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
+        reject(new Error(refusal));
+        return;
+      }
       this.firstConnect = { resolve, reject };
       this.connect();
     });
@@ -184,6 +211,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       perMessageDeflate: false,
       maxPayload: 8 * 1024 * 1024,
       handshakeTimeout: 15_000,
+      ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
     });
     this.socket = socket;
     this.goAway = null;
@@ -215,8 +243,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     });
     socket.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
     socket.on('error', (error: NodeJS.ErrnoException) => {
-      // 'close' follows and decides what happens next; it names this cause.
-      this.socketError = error.code ?? error.message;
+      // 'close' follows and decides what happens next; it names this cause (a certificate problem in full).
+      this.socketError = describeTlsError(error) ?? error.code ?? error.message;
     });
     socket.on('close', (code: number, reason: Buffer) => this.onClose(socket, code, reason.toString('utf8')));
     this.startWatchdog();
@@ -426,10 +454,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   // ---- StreamHost -----------------------------------------------------------------------------------
 
-  pool(port: number): Dispatcher {
-    const pool = this.pools.get(port);
-    // Routes decide ports; a port outside them is never dialled.
-    if (pool === undefined) throw new Error(`port ${port} is not one of this tunnel's local ports`);
+  pool(target: LocalTarget): Dispatcher {
+    const pool = this.pools.get(target.origin);
+    // Routes decide targets; anything outside them is never dialled.
+    if (pool === undefined) throw new Error(`${target.origin} is not one of this tunnel's local targets`);
     return pool;
   }
 

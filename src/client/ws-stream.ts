@@ -1,7 +1,8 @@
 /**
- * WebSocket passthrough on the client: WS_OPEN becomes a WebSocket to the local port (same path,
- * subprotocols and headers such as Origin and Cookie); its answer goes back as WS_RESPONSE, then
- * messages flow both ways within credit and close codes are kept. Dev servers' hot reload works.
+ * WebSocket passthrough on the client: WS_OPEN becomes a WebSocket to the route's local target (same
+ * path, subprotocols and headers such as Host, Origin and Cookie; Host per `--host-header`, the public
+ * one by default, as for plain HTTP); its answer goes back as WS_RESPONSE, then messages flow both ways
+ * within credit and close codes are kept. Dev servers' hot reload works.
  */
 import WebSocket from 'ws';
 import { closeReason } from '../protocol/close-reason.js';
@@ -10,10 +11,14 @@ import { FrameType, ResetCode } from '../protocol/constants.js';
 import { dropHopByHop } from '../protocol/headers.js';
 import { MessageRelay } from '../protocol/ws-relay.js';
 import { logWebSocketMessage, webSocketExchange, type Exchange } from './exchange.js';
+import { localRequestHeaders } from './host-header.js';
+import { plainError } from './http-stream.js';
+import { dialOptions } from './local-connector.js';
+import type { LocalTarget } from './routes.js';
 import type { StreamHost } from './stream-host.js';
 
 /** Headers the local WebSocket handshake makes itself. */
-const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol', 'host']);
+const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol']);
 
 export const MAX_WS_MESSAGE = 4 * 1024 * 1024;
 
@@ -21,6 +26,7 @@ export class ClientWsStream {
   readonly kind = 'passthrough';
   closed = false;
   readonly port: number;
+  readonly target: LocalTarget;
   private socket: WebSocket | null = null;
   private readonly relay: MessageRelay;
   private readonly send = (frame: Buffer): void => this.host.send(frame);
@@ -35,26 +41,40 @@ export class ClientWsStream {
     private readonly requestId = '',
     private readonly clientAddress = '',
   ) {
-    this.port = host.routes.portFor(path);
+    this.target = host.routes.targetFor(path);
+    this.port = this.target.port;
     this.relay = new MessageRelay(id, host.settings, MAX_WS_MESSAGE, MAX_WS_MESSAGE);
   }
 
   start(): void {
     const headers: Record<string, string> = {};
     let protocols: string[] = [];
-    const list = dropHopByHop(this.headers);
+    const list = localRequestHeaders(dropHopByHop(this.headers), this.target, this.host.hostHeader);
     for (let i = 0; i < list.length; i += 2) {
       const name = list[i]!;
       const value = list[i + 1]!;
       if (name === 'sec-websocket-protocol') protocols = value.split(',').map((p) => p.trim()).filter((p) => p.length > 0);
       else if (!HANDSHAKE_HEADERS.has(name)) headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
     }
-    const socket = new WebSocket(`ws://localhost:${this.port}${this.path}`, protocols, {
-      headers,
-      perMessageDeflate: false,
-      maxPayload: MAX_WS_MESSAGE,
-      handshakeTimeout: 30_000,
-    });
+    const scheme = this.target.scheme === 'https' ? 'wss' : 'ws';
+    let socket: WebSocket;
+    try {
+      socket = new WebSocket(`${scheme}://${this.target.authority}${this.path}`, protocols, {
+        ...dialOptions(this.target, this.host.localInsecure),
+        headers,
+        perMessageDeflate: false,
+        maxPayload: MAX_WS_MESSAGE,
+        handshakeTimeout: 30_000,
+      });
+    } catch (error) {
+      // Node refuses some header bytes (a char above 0xFF, a control character) at once: that one
+      // stream fails, never the tunnel.
+      const message = `local WebSocket at ${scheme}://${this.target.authority}: ${(error as Error).message}`;
+      this.host.send(encode([FrameType.RESET, this.id, ResetCode.LOCAL_ERROR, message]));
+      this.recordOpen(0, [], message);
+      this.finish();
+      return;
+    }
     this.socket = socket;
     socket.on('open', () => {
       if (this.closed) return;
@@ -87,8 +107,9 @@ export class ClientWsStream {
     socket.on('error', (error: Error) => {
       if (this.closed) return;
       if (socket.readyState === WebSocket.CONNECTING || socket.readyState === WebSocket.CLOSED) {
-        this.host.send(encode([FrameType.RESET, this.id, ResetCode.LOCAL_UNREACHABLE, `local WebSocket at localhost:${this.port}: ${error.message}`]));
-        this.recordOpen(0, [], `local WebSocket at localhost:${this.port}: ${error.message}`);
+        const message = `local WebSocket at ${scheme}://${this.target.authority}: ${plainError(error).message}`;
+        this.host.send(encode([FrameType.RESET, this.id, ResetCode.LOCAL_UNREACHABLE, message]));
+        this.recordOpen(0, [], message);
         this.finish();
       }
     });

@@ -34,7 +34,11 @@ export abstract class EdgeHttpStream {
   readonly requestId: string;
   readonly seq: number;
   readonly receivedAt: number;
-  private readonly startedAt: number;
+  /** performance.now() when the request reached the edge. */
+  readonly startedAt: number;
+  /** performance.now() when OPEN was sent and when RESPONSE arrived, for the hop metric (0: not taken; ~0.1-0.2 µs each, so only with --admin). */
+  openedAt = 0;
+  respondedAt = 0;
   deadline: number;
 
   // Request body, edge → client.
@@ -56,7 +60,7 @@ export abstract class EdgeHttpStream {
   private bodyReturned = 0;
   private durationMs = -1;
   /** The edge's error code, or CLIENT_CLOSED, when the local server's response did not complete. */
-  private error: string | null = null;
+  error: string | null = null;
   /** No more frames are accepted; the stream left the session's table. */
   closed = false;
   /** The OPEN frame as sent, and whether it carried a body inline (for the capture). */
@@ -100,6 +104,7 @@ export abstract class EdgeHttpStream {
     const complete = end && (size === 0 || inline !== null);
     const frame = encode([FrameType.OPEN, this.id, this.requestId, this.head.method, this.head.path, this.head.headers, this.head.clientAddress, inline, complete]);
     this.openFrame = frame;
+    if (this.session.deps.observer.metrics !== null) this.openedAt = performance.now();
     if (inline !== null && size > 0) {
       // The frame ends with the body's bytes and a one-byte boolean: the capture keeps a view of the
       // frame (which outlives this call) instead of a second copy of the body.
@@ -207,6 +212,7 @@ export abstract class EdgeHttpStream {
   onResponse(status: number, headers: string[], body: Uint8Array | null, end: boolean, frame: Uint8Array): boolean {
     if (this.responseStarted) return false;
     this.responseStarted = true;
+    if (this.session.deps.observer.metrics !== null) this.respondedAt = performance.now();
     this.responseFrame = frame;
     this.responseHasBody = end && body !== null && body.byteLength > 0;
     this.status = status;
@@ -300,6 +306,7 @@ export abstract class EdgeHttpStream {
   private capture(): void {
     const deps = this.session.deps;
     deps.usage.count(this.session.accountId, this.requestCapture.size, this.responseCapture.size);
+    if (this.replayOf === null && deps.observer.watching) deps.observer.exchangeEnded(this);
     if (deps.capture.enabled) deps.turn.capture(this);
     else this.afterCapture();
   }

@@ -39,6 +39,13 @@ export class PassthroughStream {
   /** Bytes sent to the public socket under backpressure: their credit returns on drain. */
   private unacknowledged = 0;
   private readonly send = (frame: Buffer): void => this.session.send(frame);
+  // For the access log and metrics (src/edge/observer.ts): what the upgrade was answered, and the traffic.
+  readonly receivedAt = Date.now();
+  readonly startedAt = performance.now();
+  status = 0;
+  error: string | null = null;
+  bytesIn = 0;
+  bytesOut = 0;
 
   constructor(
     readonly id: number,
@@ -65,6 +72,8 @@ export class PassthroughStream {
   upgradeAborted(): void {
     this.res = null;
     if (this.closed) return;
+    this.status = 499;
+    this.error = 'CLIENT_CLOSED';
     this.session.send(encode([FrameType.RESET, this.id, ResetCode.CANCEL, 'the public client went away']));
     this.session.endStream(this);
   }
@@ -77,6 +86,7 @@ export class PassthroughStream {
       case FrameType.WS_MESSAGE: {
         if (this.ws === null) throw new ProtocolError(`WS_MESSAGE before the upgrade on stream ${this.id}`);
         const data = frame[2];
+        this.bytesOut += data.byteLength;
         if (!this.relay.receiveWindow.receive(data.byteLength)) throw new ProtocolError(`the client exceeded the window of stream ${this.id}`);
         if (this.closed) {
           this.session.consumedConnection(data.byteLength);
@@ -121,6 +131,7 @@ export class PassthroughStream {
     const res = this.res;
     if (res === null) return;
     this.res = null;
+    this.status = status;
     if (status === 101) {
       res.cork(() => {
         res.upgrade<SocketData>({ session: null, passthrough: this }, this.keys.key, protocol, '', this.context);
@@ -142,6 +153,8 @@ export class PassthroughStream {
       const res = this.res;
       this.res = null;
       const errorCode = code === ResetCode.LOCAL_UNREACHABLE || code === ResetCode.LOCAL_ERROR ? 'LOCAL_UNREACHABLE' : 'TUNNEL_CLOSED';
+      this.status = ERROR_CODES[errorCode].status;
+      this.error = errorCode;
       res.cork(() => {
         res
           .writeStatus(statusLine(ERROR_CODES[errorCode].status))
@@ -170,6 +183,7 @@ export class PassthroughStream {
 
   onPublicMessage(message: ArrayBuffer, isBinary: boolean): void {
     if (this.closed) return;
+    this.bytesIn += message.byteLength;
     // A copy: uWS reuses the message's memory once this callback returns.
     const data = Buffer.copyBytesFrom(new Uint8Array(message));
     if (!this.relay.push(data, isBinary, this.session.connectionSend, this.send)) {

@@ -4,7 +4,7 @@
  * connecting (/api/v1/connect on the API host) or a public WebSocket passed through to a tunnel.
  */
 import { join } from 'node:path';
-import { BurrowError } from '../errors.js';
+import { BurrowError, ERROR_CODES, type ErrorCode } from '../errors.js';
 import { VERSION } from '../version.js';
 import { Api, errorResponse } from '../api/api.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
@@ -15,14 +15,20 @@ import type { SessionOptions } from '../store/sessions.js';
 import { Store, type StoreOptions } from '../store/store.js';
 import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
+import { AccessLog } from './access-log.js';
+import { AdminServer, type AdminAddress } from './admin.js';
 import { loadDashboard, serveDashboard } from './dashboard.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
+import { EdgeMetrics } from './metrics.js';
+import { EdgeObserver } from './observer.js';
 import { discardBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
 import { PassthroughStream } from './passthrough.js';
 import { TunnelRegistry } from './registry.js';
 import { statusLine, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
+import { HttpRedirectListener } from './http-redirect.js';
+import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
 
 export interface EdgeOptions {
@@ -59,10 +65,18 @@ export interface EdgeOptions {
   publicPort?: number;
   /** Dashboard session lifetimes (docs/dashboard.md): 12 h idle, 7 days at most by default. */
   dashboardSessions?: SessionOptions;
+  /** Serve HTTPS and wss:// with these certificates (src/edge/tls.ts); public URLs are then https. */
+  tls?: TlsOptions;
+  /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
+  httpRedirect?: { port: number; acmeWebroot?: string };
   region?: string;
   /** How often expired captures are swept. */
   captureSweepMs?: number;
   log?: (line: string) => void;
+  /** Serve GET /metrics and GET /healthz on this address (src/edge/admin.ts); off when absent. */
+  admin?: AdminAddress;
+  /** One JSON line per public request to this file, or to standard output for '-'. */
+  accessLog?: string;
 }
 
 const TICK_MS = 250;
@@ -78,7 +92,10 @@ export class Edge {
   readonly api: Api;
   readonly domain: string;
   readonly settings: Settings;
-  private readonly app: TemplatedApp;
+  /** The plain app, or null when `tls` owns the apps (one per certificate generation). */
+  private readonly app: TemplatedApp | null;
+  private readonly tls: TlsListener | null;
+  private redirect: HttpRedirectListener | null = null;
   private readonly hosts: HostDispatch;
   private readonly deps: SessionDeps;
   private listenSocket: us_listen_socket | null = null;
@@ -87,6 +104,10 @@ export class Edge {
   private closing: Promise<void> | null = null;
   private ticks = 0;
   port = 0;
+  /** Logs, metrics and the access log; `draining` flips /healthz to 503. */
+  readonly observer: EdgeObserver;
+  private admin: AdminServer | null = null;
+  draining = false;
 
   private readonly maxRequestBody: number;
   private readonly apiBodyLimit: number;
@@ -100,7 +121,11 @@ export class Edge {
     this.settings = { ...DEFAULT_SETTINGS, ...options.settings };
     this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
     this.apiBodyLimit = options.apiBodyLimit ?? 64 * 1024;
-    this.publicScheme = options.publicScheme ?? 'http';
+    this.publicScheme = options.publicScheme ?? (options.tls === undefined ? 'http' : 'https');
+    // Certificates are checked before the data directory is taken: a wrong path costs nothing to undo.
+    this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
+    // The dashboard's files are read now, before the data directory is taken, as certificates are.
+    loadDashboard();
     this.releaseDataDir = lockDataDirectory(options.dataDir);
     try {
       this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
@@ -111,6 +136,12 @@ export class Edge {
     }
     this.usage = new UsageMeter(this.store.root);
     this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
+    const metrics =
+      options.admin === undefined
+        ? null
+        : new EdgeMetrics({ tunnelsActive: () => this.registry.size, streamsOpen: () => this.openStreams(), draining: () => this.draining });
+    const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
+    this.observer = new EdgeObserver(metrics, accessLog, this.log);
     this.api = new Api({
       store: this.store,
       captures: this.captures,
@@ -120,11 +151,10 @@ export class Edge {
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
       ...(options.authFailureLimit === undefined ? {} : { authFailureLimit: options.authFailureLimit }),
-      publicScheme: options.publicScheme ?? 'http',
+      publicScheme: this.publicScheme === 'https' ? 'https' : 'http',
       publicUrlOf: (subdomain) => this.publicUrl(subdomain),
       ...(options.dashboardSessions === undefined ? {} : { sessions: options.dashboardSessions }),
     });
-    loadDashboard();
     this.deps = {
       settings: this.settings,
       captures: this.captures,
@@ -132,11 +162,12 @@ export class Edge {
       capture: { enabled: options.capture ?? true, bodyLimit: options.captureBodyLimit ?? 1024 * 1024 },
       requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
       registry: this.registry,
-      turn: new Turn(this.captures, this.log),
+      turn: new Turn(this.captures, this.log, this.observer.commitObserver),
+      observer: this.observer,
       log: this.log,
     };
-    this.app = uws.App();
-    this.routes();
+    this.app = this.tls === null ? uws.App() : null;
+    if (this.app !== null) this.routes(this.app);
   }
 
   /** Opens the store, binds the port and starts the coarse timer. */
@@ -144,6 +175,11 @@ export class Edge {
     const edge = new Edge(options);
     await edge.listen(options.host ?? '127.0.0.1', options.port ?? 8080);
     return edge;
+  }
+
+  /** The admin listener's port (GET /metrics, GET /healthz), or 0 without --admin. */
+  get adminPort(): number {
+    return this.admin?.port ?? 0;
   }
 
   /** The API's base URL as users see it. */
@@ -162,17 +198,69 @@ export class Edge {
   }
 
   private async listen(host: string, port: number): Promise<void> {
-    const listening = await listenAlone(this.app, host, port);
-    if ('refused' in listening) {
+    const failed = async (reason: string): Promise<never> => {
+      if (this.listenSocket !== null) uws.us_listen_socket_close(this.listenSocket);
+      this.listenSocket = null;
+      this.tls?.close();
+      this.redirect?.close();
+      await this.observer.close();
       await this.captures.close();
       await this.store.close();
       this.releaseDataDir();
-      throw new Error(`cannot listen: ${listening.refused}`);
+      throw new Error(reason);
+    };
+    await this.observer.accessLog?.ready().catch((error: Error) => failed(error.message));
+    const refused = await this.bind(host, port);
+    if (refused !== null) return failed(`cannot listen: ${refused}`);
+    if (this.options.admin !== undefined && this.observer.metrics !== null) {
+      this.admin = await AdminServer.start(this.options.admin, this.observer.metrics, () => this.draining, this.log).catch((error: Error) => failed(error.message));
     }
-    this.listenSocket = listening.socket;
-    this.port = listenPort(listening.socket);
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.timer.unref();
+  }
+
+  private async bind(host: string, port: number): Promise<string | null> {
+    if (this.app !== null) {
+      const listening = await listenAlone(this.app, host, port);
+      if ('refused' in listening) return listening.refused;
+      this.listenSocket = listening.socket;
+      this.port = listenPort(listening.socket);
+      return null;
+    }
+    try {
+      await this.tls!.listen(host, port);
+      this.port = this.tls!.port;
+      if (this.options.httpRedirect !== undefined) {
+        this.redirect = new HttpRedirectListener({
+          hosts: this.hosts,
+          httpsPort: () => this.options.publicPort ?? this.port,
+          ...(this.options.httpRedirect.acmeWebroot === undefined ? {} : { acmeWebroot: this.options.httpRedirect.acmeWebroot }),
+        });
+        await this.redirect.listen(host, this.options.httpRedirect.port);
+      }
+      return null;
+    } catch (error) {
+      return (error as Error).message;
+    }
+  }
+
+  /** The plain-HTTP redirect listener's port (`httpRedirect`), or 0. */
+  get httpPort(): number {
+    return this.redirect?.port ?? 0;
+  }
+
+  /**
+   * SIGHUP: reads the certificate files again; new TLS connections get the new certificate, tunnels and
+   * other established connections are kept. A bad file is an error and the old certificate stays.
+   */
+  async reloadCertificates(): Promise<CertificateSummary> {
+    if (this.tls === null) throw new Error('this edge serves plain HTTP: there are no certificates to reload');
+    return this.tls.reload();
+  }
+
+  /** The certificate in use (TLS edges only). */
+  certificate(): CertificateSummary | null {
+    return this.tls?.summary() ?? null;
   }
 
   /** One coarse timer for the whole edge: deadlines, holds, rate-limit windows, usage, retention. */
@@ -182,7 +270,6 @@ export class Edge {
     this.ticks++;
     if (this.ticks % 4 === 0) {
       this.registry.sweep();
-      this.captures.persistHeads();
       if (this.options.captureFsync !== true) this.captures.sync().catch((error: Error) => this.log(`capture sync failed: ${error.message}`));
       this.usage.flush().catch((error: Error) => this.log(`usage flush failed: ${error.message}`));
     }
@@ -200,8 +287,8 @@ export class Edge {
 
   // ---- routes -----------------------------------------------------------------------------------------
 
-  private routes(): void {
-    this.app.ws<SocketData>('/*', {
+  private routes(app: TemplatedApp): void {
+    app.ws<SocketData>('/*', {
       compression: uws.DISABLED,
       maxPayloadLength: this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
       // Far above the session's high-water mark: with credit in force, a send is never dropped.
@@ -227,19 +314,19 @@ export class Edge {
       },
       close: (ws, code, message) => {
         const data = ws.getUserData();
-        if (data.session !== null) data.session.onClose();
+        // The reason is copied now: uWS reuses its memory when this callback returns.
+        if (data.session !== null) data.session.onClose(code, Buffer.from(message).toString());
         else data.passthrough?.onPublicClose(code, message);
       },
     });
-    this.app.any('/*', (res, req) => {
+    app.any('/*', (res, req) => {
       const target = this.hosts.resolve(req.getHeader('host'));
       // Public requests have their framing checked on the header walk they need anyway.
       if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
       else if (this.refusedFraming(res, req)) return;
       else if (target.kind === 'api') {
         if (!serveDashboard(res, req)) this.serveApi(res, req);
-      }
-      else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
+      } else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
     });
   }
 
@@ -314,10 +401,12 @@ export class Edge {
     this.api.handle(request).then(
       (response) => {
         this.apiInFlight--;
+        if (response.status >= 400) this.observer.refused('api', (response.body as { error?: { code?: string } } | undefined)?.error?.code ?? '');
         if (!exchange.aborted) res.cork(() => writeApiResponse(res, response, isHead));
       },
       (error: unknown) => {
         this.apiInFlight--;
+        this.observer.refused('api', 'INTERNAL_ERROR');
         this.log(`api: ${(error as Error).stack ?? error}`);
         if (!exchange.aborted) res.cork(() => writeApiResponse(res, errorResponse(new BurrowError('INTERNAL_ERROR')), isHead));
       },
@@ -327,17 +416,39 @@ export class Edge {
   // ---- public traffic ---------------------------------------------------------------------------------
 
   /** The live session of `subdomain` with room for a stream, or undefined once the refusal is written. */
-  private sessionFor(res: HttpResponse, subdomain: string): TunnelSession | undefined {
+  private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
-      writePublicError(res, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
+      this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
       return undefined;
     }
     if (!session.hasRoom()) {
-      writePublicError(res, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
+      this.refusePublic(res, req, subdomain, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
       return undefined;
     }
     return session;
+  }
+
+  /** Answers a public request with the edge's error, counted and access-logged (inside the uWS handler). */
+  private refusePublic(
+    res: HttpResponse,
+    req: HttpRequest,
+    subdomain: string,
+    code: ErrorCode,
+    message?: string,
+    closeConnection = false,
+    extraHeaders?: readonly [string, string][],
+  ): void {
+    this.observeRefusal(res, req, subdomain, code);
+    writePublicError(res, code, message, closeConnection, extraHeaders);
+  }
+
+  /** Counts and access-logs a public request the edge refuses (while `req` is valid: in the uWS handler). */
+  private observeRefusal(res: HttpResponse, req: HttpRequest, subdomain: string, code: ErrorCode): void {
+    if (!this.observer.watching) return;
+    const query = req.getQuery();
+    const url = req.getUrl();
+    this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, req.getCaseSensitiveMethod(), query ? `${url}?${query}` : url, remoteAddress(res));
   }
 
   private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
@@ -345,15 +456,17 @@ export class Edge {
     const head = readPublicRequestHead(req, clientAddress, this.publicScheme);
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
+      this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
       refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
       return;
     }
-    const session = this.sessionFor(res, subdomain);
+    const session = this.sessionFor(res, req, subdomain);
     if (session === undefined) return;
     const method = req.getCaseSensitiveMethod();
     const url = req.getUrl();
     const query = req.getQuery();
     if (head.contentLength > this.maxRequestBody) {
+      this.observeRefusal(res, req, subdomain, 'PAYLOAD_TOO_LARGE');
       const refusal = { aborted: false };
       res.onAborted(() => {
         refusal.aborted = true;
@@ -452,13 +565,14 @@ export class Edge {
       res.upgrade<SocketData>({ session, passthrough: null }, key, protocol, extensions, context);
     } catch (error) {
       const refusal = error instanceof BurrowError ? error : new BurrowError('INTERNAL_ERROR');
+      this.observer.refused('connect', refusal.code);
       if (!(error instanceof BurrowError)) this.log(`connect: ${(error as Error).stack ?? error}`);
       writeApiResponse(res, errorResponse(refusal), false);
     }
   }
 
   private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
-    const session = this.sessionFor(res, subdomain);
+    const session = this.sessionFor(res, req, subdomain);
     if (session === undefined) return;
     const clientAddress = remoteAddress(res);
     const url = req.getUrl();
@@ -496,10 +610,14 @@ export class Edge {
   }
 
   private async shutdown(drainMs: number): Promise<void> {
+    // From here on /healthz answers 503: a load balancer stops sending before the drain ends.
+    this.draining = true;
     if (this.listenSocket !== null) {
       uws.us_listen_socket_close(this.listenSocket);
       this.listenSocket = null;
     }
+    this.tls?.close();
+    this.redirect?.close();
     const deadline = Date.now() + drainMs;
     while ((this.openStreams() > 0 || this.apiInFlight > 0) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -513,6 +631,9 @@ export class Edge {
     await this.captures.close();
     await this.store.close();
     this.releaseDataDir();
+    await this.observer.close();
+    this.admin?.close();
+    this.admin = null;
   }
 }
 

@@ -23,6 +23,7 @@ import type { UsageMeter } from '../store/usage.js';
 import type { ReplayOverrides, TunnelInfo } from '../api/types.js';
 import type { HttpResponse, WebSocket } from '../uws.js';
 import type { EdgeHttpStream, RequestHead } from './http-stream.js';
+import type { EdgeObserver } from './observer.js';
 import type { PassthroughStream } from './passthrough.js';
 import { PublicHttpStream } from './public-stream.js';
 import type { TunnelRegistry } from './registry.js';
@@ -38,6 +39,8 @@ export interface SessionDeps {
   registry: TunnelRegistry;
   /** The edge's end-of-turn work: capture commits, public writes, tunnel frames. */
   turn: Turn;
+  /** Connect/disconnect log lines, metrics, the access log. */
+  observer: EdgeObserver;
   log(message: string): void;
 }
 
@@ -96,6 +99,7 @@ export class TunnelSession {
   attach(ws: WebSocket<SocketData>): void {
     this.ws = ws;
     this.deps.registry.add(this);
+    this.deps.observer.tunnelConnected(this);
     this.send(encode([FrameType.READY, 0, this.subdomain, this.publicUrl, this.deps.settings]));
   }
 
@@ -214,6 +218,7 @@ export class TunnelSession {
   endStream(stream: Stream): void {
     if (stream.closed) return;
     stream.closed = true;
+    if (stream.kind === 'passthrough' && this.deps.observer.watching) this.deps.observer.passthroughEnded(stream);
     if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
     this.blocked.delete(stream);
   }
@@ -369,9 +374,11 @@ export class TunnelSession {
    * uWS: the WebSocket is gone. Every open stream ends, and the name is held for its account for the
    * grace period whatever the reason, a clean Ctrl-C too: a restarted client asks for it again and keeps
    * its URL. (Closing through the API, a revoked token and a replacement detach the session first.)
+   * `code` and `message`: the close as uWS reports it, for the disconnect log line.
    */
-  onClose(): void {
+  onClose(code: number, message = ''): void {
     if (this.closed) return;
+    this.deps.observer.tunnelDisconnected(this, code, message);
     this.closed = true;
     this.ws = null;
     const failure: ErrorCode = 'TUNNEL_CLOSED';

@@ -41,6 +41,8 @@ export class Turn {
   constructor(
     private readonly captures: CaptureStore,
     private readonly log: (line: string) => void,
+    /** Told each commit's size and duration (the metrics); null when nobody reads them. */
+    private readonly observeCommit: ((captures: number, durationMs: number) => void) | null = null,
   ) {}
 
   capture(exchange: Captured): void {
@@ -71,7 +73,9 @@ export class Turn {
     if (this.captured.length > 0) {
       const batch = this.captured;
       this.captured = [];
+      const started = this.observeCommit === null ? 0 : performance.now();
       this.commit(batch);
+      if (this.observeCommit !== null) this.observeCommit(batch.length, performance.now() - started);
       for (const exchange of batch) exchange.afterCapture();
     }
     if (this.writes.length > 0) {

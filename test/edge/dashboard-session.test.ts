@@ -7,7 +7,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { assertApiError, call, createAccount, startEdge, type TestAccount, type TestEdge } from '../helpers.js';
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'undici';
+import { assertApiError, call, createAccount, startEdge, tempDirs, type TestAccount, type TestEdge } from '../helpers.js';
+import { makeServerCert } from '../tls-fixtures.js';
+
+const certDirs = tempDirs('burrow-dashboard-tls-');
 
 let target: TestEdge;
 let alice: TestAccount;
@@ -97,6 +102,32 @@ describe('the session', () => {
       assert.match(String(response.headers['set-cookie']), /; Secure$/);
     } finally {
       await secureEdge.close();
+    }
+  });
+
+  test('an edge on TLS serves the page over HTTPS and its cookie is Secure', async () => {
+    const dir = certDirs();
+    const pem = makeServerCert(dir, 'edge', ['localhost', '*.localhost'], null);
+    const tlsEdge = await startEdge({ tls: { certFile: pem.cert, keyFile: pem.key }, authFailureLimit: 1_000 });
+    const agent = new Agent({ connect: { ca: readFileSync(pem.cert, 'utf8'), servername: 'localhost' } });
+    try {
+      const carol = await createAccount(tlsEdge);
+      const host = `localhost:${tlsEdge.port}`;
+      const page = await request(`https://127.0.0.1:${tlsEdge.port}/`, { dispatcher: agent, headers: { host } });
+      assert.equal(page.statusCode, 200);
+      assert.match(await page.body.text(), /Access token/);
+      const response = await request(`https://127.0.0.1:${tlsEdge.port}/api/v1/session`, {
+        method: 'POST',
+        dispatcher: agent,
+        headers: { host, origin: `https://${host}`, 'x-burrow-csrf': '1', 'content-type': 'application/json' },
+        body: JSON.stringify({ token: carol.token }),
+      });
+      await response.body.text();
+      assert.equal(response.statusCode, 201);
+      assert.match(String(response.headers['set-cookie']), /^burrow_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=\d+; Secure$/);
+    } finally {
+      await agent.close();
+      await tlsEdge.close();
     }
   });
 

@@ -185,7 +185,6 @@ test('after a crash the ring head is recovered from the slots: nothing listed is
     const { encode } = await import(${JSON.stringify(new URL('../../src/protocol/codec.js', import.meta.url).href)});
     const store = CaptureStore.open(${JSON.stringify(dir)});
     const ring = store.ring('usr_a', 'crashy', 100);
-    store.persistHeads();
     const batch = [];
     for (let i = 0; i < 8; i++) {
       const { seq, id } = ring.next();

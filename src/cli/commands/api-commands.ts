@@ -4,8 +4,10 @@
  */
 import { parseToken, tokenIdOf } from '../../ids.js';
 import { ApiClient } from '../api-client.js';
+import { cleartextRefusal } from '../../client/edge-trust.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { configPath, readConfig, resolveCredentials, requireToken, writeConfig } from '../config.js';
+import { readCaFile, trustCaForRequests } from '../edge-ca.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
 const CONNECTION_OPTIONS = {
@@ -27,7 +29,7 @@ function client(values: { edge?: string | undefined; token?: string | undefined 
 // ---- login ----------------------------------------------------------------------------------------
 
 const LOGIN_HELP = `
-Usage: burrow login TOKEN [--edge URL] [--json]
+Usage: burrow login TOKEN [--edge URL] [--json] [--ca FILE] [--insecure]
 
 Checks the token against the edge and saves both to the client config (mode 0600), so later commands
 need neither.
@@ -35,11 +37,14 @@ need neither.
 Options:
   --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
   --json         print {"edge","account":{id,email,plan},"config"}
+  --ca FILE      trust this CA (PEM) to check an https:// edge with a private certificate (later
+                 commands take --ca or NODE_EXTRA_CA_CERTS)
+  --insecure     allow sending the token over plain http:// to an edge not on this machine
   -h, --help     show this help
 `;
 
 export async function loginCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { edge: { type: 'string' }, json: { type: 'boolean' } }, LOGIN_HELP);
+  const parsed = parse(args, { edge: { type: 'string' }, json: { type: 'boolean' }, ca: { type: 'string' }, insecure: { type: 'boolean' } }, LOGIN_HELP);
   if (parsed === null) return 0;
   const token = requirePositional(parsed, 0, 'TOKEN', LOGIN_HELP);
   noExtraPositionals(parsed, 1, LOGIN_HELP);
@@ -48,6 +53,9 @@ export async function loginCommand(args: string[]): Promise<number> {
   const saved = readConfig(path);
   // The edge as every other command finds it: the flag, then BURROW_EDGE, then the config file.
   const { edge } = resolveCredentials({ edge: parsed.values.edge, token });
+  const refusal = cleartextRefusal(edge, parsed.values.insecure === true);
+  if (refusal !== null) throw new CliError(refusal);
+  if (parsed.values.ca !== undefined) trustCaForRequests(readCaFile(parsed.values.ca));
   const me = await new ApiClient(edge, token).call<{ id: string; email: string; plan: string }>('GET', '/api/v1/auth/me');
   writeConfig({ ...saved, edge, token }, path);
   if (parsed.values.json === true) printJson({ edge, account: { id: me.id, email: me.email, plan: me.plan }, config: path });

@@ -1,10 +1,14 @@
 import { resolve } from 'node:path';
+import { parseAdminAddress } from '../../edge/admin.js';
 import { Edge } from '../../edge/server.js';
-import { CliError, intOption, noExtraPositionals, parse } from '../args.js';
+import { certificateCovers, type ServerName } from '../../edge/tls.js';
+import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
 Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
+                   [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
+                   [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL]
 
 Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
 
@@ -23,13 +27,35 @@ Options:
   --capture-fsync        fsync every capture commit: captures survive power loss too, at ~0.5-1 ms
                          of latency per commit (by default they survive a crash of the edge process)
   --public-port N        port shown in public URLs, when a proxy in front of the edge uses another
+  --public-url URL       the edge's URL as the public sees it, e.g. https://tunnels.example.com when a
+                         TLS-terminating proxy is in front: printed URLs, the client's public URL and
+                         X-Forwarded-Proto follow its scheme and port (its host is the domain)
+  --tls-cert FILE        serve HTTPS and wss:// on --port with this certificate (PEM, full chain):
+                         normally a wildcard for *.<domain> plus <domain>; TLS 1.2 and 1.3 only
+  --tls-key FILE         the certificate's private key (PEM)
+  --tls-sni NAME,CERT,KEY
+                         serve another name (or *.name) with its own certificate, chosen by SNI
+                         (repeatable)
+  --http-port N          with TLS: also listen for plain HTTP on port N and redirect it to HTTPS (308,
+                         same path and query), except ACME challenges (see --acme-webroot)
+  --acme-webroot DIR     with --http-port: serve /.well-known/acme-challenge/TOKEN from
+                         DIR/.well-known/acme-challenge/ (certbot certonly --webroot -w DIR)
   --region NAME          region reported by /api/v1/instance (default local)
+  --admin [HOST:]PORT    serve GET /metrics (Prometheus text) and GET /healthz (200 serving, 503 draining)
+                         on this address; a bare port binds 127.0.0.1 (default: off)
+  --access-log FILE|-    one JSON line per public request, appended to FILE or written to stdout (-)
+  --drain MS             on SIGTERM/SIGINT, how long in-flight requests may take to finish before the
+                         tunnels are told to go (GOAWAY) and the edge exits (default 10000)
   --dev                  on a data directory without accounts, create a dev account, print its token once
                          and save it to the client config (what "npm start" does)
-  --json                 print events as JSON lines: {"event":"listening","url":...}, dev_account, stopping
+  --json                 print events as JSON lines: {"event":"listening","url":...}, admin, dev_account, stopping
   -h, --help             show this help
 
-Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, tunnels are told, LMDB is flushed.
+Stops gracefully on SIGTERM or SIGINT: /healthz turns 503, the port stops accepting, in-flight requests
+finish (up to --drain MS), tunnels get GOAWAY (clients reconnect), captures and LMDB are flushed, exit 0.
+Tunnel connects and disconnects, with their reasons, are logged to stderr.
+With TLS, SIGHUP reads the certificate files again: new connections get the new certificate, tunnels
+and other open connections stay up; a bad file is reported and the old certificate kept.
 `;
 
 export async function edgeCommand(args: string[]): Promise<number> {
@@ -48,7 +74,16 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'no-capture': { type: 'boolean' },
       'capture-fsync': { type: 'boolean' },
       'public-port': { type: 'string' },
+      'public-url': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'tls-sni': { type: 'string', multiple: true },
+      'http-port': { type: 'string' },
+      'acme-webroot': { type: 'string' },
       region: { type: 'string' },
+      admin: { type: 'string' },
+      'access-log': { type: 'string' },
+      drain: { type: 'string' },
       dev: { type: 'boolean' },
       json: { type: 'boolean' },
     },
@@ -62,13 +97,33 @@ export async function edgeCommand(args: string[]): Promise<number> {
     process.stdout.write(json ? `${JSON.stringify(event)}\n` : text);
   };
   const dataDir = resolve(values.data ?? '.burrow');
-  const publicPort = values['public-port'] === undefined ? undefined : intOption(values['public-port'], 'public-port', 0, 1, 65535);
+  let publicPort = values['public-port'] === undefined ? undefined : intOption(values['public-port'], 'public-port', 0, 1, 65535);
+  let domain = values.domain ?? 'localhost';
+  let publicScheme: 'http' | 'https' | undefined;
+  if (values['public-url'] !== undefined) {
+    const publicUrl = parsePublicUrl(values['public-url']);
+    if (values.domain !== undefined && values.domain.toLowerCase() !== publicUrl.hostname) {
+      throw new UsageError(`--public-url names ${publicUrl.hostname} but --domain is ${values.domain}; give one, or the same name in both`);
+    }
+    if (publicPort !== undefined && publicPort !== publicUrl.port) throw new UsageError('give --public-url or --public-port, not both');
+    domain = publicUrl.hostname;
+    publicScheme = publicUrl.scheme;
+    publicPort = publicUrl.port;
+  }
+  const tls = tlsOptions(values);
+  const httpPort = values['http-port'] === undefined ? undefined : intOption(values['http-port'], 'http-port', 0, 0, 65535);
+  if (httpPort !== undefined && tls === undefined) throw new UsageError('--http-port redirects to HTTPS: it needs --tls-cert and --tls-key');
+  if (values['acme-webroot'] !== undefined && httpPort === undefined) throw new UsageError('--acme-webroot serves challenges on the --http-port listener: give --http-port too');
+  const admin = values.admin === undefined ? undefined : parseAdminAddress(values.admin);
+  if (typeof admin === 'string') throw new UsageError(`--admin: ${admin}; ${usageHint(HELP)}`);
+  const drainMs = intOption(values.drain, 'drain', 10_000, 0, 3_600_000);
+  const accessLog = values['access-log'] === undefined || values['access-log'] === '-' ? values['access-log'] : resolve(values['access-log']);
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     dataDir,
     host: values.host ?? '127.0.0.1',
     port: intOption(values.port, 'port', 8080, 0, 65535),
-    domain: values.domain ?? 'localhost',
+    domain,
     rateLimit: intOption(values['rate-limit'], 'rate-limit', 100, 1, 1_000_000),
     requestTimeoutMs: intOption(values.timeout, 'timeout', 30_000, 1, 3_600_000),
     maxRequestBody: intOption(values['max-body'], 'max-body', 100 * 1024 * 1024, 0, 2 ** 40),
@@ -77,7 +132,14 @@ export async function edgeCommand(args: string[]): Promise<number> {
     capture: values['no-capture'] !== true,
     captureFsync: values['capture-fsync'] === true,
     ...(publicPort === undefined ? {} : { publicPort }),
+    ...(publicScheme === undefined ? {} : { publicScheme }),
+    ...(tls === undefined ? {} : { tls }),
+    ...(httpPort === undefined
+      ? {}
+      : { httpRedirect: { port: httpPort, ...(values['acme-webroot'] === undefined ? {} : { acmeWebroot: resolve(values['acme-webroot']) }) } }),
     region: values.region ?? 'local',
+    ...(admin === undefined ? {} : { admin }),
+    ...(accessLog === undefined ? {} : { accessLog }),
   }).catch((error: Error) => {
     throw new CliError(`cannot start the edge: ${error.message}`);
   });
@@ -87,7 +149,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     if (stopping) return;
     stopping = true;
     say({ event: 'stopping', signal }, `burrow edge: ${signal}, finishing in-flight requests and closing\n`);
-    edge.close().then(
+    edge.close(drainMs).then(
       () => process.exit(0),
       (error: Error) => {
         process.stderr.write(`burrow edge: shutdown failed: ${error.message}\n`);
@@ -97,11 +159,38 @@ export async function edgeCommand(args: string[]): Promise<number> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  if (tls !== undefined) {
+    process.on('SIGHUP', () => {
+      edge.reloadCertificates().then(
+        (certificate) =>
+          say(
+            { event: 'certificate_reloaded', serial: certificate.serial, valid_to: certificate.validTo },
+            `burrow edge: SIGHUP, certificate reloaded (serial ${certificate.serial}, valid until ${certificate.validTo})\n`,
+          ),
+        (error: Error) => process.stderr.write(`burrow edge: SIGHUP, certificate reload failed, keeping the current one: ${error.message}\n`),
+      );
+    });
+    const names = edge.certificate()?.names ?? [];
+    const uncovered = [edge.domain, `tunnel.${edge.domain}`].filter((name) => !certificateCovers(names, name));
+    if (uncovered.length > 0) {
+      process.stderr.write(
+        `burrow edge: warning: the certificate (${names.join(', ') || 'no DNS names'}) does not cover ${uncovered[0] === edge.domain ? edge.domain : `*.${edge.domain}`}; ` +
+          `clients will refuse it. Use a certificate for *.${edge.domain} and ${edge.domain}\n`,
+      );
+    }
+  }
   const host = values.host ?? '127.0.0.1';
   say(
     { event: 'listening', url: edge.url, message: `listening on ${edge.url}`, host, port: edge.port, data: dataDir },
     `burrow edge listening on ${edge.url} (bound to ${host}:${edge.port}, data in ${dataDir})\n`,
   );
+  if (edge.httpPort !== 0) {
+    say({ event: 'redirecting', host, port: edge.httpPort }, `burrow edge redirecting http on ${host}:${edge.httpPort} to HTTPS\n`);
+  }
+  if (admin !== undefined) {
+    const adminUrl = `http://${admin.host.includes(':') ? `[${admin.host}]` : admin.host}:${edge.adminPort}`;
+    say({ event: 'admin', url: adminUrl, metrics: `${adminUrl}/metrics`, health: `${adminUrl}/healthz` }, `burrow edge admin on ${adminUrl} (GET /metrics, GET /healthz)\n`);
+  }
   if (values.dev === true) await devAccount(edge, say);
   return new Promise<number>(() => {});
 }
@@ -127,4 +216,35 @@ async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text
       `dev token (shown once): ${token.token}\n` +
       `saved to ${path}; now run: burrow http 3000 (or, in this directory, npx burrow http 3000)\n`,
   );
+}
+
+function parsePublicUrl(text: string): { scheme: 'http' | 'https'; hostname: string; port: number } {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`--public-url "${text}" is not a URL; use e.g. https://tunnels.example.com`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--public-url must be an http:// or https:// URL');
+  if (url.pathname !== '/' || url.search !== '' || url.username !== '') throw new UsageError('--public-url is a scheme, a host and maybe a port, without a path');
+  const scheme = url.protocol === 'https:' ? 'https' : 'http';
+  return { scheme, hostname: url.hostname.toLowerCase(), port: url.port === '' ? (scheme === 'https' ? 443 : 80) : Number(url.port) };
+}
+
+function tlsOptions(values: { 'tls-cert'?: string; 'tls-key'?: string; 'tls-sni'?: string[] }): { certFile: string; keyFile: string; serverNames: ServerName[] } | undefined {
+  const cert = values['tls-cert'];
+  const key = values['tls-key'];
+  if (cert === undefined && key === undefined) {
+    if ((values['tls-sni'] ?? []).length > 0) throw new UsageError('--tls-sni adds names to a TLS edge: give --tls-cert and --tls-key too');
+    return undefined;
+  }
+  if (cert === undefined || key === undefined) throw new UsageError('give --tls-cert and --tls-key together');
+  const serverNames = (values['tls-sni'] ?? []).map((text) => {
+    const [name, certFile, keyFile, ...rest] = text.split(',');
+    if (name === undefined || name === '' || certFile === undefined || certFile === '' || keyFile === undefined || keyFile === '' || rest.length > 0) {
+      throw new UsageError(`--tls-sni "${text}" must be NAME,CERT,KEY`);
+    }
+    return { name: name.toLowerCase(), certFile: resolve(certFile), keyFile: resolve(keyFile) };
+  });
+  return { certFile: resolve(cert), keyFile: resolve(key), serverNames };
 }

@@ -1,13 +1,17 @@
 /**
- * `burrow http PORT`: the tunnel client, the local inspector beside it, and what the terminal shows.
+ * `burrow http [scheme://][host:]port`: the tunnel client, the local inspector beside it, and what the
+ * terminal shows.
  *
  * In a terminal (stdout is a TTY, no --log) a status block is redrawn in place at most 10 times a
  * second; otherwise, or with --log text|json, one line per request. Every mode first prints
- * "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live.
+ * "Forwarding <public URL> -> <target>" once the tunnel is live.
  */
 import { fstatSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
-import { parsePort, parseRoute, RouteTable, type Route } from '../../client/routes.js';
+import { parseHostHeader } from '../../client/host-header.js';
+import { dialOptions } from '../../client/local-connector.js';
+import { parseRoute, parseTarget, RouteTable, type LocalTarget, type Route } from '../../client/routes.js';
+import { cleartextRefusal } from '../../client/edge-trust.js';
 import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
 import type { Exchange } from '../../client/exchange.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseInspectAddress } from '../../inspector/address.js';
@@ -15,14 +19,20 @@ import { Inspector } from '../../inspector/server.js';
 import { ApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
+import { readCaFile, trustCaForRequests } from '../edge-ca.js';
 
 const HELP = `
-Usage: burrow http PORT [--subdomain NAME] [--route PREFIX=PORT ...] [--edge URL] [--token T]
-                        [--inspect ADDR | --no-inspect] [--log text|json] [--json]
+Usage: burrow http [scheme://][host:]port [--subdomain NAME] [--route PREFIX=TARGET ...]
+                        [--host-header rewrite|VALUE] [--local-insecure] [--edge URL] [--token T]
+                        [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE] [--insecure]
 
-Opens a tunnel: requests to the public URL the edge gives are forwarded to http://localhost:PORT.
-Prints "Forwarding <public URL> -> http://localhost:PORT" once the tunnel is live; reconnects by
-itself (keeping the URL) when the connection drops; Ctrl-C closes the tunnel. Without --subdomain
+Opens a tunnel: requests to the public URL the edge gives are forwarded to the local target:
+  3000                     http://localhost:3000 (localhost: 127.0.0.1 and ::1 are both tried)
+  192.168.1.5:8080         another host; [::1]:3000 for an IPv6 address
+  http://localhost:3000    the same as 3000
+  https://localhost:8443   an HTTPS local server (add --local-insecure for a self-signed certificate)
+Prints "Forwarding <public URL> -> <target>" once the tunnel is live; reconnects by itself
+(keeping the URL) when the connection drops; Ctrl-C closes the tunnel. Without --subdomain
 it asks for the name this port got from this edge last time (remembered in names.json next to the
 config file; the edge holds it for its account for a minute after the tunnel ends), and says so when
 that name is no longer available. A warning says when nothing listens on the local port yet.
@@ -32,10 +42,21 @@ with headers, body, the local response and latency, live, and replays them (burr
 
 Options:
   --subdomain NAME        ask for this subdomain (3-63 of a-z, 0-9, -); default: one is made up
-  --route PREFIX=PORT     send paths under PREFIX to another local port (repeatable; longest wins;
-                          case-sensitive; the path is forwarded whole, prefix included)
+  --route PREFIX=TARGET   send paths under PREFIX to another target, in the same forms
+                          (repeatable; longest wins; case-sensitive; the path is forwarded
+                          whole, prefix included)
+  --host-header rewrite|VALUE
+                          the Host the local server sees (HTTP and WebSocket): rewrite sends the
+                          target's host:port (Vite, Django ALLOWED_HOSTS, Rails), VALUE sends VALUE;
+                          default: the public Host. X-Forwarded-Host carries the public host always
+  --local-insecure        accept any certificate from https:// targets (self-signed dev servers)
   --edge URL              the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
   --token T               the token (default: BURROW_TOKEN, the config file)
+  --ca FILE               trust this CA (PEM) for an https:// edge with a private certificate, beside
+                          the public roots (NODE_EXTRA_CA_CERTS works too); https:// edges are always
+                          verified, and a bad certificate ends the command naming the problem
+  --insecure              allow sending the token over plain http:// to an edge that is not on this
+                          machine (refused otherwise: use https://)
   --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
                           (exactly this port; 0 picks a free one)
   --no-inspect            no inspector: nothing is recorded
@@ -63,15 +84,21 @@ export async function httpCommand(args: string[]): Promise<number> {
       log: { type: 'string' },
       inspect: { type: 'string' },
       'no-inspect': { type: 'boolean' },
+      'host-header': { type: 'string' },
+      'local-insecure': { type: 'boolean' },
       json: { type: 'boolean' },
+      ca: { type: 'string' },
+      insecure: { type: 'boolean' },
     },
     HELP,
   );
   if (parsed === null) return 0;
-  const portText = requirePositional(parsed, 0, 'PORT', HELP);
+  const targetText = requirePositional(parsed, 0, 'the local target ([scheme://][host:]port)', HELP);
   noExtraPositionals(parsed, 1, HELP);
-  const port = parsePort(portText);
-  if (port === null) throw new UsageError(`"${portText}" is not a port (1 to 65535)`);
+  const target = parseTarget(targetText);
+  if (typeof target === 'string') throw new UsageError(target);
+  const hostHeader = parsed.values['host-header'] === undefined ? 'keep' : parseHostHeader(parsed.values['host-header']);
+  if (typeof hostHeader === 'object' && 'error' in hostHeader) throw new UsageError(`--host-header ${hostHeader.error}`);
   const routes: Route[] = [];
   for (const text of parsed.values.route ?? []) {
     const route = parseRoute(text);
@@ -84,7 +111,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   if (parsed.values['no-inspect'] === true && parsed.values.inspect !== undefined) throw new UsageError('give --inspect or --no-inspect, not both');
   const credentials = resolveCredentials(parsed.values);
   const token = requireToken(credentials);
-  const table = new RouteTable(port, routes);
+  const table = new RouteTable(target, routes);
   const json = parsed.values.json === true;
   const out = process.stdout;
   const events = json ? jsonEvents(out) : null;
@@ -92,6 +119,12 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (events !== null) events({ event: 'warning', code, message, ...extra });
     else process.stderr.write(`burrow: warning: ${message}\n`);
   };
+  // Before anything reaches the edge (the remembered name's check sends the token too).
+  const refusal = cleartextRefusal(credentials.edge, parsed.values.insecure === true);
+  if (refusal !== null) throw new CliError(refusal);
+  const ca = parsed.values.ca === undefined ? undefined : readCaFile(parsed.values.ca);
+  // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust.
+  if (ca !== undefined) trustCaForRequests(ca);
 
   // The inspector first: a taken --inspect port fails before any tunnel opens.
   let inspector: Inspector | null = null;
@@ -108,6 +141,10 @@ export async function httpCommand(args: string[]): Promise<number> {
       token,
       routes: table,
       recordLimit: inspector === null ? 0 : INSPECTOR_BODY_LIMIT,
+      hostHeader,
+      localInsecure: parsed.values['local-insecure'] === true,
+      ...(ca === undefined ? {} : { ca }),
+      insecure: parsed.values.insecure === true,
       ...(subdomain === undefined ? {} : { subdomain }),
     });
     inspector?.attach(client);
@@ -121,7 +158,7 @@ export async function httpCommand(args: string[]): Promise<number> {
 
   // Without --subdomain, the name this port got from this edge last time: a restart keeps the URL.
   const chosen = parsed.values.subdomain?.toLowerCase();
-  let remembered = chosen === undefined ? rememberedName(credentials.edge, port) : undefined;
+  let remembered = chosen === undefined ? rememberedName(credentials.edge, target.port) : undefined;
   // Asking for a name this account has live would replace that tunnel (a second `burrow http` of the
   // same port): then this one takes a new name, and the memory stays the first one's.
   let remember = chosen === undefined;
@@ -151,7 +188,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   process.once('SIGTERM', stop);
   if (remember) {
     try {
-      rememberName(credentials.edge, port, ready.subdomain);
+      rememberName(credentials.edge, target.port, ready.subdomain);
     } catch (error) {
       warn('INTERNAL_ERROR', `cannot remember the subdomain for next time: ${(error as Error).message}`);
     }
@@ -164,10 +201,10 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (inspector !== null) out.write(`Inspector ${inspector.url}\n`);
   }
   // A local server that is not running yet is worth a word now rather than a 502 later; the tunnel stays up.
-  for (const target of new Set([table.defaultPort, ...table.rules.map((route) => route.port)])) {
-    void localProblem(target).then((problem) => {
+  for (const local of table.targets()) {
+    void localProblem(local).then((problem) => {
       if (problem === null) return;
-      warn('LOCAL_UNREACHABLE', `nothing answers on localhost:${target} (${problem}); requests to it get 502 LOCAL_UNREACHABLE until a server listens there`, { port: target });
+      warn('LOCAL_UNREACHABLE', `nothing answers on ${local.authority} (${problem}); requests to it get 502 LOCAL_UNREACHABLE until a server listens there`, { port: local.port });
     });
   }
 
@@ -189,7 +226,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       process.stderr.write(`burrow: ${reason}; reconnecting in ${delayMs} ms (attempt ${attempt})\n`);
     });
     client.on('ready', (info) => {
-      if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> http://localhost:${port}\n`);
+      if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> ${target.origin}\n`);
     });
   } else {
     live.start(ready.publicUrl);
@@ -248,10 +285,12 @@ async function liveTunnel(edge: string, token: string, subdomain: string): Promi
   }
 }
 
-/** Why nothing accepts a TCP connection on localhost:PORT (ECONNREFUSED...), or null when something does. */
-function localProblem(port: number): Promise<string | null> {
+/** Why nothing accepts a TCP connection on the target (ECONNREFUSED...), or null when something does. */
+function localProblem(target: LocalTarget): Promise<string | null> {
   return new Promise((resolve) => {
-    const socket = connect({ host: 'localhost', port, autoSelectFamily: true });
+    // Dialled as the client dials it: `localhost` on both loopbacks.
+    const { lookup, autoSelectFamily } = dialOptions(target, true);
+    const socket = connect({ host: target.host, port: target.port, ...(lookup === undefined ? {} : { lookup, autoSelectFamily }) });
     socket.setTimeout(2_000, () => {
       socket.destroy();
       resolve('no answer in 2 s');
@@ -260,7 +299,7 @@ function localProblem(port: number): Promise<string | null> {
       socket.destroy();
       resolve(null);
     });
-    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? (error as { errors?: NodeJS.ErrnoException[] }).errors?.[0]?.code ?? error.message));
   });
 }
 
@@ -273,8 +312,8 @@ function inspectAddress(text: string | undefined): { host: string; port: number;
 
 function forwardingLines(publicUrl: string, table: RouteTable): string[] {
   return [
-    `${publicUrl} -> http://localhost:${table.defaultPort}`,
-    ...table.rules.map((route) => `${publicUrl}${route.prefix} -> http://localhost:${route.port}`),
+    `${publicUrl} -> ${table.defaultTarget.origin}`,
+    ...table.rules.map((route) => `${publicUrl}${route.prefix} -> ${route.target.origin}`),
   ];
 }
 

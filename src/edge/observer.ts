@@ -1,0 +1,141 @@
+/**
+ * What the edge tells operators: the tunnel connect/disconnect lines of its log (always), the metrics
+ * (`--admin`) and the access log (`--access-log`). The request path calls it through a few hooks
+ * (server.ts, session.ts, http-stream.ts, turn.ts); with neither metrics nor access log, `watching` is
+ * false and per-request hooks return at once.
+ */
+import { CLOSE_CODE_BASE } from '../protocol/constants.js';
+import type { AccessLog } from './access-log.js';
+import type { EdgeHttpStream } from './http-stream.js';
+import type { EdgeMetrics, RefusalSource } from './metrics.js';
+import type { PassthroughStream } from './passthrough.js';
+import type { TunnelSession } from './session.js';
+
+const NORMAL_CLOSURE = 1000;
+const GOING_AWAY = 1001;
+const ABNORMAL = 1006;
+
+export class EdgeObserver {
+  /** Whether anything reads per-request data (metrics or the access log). */
+  readonly watching: boolean;
+
+  constructor(
+    readonly metrics: EdgeMetrics | null,
+    readonly accessLog: AccessLog | null,
+    private readonly log: (line: string) => void,
+  ) {
+    this.watching = metrics !== null || accessLog !== null;
+  }
+
+  // ---- tunnels ------------------------------------------------------------------------------------------
+
+  tunnelConnected(session: TunnelSession): void {
+    if (this.metrics !== null) this.metrics.tunnelConnects++;
+    this.log(`tunnel ${session.subdomain} connected (account ${session.accountId}, token ${session.tokenId}, port ${session.port})`);
+  }
+
+  /** `code` and `message`: the WebSocket close as uWS reports it (ours when the edge ended it). */
+  tunnelDisconnected(session: TunnelSession, code: number, message: string): void {
+    if (this.metrics !== null) this.metrics.tunnelDisconnects++;
+    this.log(`tunnel ${session.subdomain} disconnected: ${disconnectReason(code, message)} (${code})`);
+  }
+
+  // ---- public requests --------------------------------------------------------------------------------
+
+  /** A public exchange through a tunnel ended: answered, failed by the edge, or abandoned by the client. */
+  exchangeEnded(stream: EdgeHttpStream): void {
+    const now = performance.now();
+    const bytesIn = stream.requestCapture.size;
+    const bytesOut = stream.responseCapture.size;
+    const durationMs = now - stream.startedAt;
+    const metrics = this.metrics;
+    if (metrics !== null) {
+      metrics.request(stream.status, bytesIn, bytesOut);
+      const error = stream.error;
+      if (error !== null && error !== 'CLIENT_CLOSED') metrics.refused('public', error);
+      metrics.timings(durationMs, stream.openedAt > 0 && stream.respondedAt > 0 ? stream.respondedAt - stream.openedAt : -1);
+    }
+    this.accessLog?.write({
+      receivedAt: stream.receivedAt,
+      subdomain: stream.session.subdomain,
+      method: stream.head.method,
+      path: stream.head.path,
+      status: stream.status,
+      bytesIn,
+      bytesOut,
+      durationMs,
+      clientAddress: stream.head.clientAddress,
+      requestId: stream.requestId,
+      error: stream.error,
+    });
+  }
+
+  /**
+   * A public WebSocket passthrough ended: refused by the local server or the edge, abandoned during the
+   * upgrade, or closed after 101. Counted with the requests (not in the duration histograms: a
+   * WebSocket's lifetime is not a request's latency); bytes are message payloads.
+   */
+  passthroughEnded(stream: PassthroughStream): void {
+    const metrics = this.metrics;
+    if (metrics !== null) {
+      metrics.request(stream.status, stream.bytesIn, stream.bytesOut);
+      if (stream.error !== null && stream.error !== 'CLIENT_CLOSED') metrics.refused('public', stream.error);
+    }
+    this.accessLog?.write({
+      receivedAt: stream.receivedAt,
+      subdomain: stream.session.subdomain,
+      method: stream.head.method,
+      path: stream.head.path,
+      status: stream.status,
+      bytesIn: stream.bytesIn,
+      bytesOut: stream.bytesOut,
+      durationMs: performance.now() - stream.startedAt,
+      clientAddress: stream.head.clientAddress,
+      requestId: stream.requestId,
+      error: stream.error,
+    });
+  }
+
+  /** The edge refused a public request before it reached a tunnel (no tunnel, busy, too large). */
+  publicRefused(code: string, status: number, subdomain: string, method: string, path: string, clientAddress: string): void {
+    if (this.metrics !== null) {
+      this.metrics.request(status, 0, 0);
+      this.metrics.refused('public', code);
+    }
+    this.accessLog?.write({
+      receivedAt: Date.now(),
+      subdomain,
+      method,
+      path,
+      status,
+      bytesIn: 0,
+      bytesOut: 0,
+      durationMs: 0,
+      clientAddress,
+      requestId: null,
+      error: code,
+    });
+  }
+
+  /** An API request or a tunnel connect answered with an error code. */
+  refused(source: RefusalSource, code: string): void {
+    this.metrics?.refused(source, code);
+  }
+
+  /** For the capture turn: how long each commit took (null when nobody reads it). */
+  get commitObserver(): ((captures: number, durationMs: number) => void) | null {
+    const metrics = this.metrics;
+    return metrics === null ? null : (captures, durationMs) => metrics.commit(captures, durationMs);
+  }
+
+  close(): Promise<void> {
+    return this.accessLog?.close() ?? Promise.resolve();
+  }
+}
+
+function disconnectReason(code: number, message: string): string {
+  if (message !== '') return code >= CLOSE_CODE_BASE ? message : `client closed: ${message}`;
+  if (code === NORMAL_CLOSURE || code === GOING_AWAY) return 'client closed';
+  if (code === ABNORMAL) return 'connection lost (no close frame; network drop, process killed or ping timeout)';
+  return 'closed';
+}

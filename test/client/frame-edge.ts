@@ -1,0 +1,145 @@
+/**
+ * An edge by hand for client tests that look at frames: a `ws` server that accepts the real client,
+ * says READY, sends OPEN / WS_OPEN frames and collects what the client answers on each stream. It
+ * grants credit for response bytes one event-loop turn late, like a public reader a little slower
+ * than the local server, so the client's flow control (undici paused) is exercised.
+ */
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { RouteTable, type LocalTarget } from '../../src/client/routes.js';
+import { TunnelClient, type TunnelClientOptions } from '../../src/client/tunnel-client.js';
+import { decode, encode, type Frame } from '../../src/protocol/codec.js';
+import { DEFAULT_SETTINGS, FrameType } from '../../src/protocol/constants.js';
+
+export interface StreamResult {
+  status: number;
+  headers: string[];
+  body: Buffer;
+  /** How the stream ended: the last DATA/RESPONSE had end=true, or a RESET came. */
+  ending: 'end' | 'reset';
+  resetCode: number;
+  resetMessage: string;
+}
+
+interface Pending {
+  status: number;
+  headers: string[];
+  chunks: Buffer[];
+  resolve: (result: StreamResult) => void;
+}
+
+export class FrameEdge {
+  private socket: WebSocket | null = null;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  /** The stream window the edge announces: a small one makes the client pause undici on most chunks. */
+  streamWindow = DEFAULT_SETTINGS.streamWindow;
+  /** How late credit is granted: 0 is one event-loop turn, more is a slower public reader. */
+  creditDelayMs = 0;
+  readonly wsResponses = new Map<number, { status: number; protocol: string; headers: string[] }>();
+  /** RESETs on WebSocket streams: stream → [code, message]. */
+  readonly wsResets = new Map<number, [number, string]>();
+
+  private constructor(private readonly server: WebSocketServer) {
+    server.on('connection', (socket: WebSocket) => {
+      this.socket = socket;
+      socket.on('message', (data: Buffer) => this.onFrame(decode(data)));
+      socket.send(encode([FrameType.READY, 0, 'frames', 'http://frames.localhost', { ...DEFAULT_SETTINGS, streamWindow: this.streamWindow }]));
+    });
+  }
+
+  static async start(): Promise<FrameEdge> {
+    const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    await once(server, 'listening');
+    return new FrameEdge(server);
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  /** The real client, connected to this edge. */
+  async client(target: number | LocalTarget, options: Partial<TunnelClientOptions> = {}): Promise<TunnelClient> {
+    const client = new TunnelClient({ edge: this.url, token: 'svc_pat_00000000_000000000000000000000000000000000000', routes: new RouteTable(target), ...options });
+    await client.start();
+    return client;
+  }
+
+  /** One request; resolves with the client's answer however the stream ends. */
+  request(method: string, path: string, headers: string[], body: Buffer | null = null): Promise<StreamResult> {
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      this.pending.set(id, { status: 0, headers: [], chunks: [], resolve });
+      this.socket!.send(encode([FrameType.OPEN, id, `req_${id}`, method, path, headers, '203.0.113.7', body, true]));
+    });
+  }
+
+  /** Opens a WebSocket passthrough stream; the answer lands in `wsResponses`. */
+  openWebSocket(path: string, headers: string[]): number {
+    const id = this.nextId++;
+    this.socket!.send(encode([FrameType.WS_OPEN, id, `req_${id}`, path, headers, '203.0.113.7']));
+    return id;
+  }
+
+  private onFrame(frame: Frame): void {
+    switch (frame[0]) {
+      case FrameType.RESPONSE: {
+        const pending = this.pending.get(frame[1]);
+        if (pending === undefined) return;
+        pending.status = frame[2];
+        pending.headers = frame[3];
+        this.body(frame[1], pending, frame[4], frame[5]);
+        return;
+      }
+      case FrameType.DATA: {
+        const pending = this.pending.get(frame[1]);
+        if (pending !== undefined) this.body(frame[1], pending, frame[2], frame[3]);
+        return;
+      }
+      case FrameType.RESET: {
+        const pending = this.pending.get(frame[1]);
+        if (pending === undefined) {
+          this.wsResets.set(frame[1], [frame[2], frame[3]]);
+          return;
+        }
+        this.pending.delete(frame[1]);
+        pending.resolve({ status: pending.status, headers: pending.headers, body: Buffer.concat(pending.chunks), ending: 'reset', resetCode: frame[2], resetMessage: frame[3] });
+        return;
+      }
+      case FrameType.WS_RESPONSE:
+        this.wsResponses.set(frame[1], { status: frame[2], protocol: frame[3], headers: frame[4] });
+        return;
+      default:
+    }
+  }
+
+  private body(id: number, pending: Pending, chunk: Uint8Array | null, end: boolean): void {
+    if (chunk !== null && chunk.byteLength > 0) {
+      pending.chunks.push(Buffer.from(chunk));
+      const size = chunk.byteLength;
+      // Credit late: the client runs out of it and pauses the local response now and then.
+      const grant = (): void => {
+        if (!end) this.socket?.send(encode([FrameType.WINDOW, id, size]));
+        this.socket?.send(encode([FrameType.WINDOW, 0, size]));
+      };
+      if (this.creditDelayMs > 0) setTimeout(grant, this.creditDelayMs);
+      else setImmediate(grant);
+    }
+    if (end) {
+      this.pending.delete(id);
+      pending.resolve({ status: pending.status, headers: pending.headers, body: Buffer.concat(pending.chunks), ending: 'end', resetCode: 0, resetMessage: '' });
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const client of this.server.clients) client.terminate();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
+
+/** Header value of `name` in a flat list (first one). */
+export function header(headers: string[], name: string): string | undefined {
+  for (let i = 0; i < headers.length; i += 2) if (headers[i] === name) return headers[i + 1];
+  return undefined;
+}
