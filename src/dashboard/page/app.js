@@ -2,7 +2,7 @@
 // framework, no build step. The session lives in an HttpOnly cookie the page cannot read; the page
 // learns whether it is signed in by asking GET /api/v1/session.
 import { api, errorText, onApiFailure } from './api.js';
-import { clear, copyText, dateText, h, table } from './dom.js';
+import { clear, copyText, dateText, h, labelled, table } from './dom.js';
 import { sizeText } from './exchange-format.js';
 import { requestsView } from './requests.js';
 
@@ -331,7 +331,7 @@ async function accountView(root) {
       h('dt', {}, 'Session'), h('dd', {}, `token ${session.token_id}, ends ${dateText(session.expires_at)} unless used`)),
     h('h2', {}, 'Usage this period'),
     h('p.muted', {}, `${dateText(billing.period.start)} to ${dateText(billing.period.end)}`),
-    h('div.table-wrap', {}, h('table', {}, h('caption', {}, 'Usage against the plan\'s limits'),
+    h('div.table-wrap', {}, labelled(h('table.cards', {}, h('caption', {}, 'Usage against the plan\'s limits'),
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'What'), h('th.num', { scope: 'col' }, 'Used'), h('th.num', { scope: 'col' }, 'Limit'), h('th', { scope: 'col' }, 'Share'))),
       h('tbody', {},
         usage('Active tokens', u.active_tokens, l.active_tokens),
@@ -342,7 +342,7 @@ async function accountView(root) {
         usage('Bytes out', sizeText(u.bytes_out), '—'),
         usage('Captured requests per tunnel', '—', l.captured_requests_per_tunnel),
         usage('Capture retention', '—', `${l.retention_hours} h`),
-        usage('API requests per minute', '—', l.requests_per_minute)))),
+        usage('API requests per minute', '—', l.requests_per_minute))))),
     h('h2', {}, 'Instance'),
     h('dl.facts', {},
       h('dt', {}, 'Build'), h('dd', {}, instance.build),

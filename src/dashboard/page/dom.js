@@ -39,7 +39,16 @@ export function dateText(iso) {
 /** A table with a caption (its accessible name), column heads and rows of cells. */
 export function table(caption, heads, rows, empty) {
   if (rows.length === 0) return h('p.empty', {}, empty);
-  return h('div.table-wrap', {}, h('table', {}, h('caption', {}, caption), h('thead', {}, h('tr', {}, heads.map((head) => h('th', { scope: 'col' }, head)))), h('tbody', {}, rows)));
+  return h('div.table-wrap', {}, labelled(h('table.cards', {}, h('caption', {}, caption), h('thead', {}, h('tr', {}, heads.map((head) => h('th', { scope: 'col' }, head)))), h('tbody', {}, rows))));
+}
+
+/** Gives each body cell its column's head as data-label: on narrow screens rows show as cards with labels. */
+export function labelled(tableElement) {
+  const heads = [...tableElement.querySelectorAll('thead th')].map((th) => th.textContent);
+  for (const row of tableElement.querySelectorAll('tbody tr')) {
+    [...row.children].forEach((cell, index) => cell.setAttribute('data-label', heads[index] ?? ''));
+  }
+  return tableElement;
 }
 
 /** Copies text; falls back to selecting it when the clipboard is not available (plain HTTP). */

@@ -3,7 +3,7 @@
 // timing and client address, copy as curl, and replay as-is or with edits. Captured data is shown as
 // text only: it comes from whoever sent the request.
 import { api, errorText } from './api.js';
-import { clear, copyText, dateText, h } from './dom.js';
+import { clear, copyText, dateText, h, labelled } from './dom.js';
 // Shared with the local inspector's page (src/web/exchange-format.js).
 import { bodyInfo, latencyText as durationText, renderBody, statusClass, statusText } from './exchange-format.js';
 
@@ -69,8 +69,8 @@ export function requestsView(context) {
       h('td.num', {}, durationText(item.duration_ms)), h('td.time', {}, dateText(item.received_at)));
       return row;
     });
-    clear(list).append(h('div.table-wrap', {}, h('table.requests', {}, h('caption', {}, `Requests on ${state.subdomain}, newest first`),
-      h('thead', {}, h('tr', {}, ['Method', 'Path', 'Status', 'Duration', 'Received'].map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows))));
+    clear(list).append(h('div.table-wrap', {}, labelled(h('table.requests.cards', {}, h('caption', {}, `Requests on ${state.subdomain}, newest first`),
+      h('thead', {}, h('tr', {}, ['Method', 'Path', 'Status', 'Duration', 'Received'].map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows)))));
   }
 
   async function load(older) {
