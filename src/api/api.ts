@@ -229,6 +229,9 @@ export class Api {
       const principal = this.authorize(`Bearer ${body.token}`, req.clientAddress);
       if (principal instanceof BurrowError) throw principal;
       const now = this.clock();
+      // Signing in again replaces the browser's session: the old one ends rather than lingering unused.
+      const previous = sessionIdOf(req.headers.cookie);
+      if (previous !== null) await this.sessions.close(previous);
       const id = await this.sessions.open(principal, now);
       store.touchToken(principal.token.idSegment, now).catch(() => {});
       return json(201, this.sessionJson(principal, now + this.sessions.idleMs), [['Set-Cookie', sessionCookie(id, this.sessions.maxAgeMs, secure)]]);

@@ -172,6 +172,25 @@ describe('the session', () => {
     assertApiError(await call(target, 'POST', '/api/v1/session', { body: { token: alice.token }, headers: { origin: 'http://evil.example', 'x-burrow-csrf': '1' } }), 'CSRF_REJECTED');
   });
 
+  test('signing in again ends the session the browser had', async () => {
+    const first = await signIn(alice.token);
+    const again = await call(target, 'POST', '/api/v1/session', { body: { token: alice.token }, headers: { cookie: first, ...browserHeaders() } });
+    assert.equal(again.status, 201);
+    assertApiError(await call(target, 'GET', '/api/v1/session', { headers: { cookie: first } }), 'UNAUTHORIZED');
+    const second = String(again.headers['set-cookie']).split(';')[0]!;
+    assert.equal((await call(target, 'GET', '/api/v1/session', { headers: { cookie: second } })).status, 200);
+  });
+
+  test('a CORS preflight from another origin is granted nothing', async () => {
+    const preflight = await call(target, 'OPTIONS', '/api/v1/tokens', {
+      headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'x-burrow-csrf, content-type' },
+    });
+    assert.notEqual(preflight.status, 204);
+    for (const name of Object.keys(preflight.headers)) assert.doesNotMatch(name, /^access-control-/);
+    const page = await call(target, 'GET', '/', { headers: { origin: 'http://evil.example' } });
+    for (const name of Object.keys(page.headers)) assert.doesNotMatch(name, /^access-control-/);
+  });
+
   test('Bearer requests are unaffected by the CSRF rule, with or without a cookie', async () => {
     const cookie = await signIn(alice.token);
     const response = await call(target, 'POST', '/api/v1/reserved-subdomains', { token: alice.token, body: { subdomain: 'bearer-name' }, headers: { cookie, origin: 'http://evil.example' } });
