@@ -8,7 +8,8 @@ import { requestsView } from './requests.js';
 
 const $ = (id) => document.getElementById(id);
 const VIEWS = ['tunnels', 'requests', 'tokens', 'reserved', 'account'];
-const state = { session: null, leave: null, preferredTunnel: null };
+/** `seen`: every subdomain this page saw live, so a closed tunnel's requests stay one click away. */
+const state = { session: null, leave: null, seen: new Set() };
 
 // ---- sign-in and the shell -----------------------------------------------------------------------------
 
@@ -133,6 +134,7 @@ function confirmAction({ title, text, warnings = [], confirmLabel }) {
 
 async function loadTunnelsAndReservations() {
   const [{ tunnels }, { reserved_subdomains: reserved }] = await Promise.all([api('GET', '/api/v1/tunnels'), api('GET', '/api/v1/reserved-subdomains')]);
+  for (const tunnel of tunnels) state.seen.add(tunnel.subdomain);
   return { tunnels, reserved };
 }
 
@@ -194,10 +196,9 @@ async function tunnelsView(root) {
 
 async function requestsPage(root, argument) {
   const { tunnels, reserved } = await loadTunnelsAndReservations();
-  const names = [...new Set([...tunnels.map((tunnel) => tunnel.subdomain), ...reserved.map((record) => record.subdomain), ...(state.preferredTunnel ? [state.preferredTunnel] : [])])];
+  const names = [...new Set([...tunnels.map((tunnel) => tunnel.subdomain), ...reserved.map((record) => record.subdomain), ...state.seen])];
   if (argument !== null && !names.includes(argument)) names.unshift(argument);
-  const preferred = argument ?? (names.includes(state.preferredTunnel) ? state.preferredTunnel : null);
-  return requestsView({ root, subdomains: names, preferred, setError, notify, publicUrlOf });
+  return requestsView({ root, subdomains: names, preferred: argument, setError, notify, publicUrlOf });
 }
 
 // ---- Access tokens -------------------------------------------------------------------------------------
