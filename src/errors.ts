@@ -31,9 +31,12 @@ export const ERROR_CODES = {
   // Public tunnel traffic: answered by the edge itself, marked with a `burrow-error` header.
   TUNNEL_NOT_FOUND: { status: 404, message: 'No tunnel is connected on this subdomain.' },
   TUNNEL_BUSY: { status: 503, message: 'The tunnel has too many requests in flight. Retry shortly.' },
+  TUNNEL_UNAVAILABLE: { status: 503, message: 'The tunnel is offline. Retry after the time in the Retry-After header.' },
+  QUEUE_FULL: { status: 503, message: 'The offline queue of this subdomain is full. Retry after the time in the Retry-After header.' },
   TUNNEL_CLOSED: { status: 502, message: 'The tunnel closed before the response was complete.' },
   LOCAL_UNREACHABLE: { status: 502, message: 'The tunnel client could not reach the local server.' },
   LOCAL_TIMEOUT: { status: 504, message: 'The local server did not answer in time.' },
+  INVALID_RESPONSE: { status: 502, message: 'The tunnel client sent a response the edge cannot forward.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

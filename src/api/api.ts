@@ -15,8 +15,10 @@ import { periodOf, type UsageMeter } from '../store/usage.js';
 import { intParam, json, NO_CONTENT, queryParams, readJsonObject } from './http.js';
 import { FixedWindowLimiter, type RateDecision } from './rate-limit.js';
 import { Router } from './router.js';
+import { isOfflineMode, type OfflineMode } from '../store/offline-queue.js';
+import { defineQueueRoutes } from './queue-routes.js';
 import { checkCsrf, clearedSessionCookie, isStateChanging, sessionCookie, sessionIdOf } from './session.js';
-import type { ApiRequest, ApiResponse, HeaderPairs, InstanceInfo, ReplayOverrides, TunnelDirectory } from './types.js';
+import type { ApiRequest, ApiResponse, HeaderPairs, InstanceInfo, QueueDriver, ReplayOverrides, TunnelDirectory } from './types.js';
 
 export interface ApiOptions {
   store: Store;
@@ -35,6 +37,8 @@ export interface ApiOptions {
   publicUrlOf?: (subdomain: string) => string;
   /** Dashboard session lifetimes (docs/dashboard.md). */
   sessions?: SessionOptions;
+  /** Delivery of held webhooks (the edge's offline queue); without it events are only listed. */
+  queue?: QueueDriver;
   clock?: () => number;
 }
 
@@ -220,7 +224,8 @@ export class Api {
       json(200, { build: instance.build, region: instance.region, server_time: nowIso(this.clock()) }), true);
 
     // The dashboard's session (docs/dashboard.md): an access token exchanged once for an HttpOnly cookie.
-    const secure = this.scheme === 'https';
+    // Secure when the edge is on HTTPS, or when a trusted proxy says the browser came over HTTPS.
+    const secureFor = (req: ApiRequest): boolean => this.scheme === 'https' || req.scheme === 'https';
     add('POST', '/api/v1/session', async ({ req }) => {
       checkCsrf(req, this.scheme);
       const body = readJsonObject(req);
@@ -234,15 +239,15 @@ export class Api {
       if (previous !== null) await this.sessions.close(previous);
       const id = await this.sessions.open(principal, now);
       store.touchToken(principal.token.idSegment, now).catch(() => {});
-      return json(201, this.sessionJson(principal, now + this.sessions.idleMs), [['Set-Cookie', sessionCookie(id, this.sessions.maxAgeMs, secure)]]);
+      return json(201, this.sessionJson(principal, now + this.sessions.idleMs), [['Set-Cookie', sessionCookie(id, this.sessions.maxAgeMs, secureFor(req))]]);
     }, true);
 
     add('GET', '/api/v1/session', ({ principal, session }) =>
       json(200, this.sessionJson(principal, session === null ? null : this.sessions.expiresAt(session.record))));
 
-    add('DELETE', '/api/v1/session', async ({ session }) => {
+    add('DELETE', '/api/v1/session', async ({ req, session }) => {
       if (session !== null) await this.sessions.close(session.id);
-      return { status: 204, headers: [['Set-Cookie', clearedSessionCookie(secure)]] };
+      return { status: 204, headers: [['Set-Cookie', clearedSessionCookie(secureFor(req))]] };
     });
 
     add('GET', '/api/v1/auth/me', ({ principal: { account } }) =>
@@ -400,23 +405,24 @@ export class Api {
 
     add('GET', '/api/v1/reserved-subdomains', ({ principal }) =>
       json(200, {
-        reserved_subdomains: store.listReservations(principal.account.id).map((record) => ({
-          subdomain: record.subdomain,
-          created_at: nowIso(record.createdAt),
-        })),
+        reserved_subdomains: store.listReservations(principal.account.id).map((record) => reservationJson(record)),
       }));
 
     add('POST', '/api/v1/reserved-subdomains', async ({ req, principal }) => {
       const body = readJsonObject(req);
-      rejectUnknownFields(body, ['subdomain']);
+      rejectUnknownFields(body, ['subdomain', 'offline']);
       if (typeof body.subdomain !== 'string') throw new BurrowError('INVALID_REQUEST', '"subdomain" must be a string.');
+      const offline = offlineField(body.offline);
       const subdomain = body.subdomain.toLowerCase();
       const problem = subdomainProblem(subdomain);
       if (problem !== null) throw new BurrowError('INVALID_REQUEST', `Invalid subdomain "${quoted(body.subdomain)}": ${problem}.`);
       const accountId = principal.account.id;
       const existing = store.getReservation(subdomain);
       if (existing?.accountId === accountId) {
-        return json(200, { subdomain, created_at: nowIso(existing.createdAt) });
+        // Reserving again with "offline" changes the mode (as PATCH does).
+        const current = offline === undefined ? existing : ((await store.setOfflineMode(accountId, subdomain, offline)) ?? existing);
+        this.options.queue?.changed(subdomain);
+        return json(200, reservationJson(current));
       }
       const holder = tunnels.holderOf(subdomain);
       if (existing !== undefined || (holder !== undefined && holder !== accountId)) {
@@ -424,8 +430,20 @@ export class Api {
       }
       // The plan's cap is checked inside the store's write transaction: concurrent requests cannot pass it.
       const cap = store.planLimits(principal.account.plan).reservedSubdomains;
-      const record = await store.reserve(accountId, subdomain, this.clock(), cap);
-      return json(201, { subdomain: record.subdomain, created_at: nowIso(record.createdAt) });
+      const record = await store.reserve(accountId, subdomain, this.clock(), cap, offline);
+      return json(201, reservationJson(record));
+    });
+
+    add('PATCH', '/api/v1/reserved-subdomains/:subdomain', async ({ req, params, principal }) => {
+      const body = readJsonObject(req);
+      rejectUnknownFields(body, ['offline']);
+      const offline = offlineField(body.offline);
+      if (offline === undefined) throw new BurrowError('INVALID_REQUEST', '"offline" is required: "off", "reject" or "queue".');
+      const subdomain = params.subdomain!.toLowerCase();
+      const record = await store.setOfflineMode(principal.account.id, subdomain, offline);
+      if (record === undefined) throw new BurrowError('NOT_FOUND', `No reserved subdomain ${quoted(params.subdomain!)} on this account.`);
+      this.options.queue?.changed(subdomain);
+      return json(200, reservationJson(record));
     });
 
     add('DELETE', '/api/v1/reserved-subdomains/:subdomain', async ({ params, principal }) => {
@@ -433,9 +451,22 @@ export class Api {
       if (!(await store.releaseReservation(principal.account.id, params.subdomain!.toLowerCase()))) {
         throw new BurrowError('NOT_FOUND', `No reserved subdomain ${quoted(params.subdomain!)} on this account.`);
       }
+      this.options.queue?.changed(params.subdomain!.toLowerCase());
       return NO_CONTENT;
     });
+
+    defineQueueRoutes(add, store, this.options.queue);
   }
+}
+
+function reservationJson(record: { subdomain: string; createdAt: number; offline?: OfflineMode }): Record<string, unknown> {
+  return { subdomain: record.subdomain, created_at: nowIso(record.createdAt), offline: record.offline ?? 'off' };
+}
+
+function offlineField(value: unknown): OfflineMode | undefined {
+  if (value === undefined) return undefined;
+  if (!isOfflineMode(value)) throw new BurrowError('INVALID_REQUEST', '"offline" must be "off", "reject" or "queue".');
+  return value;
 }
 
 export function errorResponse(error: BurrowError, extraHeaders?: HeaderPairs): ApiResponse {
@@ -555,7 +586,9 @@ export function captureJson(capture: CaptureRecord): Record<string, unknown> {
     client_address: capture.clientAddress,
     token_id: capture.tokenId,
     error: capture.error,
-    replay_of: capture.replayOf,
+    // A delivery of a held webhook is sent by the replay machinery: its "replay_of" is the event's id.
+    replay_of: capture.replayOf !== null && capture.replayOf.startsWith('evt_') ? null : capture.replayOf,
+    event_id: capture.replayOf !== null && capture.replayOf.startsWith('evt_') ? capture.replayOf : null,
     request: {
       headers: headerPairs(capture.requestHeaders),
       ...bodyJson(capture.requestBody, capture.requestBodySize, capture.requestTruncated),

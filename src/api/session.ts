@@ -30,7 +30,8 @@ export function isStateChanging(method: string): boolean {
 }
 
 /** Refuses (403 CSRF_REJECTED) a request whose Origin is not the API host's own or that lacks the custom header. */
-export function checkCsrf(req: ApiRequest, scheme: string): void {
+export function checkCsrf(req: ApiRequest, defaultScheme: string): void {
+  const scheme = req.scheme ?? defaultScheme;
   const host = (req.headers.host ?? '').toLowerCase();
   const origin = req.headers.origin ?? '';
   if (origin === '' || host === '' || origin.toLowerCase() !== `${scheme}://${host}`) {

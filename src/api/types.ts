@@ -24,6 +24,8 @@ export interface ApiRequest {
   };
   body: Buffer | null;
   clientAddress: string;
+  /** The scheme the client used (the edge's own, or a trusted proxy's X-Forwarded-Proto); the API's public scheme when absent. */
+  scheme?: string;
 }
 
 export type HeaderPairs = [string, string][];
@@ -65,6 +67,12 @@ export interface TunnelDirectory {
   closeByToken(tokenId: string): number;
   /** Re-sends a captured request through the live tunnel; resolves with the new capture. */
   replay(capture: CaptureDetail, overrides: ReplayOverrides): Promise<CaptureDetail>;
+}
+
+/** The edge's delivery of held webhooks, as the API sees it (docs/offline.md). */
+export interface QueueDriver {
+  /** Events of `subdomain` were queued, redelivered or discarded, or its queue paused or resumed. */
+  changed(subdomain: string): void;
 }
 
 export interface InstanceInfo {

@@ -18,9 +18,12 @@ Commands:
   tunnels list|show|close   see and close the account's tunnels
   requests SUBDOMAIN        list the requests captured on a tunnel
   requests show REQ_ID      one captured request: headers, bodies, timing (--raw: the body's bytes)
-  reserve NAME              reserve a subdomain for the account
+  reserve NAME [--offline queue|reject|off]
+                            reserve a subdomain for the account; what it answers while offline
   reservations [list|release NAME]
                             list or release the account's reserved subdomains
+  queue [list|deliver ID|discard ID|pause|resume] NAME
+                            webhooks held for a reserved subdomain while its tunnel is offline
   edge                      run the edge server (burrow edge --dev: what "npm start" runs)
   admin ...                 create-account, token create, set-plan, accounts list (on --data)
 
@@ -41,6 +44,7 @@ const commands: Record<string, () => Promise<Command>> = {
   requests: async () => (await import('./commands/api-commands.js')).requestsCommand,
   reserve: async () => (await import('./commands/api-commands.js')).reserveCommand,
   reservations: async () => (await import('./commands/api-commands.js')).reservationsCommand,
+  queue: async () => (await import('./commands/queue.js')).queueCommand,
   http: async () => (await import('./commands/http.js')).httpCommand,
   replay: async () => (await import('./commands/replay.js')).replayCommand,
 };

@@ -1,6 +1,7 @@
 /**
  * Header rules at the edge (DESIGN.md section 4): hop-by-hop headers, and those named in Connection,
- * never cross the tunnel in either direction; X-Forwarded-For/-Proto/-Host are the edge's own.
+ * never cross the tunnel in either direction; X-Forwarded-For/-Proto/-Host are the edge's own. The
+ * response side is checked and cleaned in response-head.ts.
  *
  * Headers travel as flat arrays [name, value, ...] with lower-case names. The uWS request is read
  * through one module-level collector, so a request costs no closure (uWS requests are synchronous).
@@ -77,11 +78,13 @@ const collector = {
 
 /**
  * Copies a public request's headers for the tunnel: hop-by-hop and Connection-named headers dropped,
- * X-Forwarded-For extended with the client address, X-Forwarded-Proto and -Host set by the edge.
+ * X-Forwarded-For extended with the address the edge got the request from (`hopAddress`: the peer, see
+ * src/edge/client-address.ts), X-Forwarded-Proto and -Host set by the edge (`forwardedHost` '' means
+ * the request's Host).
  * The framing headers are checked on the same walk: `framingProblem` says why the request must be
  * refused (then nothing of it may be forwarded).
  */
-export function readPublicRequestHead(req: HttpRequest, clientAddress: string, proto: string): PublicRequestHead {
+export function readPublicRequestHead(req: HttpRequest, hopAddress: string, proto: string, forwardedHost = ''): PublicRequestHead {
   collector.headers = [];
   collector.host = '';
   collector.framing.reset();
@@ -99,11 +102,11 @@ export function readPublicRequestHead(req: HttpRequest, clientAddress: string, p
   }
   headers.push(
     'x-forwarded-for',
-    collector.forwardedFor === '' ? clientAddress : `${collector.forwardedFor}, ${clientAddress}`,
+    collector.forwardedFor === '' ? hopAddress : `${collector.forwardedFor}, ${hopAddress}`,
     'x-forwarded-proto',
     proto,
     'x-forwarded-host',
-    collector.host,
+    forwardedHost === '' ? collector.host : forwardedHost,
   );
   return {
     headers,
@@ -116,37 +119,4 @@ export function readPublicRequestHead(req: HttpRequest, clientAddress: string, p
     secWebSocketProtocol: collector.secWebSocketProtocol,
     secWebSocketExtensions: collector.secWebSocketExtensions,
   };
-}
-
-/**
- * Response headers from the tunnel, cleaned for the public client: hop-by-hop and Connection-named
- * headers dropped, as are Content-Length and Date, which uWebSockets.js writes itself.
- * Returns the declared Content-Length (-1 when absent).
- */
-export function cleanResponseHeaders(headers: string[]): { headers: string[]; contentLength: number } {
-  let contentLength = -1;
-  let connection = '';
-  let clean = true;
-  for (let i = 0; i < headers.length; i += 2) {
-    const name = headers[i]!;
-    if (name === 'content-length') {
-      const value = headers[i + 1]!;
-      contentLength = /^[0-9]{1,15}$/.test(value) ? Number(value) : -1;
-      clean = false;
-    } else if (name === 'connection') {
-      connection = headers[i + 1]!;
-      clean = false;
-    } else if (name === 'date' || HOP_BY_HOP.has(name)) {
-      clean = false;
-    }
-  }
-  if (clean) return { headers, contentLength };
-  const named = connection === '' ? [] : connectionNamed(connection);
-  const kept: string[] = [];
-  for (let i = 0; i < headers.length; i += 2) {
-    const name = headers[i]!;
-    if (name === 'content-length' || name === 'date' || HOP_BY_HOP.has(name) || named.includes(name)) continue;
-    kept.push(name, headers[i + 1]!);
-  }
-  return { headers: kept, contentLength };
 }

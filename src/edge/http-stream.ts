@@ -11,9 +11,28 @@ import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import type { RingHandle, StoredCapture } from '../store/captures.js';
 import { CaptureBuffer } from '../capture-buffer.js';
-import type { TunnelSession } from './session.js';
+import { checkResponseHeaders, statusKind, StatusKind, type ResponseHead } from './response-head.js';
+import type { StreamHost } from './stream-host.js';
 
 const EMPTY: string[] = [];
+
+/**
+ * Where an HTTP stream is, as the frames from the client see it (docs/protocol.md section 5). Every
+ * RESPONSE and DATA frame is checked against it; one that does not fit (a second final RESPONSE, DATA
+ * before RESPONSE, body past the declared Content-Length, a body on a response that has none) resets
+ * the stream with PROTOCOL_ERROR and the public client gets 502, or its connection closed when the
+ * response had started. Frames for a stream that left the session's table are ignored by the session.
+ */
+export const enum HttpStreamState {
+  /** OPEN sent; waiting for the final response head (informational 1xx heads are dropped). */
+  AWAITING_HEAD,
+  /** The final head arrived; body frames follow until one carries end. */
+  RECEIVING_BODY,
+  /** The client's last frame arrived: the capture commits, then the last bytes go out. */
+  COMPLETE,
+  /** Ended early: the edge answered instead (timeout, tunnel closed, RESET, a bad frame) or the public client left. */
+  RESET,
+}
 
 const enum AfterCapture {
   NOTHING,
@@ -31,6 +50,7 @@ export interface RequestHead {
 
 export abstract class EdgeHttpStream {
   readonly kind = 'http';
+  state = HttpStreamState.AWAITING_HEAD;
   readonly requestId: string;
   readonly seq: number;
   readonly receivedAt: number;
@@ -53,7 +73,10 @@ export abstract class EdgeHttpStream {
   readonly receiveWindow: ReceiveWindow;
   status = 0;
   responseHeaders: string[] = EMPTY;
-  responseStarted = false;
+  /** The final head as the public client gets it (set when the final RESPONSE is accepted). */
+  protected response: ResponseHead | null = null;
+  /** The most body bytes the response may have: its Content-Length, 0 when it has no body, -1 unbounded. */
+  private bodyLimit = -1;
   readonly responseCapture: CaptureBuffer;
   /** Response body bytes received, and those whose connection credit went back to the client. */
   private bodyReceived = 0;
@@ -61,8 +84,6 @@ export abstract class EdgeHttpStream {
   private durationMs = -1;
   /** The edge's error code, or CLIENT_CLOSED, when the local server's response did not complete. */
   error: string | null = null;
-  /** No more frames are accepted; the stream left the session's table. */
-  closed = false;
   /** The OPEN frame as sent, and whether it carried a body inline (for the capture). */
   private openFrame: Buffer | null = null;
   private openHasBody = false;
@@ -72,11 +93,11 @@ export abstract class EdgeHttpStream {
   /** What to do once the capture is committed, and what for. */
   private then: AfterCapture = AfterCapture.NOTHING;
   private pendingLast: Uint8Array | null = null;
-  private edgeFailure: { code: ErrorCode; message: string; started: boolean } | null = null;
+  private edgeFailure: { code: ErrorCode; message: string } | null = null;
 
   constructor(
     readonly id: number,
-    readonly session: TunnelSession,
+    readonly session: StreamHost,
     readonly head: RequestHead,
     protected readonly replayOf: string | null,
   ) {
@@ -85,13 +106,22 @@ export abstract class EdgeHttpStream {
     this.seq = next.seq;
     this.receivedAt = Date.now();
     this.startedAt = performance.now();
-    this.deadline = this.receivedAt + session.deps.requestTimeoutMs;
-    const settings = session.deps.settings;
+    this.deadline = this.receivedAt + session.requestTimeoutMs;
+    const settings = session.settings;
     this.sendCredit = new SendCredit(settings.streamWindow);
     this.receiveWindow = new ReceiveWindow(settings.streamWindow);
-    const limit = session.deps.capture.enabled ? session.deps.capture.bodyLimit : 0;
-    this.requestCapture = new CaptureBuffer(limit);
-    this.responseCapture = new CaptureBuffer(limit);
+    this.requestCapture = new CaptureBuffer(session.captureLimit);
+    this.responseCapture = new CaptureBuffer(session.captureLimit);
+  }
+
+  /** The stream left the session's table: no frame from the client is taken any more. */
+  get closed(): boolean {
+    return this.state >= HttpStreamState.COMPLETE;
+  }
+
+  /** The final response head was accepted. */
+  get responseStarted(): boolean {
+    return this.response !== null;
   }
 
   // ---- request: edge → client -----------------------------------------------------------------------
@@ -100,11 +130,11 @@ export abstract class EdgeHttpStream {
   sendOpen(body: Uint8Array | null, end: boolean): void {
     const size = body === null ? 0 : body.byteLength;
     let inline = body;
-    if (size > 0 && !takeWholeCredit(size, this.session.deps.settings.maxFrameBody, this.sendCredit, this.session.connectionSend)) inline = null;
+    if (size > 0 && !takeWholeCredit(size, this.session.settings.maxFrameBody, this.sendCredit, this.session.connectionSend)) inline = null;
     const complete = end && (size === 0 || inline !== null);
     const frame = encode([FrameType.OPEN, this.id, this.requestId, this.head.method, this.head.path, this.head.headers, this.head.clientAddress, inline, complete]);
     this.openFrame = frame;
-    if (this.session.deps.observer.metrics !== null) this.openedAt = performance.now();
+    if (this.session.timesHops) this.openedAt = performance.now();
     if (inline !== null && size > 0) {
       // The frame ends with the body's bytes and a one-byte boolean: the capture keeps a view of the
       // frame (which outlives this call) instead of a second copy of the body.
@@ -137,7 +167,7 @@ export abstract class EdgeHttpStream {
 
   /** Sends as much of `chunk` as credit allows, in frames of at most maxFrameBody; returns bytes sent. */
   private sendWithinCredit(chunk: Uint8Array, last: boolean): number {
-    const maxFrame = this.session.deps.settings.maxFrameBody;
+    const maxFrame = this.session.settings.maxFrameBody;
     const connection = this.session.connectionSend;
     let offset = 0;
     const length = chunk.byteLength;
@@ -153,7 +183,7 @@ export abstract class EdgeHttpStream {
       offset += size;
     }
     // The timeout runs from the last progress: a local server that reads a large body slowly is fine.
-    if (offset > 0) this.deadline = Date.now() + this.session.deps.requestTimeoutMs;
+    if (offset > 0) this.deadline = Date.now() + this.session.requestTimeoutMs;
     return offset;
   }
 
@@ -206,31 +236,63 @@ export abstract class EdgeHttpStream {
 
   /**
    * A RESPONSE frame (`frame`: the whole message). Its body is a view of the session's own copy of the
-   * message: it may be kept.
-   * Returns false when it breaks the protocol (second RESPONSE).
+   * message: it may be kept. The session did the flow-control accounting of the body already.
    */
-  onResponse(status: number, headers: string[], body: Uint8Array | null, end: boolean, frame: Uint8Array): boolean {
-    if (this.responseStarted) return false;
-    this.responseStarted = true;
-    if (this.session.deps.observer.metrics !== null) this.respondedAt = performance.now();
+  onResponse(status: number, headers: string[], body: Uint8Array | null, end: boolean, frame: Uint8Array): void {
+    const size = body === null ? 0 : body.byteLength;
+    if (this.state !== HttpStreamState.AWAITING_HEAD) {
+      this.refuse(`a second RESPONSE on stream ${this.id}`, size);
+      return;
+    }
+    const kind = statusKind(status);
+    if (kind === StatusKind.INFORMATIONAL) {
+      // uWS 20.30 cannot write an interim response before the final one, so 1xx heads (100, 102, 103
+      // Early Hints) are dropped; one may not end the exchange or carry a body.
+      if (end || size > 0) this.refuse(`the informational status ${status} cannot end the response or carry a body`, size);
+      return;
+    }
+    if (kind === StatusKind.INVALID) {
+      this.refuse(status === 101 ? '101 Switching Protocols on an HTTP stream' : `the status ${status} is not a final HTTP status (200-599)`, size);
+      return;
+    }
+    const checked = checkResponseHeaders(headers);
+    if (typeof checked === 'string') {
+      this.refuse(checked, size);
+      return;
+    }
+    this.state = HttpStreamState.RECEIVING_BODY;
+    if (this.session.timesHops) this.respondedAt = performance.now();
+    this.response = checked;
+    this.bodyLimit = this.head.method === 'HEAD' || status === 204 || status === 304 ? 0 : checked.contentLength;
     this.responseFrame = frame;
-    this.responseHasBody = end && body !== null && body.byteLength > 0;
+    this.responseHasBody = end && size > 0;
     this.status = status;
     this.responseHeaders = headers;
     this.startResponse();
-    if (body !== null && body.byteLength > 0) this.onResponseBody(body, end);
+    if (size > 0) this.onResponseBody(body!, end);
     else if (end) this.finish();
-    return true;
   }
 
-  onData(chunk: Uint8Array | null, end: boolean): boolean {
-    if (!this.responseStarted) return false;
-    if (chunk !== null && chunk.byteLength > 0) this.onResponseBody(chunk, end);
+  /** A DATA frame from the client (its chunk a view of the session's copy of the message). */
+  onData(chunk: Uint8Array | null, end: boolean): void {
+    const size = chunk === null ? 0 : chunk.byteLength;
+    if (this.state !== HttpStreamState.RECEIVING_BODY) {
+      this.refuse(`DATA before RESPONSE on stream ${this.id}`, size);
+      return;
+    }
+    if (size > 0) this.onResponseBody(chunk!, end);
     else if (end) this.finish();
-    return true;
   }
 
   private onResponseBody(chunk: Uint8Array, end: boolean): void {
+    const limit = this.bodyLimit;
+    if (limit >= 0 && this.bodyReceived + chunk.byteLength > limit) {
+      this.refuse(
+        limit === 0 && this.response!.contentLength !== 0 ? `a body on a response that has none (status ${this.status})` : `body bytes beyond the declared content-length ${limit}`,
+        chunk.byteLength,
+      );
+      return;
+    }
     this.bodyReceived += chunk.byteLength;
     this.responseCapture.addOwned(chunk);
     if (end) {
@@ -238,6 +300,18 @@ export abstract class EdgeHttpStream {
     } else {
       this.writeBody(chunk);
     }
+  }
+
+  /**
+   * A frame that does not fit the stream's state: the stream is reset with PROTOCOL_ERROR, the public
+   * client gets 502 INVALID_RESPONSE (or its connection closed), and the tunnel carries on. The
+   * refused frame's body bytes are dropped, so their connection credit goes back at once.
+   */
+  private refuse(reason: string, droppedBytes: number): void {
+    if (droppedBytes > 0) this.session.consumedConnection(droppedBytes);
+    if (this.closed) return;
+    this.session.send(encode([FrameType.RESET, this.id, ResetCode.PROTOCOL_ERROR, reason]));
+    this.fail('INVALID_RESPONSE', `The tunnel client sent a response the edge cannot forward: ${reason}.`);
   }
 
   /** Returns credit for `bytes` of response body written out. */
@@ -265,6 +339,8 @@ export abstract class EdgeHttpStream {
   /** The response is complete: capture it, and once committed write the last bytes. */
   private finish(lastChunk: Uint8Array | null = null): void {
     this.durationMs = Math.round(performance.now() - this.startedAt);
+    this.state = HttpStreamState.COMPLETE;
+    this.pending = [];
     this.session.endStream(this);
     this.pendingLast = lastChunk;
     this.then = AfterCapture.END;
@@ -276,8 +352,11 @@ export abstract class EdgeHttpStream {
     if (this.closed) return;
     this.error = code;
     this.durationMs = Math.round(performance.now() - this.startedAt);
+    this.state = HttpStreamState.RESET;
+    // Request bytes waiting for credit will never be sent: let them go now, not when uWS frees the response.
+    this.pending = [];
     this.session.endStream(this);
-    this.edgeFailure = { code, message, started: this.responseStarted };
+    this.edgeFailure = { code, message };
     if (!this.responseStarted) this.status = ERROR_CODES[code].status;
     this.then = AfterCapture.FAIL;
     this.capture();
@@ -289,6 +368,8 @@ export abstract class EdgeHttpStream {
     this.error ??= 'CLIENT_CLOSED';
     this.durationMs = Math.round(performance.now() - this.startedAt);
     this.session.send(encode([FrameType.RESET, this.id, ResetCode.CANCEL, 'the public client closed the connection']));
+    this.state = HttpStreamState.RESET;
+    this.pending = [];
     this.session.endStream(this);
     if (!this.responseStarted) this.status = 499;
     this.then = AfterCapture.NOTHING;
@@ -304,11 +385,7 @@ export abstract class EdgeHttpStream {
 
   /** Counts the exchange and hands it to this turn's capture commit (or finishes at once without capture). */
   private capture(): void {
-    const deps = this.session.deps;
-    deps.usage.count(this.session.accountId, this.requestCapture.size, this.responseCapture.size);
-    if (this.replayOf === null && deps.observer.watching) deps.observer.exchangeEnded(this);
-    if (deps.capture.enabled) deps.turn.capture(this);
-    else this.afterCapture();
+    this.session.capture(this, this.requestCapture.size, this.responseCapture.size);
   }
 
   get ring(): RingHandle {
@@ -325,7 +402,7 @@ export abstract class EdgeHttpStream {
       this.endResponse(last);
     } else if (then === AfterCapture.FAIL) {
       const failure = this.edgeFailure!;
-      this.failResponse(failure.code, failure.message, failure.started);
+      this.failResponse(failure.code, failure.message);
     }
   }
 
@@ -378,7 +455,7 @@ export abstract class EdgeHttpStream {
   /** Called by the session's coarse timer. */
   checkDeadline(now: number): void {
     if (!this.responseStarted && now >= this.deadline) {
-      this.cancel('LOCAL_TIMEOUT', `The local server did not answer within ${this.session.deps.requestTimeoutMs} ms.`);
+      this.cancel('LOCAL_TIMEOUT', `The local server did not answer within ${this.session.requestTimeoutMs} ms.`);
     }
   }
 
@@ -388,6 +465,6 @@ export abstract class EdgeHttpStream {
   protected abstract writeBody(chunk: Uint8Array): void;
   /** The last bytes (owned, or a view when the capture is off) and the end of the response. */
   protected abstract endResponse(lastChunk: Uint8Array | null): void;
-  /** Answer with the edge's error, or cut the response if it already started. */
-  protected abstract failResponse(code: ErrorCode, message: string, started: boolean): void;
+  /** Answer with the edge's error, or cut the response if its head was already written. */
+  protected abstract failResponse(code: ErrorCode, message: string): void;
 }

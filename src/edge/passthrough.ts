@@ -7,15 +7,25 @@
  * in a bounded queue; past it the public socket is closed (1008), never the edge's memory.
  */
 import { closeReason } from '../protocol/close-reason.js';
-import { ERROR_CODES } from '../errors.js';
+import { ERROR_CODES, type ErrorCode } from '../errors.js';
 import { encode, ProtocolError, type Frame } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { MessageRelay } from '../protocol/ws-relay.js';
 import type { HttpResponse, us_socket_context_t, WebSocket } from '../uws.js';
-import { cleanResponseHeaders } from './headers.js';
 import type { RequestHead } from './http-stream.js';
+import { checkResponseHeaders, checkSubprotocol, statusKind, StatusKind } from './response-head.js';
 import { errorJson, statusLine } from './responses.js';
-import type { SocketData, TunnelSession } from './session.js';
+import type { SocketData, StreamHost } from './stream-host.js';
+
+/** Where a passthrough stream is; every frame from the client is checked against it. */
+export const enum PassthroughState {
+  /** WS_OPEN sent; the public upgrade waits for WS_RESPONSE. */
+  AWAITING_UPGRADE,
+  /** The local server accepted (101): messages flow both ways. */
+  OPEN,
+  /** Closed on either side, refused, reset, or the tunnel dropped. */
+  CLOSED,
+}
 
 export interface UpgradeKeys {
   key: string;
@@ -31,7 +41,7 @@ const INTERNAL_ERROR = 1011;
 
 export class PassthroughStream {
   readonly kind = 'passthrough';
-  closed = false;
+  state = PassthroughState.AWAITING_UPGRADE;
   readonly requestId: string;
   readonly relay: MessageRelay;
   private res: HttpResponse | null;
@@ -49,7 +59,7 @@ export class PassthroughStream {
 
   constructor(
     readonly id: number,
-    readonly session: TunnelSession,
+    readonly session: StreamHost,
     readonly head: RequestHead,
     res: HttpResponse,
     private readonly context: us_socket_context_t,
@@ -58,8 +68,18 @@ export class PassthroughStream {
   ) {
     this.res = res;
     this.requestId = session.ring.next().id;
-    const settings = session.deps.settings;
-    this.relay = new MessageRelay(id, settings, maxBuffered, maxBuffered);
+    this.relay = new MessageRelay(id, session.settings, maxBuffered, maxBuffered);
+  }
+
+  get closed(): boolean {
+    return this.state === PassthroughState.CLOSED;
+  }
+
+  /** The stream is over: it leaves the session's table. */
+  private end(): void {
+    if (this.state === PassthroughState.CLOSED) return;
+    this.state = PassthroughState.CLOSED;
+    this.session.endStream(this);
   }
 
   start(): void {
@@ -75,20 +95,25 @@ export class PassthroughStream {
     this.status = 499;
     this.error = 'CLIENT_CLOSED';
     this.session.send(encode([FrameType.RESET, this.id, ResetCode.CANCEL, 'the public client went away']));
-    this.session.endStream(this);
+    this.end();
   }
 
   onFrame(frame: Frame): void {
     switch (frame[0]) {
       case FrameType.WS_RESPONSE:
-        this.onAnswer(frame[2], frame[3], frame[4]);
+        if (this.state !== PassthroughState.AWAITING_UPGRADE) this.refuse(`a second WS_RESPONSE on stream ${this.id}`);
+        else this.onAnswer(frame[2], frame[3], frame[4]);
         return;
       case FrameType.WS_MESSAGE: {
-        if (this.ws === null) throw new ProtocolError(`WS_MESSAGE before the upgrade on stream ${this.id}`);
         const data = frame[2];
+        if (this.state === PassthroughState.AWAITING_UPGRADE) {
+          this.session.consumedConnection(data.byteLength);
+          this.refuse(`WS_MESSAGE before the upgrade on stream ${this.id}`);
+          return;
+        }
         this.bytesOut += data.byteLength;
         if (!this.relay.receiveWindow.receive(data.byteLength)) throw new ProtocolError(`the client exceeded the window of stream ${this.id}`);
-        if (this.closed) {
+        if (this.closed || this.ws === null) {
           this.session.consumedConnection(data.byteLength);
           return;
         }
@@ -130,22 +155,54 @@ export class PassthroughStream {
   private onAnswer(status: number, protocol: string, headers: string[]): void {
     const res = this.res;
     if (res === null) return;
-    this.res = null;
     this.status = status;
     if (status === 101) {
+      const problem = checkSubprotocol(protocol);
+      if (problem !== null) {
+        this.refuse(problem);
+        return;
+      }
+      this.res = null;
+      this.state = PassthroughState.OPEN;
       res.cork(() => {
         res.upgrade<SocketData>({ session: null, passthrough: this }, this.keys.key, protocol, '', this.context);
       });
       return;
     }
     // The local server refused the upgrade: its status and headers go to the public client.
-    this.session.endStream(this);
-    const cleaned = cleanResponseHeaders(headers).headers;
+    const checked = statusKind(status) === StatusKind.FINAL ? checkResponseHeaders(headers) : `the status ${status} is neither 101 nor a final HTTP status`;
+    if (typeof checked === 'string') {
+      this.refuse(checked);
+      return;
+    }
+    this.res = null;
+    this.end();
+    const cleaned = checked.headers;
     res.cork(() => {
       res.writeStatus(statusLine(status));
-      for (let i = 0; i < cleaned.length; i += 2) res.writeHeader(cleaned[i]!, cleaned[i + 1]!);
+      for (let i = 0; i < cleaned.length; i += 2) res.writeHeader(cleaned[i] as string, cleaned[i + 1]!);
       res.end();
     });
+  }
+
+  /**
+   * A frame that does not fit the stream's state, or a head the edge cannot forward: the stream is
+   * reset with PROTOCOL_ERROR; a pending upgrade gets 502 INVALID_RESPONSE, an open socket is closed
+   * with 1011. The tunnel carries on.
+   */
+  private refuse(reason: string): void {
+    if (this.closed) return;
+    this.session.send(encode([FrameType.RESET, this.id, ResetCode.PROTOCOL_ERROR, reason]));
+    const res = this.res;
+    if (res !== null) {
+      this.res = null;
+      this.status = ERROR_CODES.INVALID_RESPONSE.status;
+      this.error = 'INVALID_RESPONSE';
+      this.end();
+      res.cork(() => writeUpgradeError(res, 'INVALID_RESPONSE', `The tunnel client sent a response the edge cannot forward: ${reason}.`));
+      return;
+    }
+    this.closePublic(INTERNAL_ERROR, 'the tunnel client broke the protocol');
   }
 
   onReset(code: number, message: string): void {
@@ -155,14 +212,8 @@ export class PassthroughStream {
       const errorCode = code === ResetCode.LOCAL_UNREACHABLE || code === ResetCode.LOCAL_ERROR ? 'LOCAL_UNREACHABLE' : 'TUNNEL_CLOSED';
       this.status = ERROR_CODES[errorCode].status;
       this.error = errorCode;
-      res.cork(() => {
-        res
-          .writeStatus(statusLine(ERROR_CODES[errorCode].status))
-          .writeHeader('content-type', 'application/json')
-          .writeHeader('burrow-error', errorCode)
-          .end(errorJson(errorCode, message === '' ? ERROR_CODES[errorCode].message : message));
-      });
-      this.session.endStream(this);
+      res.cork(() => writeUpgradeError(res, errorCode, message === '' ? ERROR_CODES[errorCode].message : message));
+      this.end();
       return;
     }
     this.closePublic(INTERNAL_ERROR, message);
@@ -207,11 +258,11 @@ export class PassthroughStream {
     if (this.closed) return;
     const reason = Buffer.from(message).toString('utf8');
     this.session.send(encode([FrameType.WS_CLOSE, this.id, code === ABNORMAL ? NO_STATUS : code, reason]));
-    this.session.endStream(this);
+    this.end();
   }
 
   private closePublic(code: number, reason: string): void {
-    this.session.endStream(this);
+    this.end();
     const ws = this.ws;
     if (ws === null) return;
     this.ws = null;
@@ -222,4 +273,13 @@ export class PassthroughStream {
       // The socket closed meanwhile.
     }
   }
+}
+
+/** An edge error in answer to a pending upgrade (inside a cork). */
+function writeUpgradeError(res: HttpResponse, code: ErrorCode, message: string): void {
+  res
+    .writeStatus(statusLine(ERROR_CODES[code].status))
+    .writeHeader('content-type', 'application/json')
+    .writeHeader('burrow-error', code)
+    .end(errorJson(code, message));
 }

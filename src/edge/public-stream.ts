@@ -13,24 +13,32 @@
  */
 import type { ErrorCode } from '../errors.js';
 import type { HttpResponse } from '../uws.js';
-import { cleanResponseHeaders } from './headers.js';
 import { EdgeHttpStream, type RequestHead } from './http-stream.js';
+import type { HeaderValue } from './response-head.js';
 import { statusLine, writePublicError } from './responses.js';
-import type { TunnelSession } from './session.js';
+import type { StreamHost } from './stream-host.js';
 
-interface Failure {
-  code: ErrorCode;
-  message: string;
-  started: boolean;
+/**
+ * Where the public response is. Only IDLE and STREAMING may touch the HttpResponse; DONE and ABORTED
+ * never do again, whatever arrives later (uWS aborts the process on a write to a finished response).
+ */
+export const enum PublicState {
+  /** Nothing written to the public client yet: an error can still be a clean 502. */
+  IDLE,
+  /** The head is written; body bytes go out as they come. */
+  STREAMING,
+  /** The socket is full: onWritable carries on. */
+  DRAINING,
+  /** Ended, failed or cut. */
+  DONE,
+  /** The public client went away (uWS onAborted): the HttpResponse is gone. */
+  ABORTED,
 }
 
 export class PublicHttpStream extends EdgeHttpStream {
-  private aborted = false;
-  private headWritten = false;
-  /** The response is over on the public side (ended, failed or cut). */
-  private finished = false;
+  publicState = PublicState.IDLE;
   private contentLength = -1;
-  private headers: string[] = [];
+  private headers: HeaderValue[] = [];
   /** Response body bytes received from the tunnel so far. */
   private bodyBytes = 0;
   /** Body bytes received and not yet taken by uWS, in order. */
@@ -39,16 +47,15 @@ export class PublicHttpStream extends EdgeHttpStream {
   private tail: Uint8Array | null = null;
   /** The response may end once `chunks` is written (the capture is committed). */
   private endRequested = false;
-  private failure: Failure | null = null;
+  private failure: { code: ErrorCode; message: string } | null = null;
   /** Waiting in the session's write queue. */
   private writeScheduled = false;
   /** Chunked-mode bytes uWS buffered under backpressure: their credit waits for onWritable. */
   private unacknowledged = 0;
-  private waitingWritable = false;
 
   constructor(
     id: number,
-    session: TunnelSession,
+    session: StreamHost,
     head: RequestHead,
     private readonly res: HttpResponse,
     private readonly isHead: boolean,
@@ -56,35 +63,43 @@ export class PublicHttpStream extends EdgeHttpStream {
     super(id, session, head, null);
   }
 
+  /** The HttpResponse may no longer be touched. */
+  private get over(): boolean {
+    return this.publicState >= PublicState.DONE;
+  }
+
   /** uWS calls this when the public client goes away before the response ended. */
   onAborted(): void {
-    this.aborted = true;
+    const wasOver = this.over;
+    this.publicState = PublicState.ABORTED;
     this.chunks = [];
     this.tail = null;
-    if (!this.finished) this.abandoned();
-    this.finished = true;
+    if (!wasOver) this.abandoned();
     this.releaseConnectionCredit();
   }
 
   protected pauseRequest(): void {
     this.requestPaused = true;
-    if (!this.aborted) this.res.pause();
+    if (this.publicState !== PublicState.ABORTED) this.res.pause();
   }
 
   protected resumeRequest(): void {
     this.requestPaused = false;
-    if (!this.aborted) this.res.resume();
+    if (this.publicState !== PublicState.ABORTED) this.res.resume();
   }
 
   protected startResponse(): void {
-    const cleaned = cleanResponseHeaders(this.responseHeaders);
-    this.headers = cleaned.headers;
-    this.contentLength = cleaned.contentLength;
+    const response = this.response!;
+    this.headers = response.headers;
+    this.contentLength = response.contentLength;
+    // Nothing held back (issue 13): the head goes out at the end of this turn even if no body byte
+    // came with it; a body that arrived in the same turn still leaves with it, in one write.
+    this.scheduleWrite();
   }
 
   /** A middle chunk of the body (owned: a view of the session's copy of its message). */
   protected writeBody(chunk: Uint8Array): void {
-    if (this.aborted) {
+    if (this.over) {
       this.releaseConnectionCredit();
       return;
     }
@@ -103,7 +118,7 @@ export class PublicHttpStream extends EdgeHttpStream {
 
   /** The capture is committed (or off): the last bytes go out and the response ends. */
   protected endResponse(lastChunk: Uint8Array | null): void {
-    if (this.aborted) {
+    if (this.over) {
       this.releaseConnectionCredit();
       return;
     }
@@ -119,12 +134,12 @@ export class PublicHttpStream extends EdgeHttpStream {
     this.scheduleWrite();
   }
 
-  protected failResponse(code: ErrorCode, message: string, started: boolean): void {
+  protected failResponse(code: ErrorCode, message: string): void {
     this.chunks = [];
     this.tail = null;
     this.releaseConnectionCredit();
-    if (this.aborted || this.finished) return;
-    this.failure = { code, message, started };
+    if (this.over) return;
+    this.failure = { code, message };
     this.scheduleWrite();
   }
 
@@ -137,26 +152,35 @@ export class PublicHttpStream extends EdgeHttpStream {
   /** Called by the session's flush, outside any uWS callback: writes what waits, corked. */
   flushWrites(): void {
     this.writeScheduled = false;
-    if (this.aborted || this.finished) return;
+    if (this.over) return;
     corking = this;
     this.res.cork(writeCorked);
   }
 
   /** Writes what waits (the public socket is corked by the caller or by uWS). */
   writeNow(): boolean {
+    const state = this.publicState;
+    if (state >= PublicState.DONE) return true;
     const failure = this.failure;
     if (failure !== null) {
-      this.finished = true;
-      if (failure.started || this.headWritten) this.res.close();
+      this.publicState = PublicState.DONE;
+      if (state !== PublicState.IDLE) this.res.close();
       // A request body still arriving cannot be read to its end: close the connection after the answer.
       else writePublicError(this.res, failure.code, failure.message, !this.requestFinished);
       return true;
     }
     // Waiting for the socket to drain: onWritable carries on.
-    if (this.waitingWritable) return false;
-    if (!this.headWritten) this.writeHead();
+    if (state === PublicState.DRAINING) return false;
+    if (state === PublicState.IDLE) {
+      this.writeHead();
+      // uWS 20.30 sends a head alone only for a known length: tryEnd of no bytes flushes it, with its
+      // Content-Length, and ends nothing. Without a length (chunked) uWS completes the head only with
+      // the first body byte (docs/protocol.md section 6). A length of 0 must not end here: the end
+      // waits for the capture commit.
+      if (this.chunks.length === 0 && !this.endRequested && this.contentLength > 0 && !this.noBody()) this.res.tryEnd(NO_BYTES, this.contentLength);
+    }
     if (this.endRequested && this.noBody()) {
-      this.finished = true;
+      this.publicState = PublicState.DONE;
       // endWithoutBody(undefined) would announce a huge Content-Length: call it without an argument.
       if (this.isHead && this.contentLength >= 0) this.res.endWithoutBody(this.contentLength);
       else this.res.endWithoutBody();
@@ -165,7 +189,7 @@ export class PublicHttpStream extends EdgeHttpStream {
     }
     if (this.contentLength < 0 && this.endRequested) {
       // Chunked or of unknown length: uWS takes the rest whole (buffering it if it must).
-      this.finished = true;
+      this.publicState = PublicState.DONE;
       const chunks = this.chunks;
       this.chunks = [];
       if (chunks.length === 0) this.res.end();
@@ -179,6 +203,11 @@ export class PublicHttpStream extends EdgeHttpStream {
     while (this.chunks.length > 0) {
       const chunk = this.chunks[0]!;
       const accepted = this.tryWrite(chunk);
+      if (this.publicState === PublicState.DONE) {
+        // The declared length is out (the stream refuses bytes beyond it, so nothing should be left).
+        this.chunks = [];
+        break;
+      }
       if (accepted < chunk.byteLength) {
         this.chunks[0] = chunk.subarray(accepted);
         this.awaitWritable();
@@ -196,15 +225,15 @@ export class PublicHttpStream extends EdgeHttpStream {
 
   private noBody(): boolean {
     const status = this.status;
-    return this.isHead || status === 204 || status === 304 || status < 200;
+    return this.isHead || status === 204 || status === 304;
   }
 
   private writeHead(): void {
-    this.headWritten = true;
+    this.publicState = PublicState.STREAMING;
     const res = this.res;
     res.writeStatus(statusLine(this.status));
     const headers = this.headers;
-    for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
+    for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i] as string, headers[i + 1]!);
   }
 
   /** Hands bytes to uWS; returns how many it took. */
@@ -214,7 +243,7 @@ export class PublicHttpStream extends EdgeHttpStream {
       const before = res.getWriteOffset();
       const [ok, done] = res.tryEnd(chunk, this.contentLength);
       const accepted = ok ? chunk.byteLength : res.getWriteOffset() - before;
-      if (done) this.finished = true;
+      if (done) this.publicState = PublicState.DONE;
       this.consumed(accepted);
       return accepted;
     }
@@ -224,16 +253,16 @@ export class PublicHttpStream extends EdgeHttpStream {
   }
 
   private awaitWritable(): void {
-    if (this.waitingWritable) return;
-    this.waitingWritable = true;
+    if (this.publicState === PublicState.DRAINING) return;
+    this.publicState = PublicState.DRAINING;
     // Made only when the public client is slow, not for every response.
     this.res.onWritable(() => this.onWritable());
   }
 
   /** uWS: the socket drained (its own callback, so it is corked). */
   private onWritable(): boolean {
-    if (this.aborted || this.finished) return true;
-    this.waitingWritable = false;
+    if (this.over) return true;
+    this.publicState = PublicState.STREAMING;
     if (this.unacknowledged > 0) {
       const bytes = this.unacknowledged;
       this.unacknowledged = 0;
@@ -249,12 +278,14 @@ export class PublicHttpStream extends EdgeHttpStream {
    */
   private completeEnd(): void {
     this.releaseConnectionCredit();
-    if (this.finished) return;
-    this.finished = true;
+    if (this.over) return;
+    this.publicState = PublicState.DONE;
     if (this.bodyBytes === this.contentLength) this.res.end();
     else this.res.close();
   }
 }
+
+const NO_BYTES = new Uint8Array(0);
 
 /** The stream whose writes the cork callback performs: one shared function, no closure per response. */
 let corking: PublicHttpStream | null = null;

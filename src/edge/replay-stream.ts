@@ -7,7 +7,7 @@ import type { ErrorCode } from '../errors.js';
 import type { ReplayOverrides } from '../api/types.js';
 import { expandCapture, type CaptureRecord } from '../store/captures.js';
 import { EdgeHttpStream, type RequestHead } from './http-stream.js';
-import type { TunnelSession } from './session.js';
+import type { StreamHost } from './stream-host.js';
 
 /** Headers recomputed for the replayed body, whatever the original said. */
 const RECOMPUTED = new Set(['content-length', 'transfer-encoding']);
@@ -46,7 +46,7 @@ export class ReplayHttpStream extends EdgeHttpStream {
   private readonly body: Buffer | null;
   private settle: ((capture: CaptureRecord) => void) | null = null;
 
-  constructor(id: number, session: TunnelSession, capture: CaptureRecord, overrides: ReplayOverrides) {
+  constructor(id: number, session: StreamHost, capture: CaptureRecord, overrides: ReplayOverrides) {
     const { head, body } = replayHead(capture, overrides);
     super(id, session, head, capture.id);
     this.body = body;
@@ -80,7 +80,7 @@ export class ReplayHttpStream extends EdgeHttpStream {
     this.resolve();
   }
 
-  protected failResponse(_code: ErrorCode, _message: string, _started: boolean): void {
+  protected failResponse(_code: ErrorCode, _message: string): void {
     this.resolve();
   }
 

@@ -17,9 +17,11 @@ import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
 import { AccessLog } from './access-log.js';
 import { AdminServer, type AdminAddress } from './admin.js';
+import { TrustedProxies, requestOrigin } from './client-address.js';
 import { loadDashboard, serveDashboard } from './dashboard.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
+import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
 import { discardBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
@@ -70,8 +72,13 @@ export interface EdgeOptions {
   /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
   httpRedirect?: { port: number; acmeWebroot?: string };
   region?: string;
+  /** Peers (CIDR blocks) whose X-Forwarded-For/-Proto/-Host and PROXY v2 header are believed
+   * (src/edge/client-address.ts); nobody's by default. */
+  trustProxy?: string | readonly string[];
   /** How often expired captures are swept. */
   captureSweepMs?: number;
+  /** Held webhooks of reserved subdomains in `queue` mode (docs/offline.md): retry timings and limits. */
+  offlineQueue?: OfflineQueueOptions;
   log?: (line: string) => void;
   /** Serve GET /metrics and GET /healthz on this address (src/edge/admin.ts); off when absent. */
   admin?: AdminAddress;
@@ -89,6 +96,7 @@ export class Edge {
   readonly captures: CaptureStore;
   readonly usage: UsageMeter;
   readonly registry: TunnelRegistry;
+  readonly offline: OfflineQueue;
   readonly api: Api;
   readonly domain: string;
   readonly settings: Settings;
@@ -112,6 +120,7 @@ export class Edge {
   private readonly maxRequestBody: number;
   private readonly apiBodyLimit: number;
   private readonly publicScheme: string;
+  private readonly proxies: TrustedProxies | null;
   private readonly log: (line: string) => void;
 
   private constructor(private readonly options: EdgeOptions) {
@@ -122,6 +131,7 @@ export class Edge {
     this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
     this.apiBodyLimit = options.apiBodyLimit ?? 64 * 1024;
     this.publicScheme = options.publicScheme ?? (options.tls === undefined ? 'http' : 'https');
+    this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
     // Certificates are checked before the data directory is taken: a wrong path costs nothing to undo.
     this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
     // The dashboard's files are read now, before the data directory is taken, as certificates are.
@@ -142,11 +152,13 @@ export class Edge {
         : new EdgeMetrics({ tunnelsActive: () => this.registry.size, streamsOpen: () => this.openStreams(), draining: () => this.draining });
     const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
     this.observer = new EdgeObserver(metrics, accessLog, this.log);
+    this.offline = new OfflineQueue(this.store, this.registry, this.log, options.offlineQueue, this.observer);
     this.api = new Api({
       store: this.store,
       captures: this.captures,
       usage: this.usage,
       tunnels: this.registry,
+      queue: this.offline,
       instance: { build: VERSION, region: options.region ?? 'local' },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
@@ -299,8 +311,11 @@ export class Edge {
       upgrade: (res, req, context) => this.onUpgrade(res, req, context),
       open: (ws) => {
         const data = ws.getUserData();
-        if (data.session !== null) data.session.attach(ws);
-        else data.passthrough?.onPublicOpen(ws);
+        if (data.session !== null) {
+          data.session.attach(ws);
+          // Every tunnel socket is a TunnelSession (connectTunnel); SocketData names it by its socket interface.
+          this.offline.tunnelConnected(data.session as TunnelSession);
+        } else data.passthrough?.onPublicOpen(ws);
       },
       message: (ws, message, isBinary) => {
         const data = ws.getUserData();
@@ -342,6 +357,9 @@ export class Edge {
 
   private serveApi(res: HttpResponse, req: HttpRequest): void {
     const method = req.getCaseSensitiveMethod();
+    // Behind a trusted proxy, the scheme and host the browser used are the forwarded ones (the
+    // dashboard's CSRF rule compares the Origin with them).
+    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
     const apiRequest: ApiRequest = {
       method,
       path: req.getUrl(),
@@ -351,11 +369,12 @@ export class Edge {
         'content-type': req.getHeader('content-type'),
         cookie: req.getHeader('cookie'),
         origin: req.getHeader('origin'),
-        host: req.getHeader('host'),
+        host: origin.forwardedHost === '' ? req.getHeader('host') : origin.forwardedHost,
         'x-burrow-csrf': req.getHeader('x-burrow-csrf'),
       },
+      scheme: origin.proto,
       body: null,
-      clientAddress: remoteAddress(res),
+      clientAddress: origin.client,
     };
     const isHead = method === 'HEAD';
     const lengthHeader = req.getHeader('content-length');
@@ -448,18 +467,21 @@ export class Edge {
     if (!this.observer.watching) return;
     const query = req.getQuery();
     const url = req.getUrl();
-    this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, req.getCaseSensitiveMethod(), query ? `${url}?${query}` : url, remoteAddress(res));
+    const client = requestOrigin(res, req, this.proxies, this.publicScheme).client;
+    this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, req.getCaseSensitiveMethod(), query ? `${url}?${query}` : url, client);
   }
 
   private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
-    const clientAddress = remoteAddress(res);
-    const head = readPublicRequestHead(req, clientAddress, this.publicScheme);
+    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+    const clientAddress = origin.client;
+    const head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
       this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
       refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
       return;
     }
+    if (this.offline.serves(res, req, head, subdomain, clientAddress)) return;
     const session = this.sessionFor(res, req, subdomain);
     if (session === undefined) return;
     const method = req.getCaseSensitiveMethod();
@@ -535,7 +557,7 @@ export class Edge {
 
   /** A tunnel client connects: every check happens here, and a refusal is a plain HTTP error. */
   private connectTunnel(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const clientAddress = remoteAddress(res);
+    const clientAddress = requestOrigin(res, req, this.proxies, this.publicScheme).client;
     const authorization = req.getHeader('authorization');
     const version = req.getHeader(PROTOCOL_HEADER);
     const key = req.getHeader('sec-websocket-key');
@@ -574,10 +596,11 @@ export class Edge {
   private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
     const session = this.sessionFor(res, req, subdomain);
     if (session === undefined) return;
-    const clientAddress = remoteAddress(res);
+    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+    const clientAddress = origin.client;
     const url = req.getUrl();
     const query = req.getQuery();
-    const head = readPublicRequestHead(req, clientAddress, this.publicScheme);
+    const head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
     const stream = new PassthroughStream(
       session.newStreamId(),
       session,
@@ -610,6 +633,7 @@ export class Edge {
   }
 
   private async shutdown(drainMs: number): Promise<void> {
+    this.offline.close();
     // From here on /healthz answers 503: a load balancer stops sending before the drain ends.
     this.draining = true;
     if (this.listenSocket !== null) {
@@ -635,32 +659,6 @@ export class Edge {
     this.admin?.close();
     this.admin = null;
   }
-}
-
-/**
- * The client's address as text. uWS gives 4 (IPv4) or 16 bytes; IPv4 addresses, the common case, are
- * formatted once and looked up by value afterwards (formatting showed up in profiles at ~4% of the
- * edge's time).
- */
-const ipv4Names = new Map<number, string>();
-function remoteAddress(res: HttpResponse): string {
-  const raw = new Uint8Array(res.getRemoteAddress());
-  let v4 = -1;
-  if (raw.byteLength === 4) v4 = ((raw[0]! << 24) | (raw[1]! << 16) | (raw[2]! << 8) | raw[3]!) >>> 0;
-  else if (raw.byteLength === 16 && isV4Mapped(raw)) v4 = ((raw[12]! << 24) | (raw[13]! << 16) | (raw[14]! << 8) | raw[15]!) >>> 0;
-  if (v4 === -1) return Buffer.from(res.getRemoteAddressAsText()).toString();
-  let name = ipv4Names.get(v4);
-  if (name === undefined) {
-    name = `${v4 >>> 24}.${(v4 >>> 16) & 255}.${(v4 >>> 8) & 255}.${v4 & 255}`;
-    if (ipv4Names.size >= 65_536) ipv4Names.clear();
-    ipv4Names.set(v4, name);
-  }
-  return name;
-}
-
-function isV4Mapped(raw: Uint8Array): boolean {
-  for (let i = 0; i < 10; i++) if (raw[i] !== 0) return false;
-  return raw[10] === 0xff && raw[11] === 0xff;
 }
 
 /** Writes an API response (inside a cork). JSON, never cached; `closeConnection` after an unread body. */

@@ -26,9 +26,18 @@ import type { EdgeHttpStream, RequestHead } from './http-stream.js';
 import type { EdgeObserver } from './observer.js';
 import type { PassthroughStream } from './passthrough.js';
 import { PublicHttpStream } from './public-stream.js';
-import type { TunnelRegistry } from './registry.js';
 import { ReplayHttpStream } from './replay-stream.js';
-import type { Turn } from './turn.js';
+import type { HostedStream, SocketData, StreamHost } from './stream-host.js';
+import type { Captured, Turn, Writable } from './turn.js';
+
+export type { SocketData } from './stream-host.js';
+
+/** Where live sessions are listed (the TunnelRegistry). */
+export interface SessionDirectory {
+  add(session: TunnelSession): void;
+  /** The WebSocket ended: the name is held for its owner for the grace period. */
+  remove(session: TunnelSession): void;
+}
 
 export interface SessionDeps {
   settings: Settings;
@@ -36,7 +45,7 @@ export interface SessionDeps {
   usage: UsageMeter;
   capture: { enabled: boolean; bodyLimit: number };
   requestTimeoutMs: number;
-  registry: TunnelRegistry;
+  registry: SessionDirectory;
   /** The edge's end-of-turn work: capture commits, public writes, tunnel frames. */
   turn: Turn;
   /** Connect/disconnect log lines, metrics, the access log. */
@@ -44,18 +53,12 @@ export interface SessionDeps {
   log(message: string): void;
 }
 
-/** What uWS keeps on each WebSocket: a tunnel session or a public passthrough socket. */
-export interface SocketData {
-  session: TunnelSession | null;
-  passthrough: PassthroughStream | null;
-}
-
 /** Above this many buffered bytes in uWS, frames wait in the session's backlog for `drain`. */
 export const HIGH_WATER_MARK = 1024 * 1024;
 
 type Stream = EdgeHttpStream | PassthroughStream;
 
-export class TunnelSession {
+export class TunnelSession implements StreamHost {
   ws: WebSocket<SocketData> | null = null;
   readonly streams = new Map<number, Stream>();
   /** Streams whose outgoing bytes wait for connection credit. */
@@ -70,6 +73,10 @@ export class TunnelSession {
   private framesScheduled = false;
   closed = false;
   readonly startedAt = Date.now();
+  readonly settings: Settings;
+  readonly requestTimeoutMs: number;
+  readonly captureLimit: number;
+  readonly timesHops: boolean;
 
   constructor(
     readonly deps: SessionDeps,
@@ -82,6 +89,10 @@ export class TunnelSession {
   ) {
     this.connectionSend = new SendCredit(deps.settings.connectionWindow);
     this.connectionReceive = new ReceiveWindow(deps.settings.connectionWindow);
+    this.settings = deps.settings;
+    this.requestTimeoutMs = deps.requestTimeoutMs;
+    this.captureLimit = deps.capture.enabled ? deps.capture.bodyLimit : 0;
+    this.timesHops = deps.observer.metrics !== null;
   }
 
   info(): TunnelInfo {
@@ -121,8 +132,16 @@ export class TunnelSession {
   }
 
   /** A public response has something to write: it is written at the end of this turn, corked. */
-  deferWrite(stream: PublicHttpStream): void {
+  deferWrite(stream: Writable): void {
     this.deps.turn.write(stream);
+  }
+
+  capture(exchange: Captured, requestBytes: number, responseBytes: number): void {
+    const deps = this.deps;
+    deps.usage.count(this.accountId, requestBytes, responseBytes);
+    if (deps.observer.watching && exchange instanceof PublicHttpStream) deps.observer.exchangeEnded(exchange);
+    if (deps.capture.enabled) deps.turn.capture(exchange);
+    else exchange.afterCapture();
   }
 
   /** The turn's last step: this tunnel's frames go out, corked together. */
@@ -214,13 +233,14 @@ export class TunnelSession {
     return stream.start();
   }
 
-  /** A stream finished or failed: it leaves the table and frames for it are ignored from now on. */
-  endStream(stream: Stream): void {
-    if (stream.closed) return;
-    stream.closed = true;
-    if (stream.kind === 'passthrough' && this.deps.observer.watching) this.deps.observer.passthroughEnded(stream);
-    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
-    this.blocked.delete(stream);
+  /** A stream finished or failed (its state says so): it leaves the table, and frames for it are ignored. */
+  endStream(stream: HostedStream): void {
+    if (this.streams.get(stream.id) === stream) {
+      this.streams.delete(stream.id);
+      const hosted = stream as Stream;
+      if (hosted.kind === 'passthrough' && this.deps.observer.watching) this.deps.observer.passthroughEnded(hosted);
+    }
+    this.blocked.delete(stream as Stream);
   }
 
   /** Response bytes written out (or dropped): return connection credit to the client. */
@@ -258,18 +278,14 @@ export class TunnelSession {
     switch (frame[0]) {
       case FrameType.RESPONSE: {
         const body = frame[4];
-        const http = this.httpStream(frame[1], body);
-        if (http === null) return;
-        if (!http.onResponse(frame[2], frame[3], body, frame[5], bytes)) throw new ProtocolError(`second RESPONSE on stream ${frame[1]}`);
+        this.httpStream(frame[1], body)?.onResponse(frame[2], frame[3], body, frame[5], bytes);
         return;
       }
       case FrameType.DATA: {
         const chunk = frame[2];
         const stream = this.streams.get(frame[1]);
         if (stream !== undefined && stream.kind === 'passthrough') throw new ProtocolError('DATA on a WebSocket stream');
-        const http = this.httpStream(frame[1], chunk);
-        if (http === null) return;
-        if (!http.onData(chunk, frame[3])) throw new ProtocolError(`DATA before RESPONSE on stream ${frame[1]}`);
+        this.httpStream(frame[1], chunk)?.onData(chunk, frame[3]);
         return;
       }
       case FrameType.WINDOW: {

@@ -13,16 +13,23 @@ export interface PlanLimits {
   retentionMs: number;
   /** Subdomains an account may reserve permanently. */
   reservedSubdomains: number;
+  /** Webhooks held per reserved subdomain while its tunnel is offline (docs/offline.md). */
+  queuedEvents: number;
+  /** Bytes (bodies and headers) held per reserved subdomain while its tunnel is offline. */
+  queuedBytes: number;
+  /** How long a held webhook waits for its tunnel before it is dropped, in milliseconds. */
+  queueMaxAgeMs: number;
 }
 
 export const PLAN_NAMES = ['FREE', 'PRO'] as const;
 export type PlanName = (typeof PLAN_NAMES)[number];
 
 const HOUR = 60 * 60 * 1000;
+const MIB = 1024 * 1024;
 
 export const DEFAULT_PLANS: Readonly<Record<PlanName, PlanLimits>> = {
-  FREE: { activeTokens: 5, activeTunnels: 3, capturedRequests: 1_000, retentionMs: 24 * HOUR, reservedSubdomains: 3 },
-  PRO: { activeTokens: 50, activeTunnels: 25, capturedRequests: 10_000, retentionMs: 7 * 24 * HOUR, reservedSubdomains: 50 },
+  FREE: { activeTokens: 5, activeTunnels: 3, capturedRequests: 1_000, retentionMs: 24 * HOUR, reservedSubdomains: 3, queuedEvents: 1_000, queuedBytes: 100 * MIB, queueMaxAgeMs: 72 * HOUR },
+  PRO: { activeTokens: 50, activeTunnels: 25, capturedRequests: 10_000, retentionMs: 7 * 24 * HOUR, reservedSubdomains: 50, queuedEvents: 10_000, queuedBytes: 1024 * MIB, queueMaxAgeMs: 7 * 24 * HOUR },
 };
 
 export function isPlanName(value: unknown): value is PlanName {

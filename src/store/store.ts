@@ -19,6 +19,7 @@ import {
   tokenIdOf,
   tokenPrefixOf,
 } from '../ids.js';
+import { OfflineQueueStore, type OfflineMode } from './offline-queue.js';
 import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
 
 export interface AccountRecord {
@@ -41,6 +42,8 @@ export interface ReservationRecord {
   subdomain: string;
   accountId: string;
   createdAt: number;
+  /** What the edge answers while no tunnel is connected (docs/offline.md); absent means 'off'. */
+  offline?: OfflineMode;
 }
 
 /** A token as callers see it; the secret appears only on the create result. */
@@ -92,6 +95,8 @@ export class Store {
   private readonly reservations: Database<ReservationRecord, string>;
   private readonly accountReservations: Database<true, Key>;
   private readonly plans: Record<PlanName, PlanLimits>;
+  /** Webhooks held for offline reserved subdomains. */
+  readonly queue: OfflineQueueStore;
   private closed = false;
 
   private constructor(root: RootDatabase, options: StoreOptions) {
@@ -103,6 +108,7 @@ export class Store {
     this.accountTokens = root.openDB({ name: 'account-tokens', encoding: 'msgpack' });
     this.reservations = root.openDB({ name: 'reservations', encoding: 'msgpack' });
     this.accountReservations = root.openDB({ name: 'account-reservations', encoding: 'msgpack' });
+    this.queue = new OfflineQueueStore(root);
     this.plans = {
       FREE: { ...DEFAULT_PLANS.FREE, ...options.plans?.FREE },
       PRO: { ...DEFAULT_PLANS.PRO, ...options.plans?.PRO },
@@ -114,7 +120,7 @@ export class Store {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     // noSubdir false: `dir` is always a directory; lmdb-js would take a name with a dot ("burrow.data")
     // for a file and fail to open it.
-    const root = open({ path: dir, noSubdir: false, maxDbs: 16, compression: false });
+    const root = open({ path: dir, noSubdir: false, maxDbs: 32, compression: false });
     root.readerCheck();
     const store = new Store(root, options);
     store.ensureDecoy();
@@ -307,12 +313,17 @@ export class Store {
    * write transaction, so concurrent requests cannot reserve past it. Reserving a name the account
    * already holds returns that reservation.
    */
-  async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity): Promise<ReservationRecord> {
+  async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity, offline?: OfflineMode): Promise<ReservationRecord> {
     const outcome = await this.root.transaction(() => {
       const existing = this.reservations.get(subdomain);
-      if (existing !== undefined) return existing;
+      if (existing !== undefined) {
+        if (existing.accountId !== accountId || offline === undefined || (existing.offline ?? 'off') === offline) return existing;
+        const changed: ReservationRecord = { ...existing, offline };
+        this.reservations.put(subdomain, changed);
+        return changed;
+      }
       if (this.accountReservations.getKeysCount({ start: [accountId], end: [accountId, RANGE_END] }) >= cap) return null;
-      const record: ReservationRecord = { subdomain, accountId, createdAt: now };
+      const record: ReservationRecord = { subdomain, accountId, createdAt: now, ...(offline === undefined ? {} : { offline }) };
       this.reservations.put(subdomain, record);
       this.accountReservations.put([accountId, subdomain], true);
       return record;
@@ -326,12 +337,25 @@ export class Store {
     return outcome;
   }
 
+  /** Changes a reservation's offline mode; undefined when the account holds no such reservation. */
+  async setOfflineMode(accountId: string, subdomain: string, offline: OfflineMode): Promise<ReservationRecord | undefined> {
+    return this.root.transaction(() => {
+      const existing = this.reservations.get(subdomain);
+      if (existing === undefined || existing.accountId !== accountId) return undefined;
+      const changed: ReservationRecord = { ...existing, offline };
+      this.reservations.put(subdomain, changed);
+      return changed;
+    });
+  }
+
   async releaseReservation(accountId: string, subdomain: string): Promise<boolean> {
     return this.root.transaction(() => {
       const existing = this.reservations.get(subdomain);
       if (existing === undefined || existing.accountId !== accountId) return false;
       this.reservations.remove(subdomain);
       this.accountReservations.remove([accountId, subdomain]);
+      // Held webhooks belong to the reservation: another account reserving the name must not get them.
+      this.queue.clearInTransaction(subdomain);
       return true;
     });
   }

@@ -1,7 +1,7 @@
 /**
  * Usage counters for the billing summary: requests and bytes through an account's tunnels per
- * calendar month (UTC). Counting happens in memory on the hot path; `flush()` adds the counts to
- * LMDB in one transaction, so a crash loses at most the counts since the last flush.
+ * calendar month (UTC). Counting happens in memory on the hot path; `flush()` writes the changed totals
+ * to LMDB in one transaction, so a crash loses at most the counts since the last flush.
  */
 import type { Database, RootDatabase } from 'lmdb';
 
@@ -22,56 +22,57 @@ export function periodOf(now: number): { start: number; end: number } {
 
 export class UsageMeter {
   private readonly db: Database<Usage, UsageKey>;
-  private pending = new Map<string, Usage>();
-  /** Counts handed to a flush that has not committed yet; still part of `current()`. */
-  private flushing = new Map<string, Usage>();
+  /**
+   * Each account's totals for the current period, in memory and authoritative: one edge owns a data
+   * directory (src/store/data-lock.ts), so nothing else writes them. Reading totals as stored + not yet
+   * flushed counted a flush twice in the moment between its commit and the resolution of its promise.
+   */
+  private readonly totals = new Map<string, Usage & { start: number }>();
+  private readonly dirty = new Set<string>();
 
   constructor(private readonly root: RootDatabase, private readonly clock: () => number = Date.now) {
     this.db = root.openDB({ name: 'usage', encoding: 'msgpack' });
   }
 
+  private totalsOf(accountId: string): Usage & { start: number } {
+    const { start } = periodOf(this.clock());
+    let totals = this.totals.get(accountId);
+    if (totals === undefined || totals.start !== start) {
+      if (totals !== undefined && this.dirty.has(accountId)) this.db.put([accountId, totals.start], copy(totals)).catch(() => undefined);
+      totals = { ...(this.db.get([accountId, start]) ?? { requests: 0, bytesIn: 0, bytesOut: 0 }), start };
+      this.totals.set(accountId, totals);
+    }
+    return totals;
+  }
+
   count(accountId: string, bytesIn: number, bytesOut: number): void {
-    let usage = this.pending.get(accountId);
-    if (usage === undefined) {
-      usage = { requests: 0, bytesIn: 0, bytesOut: 0 };
-      this.pending.set(accountId, usage);
-    }
-    usage.requests++;
-    usage.bytesIn += bytesIn;
-    usage.bytesOut += bytesOut;
+    const totals = this.totalsOf(accountId);
+    totals.requests++;
+    totals.bytesIn += bytesIn;
+    totals.bytesOut += bytesOut;
+    this.dirty.add(accountId);
   }
 
-  /** Stored counts plus those not flushed yet, for the current period. */
+  /** The account's counts for the current period, flushed or not. */
   current(accountId: string): Usage {
-    const { start } = periodOf(this.clock());
-    const total = { ...(this.db.get([accountId, start]) ?? { requests: 0, bytesIn: 0, bytesOut: 0 }) };
-    for (const source of [this.flushing, this.pending]) {
-      const counts = source.get(accountId);
-      if (counts === undefined) continue;
-      total.requests += counts.requests;
-      total.bytesIn += counts.bytesIn;
-      total.bytesOut += counts.bytesOut;
-    }
-    return total;
+    return copy(this.totalsOf(accountId));
   }
 
+  /** Writes the totals changed since the last flush, in one transaction. */
   async flush(): Promise<void> {
-    if (this.pending.size === 0) return;
-    const batch = this.pending;
-    this.pending = new Map();
-    this.flushing = batch;
-    const { start } = periodOf(this.clock());
+    if (this.dirty.size === 0) return;
+    const batch: [UsageKey, Usage][] = [];
+    for (const accountId of this.dirty) {
+      const totals = this.totals.get(accountId)!;
+      batch.push([[accountId, totals.start], copy(totals)]);
+    }
+    this.dirty.clear();
     await this.root.transaction(() => {
-      for (const [accountId, delta] of batch) {
-        const key: UsageKey = [accountId, start];
-        const stored = this.db.get(key) ?? { requests: 0, bytesIn: 0, bytesOut: 0 };
-        this.db.put(key, {
-          requests: stored.requests + delta.requests,
-          bytesIn: stored.bytesIn + delta.bytesIn,
-          bytesOut: stored.bytesOut + delta.bytesOut,
-        });
-      }
+      for (const [key, usage] of batch) this.db.put(key, usage);
     });
-    this.flushing = new Map();
   }
+}
+
+function copy(usage: Usage): Usage {
+  return { requests: usage.requests, bytesIn: usage.bytesIn, bytesOut: usage.bytesOut };
 }

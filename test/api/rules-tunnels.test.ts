@@ -295,6 +295,7 @@ describe('captured requests: GET /api/v1/requests, detail and replay', () => {
       token_id: alice.tokenId,
       error: null,
       replay_of: null,
+      event_id: null,
       request: undefined,
       response: undefined,
     });

@@ -247,6 +247,12 @@ describe('authentication (spec section 5)', () => {
     ['GET', '/api/v1/reserved-subdomains'],
     ['POST', '/api/v1/reserved-subdomains'],
     ['DELETE', '/api/v1/reserved-subdomains/some-name'],
+    ['PATCH', '/api/v1/reserved-subdomains/some-name'],
+    ['GET', '/api/v1/queue?subdomain=some-name'],
+    ['POST', '/api/v1/queue/pause?subdomain=some-name'],
+    ['POST', '/api/v1/queue/resume?subdomain=some-name'],
+    ['POST', '/api/v1/queue/evt_000000000000000000000000/deliver'],
+    ['DELETE', '/api/v1/queue/evt_000000000000000000000000'],
   ];
   const credentials: [name: string, headers: () => Record<string, string>][] = [
     ['no Authorization header', () => ({})],
@@ -343,7 +349,8 @@ describe('reserved subdomains (Burrow extension)', () => {
   test('POST: 201 {subdomain, created_at}; again: 200 with the same record; listed; lower-cased', async () => {
     const created = await post('/api/v1/reserved-subdomains', alice.token, { subdomain: 'Alice-Hooks' });
     assert.equal(created.status, 201);
-    assert.deepEqual(shape(created.json), { subdomain: 'string', created_at: 'string' });
+    assert.deepEqual(shape(created.json), { subdomain: 'string', created_at: 'string', offline: 'string' });
+    assert.equal(created.json.offline, 'off');
     assert.equal(created.json.subdomain, 'alice-hooks');
     assert.match(created.json.created_at, ISO_UTC);
     const again = await post('/api/v1/reserved-subdomains', alice.token, { subdomain: 'alice-hooks' });
@@ -467,7 +474,7 @@ describe('routing (DESIGN.md section 4)', () => {
     ['DELETE', '/api/v1/requests', 'GET, HEAD'],
     ['GET', '/api/v1/requests/req_1/replay', 'POST'],
     ['PUT', '/api/v1/reserved-subdomains', 'GET, HEAD, POST'],
-    ['GET', '/api/v1/reserved-subdomains/some-name', 'DELETE'],
+    ['GET', '/api/v1/reserved-subdomains/some-name', 'DELETE, PATCH'],
   ];
   for (const [method, path, allow] of notAllowed) {
     test(`${method} ${path}: 405 METHOD_NOT_ALLOWED, Allow: ${allow}`, async () => {

@@ -10,6 +10,7 @@ import { adminCommand } from '../../src/cli/commands/admin.js';
 import { loginCommand, requestsCommand, reservationsCommand, reserveCommand, tokensCommand, tunnelsCommand } from '../../src/cli/commands/api-commands.js';
 import { edgeCommand } from '../../src/cli/commands/edge.js';
 import { httpCommand } from '../../src/cli/commands/http.js';
+import { queueCommand } from '../../src/cli/commands/queue.js';
 import { replayCommand } from '../../src/cli/commands/replay.js';
 
 type Command = (argv: string[]) => Promise<number>;
@@ -20,6 +21,7 @@ const COMMANDS: [string, Command, string[]][] = [
   ['admin token create', adminCommand, ['token', 'create']],
   ['admin set-plan', adminCommand, ['set-plan']],
   ['admin accounts list', adminCommand, ['accounts', 'list']],
+  ['admin backup', adminCommand, ['backup']],
   ['login', loginCommand, []],
   ['tokens', tokensCommand, []],
   ['tunnels', tunnelsCommand, []],
@@ -27,6 +29,7 @@ const COMMANDS: [string, Command, string[]][] = [
   ['requests show', requestsCommand, ['show']],
   ['reserve', reserveCommand, []],
   ['reservations', reservationsCommand, []],
+  ['queue', queueCommand, []],
   ['http', httpCommand, []],
   ['replay', replayCommand, []],
 ];

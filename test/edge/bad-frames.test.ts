@@ -11,8 +11,8 @@ import { after, before, describe, test } from 'node:test';
 import { Packr } from 'msgpackr';
 import { request } from 'undici';
 import WebSocket from 'ws';
-import { decode, encode, ProtocolError, type OpenFrame } from '../../src/protocol/codec.js';
-import { CLOSE_CODE_BASE, DEFAULT_SETTINGS, FrameType, GoAwayCode, MAX_WINDOW, PROTOCOL_HEADER } from '../../src/protocol/constants.js';
+import { decode, encode, ProtocolError, type OpenFrame, type ResetFrame } from '../../src/protocol/codec.js';
+import { CLOSE_CODE_BASE, DEFAULT_SETTINGS, FrameType, GoAwayCode, MAX_WINDOW, PROTOCOL_HEADER, ResetCode } from '../../src/protocol/constants.js';
 import { call, createAccount, echo, startClient, startEdge, startLocal, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 import { connectUrl as rawConnectUrl, openRawTunnel, tunnelHeaders as rawTunnelHeaders, type RawTunnel } from './raw-tunnel.js';
 
@@ -232,24 +232,39 @@ describe('a bad message ends that tunnel, never the edge', () => {
   });
 
   test('body bytes beyond the stream window', async () => {
-    const { tunnel, ready } = await openRaw();
-    const { open, response } = await publicRequest(tunnel, ready[2]);
-    // Bytes past the declared Content-Length are held back, never written out, so no credit returns:
-    // the fifth 64 KiB chunk is over the 256 KiB stream window.
-    tunnel.send(encode([FrameType.RESPONSE, open[1], 200, ['content-length', '1'], null, false]));
-    for (let i = 0; i < 5; i++) tunnel.send(encode([FrameType.DATA, open[1], Buffer.alloc(DEFAULT_SETTINGS.maxFrameBody), false]));
-    await expectProtocolError(tunnel, /exceeded the window of stream/);
-    await response; // the public side was mid-response: cut, or 502
-    await expectEdgeServing(ready[2]);
+    // A stream window smaller than one frame's body, so one DATA frame is over it whatever the timing.
+    const small = await startEdge({ settings: { streamWindow: 16 * 1024 } });
+    try {
+      const smallAccount = await createAccount(small, 'PRO');
+      const { tunnel, ready } = await openRawTunnel(small, smallAccount.token);
+      const response = request(`${small.base}/hook`, { headers: { host: `${ready[2]}.localhost:${small.port}` } }).then(
+        (res) => res.body.text().then(() => res.statusCode),
+        () => 0,
+      );
+      const open = await tunnel.next<OpenFrame>(FrameType.OPEN);
+      tunnel.send(encode([FrameType.RESPONSE, open[1], 200, [], null, false]));
+      tunnel.send(encode([FrameType.DATA, open[1], Buffer.alloc(16 * 1024 + 1), false]));
+      await expectProtocolError(tunnel, /exceeded the window of stream/);
+      await response; // the public side was mid-response: cut, or 502
+    } finally {
+      await small.close();
+    }
   });
 
-  test('a second RESPONSE on one stream', async () => {
+  test('a second RESPONSE on one stream resets that stream, not the tunnel', async () => {
     const { tunnel, ready } = await openRaw();
     const { open, response } = await publicRequest(tunnel, ready[2]);
     tunnel.send(encode([FrameType.RESPONSE, open[1], 200, [], null, false]));
     tunnel.send(encode([FrameType.RESPONSE, open[1], 200, [], null, true]));
-    await expectProtocolError(tunnel, /second RESPONSE/);
-    await response;
+    const reset = await tunnel.next<ResetFrame>(FrameType.RESET);
+    assert.deepEqual(reset.slice(0, 3), [FrameType.RESET, open[1], ResetCode.PROTOCOL_ERROR]);
+    assert.match(reset[3], /second RESPONSE/);
+    const answered = await response;
+    assert.equal(answered.status, 502);
+    assert.equal(answered.error, 'INVALID_RESPONSE');
+    assert.equal(await tunnel.barrier(), 'pong', 'the tunnel is still open');
+    tunnel.ws.close(1000);
+    await tunnel.closed;
     await expectEdgeServing(ready[2]);
   });
 

@@ -131,6 +131,27 @@ describe('the session', () => {
     }
   });
 
+  test('behind a trusted proxy that terminates TLS, the forwarded origin is expected and the cookie is Secure', async () => {
+    const proxied = await startEdge({ trustProxy: '127.0.0.1', authFailureLimit: 1_000 });
+    try {
+      const dave = await createAccount(proxied);
+      const forwarded = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'dash.example.org', 'x-forwarded-for': '203.0.113.9' };
+      const asTheBrowserSawIt = await call(proxied, 'POST', '/api/v1/session', { body: { token: dave.token }, headers: { ...forwarded, origin: 'https://dash.example.org', 'x-burrow-csrf': '1' } });
+      assert.equal(asTheBrowserSawIt.status, 201, asTheBrowserSawIt.text);
+      assert.match(String(asTheBrowserSawIt.headers['set-cookie']), /; Secure$/);
+      const internalOrigin = await call(proxied, 'POST', '/api/v1/session', { body: { token: dave.token }, headers: { ...forwarded, origin: `http://localhost:${proxied.port}`, 'x-burrow-csrf': '1' } });
+      assertApiError(internalOrigin, 'CSRF_REJECTED');
+    } finally {
+      await proxied.close();
+    }
+    // Without trust, forwarded headers change nothing.
+    const spoofed = await call(target, 'POST', '/api/v1/session', {
+      body: { token: alice.token },
+      headers: { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.example', origin: 'https://evil.example', 'x-burrow-csrf': '1' },
+    });
+    assertApiError(spoofed, 'CSRF_REJECTED');
+  });
+
   test('cookie requests authenticate as the token, with its rate-limit headers', async () => {
     const cookie = await signIn(alice.token);
     const me = await call(target, 'GET', '/api/v1/auth/me', { headers: { cookie } });

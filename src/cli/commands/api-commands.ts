@@ -332,28 +332,42 @@ function bodyText(part: BodyJson): string[] {
 // ---- reservations ----------------------------------------------------------------------------------
 
 const RESERVE_HELP = `
-Usage: burrow reserve NAME
+Usage: burrow reserve NAME [--offline queue|reject|off]
 
 Reserves a subdomain for the account: no other account can open a tunnel on it, and it stays the
-URL of "burrow http PORT --subdomain NAME" across restarts. The plan caps how many.
+URL of "burrow http PORT --subdomain NAME" across restarts. The plan caps how many. Reserving a name
+the account holds again with --offline changes its offline mode.
 
 Options:
+  --offline MODE what the edge answers while no tunnel is connected (docs/offline.md):
+                 off (default) 404 as for any offline tunnel; reject 503 with Retry-After, so the
+                 provider retries; queue 202, the request is held and delivered in order when the
+                 tunnel connects (see burrow queue --help)
 ${CONNECTION_HELP}
 `;
 
 interface ReservationJson {
   subdomain: string;
   created_at: string;
+  offline: string;
 }
 
+const OFFLINE_MODE_NAMES = ['off', 'reject', 'queue'];
+
 export async function reserveCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, CONNECTION_OPTIONS, RESERVE_HELP);
+  const parsed = parse(args, { ...CONNECTION_OPTIONS, offline: { type: 'string' } }, RESERVE_HELP);
   if (parsed === null) return 0;
   const name = requirePositional(parsed, 0, 'NAME', RESERVE_HELP);
   noExtraPositionals(parsed, 1, RESERVE_HELP);
-  const reservation = await client(parsed.values).call<ReservationJson>('POST', '/api/v1/reserved-subdomains', { subdomain: name });
+  const offline = parsed.values.offline;
+  if (offline !== undefined && !OFFLINE_MODE_NAMES.includes(offline)) throw new UsageError(`--offline must be queue, reject or off, not "${offline}"`);
+  const request = offline === undefined ? { subdomain: name } : { subdomain: name, offline };
+  const reservation = await client(parsed.values).call<ReservationJson>('POST', '/api/v1/reserved-subdomains', request);
   if (parsed.values.json === true) printJson(reservation);
-  else process.stdout.write(`reserved ${reservation.subdomain}; use it with: burrow http PORT --subdomain ${reservation.subdomain}\n`);
+  else {
+    const mode = reservation.offline === 'off' ? '' : ` (offline: ${reservation.offline})`;
+    process.stdout.write(`reserved ${reservation.subdomain}${mode}; use it with: burrow http PORT --subdomain ${reservation.subdomain}\n`);
+  }
   return 0;
 }
 
@@ -379,8 +393,8 @@ export async function reservationsCommand(args: string[]): Promise<number> {
       if (values.json === true) printJson(result);
       else
         printTable(
-          ['SUBDOMAIN', 'RESERVED'],
-          result.reserved_subdomains.map((r) => [r.subdomain, shortTime(r.created_at)]),
+          ['SUBDOMAIN', 'RESERVED', 'OFFLINE'],
+          result.reserved_subdomains.map((r) => [r.subdomain, shortTime(r.created_at), r.offline]),
           'no reserved subdomains (burrow reserve NAME)',
         );
       return 0;

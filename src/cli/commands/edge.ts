@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { parseAdminAddress } from '../../edge/admin.js';
+import { TrustedProxies } from '../../edge/client-address.js';
 import { Edge } from '../../edge/server.js';
 import { certificateCovers, type ServerName } from '../../edge/tls.js';
 import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
@@ -9,6 +10,7 @@ const HELP = `
 Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
                    [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL]
+                   [--trust-proxy CIDR[,CIDR...]]
 
 Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
 
@@ -40,6 +42,11 @@ Options:
                          same path and query), except ACME challenges (see --acme-webroot)
   --acme-webroot DIR     with --http-port: serve /.well-known/acme-challenge/TOKEN from
                          DIR/.well-known/acme-challenge/ (certbot certonly --webroot -w DIR)
+  --trust-proxy CIDR[,CIDR...]
+                         believe X-Forwarded-For/-Proto/-Host (and a PROXY protocol v2 header) only from
+                         these peers, e.g. 127.0.0.1/32 for an nginx on the same machine; the real client
+                         address then feeds captures, auth throttling and the access log (repeatable;
+                         default: believe nobody; see docs/deploy.md)
   --region NAME          region reported by /api/v1/instance (default local)
   --admin [HOST:]PORT    serve GET /metrics (Prometheus text) and GET /healthz (200 serving, 503 draining)
                          on this address; a bare port binds 127.0.0.1 (default: off)
@@ -80,6 +87,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'tls-sni': { type: 'string', multiple: true },
       'http-port': { type: 'string' },
       'acme-webroot': { type: 'string' },
+      'trust-proxy': { type: 'string', multiple: true },
       region: { type: 'string' },
       admin: { type: 'string' },
       'access-log': { type: 'string' },
@@ -118,6 +126,14 @@ export async function edgeCommand(args: string[]): Promise<number> {
   if (typeof admin === 'string') throw new UsageError(`--admin: ${admin}; ${usageHint(HELP)}`);
   const drainMs = intOption(values.drain, 'drain', 10_000, 0, 3_600_000);
   const accessLog = values['access-log'] === undefined || values['access-log'] === '-' ? values['access-log'] : resolve(values['access-log']);
+  let trustProxy: string[] | undefined;
+  if (values['trust-proxy'] !== undefined) {
+    try {
+      trustProxy = [...TrustedProxies.parse(values['trust-proxy']).ranges];
+    } catch (error) {
+      throw new CliError((error as Error).message);
+    }
+  }
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     dataDir,
@@ -132,6 +148,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     capture: values['no-capture'] !== true,
     captureFsync: values['capture-fsync'] === true,
     ...(publicPort === undefined ? {} : { publicPort }),
+    ...(trustProxy === undefined ? {} : { trustProxy }),
     ...(publicScheme === undefined ? {} : { publicScheme }),
     ...(tls === undefined ? {} : { tls }),
     ...(httpPort === undefined

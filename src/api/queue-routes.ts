@@ -1,0 +1,92 @@
+/**
+ * `/api/v1/queue`: the webhooks held for a reserved subdomain while its tunnel is offline (a documented
+ * extension, docs/api.md and docs/offline.md). Listing, redelivery, discarding, pause and resume.
+ */
+import { BurrowError } from '../errors.js';
+import { nowIso } from '../ids.js';
+import type { QueuedEvent } from '../store/offline-queue.js';
+import type { Principal, Store } from '../store/store.js';
+import { json, NO_CONTENT, queryParams } from './http.js';
+import type { ApiRequest, ApiResponse, QueueDriver } from './types.js';
+
+type Add = (
+  method: string,
+  path: string,
+  handler: (ctx: { req: ApiRequest; params: Record<string, string>; principal: Principal }) => ApiResponse | Promise<ApiResponse>,
+) => void;
+
+export function eventJson(event: QueuedEvent): Record<string, unknown> {
+  return {
+    id: event.id,
+    subdomain: event.subdomain,
+    state: event.state,
+    attempts: event.attempts,
+    received_at: nowIso(event.receivedAt),
+    method: event.method,
+    path: event.path,
+    size: event.bodySize,
+    last_status: event.lastStatus,
+    last_error: event.lastError,
+    last_request_id: event.lastCaptureId,
+  };
+}
+
+export function defineQueueRoutes(add: Add, store: Store, driver: QueueDriver | undefined): void {
+  /** The reserved subdomain named by ?subdomain=, if it is the caller's. */
+  const ownSubdomain = (req: ApiRequest, principal: Principal): string => {
+    const name = queryParams(req).get('subdomain');
+    if (name === null || name === '') throw new BurrowError('INVALID_REQUEST', 'The "subdomain" query parameter is required.');
+    const subdomain = name.toLowerCase();
+    if (store.getReservation(subdomain)?.accountId !== principal.account.id) {
+      throw new BurrowError('NOT_FOUND', `No reserved subdomain ${subdomain.slice(0, 200)} on this account.`);
+    }
+    return subdomain;
+  };
+  const ownEvent = (id: string, principal: Principal): QueuedEvent => {
+    const event = store.queue.get(id);
+    if (event === undefined || event.accountId !== principal.account.id) {
+      throw new BurrowError('NOT_FOUND', `No held event ${id.slice(0, 200)} on this account.`);
+    }
+    return event;
+  };
+  const summary = (subdomain: string): Record<string, unknown> => {
+    const meta = store.queue.metaOf(subdomain);
+    const reservation = store.getReservation(subdomain);
+    return { subdomain, offline: reservation?.offline ?? 'off', paused: meta.paused, events: meta.events, bytes: meta.bytes, expired: meta.expired };
+  };
+
+  add('GET', '/api/v1/queue', ({ req, principal }) => {
+    const subdomain = ownSubdomain(req, principal);
+    return json(200, { ...summary(subdomain), queue: store.queue.list(subdomain).map(eventJson) });
+  });
+
+  add('POST', '/api/v1/queue/pause', async ({ req, principal }) => {
+    const subdomain = ownSubdomain(req, principal);
+    await store.queue.setPaused(subdomain, true);
+    driver?.changed(subdomain);
+    return json(200, summary(subdomain));
+  });
+
+  add('POST', '/api/v1/queue/resume', async ({ req, principal }) => {
+    const subdomain = ownSubdomain(req, principal);
+    await store.queue.setPaused(subdomain, false);
+    driver?.changed(subdomain);
+    return json(200, summary(subdomain));
+  });
+
+  add('POST', '/api/v1/queue/:event_id/deliver', async ({ params, principal }) => {
+    const event = ownEvent(params.event_id!, principal);
+    if (event.state === 'delivering') return json(202, eventJson(event));
+    const queued = await store.queue.update(event.id, { state: 'queued' });
+    if (queued === undefined) throw new BurrowError('NOT_FOUND', `No held event ${event.id} on this account.`);
+    driver?.changed(event.subdomain);
+    return json(202, eventJson(queued));
+  });
+
+  add('DELETE', '/api/v1/queue/:event_id', async ({ params, principal }) => {
+    const event = ownEvent(params.event_id!, principal);
+    await store.queue.remove(event.id);
+    driver?.changed(event.subdomain);
+    return NO_CONTENT;
+  });
+}

@@ -1,0 +1,109 @@
+/**
+ * `burrow queue`: the webhooks held for a reserved subdomain in `queue` mode while its tunnel is
+ * offline (docs/offline.md), through /api/v1/queue.
+ */
+import { ApiClient } from '../api-client.js';
+import { noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
+import { requireToken, resolveCredentials } from '../config.js';
+import { printJson, printTable, shortTime } from '../output.js';
+
+const QUEUE_HELP = `
+Usage: burrow queue [list] NAME
+       burrow queue deliver ID [NAME]
+       burrow queue discard ID [NAME]
+       burrow queue pause NAME
+       burrow queue resume NAME
+
+The webhooks held for the reserved subdomain NAME while its tunnel was offline (burrow reserve NAME
+--offline queue). They are delivered to the local server in arrival order when the tunnel connects;
+one the local server refused (non-2xx) after its retries is parked as failed.
+
+  list      the held events: id, state (queued, delivering, delivered, failed), attempts, size
+  deliver   delivers a failed (or delivered) event again, before the others still queued
+  discard   drops an event
+  pause     holds delivery (and queues live requests too) until resume
+  resume    delivers what is held, then lets live requests through again
+
+Options:
+  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
+  --token T      the token (default: BURROW_TOKEN, the config file)
+  --json         print the API's JSON
+  -h, --help     show this help
+`;
+
+interface EventJson {
+  id: string;
+  state: string;
+  attempts: number;
+  received_at: string;
+  method: string;
+  path: string;
+  size: number;
+  last_status: number | null;
+}
+
+interface QueueJson {
+  subdomain: string;
+  offline: string;
+  paused: boolean;
+  events: number;
+  queue: EventJson[];
+}
+
+const ACTIONS = new Set(['list', 'deliver', 'discard', 'pause', 'resume']);
+
+export async function queueCommand(args: string[]): Promise<number> {
+  const parsed = parse(args, { edge: { type: 'string' }, token: { type: 'string' }, json: { type: 'boolean' } }, QUEUE_HELP);
+  if (parsed === null) return 0;
+  const first = requirePositional(parsed, 0, 'NAME', QUEUE_HELP);
+  const action = ACTIONS.has(first) ? first : 'list';
+  const rest = ACTIONS.has(first) ? parsed.positionals.slice(1) : parsed.positionals;
+  const credentials = resolveCredentials(parsed.values);
+  const api = new ApiClient(credentials.edge, requireToken(credentials));
+  const json = parsed.values.json === true;
+  const at = { positionals: rest };
+  switch (action) {
+    case 'list': {
+      const name = requirePositional(at, 0, 'NAME', QUEUE_HELP);
+      noExtraPositionals(at, 1, QUEUE_HELP);
+      const result = await api.call<QueueJson>('GET', `/api/v1/queue?subdomain=${encodeURIComponent(name)}`);
+      if (json) {
+        printJson(result);
+        return 0;
+      }
+      if (result.paused) process.stdout.write(`${result.subdomain}: delivery paused (burrow queue resume ${result.subdomain})\n`);
+      printTable(
+        ['EVENT', 'STATE', 'ATTEMPTS', 'RECEIVED', 'METHOD', 'PATH', 'SIZE', 'LAST'],
+        result.queue.map((e) => [e.id, e.state, e.attempts, shortTime(e.received_at), e.method, e.path, e.size, e.last_status ?? '']),
+        `no held events on ${result.subdomain} (offline mode: ${result.offline})`,
+      );
+      return 0;
+    }
+    case 'deliver':
+    case 'discard': {
+      const id = requirePositional(at, 0, 'ID', QUEUE_HELP);
+      noExtraPositionals(at, 2, QUEUE_HELP);
+      if (action === 'deliver') {
+        const event = await api.call<EventJson>('POST', `/api/v1/queue/${encodeURIComponent(id)}/deliver`);
+        if (json) printJson(event);
+        else process.stdout.write(`${event.id} queued for delivery (attempts so far: ${event.attempts})\n`);
+      } else {
+        await api.call('DELETE', `/api/v1/queue/${encodeURIComponent(id)}`);
+        if (json) printJson({ discarded: id });
+        else process.stdout.write(`discarded ${id}\n`);
+      }
+      return 0;
+    }
+    case 'pause':
+    case 'resume': {
+      const name = requirePositional(at, 0, 'NAME', QUEUE_HELP);
+      noExtraPositionals(at, 1, QUEUE_HELP);
+      const result = await api.call<QueueJson>('POST', `/api/v1/queue/${action}?subdomain=${encodeURIComponent(name)}`);
+      if (json) printJson(result);
+      else process.stdout.write(`${result.subdomain}: delivery ${result.paused ? 'paused' : 'resumed'} (${result.events} held)\n`);
+      return 0;
+    }
+    default:
+      throw new UsageError(`unknown queue action "${action}"`);
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * What an edge stream needs from its tunnel session, as an interface (the client's streams do the same,
+ * src/client/stream-host.ts): the streams never import the session, so their state machines can be
+ * driven alone (test/edge/stream-states.test.ts) and src/edge has no import cycle.
+ */
+import type { Settings } from '../protocol/constants.js';
+import type { SendCredit } from '../protocol/flow.js';
+import type { RingHandle } from '../store/captures.js';
+import type { WebSocket } from '../uws.js';
+import type { Captured, Writable } from './turn.js';
+
+/** A stream as its host keeps it: in the table by id, in `blocked` while it waits for connection credit. */
+export interface HostedStream {
+  readonly id: number;
+  /** The stream left its session's table: frames for it are ignored from now on. */
+  readonly closed: boolean;
+  /** More connection credit arrived. */
+  drain(): void;
+}
+
+export interface StreamHost {
+  readonly settings: Settings;
+  readonly subdomain: string;
+  readonly accountId: string;
+  readonly tokenId: string;
+  readonly ring: RingHandle;
+  /** The edge's timeout for a local response (504 LOCAL_TIMEOUT). */
+  readonly requestTimeoutMs: number;
+  /** Body bytes kept in each capture; 0 when capture is off. */
+  readonly captureLimit: number;
+  /** Streams note when OPEN left and RESPONSE came (the tunnel-hop histogram): only when metrics are served. */
+  readonly timesHops: boolean;
+  /** The connection's credit for bytes to the client. */
+  readonly connectionSend: SendCredit;
+  /** Streams whose outgoing bytes wait for connection credit. */
+  readonly blocked: Set<HostedStream>;
+  send(frame: Buffer): void;
+  /** Response body bytes passed on (or dropped): connection credit goes back to the client. */
+  consumedConnection(bytes: number): void;
+  /** The stream is over: it leaves the table (call once, after setting its state). */
+  endStream(stream: HostedStream): void;
+  /** A public response has bytes to write: it is written at the end of this loop turn, corked. */
+  deferWrite(stream: Writable): void;
+  /** Counts a finished exchange, then commits its capture this turn (or finishes it at once when capture is off). */
+  capture(exchange: Captured, requestBytes: number, responseBytes: number): void;
+}
+
+/** What uWS keeps on each WebSocket: a tunnel session or a public passthrough socket. */
+export interface SocketData {
+  session: TunnelSocket | null;
+  passthrough: PublicSocket | null;
+}
+
+/** The tunnel side of a WebSocket (TunnelSession). */
+export interface TunnelSocket {
+  attach(ws: WebSocket<SocketData>): void;
+  onMessage(message: ArrayBuffer, isBinary: boolean): void;
+  onDrain(): void;
+  onClose(code: number, message?: string): void;
+}
+
+/** The public side of a passed-through WebSocket (PassthroughStream). */
+export interface PublicSocket {
+  onPublicOpen(ws: WebSocket<SocketData>): void;
+  onPublicMessage(message: ArrayBuffer, isBinary: boolean): void;
+  onPublicDrain(): void;
+  onPublicClose(code: number, message: ArrayBuffer): void;
+}
