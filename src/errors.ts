@@ -23,6 +23,8 @@ export const ERROR_CODES = {
   TUNNEL_OFFLINE: { status: 409, message: 'The tunnel is not connected.' },
   REPLAY_TRUNCATED: { status: 409, message: 'The captured request body was cut at the capture limit; send "allow_truncated": true to replay the cut body.' },
   INTERNAL_ERROR: { status: 500, message: 'Internal error.' },
+  // The dashboard's session (docs/dashboard.md).
+  CSRF_REJECTED: { status: 403, message: 'A request with the dashboard session must come from the dashboard page itself.' },
   // The local inspector's own refusals (docs/inspector.md).
   FORBIDDEN: { status: 403, message: 'This request may not use the inspector.' },
   EDGE_UNREACHABLE: { status: 502, message: 'The edge is unreachable.' },

@@ -9,6 +9,7 @@ import { bodyJson, headerPairs } from '../exchange-json.js';
 import { idSegmentOfTokenId, nowIso } from '../ids.js';
 import { subdomainProblem } from '../subdomain.js';
 import type { CaptureRecord, CaptureStore } from '../store/captures.js';
+import { SessionStore, type SessionOptions, type SessionRecord } from '../store/sessions.js';
 import type { Principal, Store } from '../store/store.js';
 import { periodOf, type UsageMeter } from '../store/usage.js';
 import { intParam, json, NO_CONTENT, queryParams, readJsonObject } from './http.js';
@@ -16,6 +17,7 @@ import { FixedWindowLimiter, type RateDecision } from './rate-limit.js';
 import { Router } from './router.js';
 import { isOfflineMode, type OfflineMode } from '../store/offline-queue.js';
 import { defineQueueRoutes } from './queue-routes.js';
+import { checkCsrf, clearedSessionCookie, isStateChanging, sessionCookie, sessionIdOf } from './session.js';
 import type { ApiRequest, ApiResponse, HeaderPairs, InstanceInfo, QueueDriver, ReplayOverrides, TunnelDirectory } from './types.js';
 
 export interface ApiOptions {
@@ -29,6 +31,12 @@ export interface ApiOptions {
   rateWindowMs?: number;
   /** Failed authentications per window per failing credential (token id, or client address). */
   authFailureLimit?: number;
+  /** The edge's public scheme: the dashboard's expected Origin, and the cookie's Secure flag on https. */
+  publicScheme?: 'http' | 'https';
+  /** A tunnel's public URL as the edge prints it (the dashboard shows it). */
+  publicUrlOf?: (subdomain: string) => string;
+  /** Dashboard session lifetimes (docs/dashboard.md). */
+  sessions?: SessionOptions;
   /** Delivery of held webhooks (the edge's offline queue); without it events are only listed. */
   queue?: QueueDriver;
   clock?: () => number;
@@ -38,6 +46,8 @@ interface Context {
   req: ApiRequest;
   params: Record<string, string>;
   principal: Principal;
+  /** The dashboard session the request came with, when it was authenticated by the cookie. */
+  session: { id: string; record: SessionRecord } | null;
 }
 
 type Handler = (ctx: Context) => ApiResponse | Promise<ApiResponse>;
@@ -55,9 +65,13 @@ export class Api {
   readonly tokenLimiter: FixedWindowLimiter;
   readonly failureLimiter: FixedWindowLimiter;
   private readonly clock: () => number;
+  readonly sessions: SessionStore;
+  private readonly scheme: 'http' | 'https';
 
   constructor(private readonly options: ApiOptions) {
     this.clock = options.clock ?? Date.now;
+    this.sessions = new SessionStore(options.store, options.sessions);
+    this.scheme = options.publicScheme ?? 'http';
     const windowMs = options.rateWindowMs ?? 60_000;
     this.tokenLimiter = new FixedWindowLimiter(options.rateLimit ?? 100, windowMs, this.clock);
     this.failureLimiter = new FixedWindowLimiter(options.authFailureLimit ?? 30, windowMs, this.clock);
@@ -73,6 +87,7 @@ export class Api {
   sweep(): void {
     this.tokenLimiter.sweep();
     this.failureLimiter.sweep();
+    this.sessions.sweep(this.clock());
   }
 
   async handle(req: ApiRequest): Promise<ApiResponse> {
@@ -85,11 +100,11 @@ export class Api {
       );
     }
     const { handler: route, params } = lookup.match;
-    if (route.public) return this.run(route.handler, { req, params, principal: undefined as unknown as Principal });
+    if (route.public) return this.run(route.handler, { req, params, principal: undefined as unknown as Principal, session: null });
 
     const auth = this.authenticate(req);
     if ('refusal' in auth) return auth.refusal;
-    const { principal } = auth;
+    const { principal, session } = auth;
     const rate = this.tokenLimiter.hit(principal.token.id);
     const rateHeaders = rateLimitHeaders(rate);
     if (!rate.allowed) {
@@ -102,7 +117,7 @@ export class Api {
     }
     // Best effort: a failed write of last_used_at must not fail the request, nor go unhandled.
     this.options.store.touchToken(principal.token.idSegment, this.clock()).catch(() => {});
-    const response = await this.run(route.handler, { req, params, principal });
+    const response = await this.run(route.handler, { req, params, principal, session });
     // A new object: handlers may return shared frozen responses (NO_CONTENT).
     return { ...response, headers: response.headers === undefined ? rateHeaders : [...response.headers, ...rateHeaders] };
   }
@@ -117,10 +132,29 @@ export class Api {
     }
   }
 
-  /** The principal, or the 401/429 response to send instead. */
-  private authenticate(req: ApiRequest): { principal: Principal } | { refusal: ApiResponse } {
+  /**
+   * The principal, or the 401/403/429 response to send instead. A Bearer token wins; without one, the
+   * dashboard's session cookie stands for its token (same rate limit), and a state-changing request
+   * with it must pass the CSRF rule first (src/api/session.ts).
+   */
+  private authenticate(req: ApiRequest): { principal: Principal; session: Context['session'] } | { refusal: ApiResponse } {
+    const sessionId = req.headers.authorization === '' ? sessionIdOf(req.headers.cookie) : null;
+    if (sessionId !== null) {
+      if (isStateChanging(req.method)) {
+        try {
+          checkCsrf(req, this.scheme);
+        } catch (error) {
+          return { refusal: errorResponse(error as BurrowError) };
+        }
+      }
+      const resolved = this.sessions.resolve(sessionId, this.clock());
+      if (resolved === undefined) {
+        return { refusal: errorResponse(new BurrowError('UNAUTHORIZED', 'The dashboard session ended (signed out, expired, or its token was revoked). Sign in again.')) };
+      }
+      return { principal: resolved.principal, session: { id: sessionId, record: resolved.record } };
+    }
     const outcome = this.authorize(req.headers.authorization, req.clientAddress);
-    return outcome instanceof BurrowError ? { refusal: errorResponse(outcome) } : { principal: outcome };
+    return outcome instanceof BurrowError ? { refusal: errorResponse(outcome) } : { principal: outcome, session: null };
   }
 
   /**
@@ -171,6 +205,15 @@ export class Api {
     return this.options.store.planLimits(principal.account.plan).retentionMs;
   }
 
+  private sessionJson(principal: Principal, expiresAt: number | null): Record<string, unknown> {
+    return {
+      account: { id: principal.account.id, email: principal.account.email, plan: principal.account.plan },
+      token_id: principal.token.id,
+      expires_at: expiresAt === null ? null : nowIso(expiresAt),
+      tunnel_url: this.options.publicUrlOf?.('{subdomain}') ?? null,
+    };
+  }
+
   private defineRoutes(): void {
     const { store, captures, tunnels, usage, instance } = this.options;
     const add = (method: string, path: string, handler: Handler, isPublic = false): void => {
@@ -179,6 +222,33 @@ export class Api {
 
     add('GET', '/api/v1/instance', () =>
       json(200, { build: instance.build, region: instance.region, server_time: nowIso(this.clock()) }), true);
+
+    // The dashboard's session (docs/dashboard.md): an access token exchanged once for an HttpOnly cookie.
+    // Secure when the edge is on HTTPS, or when a trusted proxy says the browser came over HTTPS.
+    const secureFor = (req: ApiRequest): boolean => this.scheme === 'https' || req.scheme === 'https';
+    add('POST', '/api/v1/session', async ({ req }) => {
+      checkCsrf(req, this.scheme);
+      const body = readJsonObject(req);
+      rejectUnknownFields(body, ['token']);
+      if (typeof body.token !== 'string' || body.token === '') throw new BurrowError('INVALID_REQUEST', '"token" must be an access token.');
+      const principal = this.authorize(`Bearer ${body.token}`, req.clientAddress);
+      if (principal instanceof BurrowError) throw principal;
+      const now = this.clock();
+      // Signing in again replaces the browser's session: the old one ends rather than lingering unused.
+      const previous = sessionIdOf(req.headers.cookie);
+      if (previous !== null) await this.sessions.close(previous);
+      const id = await this.sessions.open(principal, now);
+      store.touchToken(principal.token.idSegment, now).catch(() => {});
+      return json(201, this.sessionJson(principal, now + this.sessions.idleMs), [['Set-Cookie', sessionCookie(id, this.sessions.maxAgeMs, secureFor(req))]]);
+    }, true);
+
+    add('GET', '/api/v1/session', ({ principal, session }) =>
+      json(200, this.sessionJson(principal, session === null ? null : this.sessions.expiresAt(session.record))));
+
+    add('DELETE', '/api/v1/session', async ({ req, session }) => {
+      if (session !== null) await this.sessions.close(session.id);
+      return { status: 204, headers: [['Set-Cookie', clearedSessionCookie(secureFor(req))]] };
+    });
 
     add('GET', '/api/v1/auth/me', ({ principal: { account } }) =>
       json(200, { id: account.id, email: account.email, plan: account.plan }));

@@ -16,9 +16,16 @@ export interface ApiRequest {
   headers: {
     authorization: string;
     'content-type': string;
+    /** What the dashboard's session needs (docs/dashboard.md); absent where the caller has no cookie. */
+    cookie?: string;
+    origin?: string;
+    host?: string;
+    'x-burrow-csrf'?: string;
   };
   body: Buffer | null;
   clientAddress: string;
+  /** The scheme the client used (the edge's own, or a trusted proxy's X-Forwarded-Proto); the API's public scheme when absent. */
+  scheme?: string;
 }
 
 export type HeaderPairs = [string, string][];

@@ -11,12 +11,14 @@ import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
+import type { SessionOptions } from '../store/sessions.js';
 import { Store, type StoreOptions } from '../store/store.js';
 import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
 import { AccessLog } from './access-log.js';
 import { AdminServer, type AdminAddress } from './admin.js';
 import { TrustedProxies, requestOrigin } from './client-address.js';
+import { loadDashboard, serveDashboard } from './dashboard.js';
 import { readPublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
@@ -63,6 +65,8 @@ export interface EdgeOptions {
   /** How public URLs are printed: scheme and port (the edge's own port by default). */
   publicScheme?: 'http' | 'https';
   publicPort?: number;
+  /** Dashboard session lifetimes (docs/dashboard.md): 12 h idle, 7 days at most by default. */
+  dashboardSessions?: SessionOptions;
   /** Serve HTTPS and wss:// with these certificates (src/edge/tls.ts); public URLs are then https. */
   tls?: TlsOptions;
   /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
@@ -130,6 +134,8 @@ export class Edge {
     this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
     // Certificates are checked before the data directory is taken: a wrong path costs nothing to undo.
     this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
+    // The dashboard's files are read now, before the data directory is taken, as certificates are.
+    loadDashboard();
     this.releaseDataDir = lockDataDirectory(options.dataDir);
     try {
       this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
@@ -157,6 +163,9 @@ export class Edge {
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
       ...(options.authFailureLimit === undefined ? {} : { authFailureLimit: options.authFailureLimit }),
+      publicScheme: this.publicScheme === 'https' ? 'https' : 'http',
+      publicUrlOf: (subdomain) => this.publicUrl(subdomain),
+      ...(options.dashboardSessions === undefined ? {} : { sessions: options.dashboardSessions }),
     });
     this.deps = {
       settings: this.settings,
@@ -330,8 +339,9 @@ export class Edge {
       // Public requests have their framing checked on the header walk they need anyway.
       if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
       else if (this.refusedFraming(res, req)) return;
-      else if (target.kind === 'api') this.serveApi(res, req);
-      else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
+      else if (target.kind === 'api') {
+        if (!serveDashboard(res, req)) this.serveApi(res, req);
+      } else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
     });
   }
 
@@ -347,13 +357,24 @@ export class Edge {
 
   private serveApi(res: HttpResponse, req: HttpRequest): void {
     const method = req.getCaseSensitiveMethod();
+    // Behind a trusted proxy, the scheme and host the browser used are the forwarded ones (the
+    // dashboard's CSRF rule compares the Origin with them).
+    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
     const apiRequest: ApiRequest = {
       method,
       path: req.getUrl(),
       query: req.getQuery() ?? '',
-      headers: { authorization: req.getHeader('authorization'), 'content-type': req.getHeader('content-type') },
+      headers: {
+        authorization: req.getHeader('authorization'),
+        'content-type': req.getHeader('content-type'),
+        cookie: req.getHeader('cookie'),
+        origin: req.getHeader('origin'),
+        host: origin.forwardedHost === '' ? req.getHeader('host') : origin.forwardedHost,
+        'x-burrow-csrf': req.getHeader('x-burrow-csrf'),
+      },
+      scheme: origin.proto,
       body: null,
-      clientAddress: requestOrigin(res, req, this.proxies, this.publicScheme).client,
+      clientAddress: origin.client,
     };
     const isHead = method === 'HEAD';
     const lengthHeader = req.getHeader('content-length');

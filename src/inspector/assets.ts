@@ -1,5 +1,6 @@
 /**
- * The page's files (src/inspector/page/), read once when the inspector starts and served from memory.
+ * The page's files (src/inspector/page/), and the page modules it shares with the edge's web dashboard
+ * (src/web/), read once when the inspector starts and served from memory.
  *
  * tsc copies no non-.ts files, so the compiled server (dist/src/inspector/) reads them from the source
  * tree: `../../../src/inspector/page/` from the compiled module. A copy next to the module (`./page/`)
@@ -23,6 +24,11 @@ const FILES: Record<string, [string, string]> = {
   '/favicon.svg': ['favicon.svg', 'image/svg+xml'],
 };
 
+/** Shared page modules (src/web/): URL path → file name. */
+const SHARED_FILES: Record<string, string> = {
+  '/exchange-format.js': 'exchange-format.js',
+};
+
 export function pageDirectory(): string {
   const candidates = [new URL('./page/', import.meta.url), new URL('../../../src/inspector/page/', import.meta.url)];
   for (const candidate of candidates) {
@@ -30,6 +36,16 @@ export function pageDirectory(): string {
     if (existsSync(`${path}index.html`)) return path;
   }
   throw new Error(`the inspector's page files are missing (looked in ${candidates.map((url) => fileURLToPath(url)).join(' and ')})`);
+}
+
+/** src/web/, found as pageDirectory() finds the page. */
+export function sharedDirectory(): string {
+  const candidates = [new URL('../web/', import.meta.url), new URL('../../../src/web/', import.meta.url)];
+  for (const candidate of candidates) {
+    const path = fileURLToPath(candidate);
+    if (existsSync(`${path}exchange-format.js`)) return path;
+  }
+  throw new Error(`the shared page modules are missing (looked in ${candidates.map((url) => fileURLToPath(url)).join(' and ')})`);
 }
 
 let cache: Map<string, Asset> | null = null;
@@ -46,6 +62,10 @@ export function loadAssets(directory = pageDirectory()): Map<string, Asset> {
       read.set(file, body);
     }
     assets.set(path, { body, contentType });
+  }
+  const shared = sharedDirectory();
+  for (const [path, file] of Object.entries(SHARED_FILES)) {
+    assets.set(path, { body: readFileSync(`${shared}${file}`), contentType: 'text/javascript; charset=utf-8' });
   }
   cache = assets;
   return assets;

@@ -278,6 +278,15 @@ export class Store {
     return { principal: { account, token: toTokenInfo(record, this.tokenLastUsed.get(parsed.idSegment) ?? null) } };
   }
 
+  /** The principal of an active token by its id segment (a dashboard session's token), or undefined once revoked. */
+  activePrincipal(idSegment: string): Principal | undefined {
+    const record = this.tokens.get(idSegment);
+    if (record === undefined || record.revokedAt !== null) return undefined;
+    const account = this.accounts.get(record.accountId);
+    if (account === undefined) return undefined;
+    return { account, token: toTokenInfo(record, this.tokenLastUsed.get(idSegment) ?? null) };
+  }
+
   /** Records a use of a token; not awaited by callers, lmdb batches it with other writes. */
   touchToken(idSegment: string, now = Date.now()): Promise<boolean> {
     return this.tokenLastUsed.put(idSegment, now);

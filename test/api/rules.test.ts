@@ -488,7 +488,8 @@ describe('routing (DESIGN.md section 4)', () => {
     assertError(await call(target, 'PUT', '/api/v1/tokens'), 405, 'METHOD_NOT_ALLOWED');
   });
 
-  const unknown = ['/', '/api', '/api/v1', '/api/v2/tokens', '/api/v1/token', '/api/v1/tokens/tok_1/extra', '/API/V1/TOKENS', '/api/v1//tokens', '/favicon.ico'];
+  // `/` is the web dashboard's page (docs/dashboard.md, test/edge/dashboard-session.test.ts).
+  const unknown = ['/api', '/api/v1', '/api/v2/tokens', '/api/v1/token', '/api/v1/tokens/tok_1/extra', '/API/V1/TOKENS', '/api/v1//tokens', '/favicon.ico'];
   for (const path of unknown) {
     test(`GET ${path}: 404 NOT_FOUND`, async () => {
       assertError(await get(path, alice.token), 404, 'NOT_FOUND');

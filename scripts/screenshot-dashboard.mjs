@@ -1,0 +1,138 @@
+#!/usr/bin/env node
+// docs/dashboard-*.png from the real thing: an edge, a local app, two tunnel clients, a few requests
+// through one of them, and the web dashboard in Debian's Chromium, signed in with a real token, one
+// screenshot per page (Tunnels, Requests with a detail, Access tokens, Reserved subdomains, Account).
+// Run after a build:
+//   npm run build && node scripts/screenshot-dashboard.mjs [output-directory]
+// BURROW_SCREENSHOT_SCHEME=dark renders the dark theme.
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { once } from 'node:events';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const outputDir = process.argv[2] ?? join(root, 'docs');
+const CHROMIUM = process.env.BURROW_CHROMIUM ?? '/usr/bin/chromium';
+const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const colorScheme = process.env.BURROW_SCREENSHOT_SCHEME === 'dark' ? 'dark' : 'light';
+
+const load = (path) => import(new URL(`../dist/src/${path}`, import.meta.url).href);
+let modules;
+try {
+  modules = await Promise.all([load('edge/server.js'), load('client/tunnel-client.js'), load('client/routes.js')]);
+} catch (error) {
+  console.error(`screenshot-dashboard: the build is missing (${error.message}); run "npm run build" first`);
+  process.exit(1);
+}
+const [{ Edge }, { TunnelClient }, { RouteTable }] = modules;
+const { chromium } = await import('playwright-core');
+const { request } = await import('undici');
+
+const dataDir = mkdtempSync(join(tmpdir(), 'burrow-screenshot-'));
+const profile = mkdtempSync(join(tmpdir(), 'burrow-chromium-'));
+const cleanup = [];
+
+try {
+  const edge = await Edge.start({ dataDir, port: 0, log: () => {} });
+  cleanup.push(() => edge.close(2_000));
+  const { token } = await edge.store.createAccount('dev@example.com', 'PRO', 'laptop');
+  const ci = await edge.store.createToken(edge.store.getAccount(token.accountId), 'ci-runner');
+
+  const app = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (chunk) => chunks.push(chunk));
+    req.on('end', () => {
+      const reply = (status, body) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(body));
+      };
+      if (req.url.startsWith('/api/orders')) return reply(500, { error: 'database is locked' });
+      if (req.url.startsWith('/webhooks/')) return reply(200, { received: true, bytes: Buffer.concat(chunks).length });
+      if (req.url.startsWith('/api/users/')) return reply(200, { id: 42, name: 'Ada', plan: 'pro' });
+      return reply(404, { error: 'not found' });
+    });
+  });
+  app.listen(0, '127.0.0.1');
+  await once(app, 'listening');
+  cleanup.push(() => new Promise((resolve) => app.close(resolve)));
+  const localPort = app.address().port;
+
+  const edgeUrl = `http://localhost:${edge.port}`;
+  await edge.store.reserve(token.accountId, 'acme-webhooks');
+  await edge.store.reserve(token.accountId, 'acme-staging');
+  const client = new TunnelClient({ edge: edgeUrl, token: token.token, routes: new RouteTable(localPort), subdomain: 'acme-webhooks' });
+  const ready = await client.start();
+  cleanup.push(() => client.close());
+  const second = new TunnelClient({ edge: edgeUrl, token: ci.token, routes: new RouteTable(8000), subdomain: 'preview-1187' });
+  await second.start();
+  cleanup.push(() => second.close());
+
+  const host = `${ready.subdomain}.localhost:${edge.port}`;
+  const send = async (method, path, body, headers = {}) => {
+    const response = await request(`http://127.0.0.1:${edge.port}${path}`, { method, headers: { host, 'user-agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)', ...headers }, body });
+    await response.body.text();
+  };
+  await send('GET', '/api/users/42', undefined, { accept: 'application/json', 'user-agent': 'curl/8.5.0' });
+  await send('POST', '/webhooks/github', JSON.stringify({ action: 'opened', number: 7, repository: { full_name: 'acme/shop' } }), {
+    'content-type': 'application/json',
+    'x-github-event': 'pull_request',
+    'user-agent': 'GitHub-Hookshot/abc123',
+  });
+  await send('GET', '/favicon.ico', undefined, { 'user-agent': 'Mozilla/5.0' });
+  await send('POST', '/api/orders', JSON.stringify({ sku: 'TEE-RED-M', qty: 2 }), { 'content-type': 'application/json', 'user-agent': 'curl/8.5.0' });
+  await send(
+    'POST',
+    '/webhooks/stripe',
+    JSON.stringify({ id: 'evt_1Q2w3E4r', type: 'payment_intent.succeeded', data: { object: { id: 'pi_3Q2w', amount: 4200, currency: 'eur', status: 'succeeded' } } }),
+    { 'content-type': 'application/json', 'stripe-signature': 't=1763750000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd' },
+  );
+
+  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1280, height: 760 }, deviceScaleFactor: 1, colorScheme });
+  cleanup.push(() => context.close());
+  const page = await context.newPage();
+  await page.goto(`${edgeUrl}/`);
+  await page.getByLabel('Access token', { exact: true }).fill(token.token);
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await page.getByRole('button', { name: 'Sign out', exact: true }).waitFor();
+
+  const suffix = colorScheme === 'dark' ? '-dark' : '';
+  const shoot = async (name) => {
+    await page.mouse.move(0, 0);
+    const path = join(outputDir, `dashboard-${name}${suffix}.png`);
+    await page.screenshot({ path });
+    console.log(`screenshot-dashboard: wrote ${path} (${Math.round(statSync(path).size / 1024)} KiB)`);
+  };
+  const open = (name) => page.getByRole('link', { name, exact: true }).click();
+
+  await open('Tunnels');
+  await page.getByRole('row').filter({ hasText: 'preview-1187' }).waitFor();
+  await shoot('tunnels');
+
+  await open('Requests');
+  await page.getByLabel('Tunnel', { exact: true }).selectOption('acme-webhooks');
+  const stripeRow = page.getByRole('row').filter({ hasText: '/webhooks/stripe' });
+  await stripeRow.waitFor();
+  await stripeRow.click();
+  await page.getByRole('heading', { name: 'POST /webhooks/stripe' }).waitFor();
+  await shoot('requests');
+
+  await open('Access tokens');
+  await page.getByLabel('Label', { exact: true }).fill('staging deploy');
+  await page.getByRole('button', { name: 'Create token', exact: true }).click();
+  await page.getByText("you won't see it again").waitFor();
+  await shoot('tokens');
+
+  await open('Reserved subdomains');
+  await page.getByRole('row').filter({ hasText: 'acme-staging' }).waitFor();
+  await shoot('reserved');
+
+  await open('Account');
+  await page.getByText('Usage this period').waitFor();
+  await shoot('account');
+} finally {
+  for (const step of cleanup.reverse()) await step();
+  rmSync(dataDir, { recursive: true, force: true });
+  rmSync(profile, { recursive: true, force: true });
+}

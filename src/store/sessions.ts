@@ -1,0 +1,96 @@
+/**
+ * Dashboard sessions (docs/dashboard.md): a browser pastes an access token once and gets a random
+ * session id in an HttpOnly cookie instead. Only the id's SHA-256 is stored, so a copy of the data
+ * directory names no usable session. A session stands for its token: it stops working the moment the
+ * token is revoked (checked on every use, no cache), after `idleMs` without use, and at `maxAgeMs` after
+ * sign-in whatever the use.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { Database } from 'lmdb';
+import type { Principal, Store } from './store.js';
+
+export interface SessionRecord {
+  /** The id segment of the token the session was opened with. */
+  tokenIdSegment: string;
+  accountId: string;
+  createdAt: number;
+  lastSeenAt: number;
+}
+
+export interface SessionOptions {
+  /** A session unused this long ends (sliding). */
+  idleMs?: number;
+  /** A session ends this long after sign-in, used or not. */
+  maxAgeMs?: number;
+}
+
+export const SESSION_IDLE_MS = 12 * 3_600_000;
+export const SESSION_MAX_AGE_MS = 7 * 24 * 3_600_000;
+/** Sliding the idle deadline costs a write; one per minute per session is plenty. */
+const TOUCH_EVERY_MS = 60_000;
+const SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
+
+export class SessionStore {
+  private readonly sessions: Database<SessionRecord, string>;
+  readonly idleMs: number;
+  readonly maxAgeMs: number;
+
+  constructor(private readonly store: Store, options: SessionOptions = {}) {
+    this.sessions = store.root.openDB({ name: 'dashboard-sessions', encoding: 'msgpack' });
+    this.idleMs = options.idleMs ?? SESSION_IDLE_MS;
+    this.maxAgeMs = options.maxAgeMs ?? SESSION_MAX_AGE_MS;
+  }
+
+  /** Opens a session for an authenticated token; the returned id goes into the cookie and nowhere else. */
+  async open(principal: Principal, now = Date.now()): Promise<string> {
+    const id = randomBytes(32).toString('base64url');
+    await this.sessions.put(keyOf(id), { tokenIdSegment: principal.token.idSegment, accountId: principal.account.id, createdAt: now, lastSeenAt: now });
+    return id;
+  }
+
+  /** The principal a session id stands for, or undefined (unknown, expired, or its token revoked). */
+  resolve(id: string, now = Date.now()): { principal: Principal; record: SessionRecord } | undefined {
+    if (!SESSION_ID.test(id)) return undefined;
+    const key = keyOf(id);
+    const record = this.sessions.get(key);
+    if (record === undefined) return undefined;
+    if (now - record.lastSeenAt > this.idleMs || now - record.createdAt > this.maxAgeMs) {
+      this.sessions.remove(key).catch(() => undefined);
+      return undefined;
+    }
+    const principal = this.store.activePrincipal(record.tokenIdSegment);
+    if (principal === undefined || principal.account.id !== record.accountId) {
+      this.sessions.remove(key).catch(() => undefined);
+      return undefined;
+    }
+    if (now - record.lastSeenAt > TOUCH_EVERY_MS) {
+      const touched = { ...record, lastSeenAt: now };
+      this.sessions.put(key, touched).catch(() => undefined);
+      return { principal, record: touched };
+    }
+    return { principal, record };
+  }
+
+  /** When the session ends at the latest if it is not used again. */
+  expiresAt(record: SessionRecord): number {
+    return Math.min(record.lastSeenAt + this.idleMs, record.createdAt + this.maxAgeMs);
+  }
+
+  /** Ends a session (sign out); false when there was none. */
+  async close(id: string): Promise<boolean> {
+    if (!SESSION_ID.test(id)) return false;
+    return this.sessions.remove(keyOf(id));
+  }
+
+  /** Drops expired and orphaned sessions; the edge calls this from its coarse timer now and then. */
+  sweep(now = Date.now()): void {
+    for (const { key, value } of this.sessions.getRange()) {
+      const expired = now - value.lastSeenAt > this.idleMs || now - value.createdAt > this.maxAgeMs;
+      if (expired || this.store.activePrincipal(value.tokenIdSegment) === undefined) this.sessions.remove(key).catch(() => undefined);
+    }
+  }
+}
+
+function keyOf(id: string): string {
+  return createHash('sha256').update(id).digest('hex');
+}
