@@ -1,6 +1,7 @@
 /**
  * The client's configuration: `$XDG_CONFIG_HOME/burrow/config.json` (else ~/.config/burrow), mode 0600,
- * written atomically. Token and edge come from flags first, then BURROW_TOKEN / BURROW_EDGE, then here.
+ * written atomically. Token, edge and CA come from flags first, then BURROW_TOKEN / BURROW_EDGE /
+ * BURROW_CA, then here.
  */
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -10,6 +11,8 @@ import { CliError } from './args.js';
 export interface ClientConfig {
   edge?: string;
   token?: string;
+  /** An absolute path to a PEM CA certificate the edge's certificate is checked against ("burrow login --ca"). */
+  ca?: string;
 }
 
 export const DEFAULT_EDGE = 'http://localhost:8080';
@@ -30,10 +33,11 @@ export function readConfig(path = configPath()): ClientConfig {
   try {
     const parsed = JSON.parse(text) as unknown;
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not a JSON object');
-    const { edge, token } = parsed as Record<string, unknown>;
+    const { edge, token, ca } = parsed as Record<string, unknown>;
     return {
       ...(typeof edge === 'string' ? { edge } : {}),
       ...(typeof token === 'string' ? { token } : {}),
+      ...(typeof ca === 'string' ? { ca } : {}),
     };
   } catch (error) {
     throw new CliError(`${path} is not valid: ${(error as Error).message}; fix it or run "burrow login" again`);
@@ -48,18 +52,39 @@ export function writeConfig(config: ClientConfig, path = configPath()): void {
   renameSync(temporary, path);
 }
 
+/** A CA file to trust and where its name came from, so a bad file is reported by the name the user gave. */
+export interface CaSource {
+  path: string;
+  /** "--ca", "BURROW_CA", or the config file's path. */
+  from: string;
+}
+
 export interface Credentials {
   edge: string;
   token: string | undefined;
+  ca: CaSource | undefined;
 }
 
-/** Flags, then environment, then the config file, then the default edge. */
-export function resolveCredentials(flags: { edge?: string | undefined; token?: string | undefined }, env: NodeJS.ProcessEnv = process.env): Credentials {
-  const needsFile = flags.edge === undefined || flags.token === undefined;
-  const file = needsFile ? readConfig(configPath(env)) : {};
+/** Flags, then environment, then the config file, then the default edge (and no extra CA). */
+export function resolveCredentials(
+  flags: { edge?: string | undefined; token?: string | undefined; ca?: string | undefined },
+  env: NodeJS.ProcessEnv = process.env,
+): Credentials {
+  const caFromEnv = nonEmpty(env.BURROW_CA);
+  const needsFile = flags.edge === undefined || flags.token === undefined || (flags.ca === undefined && caFromEnv === undefined);
+  const path = configPath(env);
+  const file = needsFile ? readConfig(path) : {};
   const edge = flags.edge ?? nonEmpty(env.BURROW_EDGE) ?? file.edge ?? DEFAULT_EDGE;
   const token = flags.token ?? nonEmpty(env.BURROW_TOKEN) ?? file.token;
-  return { edge: normaliseEdge(edge), token };
+  const ca: CaSource | undefined =
+    flags.ca !== undefined
+      ? { path: flags.ca, from: '--ca' }
+      : caFromEnv !== undefined
+        ? { path: caFromEnv, from: 'BURROW_CA' }
+        : file.ca === undefined
+          ? undefined
+          : { path: file.ca, from: path };
+  return { edge: normaliseEdge(edge), token, ca };
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -8,23 +8,33 @@ import { Agent, setGlobalDispatcher } from 'undici';
 import { trustedCas } from '../client/edge-trust.js';
 import { CliError } from './args.js';
 
-/** Reads a PEM CA certificate; a missing or wrong file is named before any connection. */
-export function readCaFile(path: string): string {
+/**
+ * Reads a PEM CA certificate; a missing or wrong file is named before any connection, with where the
+ * name came from (`from`: "--ca", "BURROW_CA" or the config file's path).
+ */
+export function readCaFile(path: string, from = '--ca'): string {
+  const named = from.startsWith('-') || from === 'BURROW_CA' ? `${from} ${path}` : `the CA ${path} saved in ${from}`;
+  const remedy = from.startsWith('-') || from === 'BURROW_CA' ? '' : ' (run "burrow login --ca FILE" again)';
   let pem: string;
   try {
     pem = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new CliError(`cannot read --ca ${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}`);
+    throw new CliError(`cannot read ${named}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message}${remedy}`);
   }
   try {
     new X509Certificate(pem);
   } catch {
-    throw new CliError(`--ca ${path} is not a PEM certificate`);
+    throw new CliError(`${named} is not a PEM certificate${remedy}`);
   }
   return pem;
 }
 
+/** A dispatcher for undici requests that trusts `pem` as well as the public roots. */
+export function dispatcherTrusting(pem: string): Agent {
+  return new Agent({ connect: { ca: trustedCas(pem) } });
+}
+
 /** Requests made through undici's global dispatcher trust `pem` as well as the public roots. */
 export function trustCaForRequests(pem: string): void {
-  setGlobalDispatcher(new Agent({ connect: { ca: trustedCas(pem) } }));
+  setGlobalDispatcher(dispatcherTrusting(pem));
 }

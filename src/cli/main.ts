@@ -29,7 +29,9 @@ Commands:
 
 Every command takes --help and --json (machine-readable output; errors as {"error":{"code","message"}}
 on stderr). Token and edge come from --token/--edge, then BURROW_TOKEN/BURROW_EDGE, then the config
-file written by "burrow login" (or by "burrow edge --dev").
+file written by "burrow login" (or by "burrow edge --dev"). Every command that sends the token takes
+--ca FILE (a private CA for an https:// edge; then BURROW_CA, then the CA "burrow login --ca" saved)
+and refuses plain http:// to an edge not on this machine unless --insecure.
 `;
 
 type Command = (args: string[]) => Promise<number>;

@@ -2,28 +2,15 @@
  * The thin wrappers over the API: login, tokens, tunnels, requests. Tables by default, the API's JSON
  * with --json.
  */
+import { resolve } from 'node:path';
 import { parseToken, tokenIdOf } from '../../ids.js';
-import { ApiClient } from '../api-client.js';
-import { cleartextRefusal } from '../../client/edge-trust.js';
+import { CONNECTION_HELP, CONNECTION_OPTIONS, edgeApiClient, type ApiClient, type ConnectionFlags } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { configPath, readConfig, resolveCredentials, requireToken, writeConfig } from '../config.js';
-import { readCaFile, trustCaForRequests } from '../edge-ca.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
-const CONNECTION_OPTIONS = {
-  edge: { type: 'string' },
-  token: { type: 'string' },
-  json: { type: 'boolean' },
-} as const;
-
-const CONNECTION_HELP = `  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
-  --token T      the token (default: BURROW_TOKEN, the config file)
-  --json         print the API's JSON
-  -h, --help     show this help`;
-
-function client(values: { edge?: string | undefined; token?: string | undefined }): ApiClient {
-  const credentials = resolveCredentials(values);
-  return new ApiClient(credentials.edge, requireToken(credentials));
+function client(values: ConnectionFlags): ApiClient {
+  return edgeApiClient(values);
 }
 
 // ---- login ----------------------------------------------------------------------------------------
@@ -32,13 +19,14 @@ const LOGIN_HELP = `
 Usage: burrow login TOKEN [--edge URL] [--json] [--ca FILE] [--insecure]
 
 Checks the token against the edge and saves both to the client config (mode 0600), so later commands
-need neither.
+need neither. The CA it trusted (--ca, else BURROW_CA, else the one saved before) is saved too, as an
+absolute path: later commands use it when they get no --ca and no BURROW_CA.
 
 Options:
   --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
-  --json         print {"edge","account":{id,email,plan},"config"}
-  --ca FILE      trust this CA (PEM) to check an https:// edge with a private certificate (later
-                 commands take --ca or NODE_EXTRA_CA_CERTS)
+  --json         print {"edge","account":{id,email,plan},"config","ca"}
+  --ca FILE      trust this CA (PEM) to check an https:// edge with a private certificate, beside
+                 the public roots (NODE_EXTRA_CA_CERTS works too)
   --insecure     allow sending the token over plain http:// to an edge not on this machine
   -h, --help     show this help
 `;
@@ -51,15 +39,16 @@ export async function loginCommand(args: string[]): Promise<number> {
   if (parseToken(token) === null) throw new UsageError('that is not a Burrow token (svc_pat_<8 hex>_<36 hex>)');
   const path = configPath();
   const saved = readConfig(path);
-  // The edge as every other command finds it: the flag, then BURROW_EDGE, then the config file.
-  const { edge } = resolveCredentials({ edge: parsed.values.edge, token });
-  const refusal = cleartextRefusal(edge, parsed.values.insecure === true);
-  if (refusal !== null) throw new CliError(refusal);
-  if (parsed.values.ca !== undefined) trustCaForRequests(readCaFile(parsed.values.ca));
-  const me = await new ApiClient(edge, token).call<{ id: string; email: string; plan: string }>('GET', '/api/v1/auth/me');
-  writeConfig({ ...saved, edge, token }, path);
-  if (parsed.values.json === true) printJson({ edge, account: { id: me.id, email: me.email, plan: me.plan }, config: path });
-  else process.stdout.write(`logged in to ${edge} as ${me.email} (${me.plan}); saved to ${path}\n`);
+  // Edge and CA as every other command finds them: the flag, then BURROW_EDGE / BURROW_CA, then the config file.
+  const api = edgeApiClient({ edge: parsed.values.edge, token, ca: parsed.values.ca, insecure: parsed.values.insecure });
+  const me = await api.call<{ id: string; email: string; plan: string }>('GET', '/api/v1/auth/me');
+  // Absolute, so a later command run from another directory finds the same file; none trusted, none kept.
+  const ca = api.ca === undefined ? undefined : resolve(api.ca.path);
+  const config = { ...saved, edge: api.edge, token, ca };
+  if (ca === undefined) delete config.ca;
+  writeConfig(config, path);
+  if (parsed.values.json === true) printJson({ edge: api.edge, account: { id: me.id, email: me.email, plan: me.plan }, config: path, ca: ca ?? null });
+  else process.stdout.write(`logged in to ${api.edge} as ${me.email} (${me.plan}); saved to ${path}${ca === undefined ? '' : ` with the CA ${ca}`}\n`);
   return 0;
 }
 

@@ -53,8 +53,9 @@ Options:
   --edge URL              the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
   --token T               the token (default: BURROW_TOKEN, the config file)
   --ca FILE               trust this CA (PEM) for an https:// edge with a private certificate, beside
-                          the public roots (NODE_EXTRA_CA_CERTS works too); https:// edges are always
-                          verified, and a bad certificate ends the command naming the problem
+                          the public roots (default: BURROW_CA, the CA "burrow login --ca" saved;
+                          NODE_EXTRA_CA_CERTS works too); https:// edges are always verified, and a
+                          bad certificate ends the command naming the problem
   --insecure              allow sending the token over plain http:// to an edge that is not on this
                           machine (refused otherwise: use https://)
   --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
@@ -122,7 +123,8 @@ export async function httpCommand(args: string[]): Promise<number> {
   // Before anything reaches the edge (the remembered name's check sends the token too).
   const refusal = cleartextRefusal(credentials.edge, parsed.values.insecure === true);
   if (refusal !== null) throw new CliError(refusal);
-  const ca = parsed.values.ca === undefined ? undefined : readCaFile(parsed.values.ca);
+  // --ca, else BURROW_CA, else the CA "burrow login --ca" saved.
+  const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
   // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust.
   if (ca !== undefined) trustCaForRequests(ca);
 

@@ -2,9 +2,8 @@
  * `burrow queue`: the webhooks held for a reserved subdomain in `queue` mode while its tunnel is
  * offline (docs/offline.md), through /api/v1/queue.
  */
-import { ApiClient } from '../api-client.js';
+import { CONNECTION_HELP, CONNECTION_OPTIONS, edgeApiClient } from '../api-client.js';
 import { noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
-import { requireToken, resolveCredentials } from '../config.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
 const QUEUE_HELP = `
@@ -25,10 +24,7 @@ one the local server refused (non-2xx) after its retries is parked as failed.
   resume    delivers what is held, then lets live requests through again
 
 Options:
-  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
-  --token T      the token (default: BURROW_TOKEN, the config file)
-  --json         print the API's JSON
-  -h, --help     show this help
+${CONNECTION_HELP}
 `;
 
 interface EventJson {
@@ -53,13 +49,12 @@ interface QueueJson {
 const ACTIONS = new Set(['list', 'deliver', 'discard', 'pause', 'resume']);
 
 export async function queueCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { edge: { type: 'string' }, token: { type: 'string' }, json: { type: 'boolean' } }, QUEUE_HELP);
+  const parsed = parse(args, CONNECTION_OPTIONS, QUEUE_HELP);
   if (parsed === null) return 0;
   const first = requirePositional(parsed, 0, 'NAME', QUEUE_HELP);
   const action = ACTIONS.has(first) ? first : 'list';
   const rest = ACTIONS.has(first) ? parsed.positionals.slice(1) : parsed.positionals;
-  const credentials = resolveCredentials(parsed.values);
-  const api = new ApiClient(credentials.edge, requireToken(credentials));
+  const api = edgeApiClient(parsed.values);
   const json = parsed.values.json === true;
   const at = { positionals: rest };
   switch (action) {

@@ -7,13 +7,14 @@
  * knows which request was this machine's last one.
  */
 import { request } from 'undici';
-import { ApiClient } from '../api-client.js';
+import { edgeApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, UsageError } from '../args.js';
-import { requireToken, resolveCredentials } from '../config.js';
+import { resolveCredentials } from '../config.js';
 import { printJson } from '../output.js';
 
 const HELP = `
 Usage: burrow replay (--last | REQ_ID) [--header 'Name: value' ...] [--allow-truncated] [--inspector URL] [--json]
+                    [--edge URL] [--token T] [--ca FILE] [--insecure]
 
 Replays a captured request to the local server again, without the original sender, through the
 running inspector of "burrow http" (default http://127.0.0.1:4040). If no inspector is running, or it
@@ -29,6 +30,9 @@ Options:
   --inspector URL   the inspector (default: BURROW_INSPECTOR, http://127.0.0.1:4040)
   --edge URL        the edge, when no inspector runs (default: BURROW_EDGE, the config file)
   --token T         the token, when no inspector runs (default: BURROW_TOKEN, the config file)
+  --ca FILE         trust this CA (PEM) for an https:// edge with a private certificate (default:
+                    BURROW_CA, the CA "burrow login --ca" saved)
+  --insecure        allow sending the token over plain http:// to an edge not on this machine
   --json            print the new request as JSON
   -h, --help        show this help
 `;
@@ -58,6 +62,8 @@ export async function replayCommand(args: string[]): Promise<number> {
       inspector: { type: 'string' },
       edge: { type: 'string' },
       token: { type: 'string' },
+      ca: { type: 'string' },
+      insecure: { type: 'boolean' },
       json: { type: 'boolean' },
     },
     HELP,
@@ -98,7 +104,7 @@ export async function replayCommand(args: string[]): Promise<number> {
     if (credentials.token === undefined) {
       throw new CliError(`no inspector at ${inspector} holds ${id}, and there is no token to ask the edge: pass --token, set BURROW_TOKEN, or run "burrow login"`);
     }
-    const api = new ApiClient(credentials.edge, requireToken(credentials));
+    const api = edgeApiClient(parsed.values);
     replayed = await api.call<Replayed>('POST', `/api/v1/requests/${encodeURIComponent(id!)}/replay`, edits);
   }
   if (parsed.values.json === true) {
