@@ -69,9 +69,10 @@ export function loadDashboard(): void {
 
 /**
  * Serves a dashboard file for a GET or HEAD of one of its paths and returns true; false leaves the
- * request to the API. Called from the API-host branch of the edge's dispatch.
+ * request to the API. Called from the API-host branch of the edge's dispatch, which passes the API
+ * host's own headers (HSTS when asked for) as `extraHeaders`.
  */
-export function serveDashboard(res: HttpResponse, req: HttpRequest): boolean {
+export function serveDashboard(res: HttpResponse, req: HttpRequest, extraHeaders: readonly (readonly [string, string])[] = []): boolean {
   const path = req.getUrl();
   if (path !== '/' && !path.startsWith(DASHBOARD_PREFIX)) return false;
   const method = req.getCaseSensitiveMethod();
@@ -87,6 +88,7 @@ export function serveDashboard(res: HttpResponse, req: HttpRequest): boolean {
     res.writeHeader('x-frame-options', 'DENY');
     res.writeHeader('cross-origin-opener-policy', 'same-origin');
     res.writeHeader('cache-control', 'no-cache');
+    for (const [name, value] of extraHeaders) res.writeHeader(name, value);
     if (method === 'HEAD') res.endWithoutBody(asset.body.byteLength);
     else res.end(asset.body);
   });

@@ -71,6 +71,11 @@ export interface EdgeOptions {
   tls?: TlsOptions;
   /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
   httpRedirect?: { port: number; acmeWebroot?: string };
+  /**
+   * Send HSTS (`HSTS_HEADER`) on the API host's and the dashboard's answers, never on a tunnel's; needs
+   * `tls` or an https `publicScheme` (a browser ignores the header over plain HTTP).
+   */
+  hsts?: boolean;
   region?: string;
   /** Peers (CIDR blocks) whose X-Forwarded-For/-Proto/-Host and PROXY v2 header are believed
    * (src/edge/client-address.ts); nobody's by default. */
@@ -87,6 +92,13 @@ export interface EdgeOptions {
 }
 
 const TICK_MS = 250;
+/**
+ * One year, and deliberately without includeSubDomains (or preload): the API host is the apex of the
+ * tunnel domain, and every <sub>.<domain> belongs to a tunnel whose local app decides its own headers
+ * (docs/deploy.md, "HSTS").
+ */
+export const HSTS_HEADER: readonly [string, string] = ['strict-transport-security', 'max-age=31536000'];
+const NO_HEADERS: readonly (readonly [string, string])[] = [];
 const RETRY_SOON: [string, string][] = [['retry-after', '1']];
 
 export class Edge {
@@ -120,6 +132,8 @@ export class Edge {
   private readonly maxRequestBody: number;
   private readonly apiBodyLimit: number;
   private readonly publicScheme: string;
+  /** Added to every answer of the API host and the dashboard: HSTS when asked for. */
+  private readonly apiHostHeaders: readonly (readonly [string, string])[];
   private readonly proxies: TrustedProxies | null;
   private readonly log: (line: string) => void;
 
@@ -131,6 +145,10 @@ export class Edge {
     this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
     this.apiBodyLimit = options.apiBodyLimit ?? 64 * 1024;
     this.publicScheme = options.publicScheme ?? (options.tls === undefined ? 'http' : 'https');
+    if (options.hsts === true && this.publicScheme !== 'https') {
+      throw new Error('HSTS is for an edge served over HTTPS: give it a TLS certificate or an https public URL');
+    }
+    this.apiHostHeaders = options.hsts === true ? [HSTS_HEADER] : NO_HEADERS;
     this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
     // Certificates are checked before the data directory is taken: a wrong path costs nothing to undo.
     this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
@@ -338,18 +356,18 @@ export class Edge {
       const target = this.hosts.resolve(req.getHeader('host'));
       // Public requests have their framing checked on the header walk they need anyway.
       if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
-      else if (this.refusedFraming(res, req)) return;
+      else if (this.refusedFraming(res, req, target.kind === 'api' ? this.apiHostHeaders : NO_HEADERS)) return;
       else if (target.kind === 'api') {
-        if (!serveDashboard(res, req)) this.serveApi(res, req);
+        if (!serveDashboard(res, req, this.apiHostHeaders)) this.serveApi(res, req);
       } else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
     });
   }
 
   /** Refuses (400, connection closed) a request to the API or an unknown host whose framing is ambiguous. */
-  private refusedFraming(res: HttpResponse, req: HttpRequest): boolean {
+  private refusedFraming(res: HttpResponse, req: HttpRequest, headers: readonly (readonly [string, string])[]): boolean {
     const problem = requestFramingProblem(req);
     if (problem === null) return false;
-    refuseAndClose(res, () => writeApiResponse(res, errorResponse(new BurrowError('INVALID_REQUEST', problem)), false, true));
+    refuseAndClose(res, () => writeApiResponse(res, errorResponse(new BurrowError('INVALID_REQUEST', problem)), false, true, headers));
     return true;
   }
 
@@ -381,7 +399,7 @@ export class Edge {
     const chunked = req.getHeader('transfer-encoding') !== '';
     const length = lengthHeader === '' ? 0 : Number(lengthHeader);
     const tooLarge = (): void =>
-      writeApiResponse(res, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), isHead, true);
+      writeApiResponse(res, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), isHead, true, this.apiHostHeaders);
     const exchange = { aborted: false };
     res.onAborted(() => {
       exchange.aborted = true;
@@ -421,13 +439,13 @@ export class Edge {
       (response) => {
         this.apiInFlight--;
         if (response.status >= 400) this.observer.refused('api', (response.body as { error?: { code?: string } } | undefined)?.error?.code ?? '');
-        if (!exchange.aborted) res.cork(() => writeApiResponse(res, response, isHead));
+        if (!exchange.aborted) res.cork(() => writeApiResponse(res, response, isHead, false, this.apiHostHeaders));
       },
       (error: unknown) => {
         this.apiInFlight--;
         this.observer.refused('api', 'INTERNAL_ERROR');
         this.log(`api: ${(error as Error).stack ?? error}`);
-        if (!exchange.aborted) res.cork(() => writeApiResponse(res, errorResponse(new BurrowError('INTERNAL_ERROR')), isHead));
+        if (!exchange.aborted) res.cork(() => writeApiResponse(res, errorResponse(new BurrowError('INTERNAL_ERROR')), isHead, false, this.apiHostHeaders));
       },
     );
   }
@@ -548,11 +566,12 @@ export class Edge {
   // ---- WebSockets -------------------------------------------------------------------------------------
 
   private onUpgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    if (this.refusedFraming(res, req)) return;
     const target = this.hosts.resolve(req.getHeader('host'));
+    const headers = target.kind === 'api' ? this.apiHostHeaders : NO_HEADERS;
+    if (this.refusedFraming(res, req, headers)) return;
     if (target.kind === 'api' && req.getUrl() === CONNECT_PATH) this.connectTunnel(res, req, context);
     else if (target.kind === 'tunnel') this.upgradePublic(res, req, context, target.subdomain);
-    else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', `No WebSocket endpoint at ${req.getUrl()}.`)), false);
+    else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', `No WebSocket endpoint at ${req.getUrl()}.`)), false, false, headers);
   }
 
   /** A tunnel client connects: every check happens here, and a refusal is a plain HTTP error. */
@@ -589,7 +608,7 @@ export class Edge {
       const refusal = error instanceof BurrowError ? error : new BurrowError('INTERNAL_ERROR');
       this.observer.refused('connect', refusal.code);
       if (!(error instanceof BurrowError)) this.log(`connect: ${(error as Error).stack ?? error}`);
-      writeApiResponse(res, errorResponse(refusal), false);
+      writeApiResponse(res, errorResponse(refusal), false, false, this.apiHostHeaders);
     }
   }
 
@@ -661,12 +680,22 @@ export class Edge {
   }
 }
 
-/** Writes an API response (inside a cork). JSON, never cached; `closeConnection` after an unread body. */
-export function writeApiResponse(res: HttpResponse, response: ApiResponse, isHead: boolean, closeConnection = false): void {
+/**
+ * Writes an API response (inside a cork). JSON, never cached; `closeConnection` after an unread body;
+ * `extraHeaders` the edge's own (HSTS on the API host).
+ */
+export function writeApiResponse(
+  res: HttpResponse,
+  response: ApiResponse,
+  isHead: boolean,
+  closeConnection = false,
+  extraHeaders: readonly (readonly [string, string])[] = NO_HEADERS,
+): void {
   res.writeStatus(statusLine(response.status));
   if (response.headers !== undefined) {
     for (const [name, value] of response.headers) res.writeHeader(name, value);
   }
+  for (const [name, value] of extraHeaders) res.writeHeader(name, value);
   res.writeHeader('cache-control', 'no-store');
   if (response.status === 204 || response.body === undefined) {
     // No length argument at all: uWS reads an explicit `undefined` as a huge Content-Length (or aborts),

@@ -9,7 +9,7 @@ import { configPath, readConfig, writeConfig } from '../config.js';
 const HELP = `
 Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
                    [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
-                   [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL]
+                   [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
                    [--trust-proxy CIDR[,CIDR...]]
 
 Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
@@ -42,6 +42,10 @@ Options:
                          same path and query), except ACME challenges (see --acme-webroot)
   --acme-webroot DIR     with --http-port: serve /.well-known/acme-challenge/TOKEN from
                          DIR/.well-known/acme-challenge/ (certbot certonly --webroot -w DIR)
+  --hsts                 send Strict-Transport-Security: max-age=31536000 on the API's and the
+                         dashboard's answers (on <domain> and api.<domain>), never on a tunnel's, and
+                         without includeSubDomains: each tunnel's own app decides (docs/deploy.md);
+                         needs --tls-cert or an https --public-url (default: off)
   --trust-proxy CIDR[,CIDR...]
                          believe X-Forwarded-For/-Proto/-Host (and a PROXY protocol v2 header) only from
                          these peers, e.g. 127.0.0.1/32 for an nginx on the same machine; the real client
@@ -88,6 +92,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'http-port': { type: 'string' },
       'acme-webroot': { type: 'string' },
       'trust-proxy': { type: 'string', multiple: true },
+      hsts: { type: 'boolean' },
       region: { type: 'string' },
       admin: { type: 'string' },
       'access-log': { type: 'string' },
@@ -122,6 +127,11 @@ export async function edgeCommand(args: string[]): Promise<number> {
   const httpPort = values['http-port'] === undefined ? undefined : intOption(values['http-port'], 'http-port', 0, 0, 65535);
   if (httpPort !== undefined && tls === undefined) throw new UsageError('--http-port redirects to HTTPS: it needs --tls-cert and --tls-key');
   if (values['acme-webroot'] !== undefined && httpPort === undefined) throw new UsageError('--acme-webroot serves challenges on the --http-port listener: give --http-port too');
+  const hsts = values.hsts === true;
+  // The scheme browsers use: the --public-url's, else https exactly when the edge has a certificate.
+  if (hsts && (publicScheme ?? (tls === undefined ? 'http' : 'https')) !== 'https') {
+    throw new UsageError('--hsts tells browsers to use HTTPS only: it needs --tls-cert and --tls-key, or an https --public-url (a TLS proxy in front)');
+  }
   const admin = values.admin === undefined ? undefined : parseAdminAddress(values.admin);
   if (typeof admin === 'string') throw new UsageError(`--admin: ${admin}; ${usageHint(HELP)}`);
   const drainMs = intOption(values.drain, 'drain', 10_000, 0, 3_600_000);
@@ -151,6 +161,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     ...(trustProxy === undefined ? {} : { trustProxy }),
     ...(publicScheme === undefined ? {} : { publicScheme }),
     ...(tls === undefined ? {} : { tls }),
+    ...(hsts ? { hsts } : {}),
     ...(httpPort === undefined
       ? {}
       : { httpRedirect: { port: httpPort, ...(values['acme-webroot'] === undefined ? {} : { acmeWebroot: resolve(values['acme-webroot']) }) } }),
