@@ -10,7 +10,7 @@
 import { request, type Dispatcher } from 'undici';
 import { cleartextRefusal, describeTlsError } from '../client/edge-trust.js';
 import { CliError } from './args.js';
-import { requireToken, resolveCredentials, type CaSource } from './config.js';
+import { requireToken, resolveCredentials, type CaSource, type Credentials } from './config.js';
 import { dispatcherTrusting, readCaFile } from './edge-ca.js';
 
 /** The flags of every command that talks to the edge's API (see CONNECTION_HELP). */
@@ -44,9 +44,13 @@ export interface ConnectionFlags {
  * --insecure, when there is no token, or when the CA file is missing or not a certificate.
  */
 export function edgeApiClient(flags: ConnectionFlags, env: NodeJS.ProcessEnv = process.env): ApiClient {
-  const credentials = resolveCredentials(flags, env);
+  return apiClientFor(resolveCredentials(flags, env), flags.insecure === true);
+}
+
+/** The same from credentials already resolved (burrow login decides which saved CA still applies). */
+export function apiClientFor(credentials: Credentials, insecure: boolean): ApiClient {
   const token = requireToken(credentials);
-  const refusal = cleartextRefusal(credentials.edge, flags.insecure === true);
+  const refusal = cleartextRefusal(credentials.edge, insecure);
   if (refusal !== null) throw new CliError(refusal);
   const pem = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
   return new ApiClient(credentials.edge, token, pem === undefined ? undefined : dispatcherTrusting(pem), credentials.ca);

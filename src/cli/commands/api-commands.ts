@@ -4,7 +4,7 @@
  */
 import { resolve } from 'node:path';
 import { parseToken, tokenIdOf } from '../../ids.js';
-import { CONNECTION_HELP, CONNECTION_OPTIONS, edgeApiClient, type ApiClient, type ConnectionFlags } from '../api-client.js';
+import { apiClientFor, CONNECTION_HELP, CONNECTION_OPTIONS, edgeApiClient, type ApiClient, type ConnectionFlags } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { configPath, readConfig, resolveCredentials, requireToken, writeConfig } from '../config.js';
 import { printJson, printTable, shortTime } from '../output.js';
@@ -19,8 +19,9 @@ const LOGIN_HELP = `
 Usage: burrow login TOKEN [--edge URL] [--json] [--ca FILE] [--insecure]
 
 Checks the token against the edge and saves both to the client config (mode 0600), so later commands
-need neither. The CA it trusted (--ca, else BURROW_CA, else the one saved before) is saved too, as an
-absolute path: later commands use it when they get no --ca and no BURROW_CA.
+need neither. The CA it trusted (--ca, else BURROW_CA, else the one saved before for the same edge) is
+saved too, as an absolute path: later commands use it when they get no --ca and no BURROW_CA. Logging
+in to another edge without --ca or BURROW_CA forgets it.
 
 Options:
   --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
@@ -39,8 +40,11 @@ export async function loginCommand(args: string[]): Promise<number> {
   if (parseToken(token) === null) throw new UsageError('that is not a Burrow token (svc_pat_<8 hex>_<36 hex>)');
   const path = configPath();
   const saved = readConfig(path);
-  // Edge and CA as every other command finds them: the flag, then BURROW_EDGE / BURROW_CA, then the config file.
-  const api = edgeApiClient({ edge: parsed.values.edge, token, ca: parsed.values.ca, insecure: parsed.values.insecure });
+  // Edge and CA as every other command finds them: the flag, then BURROW_EDGE / BURROW_CA, then the config
+  // file; but a CA saved for another edge is not carried over to this one.
+  const credentials = resolveCredentials({ edge: parsed.values.edge, token, ca: parsed.values.ca });
+  if (credentials.ca?.from === path && saved.edge !== credentials.edge) credentials.ca = undefined;
+  const api = apiClientFor(credentials, parsed.values.insecure === true);
   const me = await api.call<{ id: string; email: string; plan: string }>('GET', '/api/v1/auth/me');
   // Absolute, so a later command run from another directory finds the same file; none trusted, none kept.
   const ca = api.ca === undefined ? undefined : resolve(api.ca.path);
