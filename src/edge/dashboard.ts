@@ -79,6 +79,9 @@ export function serveDashboard(res: HttpResponse, req: HttpRequest, extraHeaders
   if (method !== 'GET' && method !== 'HEAD') return false;
   const asset = assets().get(path);
   if (asset === undefined) return false;
+  // uWS 20.30 does not count endWithoutBody(length) as a response when called inside the handler: without
+  // an abort handler it aborts the whole process on return (a HEAD / took the edge down).
+  if (method === 'HEAD') res.onAborted(() => undefined);
   res.cork(() => {
     res.writeStatus('200 OK');
     res.writeHeader('content-type', asset.contentType);
