@@ -84,6 +84,15 @@ export class ApiClient {
       const nested = (error as { cause?: unknown }).cause;
       const tls = (nested instanceof Error ? describeTlsError(nested) : null) ?? describeTlsError(error as Error);
       if (tls !== null) throw new CliError(`cannot connect to the edge at ${this.edge}: ${tls}`, 1, 'EDGE_UNREACHABLE');
+      // A plain-HTTP uWS edge leaves a ClientHello unanswered: undici's connect timeout (TCP and TLS together) ends it.
+      if (this.edge.startsWith('https:') && (error as { code?: string }).code === 'UND_ERR_CONNECT_TIMEOUT') {
+        throw new CliError(
+          `cannot connect to the edge at ${this.edge}: the connection and its TLS handshake did not complete within 10 s (UND_ERR_CONNECT_TIMEOUT); ` +
+            'is the edge reachable, and does it speak TLS on this port? If not, use its http:// URL or give it --tls-cert',
+          1,
+          'EDGE_UNREACHABLE',
+        );
+      }
       const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as { code?: string }).code ?? (error as Error).message;
       throw new CliError(`cannot reach the edge at ${this.edge} (${cause}); is it running? (burrow edge --dev)`, 1, 'EDGE_UNREACHABLE');
     }
