@@ -8,11 +8,11 @@ import '../wildcard-dns.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import { echo, freePort, runCli, startClient, startEdge, startLocal, tempDirs } from '../helpers.js';
+import { echo, freePort, runCli, spawnCli, startClient, startEdge, startLocal, tempDirs } from '../helpers.js';
 import { makeCa, makeServerCert, wildcardDnsEnv } from '../tls-fixtures.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
 
@@ -147,7 +147,7 @@ test('tokens list and requests with --ca against a real HTTPS edge; without it t
   }
 });
 
-test('the CA "burrow login --ca" saved is used by later commands; BURROW_CA and --ca come first', async () => {
+test('the CA "burrow login --ca" saved is used by later commands (burrow http too); BURROW_CA and --ca come first', async () => {
   const dir = freshDir();
   const ca = makeCa(dir, 'ca');
   const cert = makeServerCert(dir, 'edge', [`*.${TEST_DOMAIN}`, TEST_DOMAIN], ca);
@@ -170,6 +170,10 @@ test('the CA "burrow login --ca" saved is used by later commands; BURROW_CA and 
     assert.equal((JSON.parse(later.stdout) as { tokens: unknown[] }).tokens.length, 1);
     const reservations = await runCli(['reservations'], env);
     assert.equal(reservations.code, 0, reservations.stderr);
+    const tunnel = await spawnCli(['http', '3000', '--no-inspect'], env, /Forwarding (https:\/\/\S+) ->/);
+    assert.match(tunnel.match[1]!, new RegExp(`^https://[a-z0-9-]+\\.${TEST_DOMAIN.replace('.', '\\.')}:${target.port}$`));
+    tunnel.child.kill('SIGINT');
+    await tunnel.exited;
 
     // BURROW_CA comes before the config file, --ca before both: each is the file that is read.
     const missing = join(dir, 'missing.pem');
@@ -195,5 +199,22 @@ test('the CA "burrow login --ca" saved is used by later commands; BURROW_CA and 
     assert.match(forgotten.stderr, /UNABLE_TO_VERIFY_LEAF_SIGNATURE/);
   } finally {
     await target.close();
+  }
+});
+
+test('burrow edge --dev saving its dev token drops a CA that was saved for another edge', async () => {
+  const dir = freshDir();
+  const config = join(dir, 'config');
+  const file = join(config, 'burrow', 'config.json');
+  mkdirSync(join(config, 'burrow'), { recursive: true });
+  writeFileSync(file, JSON.stringify({ edge: `https://${TEST_DOMAIN}`, token: TOKEN, ca: join(dir, 'gone.pem') }));
+  const edge = await spawnCli(['edge', '--dev', '--port', '0', '--data', join(dir, 'data')], { XDG_CONFIG_HOME: config }, /saved to /);
+  try {
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>;
+    assert.deepEqual(Object.keys(saved).sort(), ['edge', 'token']);
+    assert.match(saved.edge!, /^http:\/\/localhost:\d+$/);
+  } finally {
+    edge.child.kill('SIGTERM');
+    assert.equal(await edge.exited, 0);
   }
 });

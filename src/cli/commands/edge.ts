@@ -237,7 +237,11 @@ async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text
     return;
   }
   const { account, token } = await edge.store.createAccount('dev@localhost', 'FREE', 'dev');
-  writeConfig({ ...readConfig(path), edge: edge.url, token: token.token }, path);
+  const saved = readConfig(path);
+  // A CA saved by "burrow login --ca" was for the edge logged in to, not for this one.
+  const config = { ...saved, edge: edge.url, token: token.token };
+  if (saved.edge !== edge.url) delete config.ca;
+  writeConfig(config, path);
   say(
     { event: 'dev_account', created: true, account: { id: account.id, email: account.email, plan: account.plan }, token: token.token, config: path },
     `created dev account ${account.email} (${account.id}, plan ${account.plan})\n` +
