@@ -8,7 +8,7 @@ import '../wildcard-dns.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
@@ -197,6 +197,19 @@ test('the CA "burrow login --ca" saved is used by later commands (burrow http to
     const forgotten = await runCli(['tokens', 'list'], env);
     assert.equal(forgotten.code, 1);
     assert.match(forgotten.stderr, /UNABLE_TO_VERIFY_LEAF_SIGNATURE/);
+
+    // A saved CA file that is gone is named; logging in again (here trusting the CA another way) drops it.
+    const moved = join(dir, 'moved-ca.pem');
+    copyFileSync(ca.cert, moved);
+    assert.equal((await runCli(['login', token.token, '--ca', moved], env)).code, 0);
+    rmSync(moved);
+    const gone = await runCli(['tunnels', 'list'], env);
+    assert.equal(gone.code, 1);
+    assert.equal(gone.stderr, `burrow: cannot read the CA ${moved} saved in ${join(config, 'burrow', 'config.json')}: no such file (run "burrow login --ca FILE" again)\n`);
+    const relogin = await runCli(['login', token.token], { ...env, NODE_EXTRA_CA_CERTS: ca.cert });
+    assert.equal(relogin.code, 0, relogin.stderr);
+    assert.match(relogin.stderr, /warning: the CA .*moved-ca\.pem saved in .* is gone; logging in without it/);
+    assert.deepEqual(JSON.parse(readFileSync(join(config, 'burrow', 'config.json'), 'utf8')), { edge: otherEdge, token: token.token });
   } finally {
     await target.close();
   }

@@ -2,6 +2,7 @@
  * The thin wrappers over the API: login, tokens, tunnels, requests. Tables by default, the API's JSON
  * with --json.
  */
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseToken, tokenIdOf } from '../../ids.js';
 import { apiClientFor, CONNECTION_HELP, CONNECTION_OPTIONS, edgeApiClient, type ApiClient, type ConnectionFlags } from '../api-client.js';
@@ -21,7 +22,7 @@ Usage: burrow login TOKEN [--edge URL] [--json] [--ca FILE] [--insecure]
 Checks the token against the edge and saves both to the client config (mode 0600), so later commands
 need neither. The CA it trusted (--ca, else BURROW_CA, else the one saved before for the same edge) is
 saved too, as an absolute path: later commands use it when they get no --ca and no BURROW_CA. Logging
-in to another edge without --ca or BURROW_CA forgets it.
+in to another edge without --ca or BURROW_CA forgets it, and so does logging in once its file is gone.
 
 Options:
   --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
@@ -44,6 +45,11 @@ export async function loginCommand(args: string[]): Promise<number> {
   // file; but a CA saved for another edge is not carried over to this one.
   const credentials = resolveCredentials({ edge: parsed.values.edge, token, ca: parsed.values.ca });
   if (credentials.ca?.from === path && saved.edge !== credentials.edge) credentials.ca = undefined;
+  // Logging in again is the way out of a saved CA file that is gone (the edge may have a public certificate now).
+  if (credentials.ca?.from === path && !existsSync(credentials.ca.path)) {
+    process.stderr.write(`burrow: warning: the CA ${credentials.ca.path} saved in ${path} is gone; logging in without it\n`);
+    credentials.ca = undefined;
+  }
   const api = apiClientFor(credentials, parsed.values.insecure === true);
   const me = await api.call<{ id: string; email: string; plan: string }>('GET', '/api/v1/auth/me');
   // Absolute, so a later command run from another directory finds the same file; none trusted, none kept.
