@@ -11,6 +11,7 @@ import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sendSampleTraffic } from './sample-traffic.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const outputDir = process.argv[2] ?? join(root, 'docs');
@@ -28,7 +29,6 @@ try {
 }
 const [{ Edge }, { TunnelClient }, { RouteTable }] = modules;
 const { chromium } = await import('playwright-core');
-const { request } = await import('undici');
 
 const dataDir = mkdtempSync(join(tmpdir(), 'burrow-screenshot-'));
 const profile = mkdtempSync(join(tmpdir(), 'burrow-chromium-'));
@@ -69,25 +69,7 @@ try {
   await second.start();
   cleanup.push(() => second.close());
 
-  const host = `${ready.subdomain}.localhost:${edge.port}`;
-  const send = async (method, path, body, headers = {}) => {
-    const response = await request(`http://127.0.0.1:${edge.port}${path}`, { method, headers: { host, 'user-agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)', ...headers }, body });
-    await response.body.text();
-  };
-  await send('GET', '/api/users/42', undefined, { accept: 'application/json', 'user-agent': 'curl/8.5.0' });
-  await send('POST', '/webhooks/github', JSON.stringify({ action: 'opened', number: 7, repository: { full_name: 'acme/shop' } }), {
-    'content-type': 'application/json',
-    'x-github-event': 'pull_request',
-    'user-agent': 'GitHub-Hookshot/abc123',
-  });
-  await send('GET', '/favicon.ico', undefined, { 'user-agent': 'Mozilla/5.0' });
-  await send('POST', '/api/orders', JSON.stringify({ sku: 'TEE-RED-M', qty: 2 }), { 'content-type': 'application/json', 'user-agent': 'curl/8.5.0' });
-  await send(
-    'POST',
-    '/webhooks/stripe',
-    JSON.stringify({ id: 'evt_1Q2w3E4r', type: 'payment_intent.succeeded', data: { object: { id: 'pi_3Q2w', amount: 4200, currency: 'eur', status: 'succeeded' } } }),
-    { 'content-type': 'application/json', 'stripe-signature': 't=1763750000,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd' },
-  );
+  await sendSampleTraffic(edge.port, ready.subdomain);
 
   const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ARGS, viewport: { width: 1280, height: 760 }, deviceScaleFactor: 1, colorScheme });
   cleanup.push(() => context.close());

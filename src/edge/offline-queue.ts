@@ -22,7 +22,7 @@ import type { HttpRequest, HttpResponse } from '../uws.js';
 import type { PublicRequestHead } from './headers.js';
 import type { EdgeObserver } from './observer.js';
 import type { TunnelRegistry } from './registry.js';
-import { discardBody } from './request-framing.js';
+import { gatherBody } from './request-framing.js';
 import { statusLine, writePublicError } from './responses.js';
 import type { TunnelSession } from './session.js';
 
@@ -115,30 +115,8 @@ export class OfflineQueue implements QueueDriver {
       this.observer?.publicRefused('PAYLOAD_TOO_LARGE', 413, subdomain, method, path, clientAddress);
       writePublicError(res, 'PAYLOAD_TOO_LARGE', `A held request body may be at most ${limit} bytes.`, true);
     };
-    if (head.contentLength > limit) {
-      discardBody(res, () => exchange.aborted, tooLarge);
-      return;
-    }
-    const commit = (body: Uint8Array | null): void => {
-      this.enqueue(res, exchange, { subdomain, accountId, method, path, headers: head.headers, body, clientAddress });
-    };
-    if (head.contentLength <= 0 && !head.chunked) {
-      commit(null);
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let received = 0;
-    res.onData((chunk, isLast) => {
-      if (received < 0) return;
-      received += chunk.byteLength;
-      if (received > limit) {
-        if (isLast) res.cork(tooLarge);
-        else discardBody(res, () => exchange.aborted, tooLarge, received);
-        received = -1;
-        return;
-      }
-      chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
-      if (isLast) commit(received === 0 ? null : Buffer.concat(chunks, received));
+    gatherBody(res, head, limit, () => exchange.aborted, tooLarge, (body) => {
+      this.enqueue(res, exchange, { subdomain, accountId, method, path, headers: head.headers, body: body === null || body.byteLength === 0 ? null : body, clientAddress });
     });
   }
 

@@ -129,7 +129,8 @@ export class PassthroughStream {
         return;
       }
       case FrameType.WS_CLOSE:
-        this.closePublic(frame[2], frame[3]);
+        if (this.state === PassthroughState.AWAITING_UPGRADE) this.refuse(`WS_CLOSE before the upgrade on stream ${this.id}`);
+        else this.closePublic(frame[2], frame[3]);
         return;
       default:
         throw new ProtocolError(`frame type ${frame[0]} on WebSocket stream ${this.id}`);
@@ -157,7 +158,7 @@ export class PassthroughStream {
     if (res === null) return;
     this.status = status;
     if (status === 101) {
-      const problem = checkSubprotocol(protocol);
+      const problem = checkSubprotocol(protocol, this.keys.protocol);
       if (problem !== null) {
         this.refuse(problem);
         return;

@@ -136,3 +136,40 @@ export function discardBody(res: HttpResponse, isAborted: () => boolean, answer:
     if (isLast || discarded > LINGER_MAX_BYTES) finish();
   });
 }
+
+/**
+ * Reads a whole request body of at most `limit` bytes into one Buffer, then calls `done` with it (null
+ * when the request declares no body). A body over the limit, declared or found while reading, is read
+ * and dropped (discardBody) and `tooLarge` answers it. The caller registered onAborted.
+ */
+export function gatherBody(
+  res: HttpResponse,
+  body: { contentLength: number; chunked: boolean },
+  limit: number,
+  isAborted: () => boolean,
+  tooLarge: () => void,
+  done: (body: Buffer | null) => void,
+): void {
+  if (body.contentLength > limit) {
+    discardBody(res, isAborted, tooLarge);
+    return;
+  }
+  if (body.contentLength <= 0 && !body.chunked) {
+    done(null);
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let received = 0;
+  res.onData((chunk, isLast) => {
+    if (received < 0) return;
+    received += chunk.byteLength;
+    if (received > limit) {
+      if (isLast) res.cork(tooLarge);
+      else discardBody(res, isAborted, tooLarge, received);
+      received = -1;
+      return;
+    }
+    chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
+    if (isLast) done(Buffer.concat(chunks, received));
+  });
+}

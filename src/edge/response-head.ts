@@ -110,8 +110,14 @@ function quote(text: string): string {
   return JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
 }
 
-/** A WebSocket subprotocol chosen by the local server goes into Sec-WebSocket-Protocol: a token list. */
-export function checkSubprotocol(protocol: string): string | null {
-  if (protocol === '' || TOKEN.test(protocol.toLowerCase())) return null;
-  return `the subprotocol ${quote(protocol)} is not an HTTP token`;
+/**
+ * A WebSocket subprotocol chosen by the local server goes into Sec-WebSocket-Protocol: one token, and one
+ * the public client offered (`offered`: its Sec-WebSocket-Protocol list), else the client fails the
+ * handshake after the edge has completed it (RFC 6455 section 4.1). None at all is always allowed.
+ */
+export function checkSubprotocol(protocol: string, offered: string): string | null {
+  if (protocol === '') return null;
+  if (!TOKEN.test(protocol.toLowerCase())) return `the subprotocol ${quote(protocol)} is not an HTTP token`;
+  for (const candidate of offered.split(',')) if (candidate.trim() === protocol) return null;
+  return `the subprotocol ${quote(protocol)} is not one the public client offered`;
 }

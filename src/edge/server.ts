@@ -24,7 +24,7 @@ import { HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
-import { discardBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
+import { discardBody, gatherBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
 import { PassthroughStream } from './passthrough.js';
 import { TunnelRegistry } from './registry.js';
 import { statusLine, writePublicError } from './responses.js';
@@ -404,32 +404,9 @@ export class Edge {
     res.onAborted(() => {
       exchange.aborted = true;
     });
-    const isAborted = (): boolean => exchange.aborted;
-    if (length > this.apiBodyLimit) {
-      // Read (and drop) the body before answering, so the client is not reset while still sending.
-      discardBody(res, isAborted, tooLarge);
-      return;
-    }
-    if (length === 0 && !chunked) {
+    gatherBody(res, { contentLength: length, chunked }, this.apiBodyLimit, () => exchange.aborted, tooLarge, (body) => {
+      apiRequest.body = body;
       this.dispatchApi(res, apiRequest, exchange, isHead);
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let received = 0;
-    res.onData((chunk, isLast) => {
-      if (received < 0) return;
-      received += chunk.byteLength;
-      if (received > this.apiBodyLimit) {
-        if (isLast) res.cork(tooLarge);
-        else discardBody(res, isAborted, tooLarge, received);
-        received = -1;
-        return;
-      }
-      chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
-      if (isLast) {
-        apiRequest.body = Buffer.concat(chunks, received);
-        this.dispatchApi(res, apiRequest, exchange, isHead);
-      }
     });
   }
 

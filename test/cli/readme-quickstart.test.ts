@@ -103,6 +103,7 @@ test("README's quick start works as written, from a fresh directory and config",
         const answer = JSON.parse(result.stdout) as Record<string, string>;
         assert.deepEqual(Object.keys(answer), Object.keys(shown));
         assert.deepEqual({ email: answer.email, plan: answer.plan }, { email: shown.email, plan: shown.plan });
+        assert.equal(answer.id!.split('_')[0], shown.id!.split('_')[0], 'the id has the shape the README shows');
       } else {
         assert.match(result.stdout, printed(comment, substitute), result.stdout);
       }

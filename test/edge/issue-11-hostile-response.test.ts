@@ -305,6 +305,10 @@ describe('a WS_RESPONSE the edge cannot forward resets that stream', () => {
     { name: 'a 1xx other than 101', answer: (s) => [FrameType.WS_RESPONSE, s, 100, '', []] },
     { name: 'status 600', answer: (s) => [FrameType.WS_RESPONSE, s, 600, '', []] },
     { name: 'a subprotocol that is not a token', answer: (s) => [FrameType.WS_RESPONSE, s, 101, 'a b', []] },
+    // Found by the protocol fuzzer: the public client fails a handshake the edge completed.
+    { name: 'a subprotocol the public client did not offer', answer: (s) => [FrameType.WS_RESPONSE, s, 101, 'not-offered', []] },
+    // Found by the protocol fuzzer: the pending public upgrade was never answered.
+    { name: 'WS_CLOSE before any WS_RESPONSE', answer: (s) => [FrameType.WS_CLOSE, s, 1001, ''] },
   ];
   for (const item of cases) {
     test(item.name, { timeout: 20_000 }, async () => {
