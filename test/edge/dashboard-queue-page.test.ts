@@ -3,7 +3,8 @@
  * Chromium against a real edge, a real local server and the real tunnel client, driven through accessible
  * names, with every effect checked through the API: the mode changed in the page, an event held while no
  * client is connected listed as queued, a parked failed one redelivered once the local server is fixed,
- * pause and resume, discard after a confirmation. Then the Requests page's Search (bodies included).
+ * pause and resume, discard after a confirmation. Then the Requests page's Search, which finds a request
+ * by a text in its body through GET /api/v1/requests?q=.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -141,6 +142,23 @@ describe('the dashboard queue in Chromium', () => {
     await button('Discard event').click();
     await row.waitFor({ state: 'detached', timeout: 10_000 });
     assert.ok(!(await queueOf()).queue.some((event: { id: string }) => event.id === firstId));
+  });
+
+  test('Requests: Search finds the requests whose bodies hold the text, through the edge', async () => {
+    await link('Requests').click();
+    await page.getByLabel('Tunnel', { exact: true }).selectOption(NAME);
+    await rowWith('/hooks/two').first().waitFor();
+    const requestRows = page.locator('table.requests tbody tr');
+    // Four deliveries of /hooks/one (three failed attempts and the redelivery), one of /hooks/two.
+    await waitFor(async () => (await requestRows.count()) === 5, 10_000, 'five deliveries listed');
+    await page.getByLabel('Search', { exact: true }).fill('EVT_TWO');
+    await waitFor(async () => (await requestRows.count()) === 1, 10_000, 'one request found');
+    assert.match(await requestRows.first().innerText(), /POST\s+\/hooks\/two/);
+    await page.getByText(/Search in paths, headers and bodies: 1 found in the newest 5 requests\./).waitFor();
+    await page.getByLabel('Search', { exact: true }).fill('evt_nowhere');
+    await page.getByText('No request found by the search.').waitFor({ timeout: 10_000 });
+    await page.getByLabel('Search', { exact: true }).fill('');
+    await waitFor(async () => (await requestRows.count()) === 5, 10_000, 'all five again');
   });
 
   test('no page error, no CSP violation', () => {
