@@ -161,6 +161,18 @@ describe('the dashboard queue in Chromium', () => {
     await waitFor(async () => (await requestRows.count()) === 5, 10_000, 'all five again');
   });
 
+  test('readable at 360 px: the Reserved subdomains and Queue pages are no wider than the screen', async () => {
+    await page.setViewportSize({ width: 360, height: 740 });
+    for (const name of ['Reserved subdomains', 'Queue']) {
+      await link(name).click();
+      await page.getByRole('heading', { name, exact: true }).waitFor();
+      await page.waitForTimeout(200);
+      const width = await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
+      assert.ok(width <= 362, `${name}: ${width} px wide`);
+    }
+    await page.setViewportSize({ width: 1400, height: 900 });
+  });
+
   test('no page error, no CSP violation', () => {
     assert.deepEqual(problems, []);
   });
