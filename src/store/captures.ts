@@ -137,6 +137,11 @@ export interface ListOptions {
 export interface SearchOptions extends ListOptions {
   /** Captures looked at, at most, newest first from `beforeSeq`: the bound on one search's work. */
   maxScanned: number;
+  /**
+   * Body bytes read, at most (the search stops after the capture that passes it): with 1 MiB bodies
+   * each way, 1,000 captures would be 2 GiB, seconds of the edge's event loop.
+   */
+  maxBodyBytes: number;
 }
 
 export interface SearchResult {
@@ -146,7 +151,7 @@ export interface SearchResult {
   scanned: number;
   /**
    * Where a further search would go on (its `before`): the last match when `limit` was reached, the
-   * oldest capture looked at when `maxScanned` was; null when no older capture is left.
+   * oldest capture looked at when a bound was; null when no older capture is left.
    */
   resumeBefore: string | null;
 }
@@ -159,7 +164,12 @@ export interface SearchResult {
  * for in the bodies read as UTF-8.
  */
 export function storedCaptureMatches(stored: StoredCapture, needle: string, asciiNeedle: boolean): boolean {
-  if (stored.method.toLowerCase().includes(needle) || stored.path.toLowerCase().includes(needle) || String(stored.status).includes(needle)) return true;
+  return captureMatch(stored, needle, asciiNeedle).found;
+}
+
+/** The search of one capture: whether it matched, and the body bytes it read to know. */
+function captureMatch(stored: StoredCapture, needle: string, asciiNeedle: boolean): { found: boolean; bodyBytes: number } {
+  if (stored.method.toLowerCase().includes(needle) || stored.path.toLowerCase().includes(needle) || String(stored.status).includes(needle)) return { found: true, bodyBytes: 0 };
   let requestHeaders = stored.requestHeaders ?? [];
   let requestBody = stored.requestBody;
   if (stored.open !== null) {
@@ -175,14 +185,16 @@ export function storedCaptureMatches(stored: StoredCapture, needle: string, asci
     responseBody ??= response[4];
   }
   for (const headers of [requestHeaders, responseHeaders]) {
-    for (const text of headers) if (text.toLowerCase().includes(needle)) return true;
+    for (const text of headers) if (text.toLowerCase().includes(needle)) return { found: true, bodyBytes: 0 };
   }
   const encoding = asciiNeedle ? 'latin1' : 'utf8';
+  let bodyBytes = 0;
   for (const body of [requestBody, responseBody]) {
     if (body === null || body.byteLength < needle.length) continue;
-    if (Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString(encoding).toLowerCase().includes(needle)) return true;
+    bodyBytes += body.byteLength;
+    if (Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString(encoding).toLowerCase().includes(needle)) return { found: true, bodyBytes };
   }
-  return false;
+  return { found: false, bodyBytes };
 }
 
 /**
@@ -482,7 +494,8 @@ export class CaptureStore {
 
   /**
    * The captures of (account, subdomain) holding `query` (see `storedCaptureMatches`), newest first, from
-   * `beforeSeq`, looking at `maxScanned` captures at most. Null when the account never had this subdomain.
+   * `beforeSeq`, looking at `maxScanned` captures and about `maxBodyBytes` of bodies at most. Null when the
+   * account never had this subdomain.
    */
   search(accountId: string, subdomain: string, query: string, options: SearchOptions): SearchResult | null {
     const ring = this.currentRing(accountId, subdomain);
@@ -493,6 +506,7 @@ export class CaptureStore {
     const oldest = Math.max(0, ring.head - ring.capacity, ring.swept);
     const matches: CaptureSummary[] = [];
     let scanned = 0;
+    let bodyBytes = 0;
     let lastScanned: string | null = null;
     let resumeBefore: string | null = null;
     for (let seq = Math.min(ring.head, options.beforeSeq ?? Infinity) - 1; seq >= oldest; seq--) {
@@ -500,7 +514,7 @@ export class CaptureStore {
         resumeBefore = matches[matches.length - 1]!.id;
         break;
       }
-      if (scanned === options.maxScanned) {
+      if (scanned === options.maxScanned || bodyBytes >= options.maxBodyBytes) {
         resumeBefore = lastScanned;
         break;
       }
@@ -511,7 +525,9 @@ export class CaptureStore {
       if (now - capture.receivedAt > options.retentionMs) break;
       scanned++;
       lastScanned = capture.id;
-      if (!storedCaptureMatches(capture, needle, asciiNeedle)) continue;
+      const match = captureMatch(capture, needle, asciiNeedle);
+      bodyBytes += match.bodyBytes;
+      if (!match.found) continue;
       matches.push({ id: capture.id, method: capture.method, path: capture.path, status: capture.status, durationMs: capture.durationMs, receivedAt: capture.receivedAt });
     }
     return { matches, scanned, resumeBefore };
