@@ -34,6 +34,8 @@ export interface Exchange {
   websocket?: WebSocketLog;
   /** 'edge' for an exchange loaded from the edge's capture history rather than seen live. */
   source?: 'live' | 'edge';
+  /** The held webhook (docs/offline.md) this exchange delivered, when known (from the edge's capture). */
+  eventId?: string | null;
 }
 
 /** Messages kept per WebSocket connection (the newest), and bytes kept of each. */

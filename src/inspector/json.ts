@@ -28,6 +28,20 @@ export interface ExchangeSummaryJson {
   /** 'edge' when loaded from the edge's capture history at start, not seen live by this client. */
   source: 'live' | 'edge';
   websocket: WebSocketSummaryJson | null;
+  /** Set when the edge delivered a held webhook (docs/offline.md): read from its delivery headers. */
+  delivery: DeliveryJson | null;
+}
+
+export interface DeliveryJson {
+  /** `Burrow-Delivery`: the attempt number of the held event, counting across redeliveries. */
+  attempt: number;
+  /** `Burrow-Received-At`: when the edge received the event, as sent (ISO 8601 UTC). */
+  received_at: string | null;
+  /**
+   * The held event's id. The delivered request does not carry it (the edge sends only the two headers
+   * above); it is known for exchanges loaded from the edge's history, whose capture names it.
+   */
+  event_id: string | null;
 }
 
 export interface WebSocketSummaryJson {
@@ -73,7 +87,22 @@ export function summaryJson(exchange: Exchange): ExchangeSummaryJson {
     kind: exchange.websocket === undefined ? 'http' : 'websocket',
     source: exchange.source ?? 'live',
     websocket: exchange.websocket === undefined ? null : webSocketSummary(exchange.websocket),
+    delivery: deliveryOf(exchange),
   };
+}
+
+/** The held-webhook delivery this exchange is, from its `Burrow-Delivery` and `Burrow-Received-At` headers. */
+export function deliveryOf(exchange: Exchange): DeliveryJson | null {
+  let attempt: string | undefined;
+  let receivedAt: string | null = null;
+  const headers = exchange.requestHeaders;
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = headers[i]!.toLowerCase();
+    if (name === 'burrow-delivery') attempt ??= headers[i + 1]!;
+    else if (name === 'burrow-received-at') receivedAt ??= headers[i + 1]!;
+  }
+  if (attempt === undefined || !/^[0-9]{1,9}$/.test(attempt)) return null;
+  return { attempt: Number(attempt), received_at: receivedAt, event_id: exchange.eventId ?? null };
 }
 
 function webSocketSummary(log: WebSocketLog): WebSocketSummaryJson {

@@ -27,7 +27,7 @@ import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, urlHost } from './address.j
 import { loadAssets, type Asset } from './assets.js';
 import { curlCommand, type CurlTarget } from './curl.js';
 import { harLog } from './har.js';
-import { exchangeJson, summaryJson } from './json.js';
+import { deliveryOf, exchangeJson, summaryJson } from './json.js';
 import { matchesSearch, searchWords } from './search.js';
 import { ExchangeRing, type Entry, type RingOptions } from './ring.js';
 import { allowedHosts, hostAllowed, isJsonContentType, originAllowed } from './security.js';
@@ -362,6 +362,10 @@ export class Inspector {
       if (method !== 'GET') return writeError(res, notAllowed(path, 'GET'), unread);
       const id = decodeId(match[1]!);
       if (this.edgeDetailPending.has(id)) return this.answerLater(res, async () => exchangeJson((await this.detailed(id)).exchange));
+      const live = this.ring.get(id);
+      if (live !== undefined && live.exchange.eventId === undefined && deliveryOf(live.exchange) !== null) {
+        return this.answerLater(res, async () => exchangeJson((await this.withEventId(live)).exchange));
+      }
       return this.answer(res, () => exchangeJson(this.entry(id).exchange));
     }
     writeError(res, new BurrowError('NOT_FOUND', `No inspector endpoint at ${path}.`), unread);
@@ -686,8 +690,29 @@ export class Inspector {
     exchange.clientAddress = detail.client_address;
     exchange.replayOf = detail.replay_of;
     exchange.error = detail.error;
+    exchange.eventId = detail.event_id ?? null;
     this.ring.resized(entry);
-    if (exchange.replayOf !== null && this.subscribers.size > 0) this.queue(entry);
+    if ((exchange.replayOf !== null || exchange.eventId !== null) && this.subscribers.size > 0) this.queue(entry);
+    return entry;
+  }
+
+  /**
+   * A held webhook's delivery seen live carries its attempt and received time but not its event id (the
+   * edge sends only `Burrow-Delivery` and `Burrow-Received-At`). The edge's capture of it names the
+   * event: asked when its detail is opened, until the edge has answered once. Without an edge, or
+   * while the edge does not answer (its capture not committed yet, rate limited), the id is shown as
+   * unknown (null) and asked again on the next opening.
+   */
+  private async withEventId(entry: Entry): Promise<Entry> {
+    const exchange = entry.exchange;
+    if (exchange.eventId !== undefined || this.options.edge === undefined || this.options.token === undefined) return entry;
+    try {
+      const detail = (await this.edgeJson(`/api/v1/requests/${encodeURIComponent(exchange.id)}`)) as EdgeCaptureJson;
+      exchange.eventId = detail.event_id ?? null;
+    } catch {
+      return entry;
+    }
+    if (exchange.eventId !== null && this.subscribers.size > 0) this.queue(entry);
     return entry;
   }
 
@@ -770,6 +795,8 @@ interface EdgeCaptureJson {
   client_address: string;
   error: string | null;
   replay_of: string | null;
+  /** Absent from edges older than the offline queue. */
+  event_id?: string | null;
   request: EdgeBodyJson;
   response: EdgeBodyJson & { status: number };
 }

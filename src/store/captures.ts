@@ -134,6 +134,69 @@ export interface ListOptions {
   now?: number;
 }
 
+export interface SearchOptions extends ListOptions {
+  /** Captures looked at, at most, newest first from `beforeSeq`: the bound on one search's work. */
+  maxScanned: number;
+  /**
+   * Body bytes read, at most (the search stops after the capture that passes it): with 1 MiB bodies
+   * each way, 1,000 captures would be 2 GiB, seconds of the edge's event loop.
+   */
+  maxBodyBytes: number;
+}
+
+export interface SearchResult {
+  /** The matching captures, newest first, at most `limit`. */
+  matches: CaptureSummary[];
+  /** Captures looked at. */
+  scanned: number;
+  /**
+   * Where a further search would go on (its `before`): the last match when `limit` was reached, the
+   * oldest capture looked at when a bound was; null when no older capture is left.
+   */
+  resumeBefore: string | null;
+}
+
+/**
+ * Whether a stored capture holds `needle` (already lower-cased) in its method, path, status, request or
+ * response headers or bodies, case-insensitively. Bodies are read as Latin-1 when the needle is ASCII:
+ * one character a byte, so any body (binary included) matches byte for byte, ASCII letters in either
+ * case, and no multi-byte character can fold into an ASCII one. A needle with other characters is looked
+ * for in the bodies read as UTF-8.
+ */
+export function storedCaptureMatches(stored: StoredCapture, needle: string, asciiNeedle: boolean): boolean {
+  return captureMatch(stored, needle, asciiNeedle).found;
+}
+
+/** The search of one capture: whether it matched, and the body bytes it read to know. */
+function captureMatch(stored: StoredCapture, needle: string, asciiNeedle: boolean): { found: boolean; bodyBytes: number } {
+  if (stored.method.toLowerCase().includes(needle) || stored.path.toLowerCase().includes(needle) || String(stored.status).includes(needle)) return { found: true, bodyBytes: 0 };
+  let requestHeaders = stored.requestHeaders ?? [];
+  let requestBody = stored.requestBody;
+  if (stored.open !== null) {
+    const open = decode(stored.open) as OpenFrame;
+    requestHeaders = open[5];
+    requestBody ??= open[7];
+  }
+  let responseHeaders = stored.responseHeaders ?? [];
+  let responseBody = stored.responseBody;
+  if (stored.response !== null) {
+    const response = decode(stored.response) as ResponseFrame;
+    responseHeaders = response[3];
+    responseBody ??= response[4];
+  }
+  for (const headers of [requestHeaders, responseHeaders]) {
+    for (const text of headers) if (text.toLowerCase().includes(needle)) return { found: true, bodyBytes: 0 };
+  }
+  const encoding = asciiNeedle ? 'latin1' : 'utf8';
+  let bodyBytes = 0;
+  for (const body of [requestBody, responseBody]) {
+    if (body === null || body.byteLength < needle.length) continue;
+    bodyBytes += body.byteLength;
+    if (Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString(encoding).toLowerCase().includes(needle)) return { found: true, bodyBytes };
+  }
+  return { found: false, bodyBytes };
+}
+
 /**
  * The bytes a capture is stored as. LMDB gets one Buffer: a small msgpack header with the scalar fields
  * and the sections' lengths, then the sections themselves, copied as they are. Against letting LMDB's
@@ -427,6 +490,47 @@ export class CaptureStore {
       });
     }
     return list;
+  }
+
+  /**
+   * The captures of (account, subdomain) holding `query` (see `storedCaptureMatches`), newest first, from
+   * `beforeSeq`, looking at `maxScanned` captures and about `maxBodyBytes` of bodies at most. Null when the
+   * account never had this subdomain.
+   */
+  search(accountId: string, subdomain: string, query: string, options: SearchOptions): SearchResult | null {
+    const ring = this.currentRing(accountId, subdomain);
+    if (ring === undefined) return null;
+    const now = options.now ?? Date.now();
+    const needle = query.toLowerCase();
+    const asciiNeedle = /^[\x00-\x7f]*$/.test(needle);
+    const oldest = Math.max(0, ring.head - ring.capacity, ring.swept);
+    const matches: CaptureSummary[] = [];
+    let scanned = 0;
+    let bodyBytes = 0;
+    let lastScanned: string | null = null;
+    let resumeBefore: string | null = null;
+    for (let seq = Math.min(ring.head, options.beforeSeq ?? Infinity) - 1; seq >= oldest; seq--) {
+      if (matches.length === options.limit) {
+        resumeBefore = matches[matches.length - 1]!.id;
+        break;
+      }
+      if (scanned === options.maxScanned || bodyBytes >= options.maxBodyBytes) {
+        resumeBefore = lastScanned;
+        break;
+      }
+      const bytes = this.slots.getBinaryFast([ring.ringId, seq % ring.capacity]);
+      if (bytes === undefined) continue;
+      const capture = decodeStoredCapture(bytes);
+      if (capture.seq !== seq) continue;
+      if (now - capture.receivedAt > options.retentionMs) break;
+      scanned++;
+      lastScanned = capture.id;
+      const match = captureMatch(capture, needle, asciiNeedle);
+      bodyBytes += match.bodyBytes;
+      if (!match.found) continue;
+      matches.push({ id: capture.id, method: capture.method, path: capture.path, status: capture.status, durationMs: capture.durationMs, receivedAt: capture.receivedAt });
+    }
+    return { matches, scanned, resumeBefore };
   }
 
   /** A capture of the account by id, or null when it is unknown, another account's, overwritten or expired. */

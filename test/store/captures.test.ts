@@ -210,3 +210,26 @@ test('after a crash the ring head is recovered from the slots: nothing listed is
   assert.equal(ring.next().seq, 8);
   await store.close();
 });
+
+test('search: newest first, bounded by captures and by body bytes read, and says where to go on', () => {
+  const { store } = freshStore();
+  const ring = store.ring('usr_s', 'search-one', 16);
+  const ids = fill(store, ring, 10, Date.now());
+  const options = { limit: 50, retentionMs: 60_000, maxScanned: 1000, maxBodyBytes: 1 << 20 };
+  // The body '{}' is inside the stored OPEN frame: found there, case-insensitively for the path.
+  const inBody = store.search('usr_s', 'search-one', '{}', options)!;
+  assert.deepEqual(inBody.matches.map((m) => m.id), [...ids].reverse());
+  assert.equal(inBody.resumeBefore, null);
+  assert.deepEqual(store.search('usr_s', 'search-one', '/N/3', options)!.matches.map((m) => m.path), ['/n/3']);
+  assert.deepEqual(store.search('usr_s', 'search-one', 'APPLICATION/JSON', { ...options, limit: 2 })!, {
+    matches: store.search('usr_s', 'search-one', 'application/json', { ...options, limit: 2 })!.matches,
+    scanned: 2,
+    resumeBefore: ids[8],
+  });
+  // Each capture reads 2 body bytes: past 5, the search stops after the third and goes on from there.
+  const byBytes = store.search('usr_s', 'search-one', 'z', { ...options, maxBodyBytes: 5 })!;
+  assert.deepEqual(byBytes, { matches: [], scanned: 3, resumeBefore: ids[7] });
+  const byCount = store.search('usr_s', 'search-one', 'z', { ...options, maxScanned: 4, beforeSeq: parseCaptureId(ids[7]!)!.seq })!;
+  assert.deepEqual(byCount, { matches: [], scanned: 4, resumeBefore: ids[3] });
+  assert.equal(store.search('usr_s', 'never-had', 'z', options), null);
+});

@@ -7,7 +7,7 @@ import { sizeText } from './exchange-format.js';
 import { requestsView } from './requests.js';
 
 const $ = (id) => document.getElementById(id);
-const VIEWS = ['tunnels', 'requests', 'tokens', 'reserved', 'account'];
+const VIEWS = ['tunnels', 'requests', 'tokens', 'reserved', 'queue', 'account'];
 /** `seen`: every subdomain this page saw live, so a closed tunnel's requests stay one click away. */
 const state = { session: null, leave: null, seen: new Set() };
 
@@ -277,8 +277,26 @@ async function reservedView(root) {
       h('td', {}, record.subdomain),
       h('td', {}, dateText(record.created_at)),
       h('td', {}, live.has(record.subdomain) ? 'live' : 'idle'),
+      h('td', {}, offlineSelect(record)),
+      h('td', {}, h('a', { href: `#/queue/${encodeURIComponent(record.subdomain)}`, 'aria-label': `Queue of ${record.subdomain}` }, 'Queue')),
       h('td', {}, h('button', { type: 'button', 'aria-label': 'Release', title: `Release ${record.subdomain}`, on: { click: () => void release(record.subdomain) } }, 'Release'))));
-    clear(list).append(table('Reserved subdomains', ['Subdomain', 'Reserved', 'Tunnel', ''], rows, 'No reserved subdomains.'));
+    clear(list).append(table('Reserved subdomains', ['Subdomain', 'Reserved', 'Tunnel', 'Offline mode', 'Held webhooks', ''], rows, 'No reserved subdomains.'));
+  };
+  /** The name's offline mode (docs/offline.md): changed at once, with PATCH, when another is chosen. */
+  const offlineSelect = (record) => {
+    const select = h('select', { 'aria-label': 'Offline mode', title: `Offline mode of ${record.subdomain}` },
+      OFFLINE_MODES.map(([value, text]) => h('option', { value, selected: value === record.offline }, text)));
+    select.addEventListener('change', async () => {
+      try {
+        const updated = await api('PATCH', `/api/v1/reserved-subdomains/${encodeURIComponent(record.subdomain)}`, { offline: select.value });
+        record.offline = updated.offline;
+        notify(`Offline mode of ${record.subdomain}: ${updated.offline}.`);
+      } catch (error) {
+        select.value = record.offline;
+        setError(error);
+      }
+    });
+    return select;
   };
   const reserve = async (event) => {
     event.preventDefault();
@@ -307,6 +325,97 @@ async function reservedView(root) {
     list,
   );
   await refresh();
+}
+
+const OFFLINE_MODES = [['off', 'off (404)'], ['reject', 'reject (503, retry later)'], ['queue', 'queue (hold and deliver)']];
+
+// ---- Queue ---------------------------------------------------------------------------------------------
+
+/** The webhooks held for one reserved subdomain (docs/offline.md): redeliver, discard, pause, resume. */
+async function queueView(root, argument) {
+  const { reserved_subdomains: reserved } = await api('GET', '/api/v1/reserved-subdomains');
+  const names = reserved.map((record) => record.subdomain);
+  if (argument !== null && !names.includes(argument)) names.unshift(argument);
+  let subdomain = argument ?? names[0] ?? null;
+  root.append(h('h1', {}, 'Queue'), h('p.muted', {}, 'Webhooks held for a reserved subdomain while its tunnel is offline (offline mode "queue"), delivered in order when it connects.'));
+  if (subdomain === null) {
+    root.append(h('p.empty', {}, 'No reserved subdomains: reserve one, set its offline mode to "queue", and held webhooks appear here.'));
+    return null;
+  }
+  const select = h('select', { id: 'queue-subdomain' }, names.map((name) => h('option', { value: name, selected: name === subdomain }, name)));
+  const facts = h('div');
+  const pauseButton = h('button', { type: 'button', on: { click: () => void togglePause() } }, 'Pause queue');
+  const list = h('div');
+  let paused = false;
+  select.addEventListener('change', () => {
+    subdomain = select.value;
+    history.replaceState(null, '', `#/queue/${encodeURIComponent(subdomain)}`);
+    void refresh();
+  });
+  root.append(h('div.filters', {}, h('label', { for: 'queue-subdomain' }, 'Reserved subdomain'), select, pauseButton), facts, list);
+
+  const refresh = async () => {
+    try {
+      const queue = await api('GET', `/api/v1/queue?subdomain=${encodeURIComponent(subdomain)}`);
+      paused = queue.paused;
+      pauseButton.textContent = paused ? 'Resume queue' : 'Pause queue';
+      clear(facts).append(h('dl.facts', {},
+        h('dt', {}, 'Offline mode'), h('dd', {}, queue.offline),
+        h('dt', {}, 'Delivery'), h('dd', {}, queue.paused ? 'paused: nothing is delivered, live requests are held too' : 'running'),
+        h('dt', {}, 'Held'), h('dd', {}, `${queue.events} event${queue.events === 1 ? '' : 's'}, ${sizeText(queue.bytes)}`),
+        h('dt', {}, 'Expired'), h('dd', {}, String(queue.expired))));
+      const rows = queue.queue.map((event) => h('tr', {},
+        h('td.mono', {}, event.id),
+        h('td', {}, event.state),
+        h('td.num', {}, String(event.attempts)),
+        h('td', {}, dateText(event.received_at)),
+        h('td.num', {}, sizeText(event.size)),
+        h('td', {}, `${event.method} ${event.path}`),
+        h('td', {}, event.last_status === null ? '—' : `${event.last_status}${event.last_error ? ` ${event.last_error}` : ''}`),
+        h('td', {}, h('div.actions', {},
+          event.state === 'delivering' ? null : h('button', { type: 'button', 'aria-label': 'Redeliver', title: `Redeliver ${event.id}`, on: { click: () => void redeliver(event) } }, 'Redeliver'),
+          h('button.danger', { type: 'button', 'aria-label': 'Discard', title: `Discard ${event.id}`, on: { click: () => void discard(event) } }, 'Discard')))));
+      clear(list).append(table(`Held webhooks of ${subdomain}, oldest first`, ['Event', 'State', 'Attempts', 'Received', 'Size', 'Request', 'Last status', ''], rows, 'Nothing held.'));
+      setError(null);
+    } catch (error) {
+      setError(error);
+    }
+  };
+  const redeliver = async (event) => {
+    try {
+      await api('POST', `/api/v1/queue/${encodeURIComponent(event.id)}/deliver`);
+      notify(`${event.id} queued for delivery.`);
+    } catch (error) {
+      setError(error);
+    }
+    await refresh();
+  };
+  const discard = async (event) => {
+    const ok = await confirmAction({
+      title: `Discard ${event.id}?`,
+      text: `The held ${event.method} ${event.path} (${sizeText(event.size)}) is dropped and never delivered again.`,
+      confirmLabel: 'Discard event',
+    });
+    if (!ok) return;
+    try {
+      await api('DELETE', `/api/v1/queue/${encodeURIComponent(event.id)}`);
+      notify(`Discarded ${event.id}.`);
+    } catch (error) {
+      setError(error);
+    }
+    await refresh();
+  };
+  const togglePause = async () => {
+    try {
+      await api('POST', `/api/v1/queue/${paused ? 'resume' : 'pause'}?subdomain=${encodeURIComponent(subdomain)}`);
+    } catch (error) {
+      setError(error);
+    }
+    await refresh();
+  };
+  await refresh();
+  const timer = setInterval(() => { if (!document.hidden) void refresh(); }, 3000);
+  return () => clearInterval(timer);
 }
 
 // ---- Account -------------------------------------------------------------------------------------------
@@ -352,6 +461,6 @@ async function accountView(root) {
   );
 }
 
-const VIEW_FUNCTIONS = { tunnels: tunnelsView, requests: requestsPage, tokens: tokensView, reserved: reservedView, account: accountView };
+const VIEW_FUNCTIONS = { tunnels: tunnelsView, requests: requestsPage, tokens: tokensView, reserved: reservedView, queue: queueView, account: accountView };
 
 void start();

@@ -1,5 +1,6 @@
 // The Requests page: one tunnel's captured requests (newest first, paged with "Load older"), filters
-// by method, status and path over the loaded rows, a detail with headers, bodies (pretty and raw),
+// by method, status and path over the loaded rows, a search the edge runs inside headers and bodies
+// (GET /api/v1/requests?q=), a detail with headers, bodies (pretty and raw),
 // timing and client address, copy as curl, and replay as-is or with edits. Captured data is shown as
 // text only: it comes from whoever sent the request.
 import { api, errorText } from './api.js';
@@ -11,12 +12,14 @@ const PAGE = 50;
 
 export function requestsView(context) {
   const { root, subdomains, preferred, setError } = context;
-  const state = { subdomain: preferred ?? subdomains[0] ?? null, items: [], more: false, selected: null, timer: null, loading: false };
+  const state = { subdomain: preferred ?? subdomains[0] ?? null, items: [], more: false, nextBefore: null, olderLoaded: false, query: '', scanned: 0, selected: null, timer: null, loading: false };
 
   const tunnelSelect = h('select', { id: 'req-tunnel' }, subdomains.map((name) => h('option', { value: name, selected: name === state.subdomain }, name)));
   const method = h('select', { id: 'req-method' }, ['', 'GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'].map((m) => h('option', { value: m }, m === '' ? 'any' : m)));
   const status = h('select', { id: 'req-status' }, [['', 'any'], ['2', '2xx'], ['3', '3xx'], ['4', '4xx'], ['5', '5xx'], ['err', 'errors (non-2xx)']].map(([v, t]) => h('option', { value: v }, t)));
   const path = h('input', { id: 'req-path', type: 'search', placeholder: '/webhooks', spellcheck: 'false' });
+  const search = h('input', { id: 'req-search', type: 'search', placeholder: 'evt_… in bodies and headers', spellcheck: 'false', maxlength: '256' });
+  const searchInfo = h('p.muted', { 'aria-live': 'polite', hidden: true });
   const list = h('div.request-list');
   const more = h('button', { type: 'button', hidden: true, on: { click: () => void load(true) } }, 'Load older');
   const detail = h('section.detail', { 'aria-label': 'Request detail', hidden: true });
@@ -29,19 +32,36 @@ export function requestsView(context) {
           h('label', { for: 'req-tunnel' }, 'Tunnel'), tunnelSelect,
           h('label', { for: 'req-method' }, 'Method'), method,
           h('label', { for: 'req-status' }, 'Status'), status,
-          h('label', { for: 'req-path' }, 'Path'), path),
+          h('label', { for: 'req-path' }, 'Path'), path,
+          h('label', { for: 'req-search' }, 'Search'), search),
+    searchInfo,
     h('div.split', {}, h('div.list-pane', {}, list, more), detail),
   );
 
   tunnelSelect.addEventListener('change', () => {
     state.subdomain = tunnelSelect.value;
     state.items = [];
+    state.nextBefore = null;
+    state.olderLoaded = false;
     state.selected = null;
     detail.hidden = true;
     void load(false);
   });
   for (const input of [method, status]) input.addEventListener('change', render);
   path.addEventListener('input', render);
+  let searchTimer = null;
+  search.addEventListener('input', () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => {
+      const query = search.value.trim();
+      if (query === state.query) return;
+      state.query = query;
+      state.items = [];
+      state.nextBefore = null;
+      state.olderLoaded = false;
+      void load(false);
+    }, 300);
+  });
 
   function matches(item) {
     if (method.value !== '' && item.method !== method.value) return false;
@@ -55,7 +75,8 @@ export function requestsView(context) {
     const shown = state.items.filter(matches);
     more.hidden = !state.more;
     if (shown.length === 0) {
-      clear(list).append(h('p.empty', {}, state.items.length === 0 ? 'No requests captured yet.' : 'No loaded request matches the filters.'));
+      const none = state.query !== '' ? 'No request found by the search.' : 'No requests captured yet.';
+      clear(list).append(h('p.empty', {}, state.items.length === 0 ? none : 'No loaded request matches the filters.'));
       return;
     }
     const rows = shown.map((item) => {
@@ -74,20 +95,37 @@ export function requestsView(context) {
   }
 
   async function load(older) {
-    if (state.subdomain === null || state.loading) return;
-    state.loading = true;
+    if (state.subdomain === null) return;
+    // A load already running for another search (or tunnel) is answered but not shown: `asked` says which.
+    if (state.loading === `${state.subdomain} ${state.query}`) return;
+    const asked = `${state.subdomain} ${state.query}`;
+    state.loading = asked;
     try {
       const query = new URLSearchParams({ subdomain: state.subdomain, limit: String(PAGE) });
-      if (older && state.items.length > 0) query.set('before', state.items[state.items.length - 1].id);
-      const { requests } = await api('GET', `/api/v1/requests?${query}`);
+      if (state.query !== '') query.set('q', state.query);
+      // A search goes on where the edge stopped looking (next_before), which may be past its last match.
+      const cursor = state.query !== '' ? state.nextBefore : state.items[state.items.length - 1]?.id;
+      if (older && cursor) query.set('before', cursor);
+      const answer = await api('GET', `/api/v1/requests?${query}`);
+      if (asked !== `${state.subdomain} ${state.query}`) return;
+      const { requests } = answer;
       if (older) state.items.push(...requests);
-      else if (state.items.length <= PAGE) state.items = requests;
+      else if (!state.olderLoaded) state.items = requests;
       else {
         // A refresh keeps the older pages already loaded: the new requests go on top.
         const loaded = new Set(state.items.map((item) => item.id));
         state.items = [...requests.filter((item) => !loaded.has(item.id)), ...state.items];
       }
-      if (older || state.items.length <= PAGE) state.more = requests.length === PAGE;
+      if (older || !state.olderLoaded) {
+        state.more = state.query !== '' ? answer.next_before !== null : requests.length === PAGE;
+        if (state.query !== '') {
+          state.nextBefore = answer.next_before;
+          state.scanned = older ? state.scanned + answer.scanned : answer.scanned;
+        }
+      }
+      if (older) state.olderLoaded = true;
+      searchInfo.hidden = state.query === '';
+      searchInfo.textContent = state.query === '' ? '' : `Search in paths, headers and bodies: ${state.items.length} found in the newest ${state.scanned} request${state.scanned === 1 ? '' : 's'}${state.more ? '; Load older searches further back' : ''}.`;
       setError(null);
       render();
     } catch (error) {
@@ -96,7 +134,7 @@ export function requestsView(context) {
         render();
       } else setError(error);
     } finally {
-      state.loading = false;
+      if (state.loading === asked) state.loading = false;
     }
   }
 

@@ -29,7 +29,7 @@ function matches(item) {
   if (state.onlyErrors && statusClass(item) === 's2xx') return false;
   if (state.filter === '') return true;
   if (state.searchIds !== null && state.searchIds.has(item.id)) return true;
-  const haystack = `${item.method} ${item.path} ${statusText(item)} ${item.id} ${item.replay_of ?? ''} ${item.client_address ?? ''}`.toLowerCase();
+  const haystack = `${item.method} ${item.path} ${statusText(item)} ${item.id} ${item.replay_of ?? ''} ${item.client_address ?? ''}${item.delivery ? ` held ${item.delivery.event_id ?? ''}` : ''}`.toLowerCase();
   return state.filter.split(/\s+/).every((word) => haystack.includes(word));
 }
 
@@ -57,6 +57,14 @@ function scheduleSearch() {
       // The feed's reconnect says when the inspector is gone.
     }
   }, 150);
+}
+
+/** "held webhook, delivery attempt 2, received by the edge at …": a held event the edge delivered. */
+function deliveryText(delivery) {
+  const parts = [`held webhook, delivery attempt ${delivery.attempt}`];
+  if (delivery.received_at !== null) parts.push(`received by the edge at ${delivery.received_at}`);
+  if (delivery.event_id !== null) parts.push(`event ${delivery.event_id}`);
+  return parts.join(', ');
 }
 
 function buildRow(item) {
@@ -97,6 +105,13 @@ function fillRow(tr, item) {
         mark.textContent = ws.closed_at === null ? `open · ${ws.messages_in + ws.messages_out} msgs` : `closed ${ws.close_code ?? ''} · ${ws.messages_in + ws.messages_out} msgs`;
         td.append(mark);
       }
+      if (item.delivery !== null && item.delivery !== undefined) {
+        const mark = document.createElement('span');
+        mark.className = 'held-mark';
+        mark.textContent = `held · #${item.delivery.attempt}`;
+        mark.title = deliveryText(item.delivery);
+        td.append(mark);
+      }
       if (item.replay_of !== null) {
         const mark = document.createElement('span');
         mark.className = 'replay-mark';
@@ -122,6 +137,7 @@ function upsert(items, fresh) {
       if (tr !== undefined) fillRow(tr, item);
       if (state.selected === item.id && state.detail !== null) {
         state.detail.replay_of = item.replay_of;
+        state.detail.delivery = item.delivery;
         showFacts(state.detail);
       }
       continue;
@@ -217,6 +233,10 @@ function showFacts(detail) {
     });
     $('d-replay-of').append(link);
   }
+  const delivery = detail.delivery ?? null;
+  $('d-delivery').hidden = delivery === null;
+  $('d-delivery-label').hidden = delivery === null;
+  $('d-delivery').textContent = delivery === null ? '' : deliveryText(delivery);
   $('d-error').hidden = detail.error === null;
   $('d-error-label').hidden = detail.error === null;
   $('d-error').textContent = detail.error ?? '';
