@@ -29,7 +29,7 @@ import { ClientHttpStream } from './http-stream.js';
 import type { HostHeader } from './host-header.js';
 import { localConnector } from './local-connector.js';
 import type { LocalTarget, RouteTable } from './routes.js';
-import type { FlushableStream, StreamHost } from './stream-host.js';
+import type { FlushableStream, StreamHost, TurnEndStream } from './stream-host.js';
 import { ClientWsStream } from './ws-stream.js';
 
 export interface TunnelClientOptions {
@@ -113,6 +113,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private readonly pools = new Map<string, Pool>();
   private socket: WebSocket | null = null;
   private outbox: Buffer[] = [];
+  /** Streams holding this turn's response bytes, framed in the check phase before the outbox goes. */
+  private turnEndStreams: TurnEndStream[] = [];
   private flushScheduled = false;
   private readonly flushNow = (): void => this.flush();
   private subdomain: string | undefined;
@@ -344,6 +346,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.streams.clear();
     this.blocked.clear();
     this.outbox = [];
+    this.turnEndStreams = [];
   }
 
   // ---- frames ---------------------------------------------------------------------------------------
@@ -478,7 +481,21 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     if (socket !== null && socket.readyState === WebSocket.OPEN) socket.send(frame);
   }
 
+  atTurnEnd(stream: TurnEndStream): void {
+    this.turnEndStreams.push(stream);
+    if (this.flushScheduled) return;
+    // Frames sent later in this turn join the outbox: they leave with the held ones, corked.
+    this.flushScheduled = true;
+    setImmediate(this.flushNow);
+  }
+
   private flush(): void {
+    if (this.turnEndStreams.length > 0) {
+      // Still flushScheduled: what these streams send lands in the outbox written below.
+      const streams = this.turnEndStreams;
+      this.turnEndStreams = [];
+      for (const stream of streams) stream.turnEnded();
+    }
     this.flushScheduled = false;
     if (this.outbox.length === 0) return;
     const frames = this.outbox;
