@@ -52,6 +52,8 @@ const host: StreamHost = {
   send: (frame: Buffer) => {
     sent += frame.byteLength;
   },
+  // The response builds below end in the turn they start: nothing is left for the turn's end.
+  atTurnEnd: () => {},
   consumedConnection: () => {},
   endStream: () => {},
   count: () => {},

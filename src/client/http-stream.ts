@@ -1,8 +1,11 @@
 /**
  * One HTTP exchange on the client's side: an OPEN frame becomes an undici dispatch to the local port;
- * the response goes back as RESPONSE (+ DATA) within credit. A small response with a known length is one
- * RESPONSE frame; anything else streams, and undici is paused while the edge has not granted credit, so
- * a slow public reader slows the local server instead of filling the client's memory.
+ * the response goes back as RESPONSE (+ DATA) within credit. What undici hands over during one loop turn
+ * is framed at the turn's end: a response whose head, body and end come in one turn is one RESPONSE
+ * frame whatever its framing (Content-Length or chunked; a close-delimited body's end, the FIN, is read a
+ * turn later); otherwise the head leaves at the end of the turn it came in and each later turn's bytes
+ * as one DATA frame, so nothing is held back (a flushed head, a slow body). undici is paused while the edge has not granted credit, so a slow
+ * public reader slows the local server instead of filling the client's memory.
  */
 import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
@@ -53,10 +56,16 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   private responseHeaders: string[] = [];
   /** The Content-Length the local server declared, -1 when none: a body that ends short is reset. */
   private declaredLength = -1;
-  /** Fast path: a response of known small length is gathered into one RESPONSE frame. */
-  private gather: Buffer[] | null = null;
-  private gathered = 0;
+  /**
+   * Body bytes of the current loop turn, not yet framed. The head, too, waits for the turn's end: a
+   * response that ends in the turn its head came leaves as one RESPONSE frame with its body and end=true
+   * whatever its framing; otherwise the head leaves at the turn's end with the bytes so far.
+   */
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  private turnEndPending = false;
   private headSent = false;
+  /** Framed in turn, waiting for credit (undici paused meanwhile). */
   private queue: Buffer[] = [];
   private endPending = false;
   private finished = false;
@@ -197,30 +206,19 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     const noBody = this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304;
     const known = /^[0-9]{1,15}$/.test(length) ? Number(length) : -1;
     this.declaredLength = noBody ? -1 : known;
-    if (noBody || (known >= 0 && known <= this.host.settings.maxFrameBody)) {
-      this.gather = [];
-    } else {
-      this.sendHead();
-    }
+    this.holdUntilTurnEnd();
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.closed) return;
+    if (this.closed || chunk.byteLength === 0) return;
     this.responseBytes += chunk.byteLength;
     this.responseRecorder?.addOwned(chunk);
-    if (this.gather !== null) {
-      this.gather.push(chunk);
-      this.gathered += chunk.byteLength;
-      if (this.gathered > this.host.settings.maxFrameBody) {
-        // The server sent more than it declared; stream from here on.
-        const gathered = Buffer.concat(this.gather, this.gathered);
-        this.gather = null;
-        this.sendHead();
-        this.sendBody(gathered);
-      }
-      return;
-    }
-    this.sendBody(chunk);
+    this.held.push(chunk);
+    this.heldBytes += chunk.byteLength;
+    // A turn that brings more than a frame's worth does not wait for its end: the frame goes now, and
+    // undici is paused when credit runs out, so a fast local server never piles up bytes here.
+    if (this.heldBytes >= this.host.settings.maxFrameBody) this.release();
+    else this.holdUntilTurnEnd();
   }
 
   onResponseEnd(): void {
@@ -230,17 +228,19 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       this.onResponseError(null, new Error(`the body ended after ${this.responseBytes} of ${this.declaredLength} bytes (Content-Length)`));
       return;
     }
-    if (this.gather !== null) {
-      const body = this.gathered === 0 ? null : this.gather.length === 1 ? this.gather[0]! : Buffer.concat(this.gather, this.gathered);
+    if (!this.headSent) {
+      // Head, body and end in one turn: one frame, given the credit.
+      const body = this.takeHeld();
       if (body === null || takeWholeCredit(body.byteLength, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
         this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.responseHeaders, body, true]));
         this.complete(null);
         return;
       }
-      // Not enough connection credit for one frame: stream it instead.
-      this.gather = null;
-      this.sendHead();
+      this.sendHead(null);
       this.queue.push(body);
+    } else {
+      const body = this.takeHeld();
+      if (body !== null) this.queue.push(body);
     }
     this.endPending = true;
     this.flush();
@@ -261,15 +261,47 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
 
   // ---- response body within credit ------------------------------------------------------------------
 
-  private sendHead(): void {
-    this.headSent = true;
-    this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.responseHeaders, null, false]));
+  private holdUntilTurnEnd(): void {
+    if (this.turnEndPending) return;
+    this.turnEndPending = true;
+    this.host.atTurnEnd(this);
   }
 
-  private sendBody(chunk: Buffer): void {
-    if (chunk.byteLength === 0) return;
-    this.queue.push(chunk);
+  /** The loop turn is over: the head (once) and this turn's bytes leave now, nothing waits longer. */
+  turnEnded(): void {
+    this.turnEndPending = false;
+    if (this.closed || this.status === 0) return;
+    this.release();
+  }
+
+  /** Frames what is held: the head with the bytes inline when the credit allows, else head then DATA. */
+  private release(): void {
+    const body = this.takeHeld();
+    if (!this.headSent) {
+      if (body !== null && this.queue.length === 0 && takeWholeCredit(body.byteLength, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
+        this.sendHead(body);
+        return;
+      }
+      this.sendHead(null);
+    }
+    if (body === null) return;
+    this.queue.push(body);
     this.flush();
+  }
+
+  /** The held bytes as one buffer (copied only when they came in several chunks), or null. */
+  private takeHeld(): Buffer | null {
+    const held = this.held;
+    const size = this.heldBytes;
+    if (size === 0) return null;
+    this.held = [];
+    this.heldBytes = 0;
+    return held.length === 1 ? held[0]! : Buffer.concat(held, size);
+  }
+
+  private sendHead(body: Buffer | null): void {
+    this.headSent = true;
+    this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.responseHeaders, body, false]));
   }
 
   /** Sends queued response bytes within credit; pauses undici while bytes wait. */

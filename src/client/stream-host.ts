@@ -15,6 +15,11 @@ export interface FlushableStream {
   flush(): void;
 }
 
+/** A stream that holds what arrived during a loop turn and frames it when the turn ends. */
+export interface TurnEndStream {
+  turnEnded(): void;
+}
+
 export interface StreamHost {
   readonly settings: Settings;
   readonly routes: RouteTable;
@@ -30,6 +35,8 @@ export interface StreamHost {
   /** The pool of one of the route table's targets; throws for any other. */
   pool(target: LocalTarget): Dispatcher;
   send(frame: Buffer): void;
+  /** Calls `stream.turnEnded()` at the end of this loop turn, before the turn's frames are written. */
+  atTurnEnd(stream: TurnEndStream): void;
   /** Body bytes that left the client's hands: return connection credit to the edge. */
   consumedConnection(bytes: number): void;
   endStream(stream: FlushableStream): void;

@@ -29,7 +29,7 @@ import { ClientHttpStream } from './http-stream.js';
 import type { HostHeader } from './host-header.js';
 import { localConnector } from './local-connector.js';
 import type { LocalTarget, RouteTable } from './routes.js';
-import type { FlushableStream, StreamHost } from './stream-host.js';
+import type { FlushableStream, StreamHost, TurnEndStream } from './stream-host.js';
 import { ClientWsStream } from './ws-stream.js';
 
 export interface TunnelClientOptions {
@@ -113,6 +113,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private readonly pools = new Map<string, Pool>();
   private socket: WebSocket | null = null;
   private outbox: Buffer[] = [];
+  /** Streams holding this turn's response bytes, framed in the check phase before the outbox goes. */
+  private turnEndStreams: TurnEndStream[] = [];
+  /** A frame went out at once this turn: the rest of the turn's frames wait for the check phase. */
+  private sentThisTurn = false;
   private flushScheduled = false;
   private readonly flushNow = (): void => this.flush();
   private subdomain: string | undefined;
@@ -344,6 +348,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.streams.clear();
     this.blocked.clear();
     this.outbox = [];
+    this.turnEndStreams = [];
   }
 
   // ---- frames ---------------------------------------------------------------------------------------
@@ -466,20 +471,39 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
    * its check phase, with the TCP socket corked, so many responses cost two writes instead of one each.
    */
   send(frame: Buffer): void {
-    if (this.flushScheduled) {
+    if (this.sentThisTurn) {
       this.outbox.push(frame);
       return;
     }
     // The first frame of a loop turn goes at once, so a lone request waits for nothing; the frames
     // after it in the same turn go out together in the check phase.
-    this.flushScheduled = true;
-    setImmediate(this.flushNow);
+    this.sentThisTurn = true;
+    this.scheduleFlush();
     const socket = this.socket;
     if (socket !== null && socket.readyState === WebSocket.OPEN) socket.send(frame);
   }
 
+  atTurnEnd(stream: TurnEndStream): void {
+    this.turnEndStreams.push(stream);
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(this.flushNow);
+  }
+
   private flush(): void {
     this.flushScheduled = false;
+    if (this.turnEndStreams.length > 0) {
+      // What these streams send joins the outbox written below, corked with the turn's other frames.
+      this.sentThisTurn = true;
+      const streams = this.turnEndStreams;
+      this.turnEndStreams = [];
+      for (const stream of streams) stream.turnEnded();
+    }
+    this.sentThisTurn = false;
     if (this.outbox.length === 0) return;
     const frames = this.outbox;
     this.outbox = [];

@@ -22,6 +22,13 @@ export interface StreamResult {
   resetMessage: string;
 }
 
+/** One response frame as it arrived: its type, its end flag and the body bytes it carried. */
+export interface FrameRecord {
+  type: 'RESPONSE' | 'DATA';
+  end: boolean;
+  bytes: number;
+}
+
 interface Pending {
   status: number;
   headers: string[];
@@ -37,6 +44,8 @@ export class FrameEdge {
   streamWindow = DEFAULT_SETTINGS.streamWindow;
   /** How late credit is granted: 0 is one event-loop turn, more is a slower public reader. */
   creditDelayMs = 0;
+  /** Every RESPONSE and DATA frame (each one WebSocket message) per stream, in order. */
+  readonly frames = new Map<number, FrameRecord[]>();
   readonly wsResponses = new Map<number, { status: number; protocol: string; headers: string[] }>();
   /** RESETs on WebSocket streams: stream → [code, message]. */
   readonly wsResets = new Map<number, [number, string]>();
@@ -68,11 +77,23 @@ export class FrameEdge {
 
   /** One request; resolves with the client's answer however the stream ends. */
   request(method: string, path: string, headers: string[], body: Buffer | null = null): Promise<StreamResult> {
+    return this.requestWithId(method, path, headers, body).result;
+  }
+
+  /** The id the next request gets. */
+  get nextStreamId(): number {
+    return this.nextId;
+  }
+
+  /** One request, with its stream id (for `frames`). */
+  requestWithId(method: string, path: string, headers: string[], body: Buffer | null = null): { id: number; result: Promise<StreamResult> } {
     const id = this.nextId++;
-    return new Promise((resolve) => {
+    this.frames.set(id, []);
+    const result = new Promise<StreamResult>((resolve) => {
       this.pending.set(id, { status: 0, headers: [], chunks: [], resolve });
       this.socket!.send(encode([FrameType.OPEN, id, `req_${id}`, method, path, headers, '203.0.113.7', body, true]));
     });
+    return { id, result };
   }
 
   /** Opens a WebSocket passthrough stream; the answer lands in `wsResponses`. */
@@ -85,6 +106,7 @@ export class FrameEdge {
   private onFrame(frame: Frame): void {
     switch (frame[0]) {
       case FrameType.RESPONSE: {
+        this.frames.get(frame[1])?.push({ type: 'RESPONSE', end: frame[5], bytes: frame[4]?.byteLength ?? 0 });
         const pending = this.pending.get(frame[1]);
         if (pending === undefined) return;
         pending.status = frame[2];
@@ -93,6 +115,7 @@ export class FrameEdge {
         return;
       }
       case FrameType.DATA: {
+        this.frames.get(frame[1])?.push({ type: 'DATA', end: frame[3], bytes: frame[2]?.byteLength ?? 0 });
         const pending = this.pending.get(frame[1]);
         if (pending !== undefined) this.body(frame[1], pending, frame[2], frame[3]);
         return;
