@@ -4,8 +4,9 @@
  * is framed at the turn's end: a response whose head, body and end come in one turn is one RESPONSE
  * frame whatever its framing (Content-Length or chunked; a close-delimited body's end, the FIN, is read a
  * turn later); otherwise the head leaves at the end of the turn it came in and each later turn's bytes
- * as one DATA frame, so nothing is held back (a flushed head, a slow body). undici is paused while the edge has not granted credit, so a slow
- * public reader slows the local server instead of filling the client's memory.
+ * as one DATA frame, so nothing is held back (a flushed head, a slow body). undici is paused while the
+ * edge has not granted credit, so a slow public reader slows the local server instead of filling the
+ * client's memory.
  */
 import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
