@@ -65,8 +65,15 @@ export interface StoredCapture extends CaptureFields {
   responseBody: Uint8Array | null;
 }
 
-/** A stored capture in the shape readers use; bodies are copied out of LMDB's buffers. */
-export function expandCapture(stored: StoredCapture): CaptureRecord {
+interface CaptureParts {
+  requestHeaders: string[];
+  requestBody: Uint8Array | null;
+  responseHeaders: string[];
+  responseBody: Uint8Array | null;
+}
+
+/** A stored capture's headers and bodies, read out of the frames they travel in (views, no copies). */
+function captureParts(stored: StoredCapture): CaptureParts {
   let requestHeaders = stored.requestHeaders ?? [];
   let requestBody = stored.requestBody;
   if (stored.open !== null) {
@@ -81,6 +88,12 @@ export function expandCapture(stored: StoredCapture): CaptureRecord {
     responseHeaders = response[3];
     responseBody ??= response[4];
   }
+  return { requestHeaders, requestBody, responseHeaders, responseBody };
+}
+
+/** A stored capture in the shape readers use; bodies are copied out of LMDB's buffers. */
+export function expandCapture(stored: StoredCapture): CaptureRecord {
+  const { requestHeaders, requestBody, responseHeaders, responseBody } = captureParts(stored);
   const { open: _open, response: _response, ...fields } = stored;
   return {
     ...fields,
@@ -170,20 +183,7 @@ export function storedCaptureMatches(stored: StoredCapture, needle: string, asci
 /** The search of one capture: whether it matched, and the body bytes it read to know. */
 function captureMatch(stored: StoredCapture, needle: string, asciiNeedle: boolean): { found: boolean; bodyBytes: number } {
   if (stored.method.toLowerCase().includes(needle) || stored.path.toLowerCase().includes(needle) || String(stored.status).includes(needle)) return { found: true, bodyBytes: 0 };
-  let requestHeaders = stored.requestHeaders ?? [];
-  let requestBody = stored.requestBody;
-  if (stored.open !== null) {
-    const open = decode(stored.open) as OpenFrame;
-    requestHeaders = open[5];
-    requestBody ??= open[7];
-  }
-  let responseHeaders = stored.responseHeaders ?? [];
-  let responseBody = stored.responseBody;
-  if (stored.response !== null) {
-    const response = decode(stored.response) as ResponseFrame;
-    responseHeaders = response[3];
-    responseBody ??= response[4];
-  }
+  const { requestHeaders, requestBody, responseHeaders, responseBody } = captureParts(stored);
   for (const headers of [requestHeaders, responseHeaders]) {
     for (const text of headers) if (text.toLowerCase().includes(needle)) return { found: true, bodyBytes: 0 };
   }
