@@ -24,6 +24,9 @@ test('findAccountByEmail, listAccounts and setPlan', async () => {
     const other = Store.open(dir);
     try {
       assert.equal((await store.setPlan(b.id, 'PRO'))?.plan, 'PRO');
+      // lmdb-js keeps a reader's snapshot until its next macrotask (a setTimeout(0) renews it), as a
+      // running edge's snapshot is renewed between requests; read after one, not in the same instant.
+      await new Promise((resolve) => setTimeout(resolve, 5));
       assert.equal(other.getAccount(b.id)?.plan, 'PRO', 'another process on the directory sees the new plan');
     } finally {
       await other.close();
