@@ -8,6 +8,7 @@
  */
 import { STATUS_CODES } from 'node:http';
 import { createHash } from 'node:crypto';
+import { HOP_BY_HOP } from '../../src/protocol/headers.js';
 import type { WireExchange, WireResponse } from './http-wire.js';
 import type { RequestRecord } from './node-app.js';
 
@@ -29,18 +30,6 @@ export const DIFFERENCES = [
 
 export type DifferenceId = (typeof DIFFERENCES)[number]['id'];
 
-/** RFC 9110 section 7.6.1's hop-by-hop fields, as src/protocol/headers.ts lists them. */
-export const HOP_BY_HOP_FIELDS: readonly string[] = [
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-];
 
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), [0-9]{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT$/;
 
@@ -165,10 +154,10 @@ export function normaliseResponse(
   // hop-by-hop: dropped from the direct side; the tunnel's side has none but its own framing.
   const named = connectionNamed(directFields);
   const before = directFields.length;
-  directFields = directFields.filter(([name]) => !HOP_BY_HOP_FIELDS.includes(name) && !named.has(name));
+  directFields = directFields.filter(([name]) => !HOP_BY_HOP.has(name) && !named.has(name));
   if (directFields.length !== before) fired.add('hop-by-hop');
   for (const [name] of tunnelFields) {
-    if (name !== 'transfer-encoding' && HOP_BY_HOP_FIELDS.includes(name)) problems.push(`hop-by-hop: the tunnel sent ${name}`);
+    if (name !== 'transfer-encoding' && HOP_BY_HOP.has(name)) problems.push(`hop-by-hop: the tunnel sent ${name}`);
   }
   tunnelFields = tunnelFields.filter(([name]) => name !== 'transfer-encoding');
 
@@ -277,10 +266,10 @@ export function normaliseRequest(
   // a body of unknown length, Upgrade on a WebSocket) are the client's HTTP stack's own.
   const named = connectionNamed(directFields);
   const before = directFields.length;
-  directFields = directFields.filter(([name]) => !HOP_BY_HOP_FIELDS.includes(name) && !named.has(name));
+  directFields = directFields.filter(([name]) => !HOP_BY_HOP.has(name) && !named.has(name));
   if (directFields.length !== before) fired.add('hop-by-hop');
   const tunnelBefore = tunnelFields.length;
-  tunnelFields = tunnelFields.filter(([name]) => !HOP_BY_HOP_FIELDS.includes(name));
+  tunnelFields = tunnelFields.filter(([name]) => !HOP_BY_HOP.has(name));
   if (tunnelFields.length !== tunnelBefore) fired.add('hop-by-hop');
 
   if (!sameOrder(directFields, tunnelFields)) fired.add('field-order');
