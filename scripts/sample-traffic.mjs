@@ -1,6 +1,29 @@
-// The requests the screenshot scripts send through a tunnel, so the inspector's and the dashboard's
+// The local app and the requests the screenshot scripts send through a tunnel, so the inspector's and the dashboard's
 // pictures show the same realistic traffic (a GitHub and a Stripe webhook, an API call, a favicon).
+import { once } from 'node:events';
+import { createServer } from 'node:http';
 import { request } from 'undici';
+
+/** A small webhook receiver with an API, one route of which is broken (500), on a free loopback port. */
+export async function startSampleApp() {
+  const app = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (chunk) => chunks.push(chunk));
+    req.on('end', () => {
+      const reply = (status, body) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(body));
+      };
+      if (req.url.startsWith('/api/orders')) return reply(500, { error: 'database is locked' });
+      if (req.url.startsWith('/webhooks/')) return reply(200, { received: true, bytes: Buffer.concat(chunks).length });
+      if (req.url.startsWith('/api/users/')) return reply(200, { id: 42, name: 'Ada', plan: 'pro' });
+      return reply(404, { error: 'not found' });
+    });
+  });
+  app.listen(0, '127.0.0.1');
+  await once(app, 'listening');
+  return { port: app.address().port, close: () => new Promise((resolve) => app.close(resolve)) };
+}
 
 export async function sendSampleTraffic(edgePort, subdomain) {
   const host = `${subdomain}.localhost:${edgePort}`;

@@ -6,12 +6,10 @@
 //   npm run build && node scripts/screenshot-dashboard.mjs [output-directory]
 // BURROW_SCREENSHOT_SCHEME=dark renders the dark theme.
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sendSampleTraffic } from './sample-traffic.mjs';
+import { sendSampleTraffic, startSampleApp } from './sample-traffic.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const outputDir = process.argv[2] ?? join(root, 'docs');
@@ -40,24 +38,8 @@ try {
   const { token } = await edge.store.createAccount('dev@example.com', 'PRO', 'laptop');
   const ci = await edge.store.createToken(edge.store.getAccount(token.accountId), 'ci-runner');
 
-  const app = createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (chunk) => chunks.push(chunk));
-    req.on('end', () => {
-      const reply = (status, body) => {
-        res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(body));
-      };
-      if (req.url.startsWith('/api/orders')) return reply(500, { error: 'database is locked' });
-      if (req.url.startsWith('/webhooks/')) return reply(200, { received: true, bytes: Buffer.concat(chunks).length });
-      if (req.url.startsWith('/api/users/')) return reply(200, { id: 42, name: 'Ada', plan: 'pro' });
-      return reply(404, { error: 'not found' });
-    });
-  });
-  app.listen(0, '127.0.0.1');
-  await once(app, 'listening');
-  cleanup.push(() => new Promise((resolve) => app.close(resolve)));
-  const localPort = app.address().port;
+  const { port: localPort, close: closeApp } = await startSampleApp();
+  cleanup.push(closeApp);
 
   const edgeUrl = `http://localhost:${edge.port}`;
   await edge.store.reserve(token.accountId, 'acme-webhooks');

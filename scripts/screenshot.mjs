@@ -3,12 +3,10 @@
 // a few requests through the tunnel (one 500), the page in Debian's Chromium. Run after a build:
 //   npm run build && node scripts/screenshot.mjs [output.png]
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sendSampleTraffic } from './sample-traffic.mjs';
+import { sendSampleTraffic, startSampleApp } from './sample-traffic.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const output = process.argv[2] ?? join(root, 'docs', 'inspector.png');
@@ -35,25 +33,8 @@ try {
   cleanup.push(() => edge.close(2_000));
   const { token } = await edge.store.createAccount('dev@example.com', 'FREE', 'screenshot');
 
-  // A small webhook receiver with an API, one route of which is broken.
-  const app = createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (chunk) => chunks.push(chunk));
-    req.on('end', () => {
-      const reply = (status, body) => {
-        res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(body));
-      };
-      if (req.url.startsWith('/api/orders')) return reply(500, { error: 'database is locked' });
-      if (req.url.startsWith('/webhooks/')) return reply(200, { received: true, bytes: Buffer.concat(chunks).length });
-      if (req.url.startsWith('/api/users/')) return reply(200, { id: 42, name: 'Ada', plan: 'pro' });
-      return reply(404, { error: 'not found' });
-    });
-  });
-  app.listen(0, '127.0.0.1');
-  await once(app, 'listening');
-  cleanup.push(() => new Promise((resolve) => app.close(resolve)));
-  const localPort = app.address().port;
+  const { port: localPort, close: closeApp } = await startSampleApp();
+  cleanup.push(closeApp);
 
   const client = new TunnelClient({ edge: `http://localhost:${edge.port}`, token: token.token, routes: new RouteTable(localPort), subdomain: 'acme-webhooks', recordLimit: 1024 * 1024 });
   const ready = await client.start();
