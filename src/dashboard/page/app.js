@@ -116,6 +116,18 @@ window.addEventListener('hashchange', () => void route());
 // ---- confirmation dialog -------------------------------------------------------------------------------
 
 /** Asks in a modal dialog; resolves true when the `confirmLabel` button was chosen. */
+/** Asks first; once confirmed, sends the DELETE, says `done`, shows an error as text, and refreshes. */
+async function confirmThenDelete(dialog, path, done, refresh) {
+  if (!(await confirmAction(dialog))) return;
+  try {
+    await api('DELETE', path);
+    notify(done);
+  } catch (error) {
+    setError(error);
+  }
+  await refresh();
+}
+
 function confirmAction({ title, text, warnings = [], confirmLabel }) {
   const dialog = $('confirm');
   $('confirm-title').textContent = title;
@@ -172,21 +184,17 @@ async function tunnelsView(root) {
       setError(error);
     }
   };
-  const close = async (tunnel) => {
-    const ok = await confirmAction({
-      title: `Close ${tunnel.subdomain}?`,
-      text: `The tunnel ${publicUrlOf(tunnel.subdomain)} ends now; its client is told so and does not reconnect. Captured requests stay.`,
-      confirmLabel: 'Close tunnel',
-    });
-    if (!ok) return;
-    try {
-      await api('DELETE', `/api/v1/tunnels/${encodeURIComponent(tunnel.subdomain)}`);
-      notify(`Closed ${tunnel.subdomain}.`);
-    } catch (error) {
-      setError(error);
-    }
-    await refresh();
-  };
+  const close = (tunnel) =>
+    confirmThenDelete(
+      {
+        title: `Close ${tunnel.subdomain}?`,
+        text: `The tunnel ${publicUrlOf(tunnel.subdomain)} ends now; its client is told so and does not reconnect. Captured requests stay.`,
+        confirmLabel: 'Close tunnel',
+      },
+      `/api/v1/tunnels/${encodeURIComponent(tunnel.subdomain)}`,
+      `Closed ${tunnel.subdomain}.`,
+      refresh,
+    );
   await refresh();
   const timer = setInterval(() => { if (!document.hidden) void refresh(); }, 3000);
   return () => clearInterval(timer);
@@ -390,21 +398,17 @@ async function queueView(root, argument) {
     }
     await refresh();
   };
-  const discard = async (event) => {
-    const ok = await confirmAction({
-      title: `Discard ${event.id}?`,
-      text: `The held ${event.method} ${event.path} (${sizeText(event.size)}) is dropped and never delivered again.`,
-      confirmLabel: 'Discard event',
-    });
-    if (!ok) return;
-    try {
-      await api('DELETE', `/api/v1/queue/${encodeURIComponent(event.id)}`);
-      notify(`Discarded ${event.id}.`);
-    } catch (error) {
-      setError(error);
-    }
-    await refresh();
-  };
+  const discard = (event) =>
+    confirmThenDelete(
+      {
+        title: `Discard ${event.id}?`,
+        text: `The held ${event.method} ${event.path} (${sizeText(event.size)}) is dropped and never delivered again.`,
+        confirmLabel: 'Discard event',
+      },
+      `/api/v1/queue/${encodeURIComponent(event.id)}`,
+      `Discarded ${event.id}.`,
+      refresh,
+    );
   const togglePause = async () => {
     try {
       await api('POST', `/api/v1/queue/${paused ? 'resume' : 'pause'}?subdomain=${encodeURIComponent(subdomain)}`);
