@@ -225,25 +225,7 @@ describe('history behind the oldest entry', () => {
   });
 });
 
+/** An exchange loaded from the edge's history (no body, marked with its source). */
 function historyExchange(id: string): Exchange {
-  return {
-    id,
-    method: 'GET',
-    path: '/',
-    port: 3000,
-    requestHeaders: [],
-    requestBody: null,
-    requestBodySize: 0,
-    requestTruncated: false,
-    status: 200,
-    responseHeaders: [],
-    responseBody: null,
-    responseBodySize: 0,
-    responseTruncated: false,
-    startedAt: Date.now(),
-    latencyMs: 1,
-    error: null,
-    replayOf: null,
-    source: 'edge',
-  };
+  return { ...exchange(0, id), method: 'GET', path: '/', requestHeaders: [], source: 'edge' };
 }
