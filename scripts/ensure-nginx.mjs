@@ -4,8 +4,8 @@
 // (scripts/ensure-browser.mjs); anywhere else the test is skipped and says why. Never runs sudo without
 // apt-get, never starts a service: the test runs its own nginx as a child process on loopback ports.
 import { existsSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
+import { hasAptGet, installWithApt, packagePlan } from './debian-package.mjs';
 
 export const NGINX = process.env.BURROW_NGINX ?? '/usr/sbin/nginx';
 
@@ -18,44 +18,15 @@ export function nginxMissing() {
   return existsSync(NGINX) ? null : `no nginx at ${NGINX}; ${HOW}`;
 }
 
-/** apt-get is there and usable: as root, or through sudo. */
-function hasAptGet() {
-  const found = (command) => spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
-  return found('apt-get') && (process.getuid?.() === 0 || found('sudo'));
-}
-
 /**
  * What to do: 'ready' (nginx is there), 'apt' (Linux with a usable apt-get: install Debian's nginx) or
  * 'skip' (anywhere else, or a BURROW_NGINX that does not exist: the front-proxy test is skipped with the
  * reason).
  */
-export function nginxPlan({ platform, exists, explicit, aptGet }) {
-  if (exists) return 'ready';
-  if (explicit || platform !== 'linux' || !aptGet()) return 'skip';
-  return 'apt';
-}
-
-function installWithApt() {
-  console.log(`ensure-nginx: ${NGINX} is missing; installing Debian's nginx package (no service is started by the tests)`);
-  const sudo = process.getuid?.() === 0 ? [] : ['sudo'];
-  const apt = (args) =>
-    spawnSync(sudo.length > 0 ? 'sudo' : 'apt-get', [...(sudo.length > 0 ? ['apt-get'] : []), ...args], {
-      stdio: 'inherit',
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-    });
-  let result = apt(['install', '-y', '--no-install-recommends', 'nginx']);
-  if (result.status !== 0) {
-    apt(['update']);
-    result = apt(['install', '-y', '--no-install-recommends', 'nginx']);
-  }
-  if (result.status !== 0 || !existsSync(NGINX)) {
-    console.error(`ensure-nginx: could not install nginx; the front-proxy test needs it: ${HOW}`);
-    process.exit(1);
-  }
-}
+export const nginxPlan = packagePlan;
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const plan = nginxPlan({ platform: process.platform, exists: existsSync(NGINX), explicit: process.env.BURROW_NGINX !== undefined, aptGet: hasAptGet });
   if (plan === 'skip') console.error(`ensure-nginx: the front-proxy test will be skipped: ${nginxMissing()}`);
-  if (plan === 'apt') installWithApt();
+  if (plan === 'apt') installWithApt('ensure-nginx', 'nginx', NGINX, `the front-proxy test needs it: ${HOW}`);
 }

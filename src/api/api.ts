@@ -13,7 +13,7 @@ import { SessionStore, type SessionOptions, type SessionRecord } from '../store/
 import type { Principal, Store } from '../store/store.js';
 import { periodOf, type UsageMeter } from '../store/usage.js';
 import { intParam, json, NO_CONTENT, queryParams, readJsonObject } from './http.js';
-import { FixedWindowLimiter, type RateDecision } from './rate-limit.js';
+import { FixedWindowLimiter, type RateDecision } from '../store/rate-limit.js';
 import { Router } from './router.js';
 import { isOfflineMode, type OfflineMode } from '../store/offline-queue.js';
 import { defineQueueRoutes } from './queue-routes.js';
@@ -77,7 +77,7 @@ export class Api {
 
   constructor(private readonly options: ApiOptions) {
     this.clock = options.clock ?? Date.now;
-    this.sessions = new SessionStore(options.store, options.sessions);
+    this.sessions = options.store.dashboardSessions(options.sessions);
     this.scheme = options.publicScheme ?? 'http';
     const windowMs = options.rateWindowMs ?? 60_000;
     this.tokenLimiter = new FixedWindowLimiter(options.rateLimit ?? 100, windowMs, this.clock);

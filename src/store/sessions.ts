@@ -6,23 +6,10 @@
  * sign-in whatever the use.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { Database } from 'lmdb';
-import type { Principal, Store } from './store.js';
+import type { DashboardSessions, Principal, SessionOptions, SessionRecord } from './account-store.js';
+import type { Database, RootDatabase } from 'lmdb';
 
-export interface SessionRecord {
-  /** The id segment of the token the session was opened with. */
-  tokenIdSegment: string;
-  accountId: string;
-  createdAt: number;
-  lastSeenAt: number;
-}
-
-export interface SessionOptions {
-  /** A session unused this long ends (sliding). */
-  idleMs?: number;
-  /** A session ends this long after sign-in, used or not. */
-  maxAgeMs?: number;
-}
+export type { SessionRecord, SessionOptions } from './account-store.js';
 
 export const SESSION_IDLE_MS = 12 * 3_600_000;
 export const SESSION_MAX_AGE_MS = 7 * 24 * 3_600_000;
@@ -30,13 +17,18 @@ export const SESSION_MAX_AGE_MS = 7 * 24 * 3_600_000;
 const TOUCH_EVERY_MS = 60_000;
 const SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
 
-export class SessionStore {
+export class SessionStore implements DashboardSessions {
   private readonly sessions: Database<SessionRecord, string>;
   readonly idleMs: number;
   readonly maxAgeMs: number;
 
-  constructor(private readonly store: Store, options: SessionOptions = {}) {
-    this.sessions = store.root.openDB({ name: 'dashboard-sessions', encoding: 'msgpack' });
+  /** `tokens` is the LMDB `Store` the sessions live beside (its `activePrincipal`, read on every use). */
+  constructor(
+    root: RootDatabase,
+    private readonly tokens: { activePrincipal(idSegment: string): Principal | undefined },
+    options: SessionOptions = {},
+  ) {
+    this.sessions = root.openDB({ name: 'dashboard-sessions', encoding: 'msgpack' });
     this.idleMs = options.idleMs ?? SESSION_IDLE_MS;
     this.maxAgeMs = options.maxAgeMs ?? SESSION_MAX_AGE_MS;
   }
@@ -58,7 +50,7 @@ export class SessionStore {
       this.sessions.remove(key).catch(() => undefined);
       return undefined;
     }
-    const principal = this.store.activePrincipal(record.tokenIdSegment);
+    const principal = this.tokens.activePrincipal(record.tokenIdSegment);
     if (principal === undefined || principal.account.id !== record.accountId) {
       this.sessions.remove(key).catch(() => undefined);
       return undefined;
@@ -86,7 +78,7 @@ export class SessionStore {
   sweep(now = Date.now()): void {
     for (const { key, value } of this.sessions.getRange()) {
       const expired = now - value.lastSeenAt > this.idleMs || now - value.createdAt > this.maxAgeMs;
-      if (expired || this.store.activePrincipal(value.tokenIdSegment) === undefined) this.sessions.remove(key).catch(() => undefined);
+      if (expired || this.tokens.activePrincipal(value.tokenIdSegment) === undefined) this.sessions.remove(key).catch(() => undefined);
     }
   }
 }

@@ -1,5 +1,6 @@
 /**
- * The LMDB environment and the account half of Burrow's data: accounts, tokens, reservations.
+ * The LMDB environment and the account half of Burrow's data: accounts, tokens, reservations; the
+ * embedded implementation of `AccountStore` (src/store/account-store.ts).
  *
  * One environment in the data directory, a named database per kind of record (DESIGN.md section 3).
  * Writes that must hold together (a token and its account index, a revoke) run in one lmdb transaction,
@@ -19,73 +20,36 @@ import {
   tokenIdOf,
   tokenPrefixOf,
 } from '../ids.js';
+import type {
+  AccountRecord,
+  AccountStore,
+  AuthOutcome,
+  CreatedToken,
+  DashboardSessions,
+  Principal,
+  RateLimiter,
+  ReservationRecord,
+  SessionOptions,
+  StoreOptions,
+  TokenInfo,
+  TokenRecord,
+  UsageCounter,
+} from './account-store.js';
 import { OfflineQueueStore, type OfflineMode } from './offline-queue.js';
 import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
+import { FixedWindowLimiter } from './rate-limit.js';
+import { SessionStore } from './sessions.js';
+import { UsageMeter } from './usage.js';
 
-export interface AccountRecord {
-  id: string;
-  email: string;
-  plan: PlanName;
-  createdAt: number;
-}
-
-export interface TokenRecord {
-  idSegment: string;
-  accountId: string;
-  label: string;
-  hash: Uint8Array;
-  createdAt: number;
-  revokedAt: number | null;
-}
-
-export interface ReservationRecord {
-  subdomain: string;
-  accountId: string;
-  createdAt: number;
-  /** What the edge answers while no tunnel is connected (docs/offline.md); absent means 'off'. */
-  offline?: OfflineMode;
-}
-
-/** A token as callers see it; the secret appears only on the create result. */
-export interface TokenInfo {
-  id: string;
-  idSegment: string;
-  accountId: string;
-  label: string;
-  prefix: string;
-  createdAt: number;
-  lastUsedAt: number | null;
-}
-
-export interface CreatedToken extends TokenInfo {
-  token: string;
-}
-
-export interface Principal {
-  account: AccountRecord;
-  token: TokenInfo;
-}
-
-/**
- * What a bearer token turned out to be. A failure names the token's id segment when the token is one
- * of ours (a wrong secret, or revoked), so failures can be counted against that credential.
- */
-export type AuthOutcome =
-  | { principal: Principal }
-  | { failure: 'malformed' | 'unknown' }
-  | { failure: 'wrong-secret' | 'revoked'; idSegment: string };
-
-export interface StoreOptions {
-  /** Overrides of the plans' limits, merged over the defaults. */
-  plans?: Partial<Record<PlanName, Partial<PlanLimits>>>;
-}
+export type { AccountRecord, TokenRecord, ReservationRecord, TokenInfo, CreatedToken, Principal, AuthOutcome, StoreOptions } from './account-store.js';
 
 type Key = string | (string | number)[];
 
 /** Sorts after every token id segment and subdomain in an account's index ranges. */
 const RANGE_END = '\uffff';
 
-export class Store {
+export class Store implements AccountStore {
+  readonly kind = 'lmdb' as const;
   readonly root: RootDatabase;
   private readonly accounts: Database<AccountRecord, string>;
   private readonly accountsByEmail: Database<string, string>;
@@ -358,6 +322,21 @@ export class Store {
       this.queue.clearInTransaction(subdomain);
       return true;
     });
+  }
+
+  // ---- sessions, usage, limiters ------------------------------------------------------------
+
+  dashboardSessions(options: SessionOptions = {}): DashboardSessions {
+    return new SessionStore(this.root, this, options);
+  }
+
+  usageCounter(clock: () => number = Date.now): UsageCounter {
+    return new UsageMeter(this.root, clock);
+  }
+
+  /** In memory: one edge owns a data directory (src/store/data-lock.ts), so its windows are the only ones. */
+  rateLimiter(_name: string, limit: number, windowMs: number, clock: () => number = Date.now): RateLimiter {
+    return new FixedWindowLimiter(limit, windowMs, clock);
   }
 
   // ---- lifecycle ------------------------------------------------------------------------------

@@ -5,11 +5,9 @@
  */
 import type { Database, RootDatabase } from 'lmdb';
 
-export interface Usage {
-  requests: number;
-  bytesIn: number;
-  bytesOut: number;
-}
+import type { Usage, UsageCounter } from './account-store.js';
+
+export type { Usage } from './account-store.js';
 
 type UsageKey = [string, number];
 
@@ -20,7 +18,7 @@ export function periodOf(now: number): { start: number; end: number } {
   return { start, end };
 }
 
-export class UsageMeter {
+export class UsageMeter implements UsageCounter {
   private readonly db: Database<Usage, UsageKey>;
   /**
    * Each account's totals for the current period, in memory and authoritative: one edge owns a data

@@ -16,7 +16,7 @@ const HOUR = 3_600_000;
 async function withSessions(run: (store: Store, sessions: SessionStore) => Promise<void>): Promise<void> {
   const store = Store.open(freshDir());
   try {
-    await run(store, new SessionStore(store, { idleMs: 2 * HOUR, maxAgeMs: 10 * HOUR }));
+    await run(store, new SessionStore(store.root, store, { idleMs: 2 * HOUR, maxAgeMs: 10 * HOUR }));
   } finally {
     await store.close();
   }

@@ -3,6 +3,7 @@
  * failed authentications). A fixed window is what the RateLimit-* headers describe exactly: the limit,
  * what is left, and the seconds until the window resets.
  */
+import type { RateLimiter } from './account-store.js';
 
 export interface RateDecision {
   allowed: boolean;
@@ -17,7 +18,7 @@ interface Window {
   count: number;
 }
 
-export class FixedWindowLimiter {
+export class FixedWindowLimiter implements RateLimiter {
   private readonly windows = new Map<string, Window>();
 
   constructor(

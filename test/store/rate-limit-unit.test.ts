@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FixedWindowLimiter } from '../../src/api/rate-limit.js';
+import { FixedWindowLimiter } from '../../src/store/rate-limit.js';
 
 function limiter(limit = 3, windowMs = 10_000): { limiter: FixedWindowLimiter; advance: (ms: number) => void } {
   let now = 1_000_000;

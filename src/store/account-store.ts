@@ -1,0 +1,199 @@
+/**
+ * What every edge must agree on, behind one interface with two implementations (DESIGN.md section 6):
+ * `Store` on the embedded LMDB (the default, `npm start`) and `RedisStore` for cluster mode
+ * (docs/cluster.md). Accounts, tokens, reservations, dashboard sessions, usage counters and the
+ * fixed-window limiters (API rate limit, failed-authentication throttling).
+ *
+ * Reads return `Awaitable`: LMDB answers in the same turn (the edge's connect path stays synchronous in
+ * single-edge mode), Redis with a promise. Callers always `await`. Writes that must hold together (a
+ * token and its account's index, a cap checked and the record written) are atomic in both
+ * implementations: an LMDB write transaction, a Redis Lua script. One shared suite
+ * (test/store/account-store.suite.ts) runs against both.
+ */
+import type { PlanLimits, PlanName } from './plans.js';
+import type { RateDecision } from './rate-limit.js';
+import type { OfflineMode } from './offline-queue.js';
+
+export type Awaitable<T> = T | Promise<T>;
+
+export interface AccountRecord {
+  id: string;
+  email: string;
+  plan: PlanName;
+  createdAt: number;
+}
+
+export interface TokenRecord {
+  idSegment: string;
+  accountId: string;
+  label: string;
+  hash: Uint8Array;
+  createdAt: number;
+  revokedAt: number | null;
+}
+
+export interface ReservationRecord {
+  subdomain: string;
+  accountId: string;
+  createdAt: number;
+  /** What the edge answers while no tunnel is connected (docs/offline.md); absent means 'off'. */
+  offline?: OfflineMode;
+}
+
+/** A token as callers see it; the secret appears only on the create result. */
+export interface TokenInfo {
+  id: string;
+  idSegment: string;
+  accountId: string;
+  label: string;
+  prefix: string;
+  createdAt: number;
+  lastUsedAt: number | null;
+}
+
+export interface CreatedToken extends TokenInfo {
+  token: string;
+}
+
+export interface Principal {
+  account: AccountRecord;
+  token: TokenInfo;
+}
+
+/**
+ * What a bearer token turned out to be. A failure names the token's id segment when the token is one
+ * of ours (a wrong secret, or revoked), so failures can be counted against that credential.
+ */
+export type AuthOutcome =
+  | { principal: Principal }
+  | { failure: 'malformed' | 'unknown' }
+  | { failure: 'wrong-secret' | 'revoked'; idSegment: string };
+
+export interface StoreOptions {
+  /** Overrides of the plans' limits, merged over the defaults. */
+  plans?: Partial<Record<PlanName, Partial<PlanLimits>>>;
+}
+
+// ---- dashboard sessions -------------------------------------------------------------------------------
+
+export interface SessionRecord {
+  /** The id segment of the token the session was opened with. */
+  tokenIdSegment: string;
+  accountId: string;
+  createdAt: number;
+  lastSeenAt: number;
+}
+
+export interface SessionOptions {
+  /** A session unused this long ends (sliding). */
+  idleMs?: number;
+  /** A session ends this long after sign-in, used or not. */
+  maxAgeMs?: number;
+}
+
+/**
+ * Dashboard sessions (docs/dashboard.md): only the session id's SHA-256 is stored; a session stands for its
+ * token and ends with it, after `idleMs` without use, and `maxAgeMs` after sign-in.
+ */
+export interface DashboardSessions {
+  readonly idleMs: number;
+  readonly maxAgeMs: number;
+  /** Opens a session for an authenticated token; the returned id goes into the cookie and nowhere else. */
+  open(principal: Principal, now?: number): Promise<string>;
+  /** The principal a session id stands for, or undefined (unknown, expired, or its token revoked). */
+  resolve(id: string, now?: number): Awaitable<{ principal: Principal; record: SessionRecord } | undefined>;
+  /** When the session ends at the latest if it is not used again. */
+  expiresAt(record: SessionRecord): number;
+  /** Ends a session (sign out); false when there was none. */
+  close(id: string): Promise<boolean>;
+  /** Drops ended sessions (a no-op where the store expires them itself). */
+  sweep(now?: number): void;
+}
+
+// ---- usage ----------------------------------------------------------------------------------------------
+
+export interface Usage {
+  requests: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+/**
+ * Requests and bytes through an account's tunnels per calendar month (UTC). `count` is on the public hot
+ * path and only adds in memory; `flush` (the edge's coarse timer) writes what was counted since the last
+ * flush. `current` is the account's total over every writer (all edges in cluster mode), flushed or not.
+ */
+export interface UsageCounter {
+  count(accountId: string, bytesIn: number, bytesOut: number): void;
+  current(accountId: string): Awaitable<Usage>;
+  flush(): Promise<void>;
+}
+
+// ---- limiters -------------------------------------------------------------------------------------------
+
+/** N hits per fixed window per key; in cluster mode one window per key for the whole cluster. */
+export interface RateLimiter {
+  readonly limit: number;
+  readonly windowMs: number;
+  /** Counts one hit for `key` and says whether it is within the limit. */
+  hit(key: string): Awaitable<RateDecision>;
+  /** Drops finished windows (a no-op where the store expires them itself). */
+  sweep(): void;
+}
+
+// ---- the store ------------------------------------------------------------------------------------------
+
+export interface AccountStore {
+  /** 'lmdb' (one edge, embedded) or 'redis' (cluster mode). */
+  readonly kind: 'lmdb' | 'redis';
+
+  planLimits(plan: PlanName): PlanLimits;
+
+  getAccount(id: string): Awaitable<AccountRecord | undefined>;
+  countAccounts(): Awaitable<number>;
+  /** The account with this e-mail address (compared trimmed and lower-cased). */
+  findAccountByEmail(email: string): Awaitable<AccountRecord | undefined>;
+  /** Every account, by e-mail address. */
+  listAccounts(): Awaitable<AccountRecord[]>;
+  /** Moves an account to another plan; undefined when there is no such account. */
+  setPlan(accountId: string, plan: PlanName): Promise<AccountRecord | undefined>;
+  /** Creates an account with a first token labelled `tokenLabel`, atomically; 400 INVALID_REQUEST when the e-mail is taken. */
+  createAccount(email: string, plan: PlanName, tokenLabel: string, now?: number): Promise<{ account: AccountRecord; token: CreatedToken }>;
+
+  /** Creates a token unless the plan's active-token cap is reached (403 TOKEN_LIMIT_REACHED), atomically. */
+  createToken(account: AccountRecord, label: string, now?: number): Promise<CreatedToken>;
+  countActiveTokens(accountId: string): Awaitable<number>;
+  /** The account's active tokens, oldest first. */
+  listTokens(accountId: string): Awaitable<TokenInfo[]>;
+  /** Revokes an active token of the account; false when there is no such token on it. */
+  revokeToken(accountId: string, idSegment: string, now?: number): Promise<boolean>;
+  /**
+   * Checks a bearer token: the stored SHA-256 and the presented token's compared as equal-length digests
+   * in constant time; an unknown id does the same work as a known one with a wrong secret.
+   */
+  verify(bearer: string): Awaitable<AuthOutcome>;
+  /** The principal of an active token by its id segment (a dashboard session's token), or undefined once revoked. */
+  activePrincipal(idSegment: string): Awaitable<Principal | undefined>;
+  /** Records a use of a token; callers do not wait for it (but must handle its failure). */
+  touchToken(idSegment: string, now?: number): Promise<unknown>;
+
+  getReservation(subdomain: string): Awaitable<ReservationRecord | undefined>;
+  listReservations(accountId: string): Awaitable<ReservationRecord[]>;
+  /**
+   * Reserves `subdomain` for the account: 409 SUBDOMAIN_TAKEN when another account holds it, 403
+   * RESERVATION_LIMIT_REACHED when the account already holds `cap` names (checked atomically with the
+   * write). Reserving a name the account already holds returns it (with `offline` applied when given).
+   */
+  reserve(accountId: string, subdomain: string, now?: number, cap?: number, offline?: OfflineMode): Promise<ReservationRecord>;
+  /** Changes a reservation's offline mode; undefined when the account holds no such reservation. */
+  setOfflineMode(accountId: string, subdomain: string, offline: OfflineMode): Promise<ReservationRecord | undefined>;
+  /** Releases a reservation of the account (and, on LMDB, the events held for it); false when it holds none. */
+  releaseReservation(accountId: string, subdomain: string): Promise<boolean>;
+
+  dashboardSessions(options?: SessionOptions): DashboardSessions;
+  usageCounter(clock?: () => number): UsageCounter;
+  rateLimiter(name: string, limit: number, windowMs: number, clock?: () => number): RateLimiter;
+
+  /** Waits for queued writes, then closes. */
+  close(): Promise<void>;
+}
