@@ -36,6 +36,7 @@ try {
   const unused = {} as never;
   const api = new Api({
     store,
+    heldEvents: store.queue,
     captures: new CaptureStore(store.root),
     usage: new UsageMeter(store.root),
     tunnels: unused,

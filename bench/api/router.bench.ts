@@ -4,18 +4,25 @@
  *
  * Run: npx tsc -p . && node dist/bench/api/router.bench.js [--time MS]
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Bench } from 'tinybench';
 import { Api, type ApiOptions } from '../../src/api/api.js';
 import type { Router } from '../../src/api/router.js';
+import { Store } from '../../src/store/store.js';
 import { printBenchTable } from '../micro-table.js';
 
 const { values } = parseArgs({ options: { time: { type: 'string', default: '1000' } } });
 const time = Number(values.time);
 
 // Building the Api only defines its routes; the handlers (never called here) close over these.
+// The store only hands out its session table and limiters here.
 const unused = {} as never;
-const api = new Api({ store: unused, captures: unused, usage: unused, tunnels: unused, instance: { build: 'bench', region: 'bench' } } satisfies ApiOptions);
+const dir = mkdtempSync(join(tmpdir(), 'burrow-router-bench-'));
+const store = Store.open(dir);
+const api = new Api({ store, heldEvents: store.queue, captures: unused, usage: unused, tunnels: unused, instance: { build: 'bench', region: 'bench' } } satisfies ApiOptions);
 const router = (api as unknown as { router: Router<unknown> }).router;
 
 const lookups: [name: string, method: string, path: string][] = [
@@ -44,3 +51,5 @@ await bench.run();
 
 printBenchTable('router lookup', bench, `${time} ms per task`);
 if (sink === 0) console.log('(nothing was measured)');
+await store.close();
+rmSync(dir, { recursive: true, force: true });

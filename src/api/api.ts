@@ -9,21 +9,21 @@ import { bodyJson, headerPairs } from '../exchange-json.js';
 import { idSegmentOfTokenId, nowIso } from '../ids.js';
 import { subdomainProblem } from '../subdomain.js';
 import type { CaptureRecord, CaptureStore, CaptureSummary } from '../store/captures.js';
-import { SessionStore, type SessionOptions, type SessionRecord } from '../store/sessions.js';
-import type { Principal, Store } from '../store/store.js';
-import { periodOf, type UsageMeter } from '../store/usage.js';
+import type { DashboardSessions, SessionOptions, SessionRecord } from '../store/account-store.js';
+import type { AccountStore, Principal, UsageCounter, RateLimiter } from '../store/account-store.js';
+import { periodOf } from '../store/usage.js';
 import { intParam, json, NO_CONTENT, queryParams, readJsonObject } from './http.js';
-import { FixedWindowLimiter, type RateDecision } from '../store/rate-limit.js';
+import type { RateDecision } from '../store/rate-limit.js';
 import { Router } from './router.js';
-import { isOfflineMode, type OfflineMode } from '../store/offline-queue.js';
+import { isOfflineMode, type OfflineMode, type OfflineQueueStore } from '../store/offline-queue.js';
 import { defineQueueRoutes } from './queue-routes.js';
 import { checkCsrf, clearedSessionCookie, isStateChanging, sessionCookie, sessionIdOf } from './session.js';
 import type { ApiRequest, ApiResponse, HeaderPairs, InstanceInfo, QueueDriver, ReplayOverrides, TunnelDirectory } from './types.js';
 
 export interface ApiOptions {
-  store: Store;
+  store: AccountStore;
   captures: CaptureStore;
-  usage: UsageMeter;
+  usage: UsageCounter;
   tunnels: TunnelDirectory;
   instance: InstanceInfo;
   /** Requests per window per token (spec section 8: 100 per minute by default). */
@@ -37,6 +37,8 @@ export interface ApiOptions {
   publicUrlOf?: (subdomain: string) => string;
   /** Dashboard session lifetimes (docs/dashboard.md). */
   sessions?: SessionOptions;
+  /** Webhooks held for offline reserved subdomains (the edge's own LMDB). */
+  heldEvents: OfflineQueueStore;
   /** Delivery of held webhooks (the edge's offline queue); without it events are only listed. */
   queue?: QueueDriver;
   clock?: () => number;
@@ -69,10 +71,10 @@ export const REQUEST_SEARCH_BODY_BYTES = 64 * 1024 * 1024;
 
 export class Api {
   private readonly router = new Router<Route>();
-  readonly tokenLimiter: FixedWindowLimiter;
-  readonly failureLimiter: FixedWindowLimiter;
+  readonly tokenLimiter: RateLimiter;
+  readonly failureLimiter: RateLimiter;
   private readonly clock: () => number;
-  readonly sessions: SessionStore;
+  readonly sessions: DashboardSessions;
   private readonly scheme: 'http' | 'https';
 
   constructor(private readonly options: ApiOptions) {
@@ -80,8 +82,8 @@ export class Api {
     this.sessions = options.store.dashboardSessions(options.sessions);
     this.scheme = options.publicScheme ?? 'http';
     const windowMs = options.rateWindowMs ?? 60_000;
-    this.tokenLimiter = new FixedWindowLimiter(options.rateLimit ?? 100, windowMs, this.clock);
-    this.failureLimiter = new FixedWindowLimiter(options.authFailureLimit ?? 30, windowMs, this.clock);
+    this.tokenLimiter = options.store.rateLimiter('api', options.rateLimit ?? 100, windowMs, this.clock);
+    this.failureLimiter = options.store.rateLimiter('auth-failures', options.authFailureLimit ?? 30, windowMs, this.clock);
     this.defineRoutes();
   }
 
@@ -109,10 +111,10 @@ export class Api {
     const { handler: route, params } = lookup.match;
     if (route.public) return this.run(route.handler, { req, params, principal: undefined as unknown as Principal, session: null });
 
-    const auth = this.authenticate(req);
+    const auth = await this.authenticate(req);
     if ('refusal' in auth) return auth.refusal;
     const { principal, session } = auth;
-    const rate = this.tokenLimiter.hit(principal.token.id);
+    const rate = await this.tokenLimiter.hit(principal.token.id);
     const rateHeaders = rateLimitHeaders(rate);
     if (!rate.allowed) {
       return errorResponse(
@@ -144,7 +146,7 @@ export class Api {
    * dashboard's session cookie stands for its token (same rate limit), and a state-changing request
    * with it must pass the CSRF rule first (src/api/session.ts).
    */
-  private authenticate(req: ApiRequest): { principal: Principal; session: Context['session'] } | { refusal: ApiResponse } {
+  private async authenticate(req: ApiRequest): Promise<{ principal: Principal; session: Context['session'] } | { refusal: ApiResponse }> {
     const sessionId = req.headers.authorization === '' ? sessionIdOf(req.headers.cookie) : null;
     if (sessionId !== null) {
       if (isStateChanging(req.method)) {
@@ -154,13 +156,13 @@ export class Api {
           return { refusal: errorResponse(error as BurrowError) };
         }
       }
-      const resolved = this.sessions.resolve(sessionId, this.clock());
+      const resolved = await this.sessions.resolve(sessionId, this.clock());
       if (resolved === undefined) {
         return { refusal: errorResponse(new BurrowError('UNAUTHORIZED', 'The dashboard session ended (signed out, expired, or its token was revoked). Sign in again.')) };
       }
       return { principal: resolved.principal, session: { id: sessionId, record: resolved.record } };
     }
-    const outcome = this.authorize(req.headers.authorization, req.clientAddress);
+    const outcome = await this.authorize(req.headers.authorization, req.clientAddress);
     return outcome instanceof BurrowError ? { refusal: errorResponse(outcome) } : { principal: outcome, session: null };
   }
 
@@ -175,7 +177,7 @@ export class Api {
    * the limiter, are what make guessing hopeless; the limiter answers persistent failures with 429.
    * Unknown ids count per address so that made-up ids cannot grow the limiter's table without bound.
    */
-  authorize(header: string, clientAddress: string): Principal | BurrowError {
+  async authorize(header: string, clientAddress: string): Promise<Principal | BurrowError> {
     let problem: string;
     let failureKey = `address:${clientAddress}`;
     if (header === '') {
@@ -185,13 +187,13 @@ export class Api {
       if (match === null) {
         problem = 'The Authorization header must be "Bearer <token>".';
       } else {
-        const outcome = this.options.store.verify(match[1]!);
+        const outcome = await this.options.store.verify(match[1]!);
         if ('principal' in outcome) return outcome.principal;
         if ('idSegment' in outcome) failureKey = `token:${outcome.idSegment}`;
         problem = 'The token is malformed, unknown or revoked.';
       }
     }
-    const failures = this.failureLimiter.hit(failureKey);
+    const failures = await this.failureLimiter.hit(failureKey);
     if (!failures.allowed) return this.tooManyFailures(failures, failureKey.startsWith('token:'));
     return new BurrowError('UNAUTHORIZED', problem, { 'WWW-Authenticate': 'Bearer realm="burrow"' });
   }
@@ -238,7 +240,7 @@ export class Api {
       const body = readJsonObject(req);
       rejectUnknownFields(body, ['token']);
       if (typeof body.token !== 'string' || body.token === '') throw new BurrowError('INVALID_REQUEST', '"token" must be an access token.');
-      const principal = this.authorize(`Bearer ${body.token}`, req.clientAddress);
+      const principal = await this.authorize(`Bearer ${body.token}`, req.clientAddress);
       if (principal instanceof BurrowError) throw principal;
       const now = this.clock();
       // Signing in again replaces the browser's session: the old one ends rather than lingering unused.
@@ -260,9 +262,9 @@ export class Api {
     add('GET', '/api/v1/auth/me', ({ principal: { account } }) =>
       json(200, { id: account.id, email: account.email, plan: account.plan }));
 
-    add('GET', '/api/v1/tokens', ({ principal }) =>
+    add('GET', '/api/v1/tokens', async ({ principal }) =>
       json(200, {
-        tokens: store.listTokens(principal.account.id).map((token) => ({
+        tokens: (await store.listTokens(principal.account.id)).map((token) => ({
           id: token.id,
           label: token.label,
           prefix: token.prefix,
@@ -290,13 +292,13 @@ export class Api {
       if (idSegment === null || !(await store.revokeToken(principal.account.id, idSegment, this.clock()))) {
         throw new BurrowError('NOT_FOUND', `No active token ${quoted(params.id!)} on this account.`);
       }
-      tunnels.closeByToken(params.id!);
+      await tunnels.closeByToken(params.id!);
       return NO_CONTENT;
     });
 
-    add('GET', '/api/v1/tunnels', ({ principal }) =>
+    add('GET', '/api/v1/tunnels', async ({ principal }) =>
       json(200, {
-        tunnels: tunnels.listByAccount(principal.account.id).map((tunnel) => ({
+        tunnels: (await tunnels.listByAccount(principal.account.id)).map((tunnel) => ({
           subdomain: tunnel.subdomain,
           port: tunnel.port,
           started_at: nowIso(tunnel.startedAt),
@@ -304,28 +306,28 @@ export class Api {
         })),
       }));
 
-    const ownTunnel = (subdomain: string, principal: Principal) => {
-      const tunnel = tunnels.get(subdomain);
+    const ownTunnel = async (subdomain: string, principal: Principal) => {
+      const tunnel = await tunnels.get(subdomain);
       if (tunnel === undefined || tunnel.accountId !== principal.account.id) {
         throw new BurrowError('NOT_FOUND', `No active tunnel ${quoted(subdomain)} on this account.`);
       }
       return tunnel;
     };
 
-    add('GET', '/api/v1/tunnels/:subdomain', ({ params, principal }) => {
-      const tunnel = ownTunnel(params.subdomain!.toLowerCase(), principal);
+    add('GET', '/api/v1/tunnels/:subdomain', async ({ params, principal }) => {
+      const tunnel = await ownTunnel(params.subdomain!.toLowerCase(), principal);
       return json(200, {
         subdomain: tunnel.subdomain,
         port: tunnel.port,
         started_at: nowIso(tunnel.startedAt),
         token_id: tunnel.tokenId,
-        reserved: store.getReservation(tunnel.subdomain)?.accountId === principal.account.id,
+        reserved: (await store.getReservation(tunnel.subdomain))?.accountId === principal.account.id,
       });
     });
 
-    add('DELETE', '/api/v1/tunnels/:subdomain', ({ params, principal }) => {
-      const tunnel = ownTunnel(params.subdomain!.toLowerCase(), principal);
-      tunnels.close(tunnel.subdomain, 'closed-by-api');
+    add('DELETE', '/api/v1/tunnels/:subdomain', async ({ params, principal }) => {
+      const tunnel = await ownTunnel(params.subdomain!.toLowerCase(), principal);
+      await tunnels.close(tunnel.subdomain, 'closed-by-api');
       return NO_CONTENT;
     });
 
@@ -385,7 +387,7 @@ export class Api {
       const allowTruncated = takeAllowTruncated(fields);
       const overrides = validateReplayOverrides(fields);
       refuseTruncatedReplay(capture.requestTruncated, capture.requestBodySize, overrides, allowTruncated);
-      const tunnel = tunnels.get(capture.subdomain);
+      const tunnel = await tunnels.get(capture.subdomain);
       if (tunnel === undefined || tunnel.accountId !== principal.account.id) {
         throw new BurrowError('TUNNEL_OFFLINE', `The tunnel ${capture.subdomain} is not connected; start it with "burrow http" and replay again.`);
       }
@@ -394,16 +396,16 @@ export class Api {
       return json(200, { ...captureJson(replayed), truncated: capture.requestTruncated && overrides.body === undefined });
     });
 
-    add('GET', '/api/v1/billing/summary', ({ principal: { account } }) => {
+    add('GET', '/api/v1/billing/summary', async ({ principal: { account } }) => {
       const limits = store.planLimits(account.plan);
       const period = periodOf(this.clock());
-      const counts = usage.current(account.id);
+      const counts = await usage.current(account.id);
       return json(200, {
         plan: account.plan,
         period: { start: nowIso(period.start), end: nowIso(period.end) },
         usage: {
-          active_tokens: store.countActiveTokens(account.id),
-          active_tunnels: tunnels.listByAccount(account.id).length,
+          active_tokens: await store.countActiveTokens(account.id),
+          active_tunnels: (await tunnels.listByAccount(account.id)).length,
           requests: counts.requests,
           bytes_in: counts.bytesIn,
           bytes_out: counts.bytesOut,
@@ -419,9 +421,9 @@ export class Api {
       });
     });
 
-    add('GET', '/api/v1/reserved-subdomains', ({ principal }) =>
+    add('GET', '/api/v1/reserved-subdomains', async ({ principal }) =>
       json(200, {
-        reserved_subdomains: store.listReservations(principal.account.id).map((record) => reservationJson(record)),
+        reserved_subdomains: (await store.listReservations(principal.account.id)).map((record) => reservationJson(record)),
       }));
 
     add('POST', '/api/v1/reserved-subdomains', async ({ req, principal }) => {
@@ -433,14 +435,14 @@ export class Api {
       const problem = subdomainProblem(subdomain);
       if (problem !== null) throw new BurrowError('INVALID_REQUEST', `Invalid subdomain "${quoted(body.subdomain)}": ${problem}.`);
       const accountId = principal.account.id;
-      const existing = store.getReservation(subdomain);
+      const existing = await store.getReservation(subdomain);
       if (existing?.accountId === accountId) {
         // Reserving again with "offline" changes the mode (as PATCH does).
         const current = offline === undefined ? existing : ((await store.setOfflineMode(accountId, subdomain, offline)) ?? existing);
         this.options.queue?.changed(subdomain);
         return json(200, reservationJson(current));
       }
-      const holder = tunnels.holderOf(subdomain);
+      const holder = await tunnels.holderOf(subdomain);
       if (existing !== undefined || (holder !== undefined && holder !== accountId)) {
         throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is in use by another account.`);
       }
@@ -471,7 +473,7 @@ export class Api {
       return NO_CONTENT;
     });
 
-    defineQueueRoutes(add, store, this.options.queue);
+    defineQueueRoutes(add, store, this.options.heldEvents, this.options.queue);
   }
 }
 

@@ -4,8 +4,8 @@
  */
 import { BurrowError } from '../errors.js';
 import { nowIso } from '../ids.js';
-import type { QueuedEvent } from '../store/offline-queue.js';
-import type { Principal, Store } from '../store/store.js';
+import type { AccountStore, Principal } from '../store/account-store.js';
+import type { OfflineQueueStore, QueuedEvent } from '../store/offline-queue.js';
 import { json, NO_CONTENT, queryParams } from './http.js';
 import type { ApiRequest, ApiResponse, QueueDriver } from './types.js';
 
@@ -31,53 +31,57 @@ export function eventJson(event: QueuedEvent): Record<string, unknown> {
   };
 }
 
-export function defineQueueRoutes(add: Add, store: Store, driver: QueueDriver | undefined): void {
+/**
+ * `held` is the edge's own LMDB queue: with the embedded store the reservations and the events they hold
+ * live in one environment (a release clears both in one transaction).
+ */
+export function defineQueueRoutes(add: Add, store: AccountStore, held: OfflineQueueStore, driver: QueueDriver | undefined): void {
   /** The reserved subdomain named by ?subdomain=, if it is the caller's. */
-  const ownSubdomain = (req: ApiRequest, principal: Principal): string => {
+  const ownSubdomain = async (req: ApiRequest, principal: Principal): Promise<string> => {
     const name = queryParams(req).get('subdomain');
     if (name === null || name === '') throw new BurrowError('INVALID_REQUEST', 'The "subdomain" query parameter is required.');
     const subdomain = name.toLowerCase();
-    if (store.getReservation(subdomain)?.accountId !== principal.account.id) {
+    if ((await store.getReservation(subdomain))?.accountId !== principal.account.id) {
       throw new BurrowError('NOT_FOUND', `No reserved subdomain ${subdomain.slice(0, 200)} on this account.`);
     }
     return subdomain;
   };
   const ownEvent = (id: string, principal: Principal): QueuedEvent => {
-    const event = store.queue.get(id);
+    const event = held.get(id);
     if (event === undefined || event.accountId !== principal.account.id) {
       throw new BurrowError('NOT_FOUND', `No held event ${id.slice(0, 200)} on this account.`);
     }
     return event;
   };
-  const summary = (subdomain: string): Record<string, unknown> => {
-    const meta = store.queue.metaOf(subdomain);
-    const reservation = store.getReservation(subdomain);
+  const summary = async (subdomain: string): Promise<Record<string, unknown>> => {
+    const meta = held.metaOf(subdomain);
+    const reservation = await store.getReservation(subdomain);
     return { subdomain, offline: reservation?.offline ?? 'off', paused: meta.paused, events: meta.events, bytes: meta.bytes, expired: meta.expired };
   };
 
-  add('GET', '/api/v1/queue', ({ req, principal }) => {
-    const subdomain = ownSubdomain(req, principal);
-    return json(200, { ...summary(subdomain), queue: store.queue.list(subdomain).map(eventJson) });
+  add('GET', '/api/v1/queue', async ({ req, principal }) => {
+    const subdomain = await ownSubdomain(req, principal);
+    return json(200, { ...(await summary(subdomain)), queue: held.list(subdomain).map(eventJson) });
   });
 
   add('POST', '/api/v1/queue/pause', async ({ req, principal }) => {
-    const subdomain = ownSubdomain(req, principal);
-    await store.queue.setPaused(subdomain, true);
+    const subdomain = await ownSubdomain(req, principal);
+    await held.setPaused(subdomain, true);
     driver?.changed(subdomain);
-    return json(200, summary(subdomain));
+    return json(200, await summary(subdomain));
   });
 
   add('POST', '/api/v1/queue/resume', async ({ req, principal }) => {
-    const subdomain = ownSubdomain(req, principal);
-    await store.queue.setPaused(subdomain, false);
+    const subdomain = await ownSubdomain(req, principal);
+    await held.setPaused(subdomain, false);
     driver?.changed(subdomain);
-    return json(200, summary(subdomain));
+    return json(200, await summary(subdomain));
   });
 
   add('POST', '/api/v1/queue/:event_id/deliver', async ({ params, principal }) => {
     const event = ownEvent(params.event_id!, principal);
     if (event.state === 'delivering') return json(202, eventJson(event));
-    const queued = await store.queue.update(event.id, { state: 'queued' });
+    const queued = await held.update(event.id, { state: 'queued' });
     if (queued === undefined) throw new BurrowError('NOT_FOUND', `No held event ${event.id} on this account.`);
     driver?.changed(event.subdomain);
     return json(202, eventJson(queued));
@@ -85,7 +89,7 @@ export function defineQueueRoutes(add: Add, store: Store, driver: QueueDriver | 
 
   add('DELETE', '/api/v1/queue/:event_id', async ({ params, principal }) => {
     const event = ownEvent(params.event_id!, principal);
-    await store.queue.remove(event.id);
+    await held.remove(event.id);
     driver?.changed(event.subdomain);
     return NO_CONTENT;
   });

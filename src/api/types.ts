@@ -3,6 +3,7 @@
  * the edge (tunnels) and the capture log. The handlers are plain functions of these; the uWebSockets.js
  * adapter in src/edge turns sockets into ApiRequest and ApiResponse back into bytes.
  */
+import type { Awaitable } from '../store/account-store.js';
 import type { CaptureDetail, CaptureStore } from '../store/captures.js';
 
 export interface ApiRequest {
@@ -59,12 +60,12 @@ export interface ReplayOverrides {
 
 /** The live tunnels of the edge, as the API sees them (implemented by the edge's registry). */
 export interface TunnelDirectory {
-  listByAccount(accountId: string): TunnelInfo[];
-  get(subdomain: string): TunnelInfo | undefined;
+  listByAccount(accountId: string): Awaitable<TunnelInfo[]>;
+  get(subdomain: string): Awaitable<TunnelInfo | undefined>;
   /** The account that holds the name now: a live tunnel or a dropped one inside its grace period. */
-  holderOf(subdomain: string): string | undefined;
-  close(subdomain: string, reason: TunnelCloseReason): boolean;
-  closeByToken(tokenId: string): number;
+  holderOf(subdomain: string): Awaitable<string | undefined>;
+  close(subdomain: string, reason: TunnelCloseReason): Awaitable<boolean>;
+  closeByToken(tokenId: string): Awaitable<number>;
   /** Re-sends a captured request through the live tunnel; resolves with the new capture. */
   replay(capture: CaptureDetail, overrides: ReplayOverrides): Promise<CaptureDetail>;
 }

@@ -173,6 +173,7 @@ export class Edge {
     this.offline = new OfflineQueue(this.store, this.registry, this.log, options.offlineQueue, this.observer);
     this.api = new Api({
       store: this.store,
+      heldEvents: this.store.queue,
       captures: this.captures,
       usage: this.usage,
       tunnels: this.registry,
@@ -551,7 +552,11 @@ export class Edge {
     else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', `No WebSocket endpoint at ${req.getUrl()}.`)), false, false, headers);
   }
 
-  /** A tunnel client connects: every check happens here, and a refusal is a plain HTTP error. */
+  /**
+   * A tunnel client connects: every check happens here, and a refusal is a plain HTTP error. The checks
+   * may wait for the store (Redis in cluster mode); the admission and the upgrade then run in one turn,
+   * so two connects of one account cannot both pass its tunnel cap in between.
+   */
   private connectTunnel(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
     const clientAddress = requestOrigin(res, req, this.proxies, this.publicScheme).client;
     const authorization = req.getHeader('authorization');
@@ -560,8 +565,18 @@ export class Edge {
     const protocol = req.getHeader('sec-websocket-protocol');
     const extensions = req.getHeader('sec-websocket-extensions');
     const query = new URLSearchParams(req.getQuery() ?? '');
-    try {
-      const principal = this.api.authorize(authorization, clientAddress);
+    const connect = { aborted: false };
+    res.onAborted(() => {
+      connect.aborted = true;
+    });
+    const refuse = (error: unknown): void => {
+      const refusal = error instanceof BurrowError ? error : new BurrowError('INTERNAL_ERROR');
+      this.observer.refused('connect', refusal.code);
+      if (!(error instanceof BurrowError)) this.log(`connect: ${(error as Error).stack ?? error}`);
+      if (!connect.aborted) res.cork(() => writeApiResponse(res, errorResponse(refusal), false, false, this.apiHostHeaders));
+    };
+    const admit = async (): Promise<void> => {
+      const principal = await this.api.authorize(authorization, clientAddress);
       if (principal instanceof BurrowError) throw principal;
       this.store.touchToken(principal.token.idSegment).catch(() => undefined);
       if (version !== String(PROTOCOL_VERSION)) {
@@ -576,17 +591,16 @@ export class Edge {
       const requested = query.get('subdomain');
       const account = principal.account;
       const limits = this.store.planLimits(account.plan);
+      if (connect.aborted) return;
       const subdomain = this.registry.admit(account.id, limits.activeTunnels, requested === null || requested === '' ? null : requested.toLowerCase());
       const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests);
       const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring);
-      res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
-      res.upgrade<SocketData>({ session, passthrough: null }, key, protocol, extensions, context);
-    } catch (error) {
-      const refusal = error instanceof BurrowError ? error : new BurrowError('INTERNAL_ERROR');
-      this.observer.refused('connect', refusal.code);
-      if (!(error instanceof BurrowError)) this.log(`connect: ${(error as Error).stack ?? error}`);
-      writeApiResponse(res, errorResponse(refusal), false, false, this.apiHostHeaders);
-    }
+      res.cork(() => {
+        res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
+        res.upgrade<SocketData>({ session, passthrough: null }, key, protocol, extensions, context);
+      });
+    };
+    admit().catch(refuse);
   }
 
   private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
