@@ -62,3 +62,9 @@ export interface PeerLink {
   /** Asks `peer` to end its session on `subdomain` granted with `fence` (a takeover by the same account). */
   release(peer: ClusterPeer, subdomain: string, fence: number): Promise<ReleaseOutcome>;
 }
+
+/** What this edge does when another edge's hop asks it (implemented by the lease registry). */
+export interface LocalTunnels {
+  /** Ends the local session on `subdomain` if it was granted with `fence` (GOAWAY REPLACED); 'not-held' otherwise. */
+  release(subdomain: string, fence: number): 'released' | 'not-held';
+}
