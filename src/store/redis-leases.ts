@@ -1,0 +1,451 @@
+/**
+ * The cluster's tunnel registry in Redis (docs/cluster.md): one lease per subdomain, granted, renewed,
+ * held and dropped by Lua scripts, each atomic and each reading Redis's own clock (`TIME`), so no edge's
+ * clock decides an expiry.
+ *
+ * Keys (under `prefix`):
+ *   lease:<subdomain>       hash: who holds the name (account, token, edge, boot, fence, ...), `state`
+ *                           'live' (a tunnel is connected) or 'held' (its grace period after a drop);
+ *                           the key expires with the lease (PEXPIREAT), so a dead edge's names free
+ *                           themselves.
+ *   account:<id>:live       ZSET of the account's live subdomains scored by lease expiry: the tunnel cap
+ *                           across edges; members whose lease expired are dropped by the scripts.
+ *   fence                   one INCR counter: every grant of any name gets a larger fence than all
+ *                           before it, so a stale holder's renewals and releases fail by comparison.
+ *   node:<id>, nodes        heartbeats: where an edge is reached (advertise) and which boot it is.
+ *   secret                  the internal hop's secret when none is configured (SET NX by the first edge).
+ *   commands                pub/sub channel: close a tunnel, revoke a token, an owner changed.
+ *
+ * Timing (the defaults; ClusterRegistry may be given others, tests shrink them):
+ *   lease TTL 15 s, renewed every 3 s in one batched script per edge (with the heartbeat), so four
+ *   renewals in a row can fail before a lease is at risk. An edge serves a tunnel only while
+ *   `now < start of its last successful renewal (or grant) + TTL − 2 s margin`, measured on its
+ *   monotonic clock. The renewal reached Redis after it started, so Redis's expiry (renewal time + TTL)
+ *   is later than the edge's own stop by at least the margin: the edge stops serving before Redis can
+ *   hand the name to anyone else, as long as the two clocks' rates differ by less than 2 s in 15 s
+ *   (13 %; real clocks differ by parts per million). Never two owners, even while Redis is unreachable.
+ *   Heartbeats last 10 s.
+ *
+ * What this relies on from Redis: that an acknowledged write survives. With AOF and `appendfsync
+ * always` (the tests' Redis, and what docs/cluster.md asks for) a restart keeps every lease and the fence
+ * counter. Without persistence, or with `appendfsync everysec` (up to 1 s of writes lost), a restart can
+ * forget a lease that an edge is still serving and grant the name again: two edges serve it until the
+ * first one's renewal finds the lease gone or changed (at most one renewal period, 3 s) and it sends its
+ * session GOAWAY. The same holds for a failover to a replica that had not yet received the grant
+ * (replication is asynchronous; `WAIT 1 0` after a grant would narrow it at a latency cost). A wall-clock
+ * jump on the Redis host expires keys early, with the same effect. Keys are built inside the scripts
+ * from the prefix, so this needs a single Redis (or a Sentinel pair), not Redis Cluster.
+ */
+import type { Redis } from 'ioredis';
+import { BurrowError } from '../errors.js';
+
+export const LEASE_TTL_MS = 15_000;
+export const RENEW_EVERY_MS = 3_000;
+export const VALIDITY_MARGIN_MS = 2_000;
+export const HEARTBEAT_TTL_MS = 10_000;
+/** Retry-After (seconds) when Redis cannot be reached. */
+export const STORE_RETRY_SECONDS = 2;
+
+/** Who holds a subdomain, as stored. */
+export interface LeaseRecord {
+  subdomain: string;
+  accountId: string;
+  tokenId: string;
+  port: number;
+  startedAt: number;
+  publicUrl: string;
+  nodeId: string;
+  advertise: string;
+  boot: string;
+  fence: number;
+  /** 'live': a tunnel is connected to `nodeId`; 'held': the name is its account's for the grace period. */
+  state: 'live' | 'held';
+  /** When Redis drops the lease (Redis's clock, ms since the epoch). */
+  expiresAt: number;
+}
+
+/** What a claim asks for: the tunnel being connected and the edge connecting it. */
+export interface LeaseClaim {
+  subdomain: string;
+  accountId: string;
+  tokenId: string;
+  port: number;
+  startedAt: number;
+  publicUrl: string;
+  nodeId: string;
+  advertise: string;
+  boot: string;
+  /** The account's tunnel cap, counted over every edge. */
+  cap: number;
+  /** Take the name over from this fence: the holder (same account, another edge) released it or is gone. */
+  fromFence?: number;
+}
+
+export type ClaimResult =
+  | { granted: true; fence: number; expiresAt: number }
+  | { granted: false; reason: 'taken'; state: 'live' | 'held' }
+  | { granted: false; reason: 'cap'; active: number }
+  /** The same account holds the name live on another edge: ask it to release, then claim `fromFence`. */
+  | { granted: false; reason: 'takeover'; holder: { nodeId: string; boot: string; advertise: string }; fence: number };
+
+export type RenewOutcome = 'ok' | 'missing' | 'lost';
+
+export interface NodeBeat {
+  nodeId: string;
+  advertise: string;
+  boot: string;
+}
+
+export interface PeerRecord extends NodeBeat {
+  /** Milliseconds until its heartbeat expires. */
+  expiresInMs: number;
+}
+
+/** A cluster-wide command, published to every edge. */
+export type ClusterCommand =
+  | { type: 'close'; subdomain: string; fence: number; reason: 'closed-by-api' | 'token-revoked' }
+  | { type: 'revoke'; tokenId: string }
+  | { type: 'owner'; subdomain: string };
+
+const NOW = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`;
+
+// KEYS: lease, account set, fence counter.
+// ARGV: subdomain, accountId, tokenId, port, startedAt, publicUrl, nodeId, advertise, boot, ttlMs, cap, fromFence ('' for none).
+const CLAIM = `${NOW}
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local cur = redis.call('HMGET', KEYS[1], 'accountId', 'state', 'nodeId', 'boot', 'advertise', 'fence')
+if cur[1] then
+  if cur[1] ~= ARGV[2] then return {'taken', cur[2]} end
+  if cur[2] == 'live' and (cur[3] ~= ARGV[7] or cur[4] ~= ARGV[9]) and cur[6] ~= ARGV[12] then
+    return {'takeover', cur[3], cur[4], cur[5], cur[6]}
+  end
+end
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  local active = redis.call('ZCARD', KEYS[2])
+  if active >= tonumber(ARGV[11]) then return {'cap', tostring(active)} end
+end
+local fence = redis.call('INCR', KEYS[3])
+local expires = now + tonumber(ARGV[10])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'subdomain', ARGV[1], 'accountId', ARGV[2], 'tokenId', ARGV[3], 'port', ARGV[4],
+  'startedAt', ARGV[5], 'publicUrl', ARGV[6], 'nodeId', ARGV[7], 'advertise', ARGV[8], 'boot', ARGV[9],
+  'fence', fence, 'state', 'live', 'expiresAt', string.format('%d', expires))
+redis.call('PEXPIREAT', KEYS[1], string.format('%d', expires))
+redis.call('ZADD', KEYS[2], string.format('%d', expires), ARGV[1])
+return {'granted', tostring(fence), string.format('%d', expires)}
+`;
+
+// KEYS: this node's heartbeat, the node set.
+// ARGV: prefix, nodeId, boot, advertise, ttlMs, heartbeatTtlMs, then (subdomain, fence, accountId) per lease.
+const RENEW = `${NOW}
+local now = now_ms()
+local expires = string.format('%d', now + tonumber(ARGV[5]))
+redis.call('SET', KEYS[1], cjson.encode({nodeId = ARGV[2], boot = ARGV[3], advertise = ARGV[4]}), 'PX', ARGV[6])
+redis.call('SADD', KEYS[2], ARGV[2])
+local out = {}
+local i = 7
+while i + 2 <= #ARGV do
+  local key = ARGV[1] .. 'lease:' .. ARGV[i]
+  local cur = redis.call('HMGET', key, 'fence', 'state', 'nodeId', 'boot')
+  if not cur[1] then
+    out[#out + 1] = 'missing'
+  elseif cur[1] == ARGV[i + 1] and cur[2] == 'live' and cur[3] == ARGV[2] and cur[4] == ARGV[3] then
+    redis.call('PEXPIREAT', key, expires)
+    redis.call('HSET', key, 'expiresAt', expires)
+    redis.call('ZADD', ARGV[1] .. 'account:' .. ARGV[i + 2] .. ':live', expires, ARGV[i])
+    out[#out + 1] = 'ok'
+  else
+    out[#out + 1] = 'lost'
+  end
+  i = i + 3
+end
+return out
+`;
+
+// KEYS: lease, account set. ARGV: subdomain, fence, nodeId, graceMs (0: drop the name).
+const RELEASE = `${NOW}
+local cur = redis.call('HMGET', KEYS[1], 'fence', 'nodeId')
+if cur[1] ~= ARGV[2] or cur[2] ~= ARGV[3] then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+local grace = tonumber(ARGV[4])
+if grace <= 0 then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+redis.call('HSET', KEYS[1], 'state', 'held', 'expiresAt', string.format('%d', now_ms() + grace))
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+`;
+
+// KEYS: account set. ARGV: prefix, accountId. The account's live leases, flattened field lists.
+const LIST_LIVE = `${NOW}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms())
+local out = {}
+for _, sub in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local fields = redis.call('HGETALL', ARGV[1] .. 'lease:' .. sub)
+  if #fields > 0 then out[#out + 1] = fields end
+end
+return out
+`;
+
+// KEYS: the node set. ARGV: prefix. Every live heartbeat with its remaining time; dead ids are dropped.
+const PEERS = `
+local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local key = ARGV[1] .. 'node:' .. id
+  local beat = redis.call('GET', key)
+  if beat then
+    out[#out + 1] = {beat, redis.call('PTTL', key)}
+  else
+    redis.call('SREM', KEYS[1], id)
+  end
+end
+return out
+`;
+
+type ScriptRunner = (...args: (string | number)[]) => Promise<unknown>;
+
+/** The Redis replies that mean "not now" rather than "wrong": answered as 503 STORE_UNAVAILABLE. */
+const TRANSIENT_REPLY = /^(LOADING|BUSY|MASTERDOWN|READONLY|TRYAGAIN|CLUSTERDOWN)/;
+
+/** Redis could not be reached (or is loading): the error every lease call throws then. */
+export function storeUnavailable(cause?: unknown): BurrowError {
+  const detail = cause instanceof Error ? ` (${cause.message})` : '';
+  const error = new BurrowError(
+    'STORE_UNAVAILABLE',
+    `The shared store of the cluster is unreachable${detail}. Retry after ${STORE_RETRY_SECONDS} s.`,
+    { 'Retry-After': String(STORE_RETRY_SECONDS) },
+  );
+  return error;
+}
+
+function asStoreError(error: unknown): unknown {
+  if (error instanceof BurrowError) return error;
+  if (error instanceof Error && error.name === 'ReplyError' && !TRANSIENT_REPLY.test(error.message)) return error;
+  return storeUnavailable(error);
+}
+
+export class RedisLeases {
+  private readonly claimScript: ScriptRunner;
+  private readonly renewScript: ScriptRunner;
+  private readonly releaseScript: ScriptRunner;
+  private readonly listScript: ScriptRunner;
+  private readonly peersScript: ScriptRunner;
+  readonly channel: string;
+
+  /**
+   * `redis` should fail fast while disconnected (`enableOfflineQueue: false`, a `commandTimeout`):
+   * a lease call must answer 503 at once, not wait in a queue while a tunnel's validity runs out.
+   */
+  constructor(
+    readonly redis: Redis,
+    readonly prefix = 'burrow:cluster:',
+  ) {
+    this.claimScript = this.define('burrowLeaseClaim', 3, CLAIM);
+    this.renewScript = this.define('burrowLeaseRenew', 2, RENEW);
+    this.releaseScript = this.define('burrowLeaseRelease', 2, RELEASE);
+    this.listScript = this.define('burrowLeaseList', 1, LIST_LIVE);
+    this.peersScript = this.define('burrowLeasePeers', 1, PEERS);
+    this.channel = `${prefix}commands`;
+  }
+
+  private define(name: string, keys: number, lua: string): ScriptRunner {
+    // ioredis runs EVALSHA and falls back to EVAL on NOSCRIPT (a restarted Redis has no scripts).
+    if (typeof (this.redis as unknown as Record<string, unknown>)[name] !== 'function') this.redis.defineCommand(name, { numberOfKeys: keys, lua });
+    const runner = (this.redis as unknown as Record<string, ScriptRunner>)[name]!.bind(this.redis);
+    return (...args) => runner(...args).catch((error: unknown) => Promise.reject(asStoreError(error)));
+  }
+
+  private leaseKey(subdomain: string): string {
+    return `${this.prefix}lease:${subdomain}`;
+  }
+
+  private accountKey(accountId: string): string {
+    return `${this.prefix}account:${accountId}:live`;
+  }
+
+  /**
+   * Grants `claim.subdomain` to this edge for `ttlMs`: refused when another account holds it (live or in
+   * its grace hold) or the account's live tunnels over every edge reach its cap (taking over or renewing
+   * a name of its own does not count twice); a live lease of the same account on another edge is answered
+   * 'takeover' unless `fromFence` names it.
+   */
+  async claim(claim: LeaseClaim, ttlMs = LEASE_TTL_MS): Promise<ClaimResult> {
+    const reply = (await this.claimScript(
+      this.leaseKey(claim.subdomain),
+      this.accountKey(claim.accountId),
+      `${this.prefix}fence`,
+      claim.subdomain,
+      claim.accountId,
+      claim.tokenId,
+      claim.port,
+      claim.startedAt,
+      claim.publicUrl,
+      claim.nodeId,
+      claim.advertise,
+      claim.boot,
+      ttlMs,
+      claim.cap,
+      claim.fromFence === undefined ? '' : String(claim.fromFence),
+    )) as string[];
+    switch (reply[0]) {
+      case 'granted':
+        return { granted: true, fence: Number(reply[1]), expiresAt: Number(reply[2]) };
+      case 'taken':
+        return { granted: false, reason: 'taken', state: reply[1] === 'held' ? 'held' : 'live' };
+      case 'cap':
+        return { granted: false, reason: 'cap', active: Number(reply[1]) };
+      default:
+        return { granted: false, reason: 'takeover', holder: { nodeId: reply[1]!, boot: reply[2]!, advertise: reply[3]! }, fence: Number(reply[4]) };
+    }
+  }
+
+  /**
+   * Extends every lease this edge holds by `ttlMs` where it still holds that fence, and beats this edge's
+   * heartbeat, in one script. Per lease: 'ok', 'missing' (it expired: claim it again) or 'lost' (another
+   * grant replaced it).
+   */
+  async renew(
+    node: NodeBeat,
+    leases: readonly { subdomain: string; fence: number; accountId: string }[],
+    ttlMs = LEASE_TTL_MS,
+    heartbeatTtlMs = HEARTBEAT_TTL_MS,
+  ): Promise<RenewOutcome[]> {
+    const args: (string | number)[] = [this.prefix, node.nodeId, node.boot, node.advertise, ttlMs, heartbeatTtlMs];
+    for (const lease of leases) args.push(lease.subdomain, String(lease.fence), lease.accountId);
+    return (await this.renewScript(`${this.prefix}node:${node.nodeId}`, `${this.prefix}nodes`, ...args)) as RenewOutcome[];
+  }
+
+  /** A tunnel dropped: the name stays its account's for `graceMs` (if this grant still holds it). */
+  async hold(subdomain: string, accountId: string, fence: number, nodeId: string, graceMs: number): Promise<boolean> {
+    return (await this.releaseScript(this.leaseKey(subdomain), this.accountKey(accountId), subdomain, String(fence), nodeId, graceMs)) === 1;
+  }
+
+  /** A tunnel closed for good (through the API, token revoked): the name is free at once. */
+  drop(subdomain: string, accountId: string, fence: number, nodeId: string): Promise<boolean> {
+    return this.hold(subdomain, accountId, fence, nodeId, 0);
+  }
+
+  /** Who holds `subdomain` now (live or held), or null. */
+  async owner(subdomain: string): Promise<LeaseRecord | null> {
+    let fields: Record<string, string>;
+    try {
+      fields = await this.redis.hgetall(this.leaseKey(subdomain));
+    } catch (error) {
+      throw asStoreError(error);
+    }
+    return fields.fence === undefined ? null : leaseFromFields(fields);
+  }
+
+  /** The account's live leases over every edge, oldest first. */
+  async listLive(accountId: string): Promise<LeaseRecord[]> {
+    const reply = (await this.listScript(this.accountKey(accountId), this.prefix, accountId)) as string[][];
+    const leases: LeaseRecord[] = [];
+    for (const flat of reply) {
+      const fields: Record<string, string> = {};
+      for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+      const lease = leaseFromFields(fields);
+      if (lease.state === 'live' && lease.accountId === accountId) leases.push(lease);
+    }
+    return leases.sort((a, b) => a.startedAt - b.startedAt);
+  }
+
+  /** How many live tunnels the account has over every edge. */
+  async liveCount(accountId: string): Promise<number> {
+    return (await this.listLive(accountId)).length;
+  }
+
+  /** The edges whose heartbeat is alive. */
+  async peers(): Promise<PeerRecord[]> {
+    const reply = (await this.peersScript(`${this.prefix}nodes`, this.prefix)) as [string, number][];
+    const peers: PeerRecord[] = [];
+    for (const [beat, ttl] of reply) {
+      const parsed = JSON.parse(beat) as NodeBeat;
+      peers.push({ nodeId: parsed.nodeId, advertise: parsed.advertise, boot: parsed.boot, expiresInMs: Number(ttl) });
+    }
+    return peers.sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
+  }
+
+  /** The heartbeat of `nodeId`, or null when it is not alive. */
+  async peer(nodeId: string): Promise<NodeBeat | null> {
+    let beat: string | null;
+    try {
+      beat = await this.redis.get(`${this.prefix}node:${nodeId}`);
+    } catch (error) {
+      throw asStoreError(error);
+    }
+    return beat === null ? null : (JSON.parse(beat) as NodeBeat);
+  }
+
+  /** Removes this edge's heartbeat (a clean shutdown). */
+  async leave(nodeId: string): Promise<void> {
+    try {
+      await this.redis.multi().del(`${this.prefix}node:${nodeId}`).srem(`${this.prefix}nodes`, nodeId).exec();
+    } catch (error) {
+      throw asStoreError(error);
+    }
+  }
+
+  /** The internal hop's secret: `candidate` if no edge stored one before, else the stored one. */
+  async sharedSecret(candidate: string): Promise<string> {
+    try {
+      const key = `${this.prefix}secret`;
+      await this.redis.set(key, candidate, 'NX');
+      const secret = await this.redis.get(key);
+      if (secret === null) throw new Error('the cluster secret vanished right after it was set');
+      return secret;
+    } catch (error) {
+      throw asStoreError(error);
+    }
+  }
+
+  /** Sends a command to every edge (this one included). */
+  async publish(command: ClusterCommand): Promise<void> {
+    try {
+      await this.redis.publish(this.channel, JSON.stringify(command));
+    } catch (error) {
+      throw asStoreError(error);
+    }
+  }
+
+  /**
+   * Listens to the commands channel on `subscriber` (a `duplicate()` of the client: a subscribed
+   * connection can do nothing else). ioredis subscribes again after a reconnect.
+   */
+  static async subscribe(subscriber: Redis, channel: string, onCommand: (command: ClusterCommand) => void): Promise<void> {
+    subscriber.on('message', (from: string, message: string) => {
+      if (from !== channel) return;
+      let command: ClusterCommand;
+      try {
+        command = JSON.parse(message) as ClusterCommand;
+      } catch {
+        return;
+      }
+      onCommand(command);
+    });
+    await subscriber.subscribe(channel);
+  }
+}
+
+function leaseFromFields(fields: Record<string, string>): LeaseRecord {
+  return {
+    subdomain: fields.subdomain ?? '',
+    accountId: fields.accountId ?? '',
+    tokenId: fields.tokenId ?? '',
+    port: Number(fields.port),
+    startedAt: Number(fields.startedAt),
+    publicUrl: fields.publicUrl ?? '',
+    nodeId: fields.nodeId ?? '',
+    advertise: fields.advertise ?? '',
+    boot: fields.boot ?? '',
+    fence: Number(fields.fence),
+    state: fields.state === 'held' ? 'held' : 'live',
+    expiresAt: Number(fields.expiresAt),
+  };
+}

@@ -1,0 +1,137 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { BurrowError } from '../../src/errors.js';
+import { RedisLeases, type LeaseClaim } from '../../src/store/redis-leases.js';
+import { TestRedis, redisSkip } from '../redis-server.js';
+
+// TestRedis.start registers its own after(): it is started at the top level, not in a hook.
+const server = redisSkip === false ? await TestRedis.start() : (null as unknown as TestRedis);
+const client = new Redis(server?.url ?? 'redis://127.0.0.1:1', { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2_000, lazyConnect: redisSkip !== false });
+let counter = 0;
+
+before(async () => {
+  if (redisSkip === false && client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+});
+after(() => client.disconnect());
+
+function fresh(): RedisLeases {
+  return new RedisLeases(client, `test${++counter}:`);
+}
+
+const A = { nodeId: 'a', advertise: 'http://127.0.0.1:1', boot: 'boot-a' };
+const B = { nodeId: 'b', advertise: 'http://127.0.0.1:2', boot: 'boot-b' };
+
+function claim(subdomain: string, accountId: string, node: typeof A, extra: Partial<LeaseClaim> = {}): LeaseClaim {
+  return { subdomain, accountId, tokenId: `tok_${accountId}`, port: 3000, startedAt: Date.now(), publicUrl: `http://${subdomain}.localhost`, cap: 3, ...node, ...extra };
+}
+
+test('a name is granted once; another account is refused while it is live and while it is held', { skip: redisSkip }, async () => {
+  const leases = fresh();
+  const first = await leases.claim(claim('alpha', 'usr_1', A));
+  assert.ok(first.granted);
+  assert.deepEqual(await leases.claim(claim('alpha', 'usr_2', B)), { granted: false, reason: 'taken', state: 'live' });
+  assert.equal(await leases.hold('alpha', 'usr_1', first.fence, 'a', 60_000), true);
+  assert.deepEqual(await leases.claim(claim('alpha', 'usr_2', B)), { granted: false, reason: 'taken', state: 'held' });
+  // Its owner gets it back from the hold, on any edge, with a larger fence.
+  const again = await leases.claim(claim('alpha', 'usr_1', B));
+  assert.ok(again.granted && again.fence > first.fence);
+  const owner = await leases.owner('alpha');
+  assert.equal(owner?.nodeId, 'b');
+  assert.equal(owner?.state, 'live');
+  // Dropped (closed through the API): free for anyone.
+  assert.equal(await leases.drop('alpha', 'usr_1', again.fence, 'b'), true);
+  assert.equal(await leases.owner('alpha'), null);
+  assert.ok((await leases.claim(claim('alpha', 'usr_2', A))).granted);
+});
+
+test('the same account live on another edge is a takeover, done only from the fence it was told', { skip: redisSkip }, async () => {
+  const leases = fresh();
+  const first = await leases.claim(claim('beta', 'usr_1', A));
+  assert.ok(first.granted);
+  const answer = await leases.claim(claim('beta', 'usr_1', B));
+  assert.deepEqual(answer, { granted: false, reason: 'takeover', holder: A, fence: first.fence });
+  // A stale fence is not enough.
+  assert.equal((await leases.claim(claim('beta', 'usr_1', B, { fromFence: first.fence - 1 }))).granted, false);
+  const taken = await leases.claim(claim('beta', 'usr_1', B, { fromFence: first.fence }));
+  assert.ok(taken.granted);
+  // The old holder's renewal, hold and drop all fail: its fence is stale.
+  assert.deepEqual(await leases.renew(A, [{ subdomain: 'beta', fence: first.fence, accountId: 'usr_1' }]), ['lost']);
+  assert.equal(await leases.hold('beta', 'usr_1', first.fence, 'a', 60_000), false);
+  assert.equal(await leases.drop('beta', 'usr_1', first.fence, 'a'), false);
+  assert.equal((await leases.owner('beta'))?.fence, taken.fence);
+  assert.deepEqual(await leases.renew(B, [{ subdomain: 'beta', fence: taken.fence, accountId: 'usr_1' }]), ['ok']);
+  // A reconnect on the edge that holds it is granted at once (the edge replaces its own session).
+  assert.ok((await leases.claim(claim('beta', 'usr_1', B))).granted);
+});
+
+test('the tunnel cap counts live names over every edge, a name of its own once', { skip: redisSkip }, async () => {
+  const leases = fresh();
+  assert.ok((await leases.claim(claim('one', 'usr_1', A, { cap: 2 }))).granted);
+  assert.ok((await leases.claim(claim('two', 'usr_1', B, { cap: 2 }))).granted);
+  assert.deepEqual(await leases.claim(claim('three', 'usr_1', A, { cap: 2 })), { granted: false, reason: 'cap', active: 2 });
+  // Reconnecting on a name it holds is not a third tunnel.
+  const own = await leases.claim(claim('two', 'usr_1', B, { cap: 2 }));
+  assert.ok(own.granted);
+  assert.equal(await leases.liveCount('usr_1'), 2);
+  assert.deepEqual((await leases.listLive('usr_1')).map((lease) => lease.subdomain).sort(), ['one', 'two']);
+  // A held name does not count.
+  assert.ok(await leases.hold('two', 'usr_1', own.fence, 'b', 60_000));
+  assert.ok((await leases.claim(claim('three', 'usr_1', A, { cap: 2 }))).granted);
+});
+
+test('an expired lease is missing on renewal, and expired leases leave the cap', { skip: redisSkip }, async () => {
+  const leases = fresh();
+  const short = await leases.claim(claim('gamma', 'usr_1', A, { cap: 1 }), 150);
+  assert.ok(short.granted);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.deepEqual(await leases.renew(A, [{ subdomain: 'gamma', fence: short.fence, accountId: 'usr_1' }]), ['missing']);
+  assert.equal(await leases.liveCount('usr_1'), 0);
+  assert.ok((await leases.claim(claim('delta', 'usr_1', B, { cap: 1 }))).granted);
+});
+
+test('heartbeats list the live edges; the secret is the first one stored', { skip: redisSkip }, async () => {
+  const leases = fresh();
+  await leases.renew(A, []);
+  await leases.renew(B, [], 15_000, 150);
+  assert.deepEqual((await leases.peers()).map((peer) => peer.nodeId), ['a', 'b']);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.deepEqual((await leases.peers()).map(({ nodeId, advertise, boot }) => ({ nodeId, advertise, boot })), [A]);
+  assert.equal(await leases.sharedSecret('first'), 'first');
+  assert.equal(await leases.sharedSecret('second'), 'first');
+});
+
+test('commands reach every subscriber', { skip: redisSkip }, async () => {
+  const leases = fresh();
+  const subscriber = client.duplicate({ enableOfflineQueue: true });
+  try {
+    const received: unknown[] = [];
+    await RedisLeases.subscribe(subscriber, leases.channel, (command) => received.push(command));
+    await leases.publish({ type: 'revoke', tokenId: 'tok_1' });
+    for (let i = 0; i < 100 && received.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.deepEqual(received, [{ type: 'revoke', tokenId: 'tok_1' }]);
+  } finally {
+    subscriber.disconnect();
+  }
+});
+
+test('Redis down: every lease call is 503 STORE_UNAVAILABLE with Retry-After; it recovers when Redis is back', { skip: redisSkip }, async () => {
+  const leases = fresh();
+  const granted = await leases.claim(claim('epsilon', 'usr_1', A));
+  assert.ok(granted.granted);
+  await server.kill();
+  const refused = await leases.claim(claim('zeta', 'usr_1', A)).then(
+    () => assert.fail('a claim succeeded with Redis down'),
+    (error: unknown) => error,
+  );
+  assert.ok(refused instanceof BurrowError);
+  assert.equal(refused.code, 'STORE_UNAVAILABLE');
+  assert.equal(refused.status, 503);
+  assert.equal(refused.headers['Retry-After'], '2');
+  await assert.rejects(leases.renew(A, [{ subdomain: 'epsilon', fence: granted.fence, accountId: 'usr_1' }]), { code: 'STORE_UNAVAILABLE' });
+  await assert.rejects(leases.owner('epsilon'), { code: 'STORE_UNAVAILABLE' });
+  await server.restart();
+  await new Promise<void>((resolve) => (client.status === 'ready' ? resolve() : client.once('ready', () => resolve())));
+  // The append-only file kept the lease: its holder renews it as before.
+  assert.deepEqual(await leases.renew(A, [{ subdomain: 'epsilon', fence: granted.fence, accountId: 'usr_1' }]), ['ok']);
+});
