@@ -92,7 +92,7 @@ let accountCounter = 0;
 
 export async function createAccount(target: TestEdge, plan: PlanName = 'FREE', email?: string): Promise<TestAccount> {
   const address = email ?? `user${++accountCounter}-${process.pid}@example.test`;
-  const { account, token } = await target.edge.store.createAccount(address, plan, 'test');
+  const { account, token } = await target.edge.accounts.createAccount(address, plan, 'test');
   return { id: account.id, email: account.email, token: token.token, tokenId: token.id };
 }
 

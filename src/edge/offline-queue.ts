@@ -21,7 +21,7 @@ import type { Store } from '../store/store.js';
 import type { HttpRequest, HttpResponse } from '../uws.js';
 import type { PublicRequestHead } from './headers.js';
 import type { EdgeObserver } from './observer.js';
-import type { TunnelRegistry } from './registry.js';
+import type { EdgeRegistry } from './registry.js';
 import { gatherBody } from './request-framing.js';
 import { statusLine, writePublicError } from './responses.js';
 import type { TunnelSession } from './session.js';
@@ -58,7 +58,7 @@ export class OfflineQueue implements QueueDriver {
 
   constructor(
     private readonly store: Store,
-    private readonly registry: TunnelRegistry,
+    private readonly registry: EdgeRegistry,
     private readonly log: (line: string) => void,
     options: OfflineQueueOptions = {},
     /** Metrics and the access log: the edge's answers here are public requests like any other. */

@@ -9,15 +9,43 @@ import { generateSubdomain, subdomainProblem } from '../subdomain.js';
 import type { Store } from '../store/store.js';
 import type { ReplayOverrides, TunnelCloseReason, TunnelDirectory, TunnelInfo } from '../api/types.js';
 import type { CaptureRecord } from '../store/captures.js';
-import { GoAwayCode } from '../protocol/constants.js';
-import type { TunnelSession } from './session.js';
+import { GoAwayCode, type GoAwayCodeValue } from '../protocol/constants.js';
+import type { Awaitable } from '../store/account-store.js';
+import type { SessionDirectory, TunnelSession } from './session.js';
+
+/** What a connecting tunnel tells the registry besides its account (cluster mode writes it into the lease). */
+export interface AdmitDetails {
+  tokenId: string;
+  port: number;
+}
+
+/**
+ * The edge's registry in either mode: `TunnelRegistry` on one edge, `ClusterRegistry`
+ * (src/edge/cluster/registry.ts) on a lease per subdomain in Redis. The edge and the offline queue see
+ * only this.
+ */
+export interface EdgeRegistry extends TunnelDirectory, SessionDirectory {
+  /** The live session on `subdomain` this edge may serve now, if any: the public hot path. */
+  session(subdomain: string): TunnelSession | undefined;
+  sessions(): IterableIterator<TunnelSession>;
+  readonly size: number;
+  /**
+   * Decides the subdomain of a connecting client (see TunnelRegistry.admit); in cluster mode it also
+   * takes the name's lease. Throws (or rejects with) the BurrowError the upgrade answers with.
+   */
+  admit(accountId: string, tunnelCap: number, requested: string | null, details: AdmitDetails): Awaitable<string>;
+  /** The upgrade of an admitted client did not happen: gives its name back. */
+  abandon(subdomain: string, accountId: string): void;
+  /** Drops expired holds; the edge's coarse timer calls it. */
+  sweep(): void;
+}
 
 interface Hold {
   accountId: string;
   until: number;
 }
 
-export class TunnelRegistry implements TunnelDirectory {
+export class TunnelRegistry implements EdgeRegistry {
   private readonly live = new Map<string, TunnelSession>();
   private readonly held = new Map<string, Hold>();
   private readonly byAccount = new Map<string, Set<TunnelSession>>();
@@ -46,7 +74,7 @@ export class TunnelRegistry implements TunnelDirectory {
    * not reserved or held by another account, within the tunnel cap) or a fresh generated one.
    * Throws the BurrowError the upgrade answers with.
    */
-  admit(accountId: string, tunnelCap: number, requested: string | null): string {
+  admit(accountId: string, tunnelCap: number, requested: string | null, _details?: AdmitDetails): string {
     let subdomain: string;
     if (requested !== null) {
       const problem = subdomainProblem(requested);
@@ -74,6 +102,9 @@ export class TunnelRegistry implements TunnelDirectory {
     }
     return subdomain;
   }
+
+  /** Nothing was taken at admission on one edge: the name is only in use once its session is added. */
+  abandon(_subdomain: string, _accountId: string): void {}
 
   /** Makes `session` the live tunnel of its subdomain, replacing (and closing) an older one. */
   add(session: TunnelSession): void {
@@ -145,13 +176,17 @@ export class TunnelRegistry implements TunnelDirectory {
   }
 
   close(subdomain: string, reason: TunnelCloseReason): boolean {
+    return reason === 'token-revoked'
+      ? this.evict(subdomain, GoAwayCode.TOKEN_REVOKED, 'the token of this tunnel was revoked')
+      : this.evict(subdomain, GoAwayCode.CLOSED_BY_API, 'the tunnel was closed through the API');
+  }
+
+  /** Ends the live session on `subdomain` with GOAWAY `code`, without a grace hold; false when there is none. */
+  evict(subdomain: string, code: GoAwayCodeValue, message: string): boolean {
     const session = this.live.get(subdomain);
     if (session === undefined) return false;
     this.detach(session);
-    session.goAway(
-      reason === 'token-revoked' ? GoAwayCode.TOKEN_REVOKED : GoAwayCode.CLOSED_BY_API,
-      reason === 'token-revoked' ? 'the token of this tunnel was revoked' : 'the tunnel was closed through the API',
-    );
+    session.goAway(code, message);
     return true;
   }
 

@@ -26,7 +26,11 @@ import { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
 import { discardBody, gatherBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
 import { PassthroughStream } from './passthrough.js';
-import { TunnelRegistry } from './registry.js';
+import { TunnelRegistry, type EdgeRegistry } from './registry.js';
+import type { AccountStore } from '../store/account-store.js';
+import { ClusterConnection } from './cluster/connection.js';
+import { ClusterRegistry, type ClusterTimings } from './cluster/registry.js';
+import type { ClusterOptions } from './cluster/types.js';
 import { statusLine, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { HttpRedirectListener } from './http-redirect.js';
@@ -89,6 +93,14 @@ export interface EdgeOptions {
   admin?: AdminAddress;
   /** One JSON line per public request to this file, or to standard output for '-'. */
   accessLog?: string;
+  /**
+   * Cluster mode (docs/cluster.md): accounts and the tunnel registry in this Redis, shared with the other
+   * edges; the data directory keeps this edge's captures and offline queue. An empty `advertise` means
+   * this edge's own listener (http://HOST:PORT once bound: tests on port 0).
+   */
+  cluster?: ClusterOptions;
+  /** Cluster mode's lease and cache timings (tests shrink them); the defaults are in src/edge/cluster/registry.ts. */
+  clusterTimings?: Partial<ClusterTimings>;
 }
 
 const TICK_MS = 250;
@@ -102,12 +114,18 @@ const NO_HEADERS: readonly (readonly [string, string])[] = [];
 const RETRY_SOON: [string, string][] = [['retry-after', '1']];
 
 export class Edge {
+  /** The local LMDB: captures' accounts index, the offline queue, and the accounts too on a single edge. */
   readonly store: Store;
+  /** Accounts, tokens, reservations, sessions, limiters: `store` on one edge, Redis in cluster mode. */
+  readonly accounts: AccountStore;
+  /** The lease registry in cluster mode (also `registry`), else null. */
+  readonly cluster: ClusterRegistry | null = null;
+  private readonly clusterConnection: ClusterConnection | null;
   /** Gives the data directory back (one edge per directory, src/store/data-lock.ts). */
   private readonly releaseDataDir: () => void;
   readonly captures: CaptureStore;
   readonly usage: UsageMeter;
-  readonly registry: TunnelRegistry;
+  readonly registry: EdgeRegistry;
   readonly offline: OfflineQueue;
   readonly api: Api;
   readonly domain: string;
@@ -137,7 +155,11 @@ export class Edge {
   private readonly proxies: TrustedProxies | null;
   private readonly log: (line: string) => void;
 
-  private constructor(private readonly options: EdgeOptions) {
+  private constructor(
+    private readonly options: EdgeOptions,
+    cluster: ClusterConnection | null = null,
+  ) {
+    this.clusterConnection = cluster;
     this.domain = (options.domain ?? 'localhost').toLowerCase();
     this.hosts = new HostDispatch(this.domain);
     this.log = options.log ?? ((line) => process.stderr.write(`${line}\n`));
@@ -163,7 +185,21 @@ export class Edge {
       throw error;
     }
     this.usage = new UsageMeter(this.store.root);
-    this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
+    this.accounts = this.store;
+    if (cluster !== null && options.cluster !== undefined) {
+      this.cluster = new ClusterRegistry({
+        leases: cluster.leases,
+        subscriber: cluster.subscriber,
+        accounts: this.accounts,
+        local: this.store,
+        self: { nodeId: options.cluster.nodeId, advertise: options.cluster.advertise, boot: ClusterRegistry.newBoot() },
+        graceMs: options.graceMs ?? 60_000,
+        publicUrlOf: (subdomain) => this.publicUrl(subdomain),
+        log: this.log,
+        ...(options.clusterTimings === undefined ? {} : { timings: options.clusterTimings }),
+      });
+      this.registry = this.cluster;
+    } else this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
     const metrics =
       options.admin === undefined
         ? null
@@ -172,7 +208,7 @@ export class Edge {
     this.observer = new EdgeObserver(metrics, accessLog, this.log);
     this.offline = new OfflineQueue(this.store, this.registry, this.log, options.offlineQueue, this.observer);
     this.api = new Api({
-      store: this.store,
+      store: this.accounts,
       heldEvents: this.store.queue,
       captures: this.captures,
       usage: this.usage,
@@ -201,11 +237,32 @@ export class Edge {
     if (this.app !== null) this.routes(this.app);
   }
 
-  /** Opens the store, binds the port and starts the coarse timer. */
+  /** Opens the store (and joins the cluster), binds the port and starts the coarse timer. */
   static async start(options: EdgeOptions): Promise<Edge> {
-    const edge = new Edge(options);
+    const cluster = options.cluster === undefined ? null : await ClusterConnection.open(options.cluster, options.log ?? ((line) => process.stderr.write(`${line}\n`)));
+    let edge: Edge;
+    try {
+      edge = new Edge(options, cluster);
+    } catch (error) {
+      cluster?.close();
+      throw error;
+    }
     await edge.listen(options.host ?? '127.0.0.1', options.port ?? 8080);
+    if (edge.cluster !== null) {
+      if (edge.cluster.self.advertise === '') edge.cluster.self.advertise = `${edge.options.tls === undefined ? 'http' : 'https'}://${options.host ?? '127.0.0.1'}:${edge.port}`;
+      try {
+        await edge.cluster.start();
+      } catch (error) {
+        await edge.close(0);
+        throw error;
+      }
+    }
     return edge;
+  }
+
+  /** The internal hop's secret in cluster mode (configured, or the one the first edge stored in Redis), else null. */
+  get clusterSecret(): string | null {
+    return this.clusterConnection?.secret ?? null;
   }
 
   /** The admin listener's port (GET /metrics, GET /healthz), or 0 without --admin. */
@@ -237,6 +294,7 @@ export class Edge {
       await this.observer.close();
       await this.captures.close();
       await this.store.close();
+      this.clusterConnection?.close();
       this.releaseDataDir();
       throw new Error(reason);
     };
@@ -578,7 +636,7 @@ export class Edge {
     const admit = async (): Promise<void> => {
       const principal = await this.api.authorize(authorization, clientAddress);
       if (principal instanceof BurrowError) throw principal;
-      this.store.touchToken(principal.token.idSegment).catch(() => undefined);
+      this.accounts.touchToken(principal.token.idSegment).catch(() => undefined);
       if (version !== String(PROTOCOL_VERSION)) {
         throw new BurrowError(
           'INVALID_REQUEST',
@@ -590,9 +648,19 @@ export class Edge {
       if (port < 1 || port > 65535) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
       const requested = query.get('subdomain');
       const account = principal.account;
-      const limits = this.store.planLimits(account.plan);
+      const limits = this.accounts.planLimits(account.plan);
       if (connect.aborted) return;
-      const subdomain = this.registry.admit(account.id, limits.activeTunnels, requested === null || requested === '' ? null : requested.toLowerCase());
+      // One edge admits in this turn (no await between its cap check and the upgrade); a cluster takes the
+      // name's lease in Redis, atomically with its own cap check, and gives it back if the client left.
+      const admitted = this.registry.admit(account.id, limits.activeTunnels, requested === null || requested === '' ? null : requested.toLowerCase(), {
+        tokenId: principal.token.id,
+        port,
+      });
+      const subdomain = typeof admitted === 'string' ? admitted : await admitted;
+      if (connect.aborted) {
+        this.registry.abandon(subdomain, account.id);
+        return;
+      }
       const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests);
       const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring);
       res.cork(() => {
@@ -661,6 +729,9 @@ export class Edge {
     this.timer = null;
     // Streams cut by the GOAWAY still write their captures; give their batch a turn to queue.
     await new Promise((resolve) => setImmediate(resolve));
+    // The ended tunnels' grace holds are written to the cluster before it is left.
+    await this.cluster?.stop();
+    this.clusterConnection?.close();
     await this.usage.flush();
     await this.captures.close();
     await this.store.close();

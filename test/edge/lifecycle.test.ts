@@ -117,7 +117,7 @@ describe('who may hold a subdomain', () => {
     const second = await startClient(target, owner.token, local.port, { subdomain: 'replaced-name-1' });
     const [info] = await closed;
     assert.equal(info.code, 'REPLACED');
-    assert.equal(target.edge.registry.listByAccount(owner.id).length, 1);
+    assert.equal((await target.edge.registry.listByAccount(owner.id)).length, 1);
     const response = await call(target, 'GET', '/who', { host: second.host });
     assert.equal(response.status, 200);
     await second.client.close();
@@ -162,7 +162,7 @@ describe('who may hold a subdomain', () => {
       return true;
     });
     await open[0]!.client.close();
-    await waitFor(() => target.edge.registry.listByAccount(owner.id).length === 2, 2_000, 'the slot to free');
+    await waitFor(async () => (await target.edge.registry.listByAccount(owner.id)).length === 2, 2_000, 'the slot to free');
     open[0] = await startClient(target, owner.token, local.port);
     for (const started of open) await started.client.close();
   });
