@@ -146,6 +146,8 @@ export class Edge {
   readonly observer: EdgeObserver;
   private admin: AdminServer | null = null;
   draining = false;
+  /** The stores are closing or closed: requests still arriving on open connections are cut (issue 17). */
+  private stopped = false;
 
   private readonly maxRequestBody: number;
   private readonly apiBodyLimit: number;
@@ -385,7 +387,10 @@ export class Edge {
       closeOnBackpressureLimit: 0,
       idleTimeout: 32,
       sendPingsAutomatically: true,
-      upgrade: (res, req, context) => this.onUpgrade(res, req, context),
+      upgrade: (res, req, context) => {
+        if (this.stopped) res.close();
+        else this.onUpgrade(res, req, context);
+      },
       open: (ws) => {
         const data = ws.getUserData();
         if (data.session !== null) {
@@ -412,6 +417,11 @@ export class Edge {
       },
     });
     app.any('/*', (res, req) => {
+      if (this.stopped) {
+        // A kept-alive connection outlived the listener: the stores it would reach are closed.
+        res.close();
+        return;
+      }
       const target = this.hosts.resolve(req.getHeader('host'));
       // Public requests have their framing checked on the header walk they need anyway.
       if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
@@ -729,6 +739,7 @@ export class Edge {
     this.timer = null;
     // Streams cut by the GOAWAY still write their captures; give their batch a turn to queue.
     await new Promise((resolve) => setImmediate(resolve));
+    this.stopped = true;
     // The ended tunnels' grace holds are written to the cluster before it is left.
     await this.cluster?.stop();
     this.clusterConnection?.close();
