@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import type { ClusterOptions } from '../../edge/cluster/types.js';
 import { parseAdminAddress } from '../../edge/admin.js';
 import { TrustedProxies } from '../../edge/client-address.js';
 import { Edge } from '../../edge/server.js';
@@ -11,6 +13,7 @@ Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data
                    [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
                    [--trust-proxy CIDR[,CIDR...]]
+                   [--cluster redis://HOST:PORT[/DB] --node-id ID --advertise URL [--cluster-secret-file F]]
 
 Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
 
@@ -57,6 +60,16 @@ Options:
   --access-log FILE|-    one JSON line per public request, appended to FILE or written to stdout (-)
   --drain MS             on SIGTERM/SIGINT, how long in-flight requests may take to finish before the
                          tunnels are told to go (GOAWAY) and the edge exits (default 10000)
+  --cluster URL          cluster mode (docs/cluster.md): several edges share the Redis at
+                         redis://[:PASSWORD@]HOST:PORT[/DB] for accounts, tokens, reservations and
+                         the tunnel registry (a lease per subdomain); --data keeps this edge's
+                         captures and offline queue. Redis should run with appendonly yes and
+                         appendfsync always. Needs --node-id and --advertise
+  --node-id ID           this edge's name in the cluster: unique, stable across restarts
+  --advertise URL        where the other edges reach this one, e.g. http://10.0.0.5:8080
+  --cluster-secret-file F
+                         the internal hop's shared secret (first line of F); by default the first
+                         edge stores a random one in Redis and the others read it
   --dev                  on a data directory without accounts, create a dev account, print its token once
                          and save it to the client config (what "npm start" does)
   --json                 print events as JSON lines: {"event":"listening","url":...}, admin, dev_account, stopping
@@ -99,6 +112,10 @@ export async function edgeCommand(args: string[]): Promise<number> {
       drain: { type: 'string' },
       dev: { type: 'boolean' },
       json: { type: 'boolean' },
+      cluster: { type: 'string' },
+      'node-id': { type: 'string' },
+      advertise: { type: 'string' },
+      'cluster-secret-file': { type: 'string' },
     },
     HELP,
   );
@@ -144,8 +161,10 @@ export async function edgeCommand(args: string[]): Promise<number> {
       throw new CliError((error as Error).message);
     }
   }
+  const cluster = clusterOptions(values);
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
+    ...(cluster === undefined ? {} : { cluster }),
     dataDir,
     host: values.host ?? '127.0.0.1',
     port: intOption(values.port, 'port', 8080, 0, 65535),
@@ -226,7 +245,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
 /** First start of a dev edge: an account, its token printed once and saved for `burrow http`. */
 async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text: string) => void): Promise<void> {
   const path = configPath();
-  if (edge.store.countAccounts() > 0) {
+  if ((await edge.accounts.countAccounts()) > 0) {
     const saved = readConfig(path);
     say(
       { event: 'dev_account', created: false, config: path, token_saved: saved.token !== undefined },
@@ -236,7 +255,7 @@ async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text
     );
     return;
   }
-  const { account, token } = await edge.store.createAccount('dev@localhost', 'FREE', 'dev');
+  const { account, token } = await edge.accounts.createAccount('dev@localhost', 'FREE', 'dev');
   const saved = readConfig(path);
   // A CA saved by "burrow login --ca" was for the edge logged in to, not for this one.
   const config = { ...saved, edge: edge.url, token: token.token };
@@ -248,6 +267,57 @@ async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text
       `dev token (shown once): ${token.token}\n` +
       `saved to ${path}; now run: burrow http 3000 (or, in this directory, npx burrow http 3000)\n`,
   );
+}
+
+/** --cluster and its companions: all of --cluster, --node-id and --advertise, or none. */
+export function clusterOptions(values: {
+  cluster?: string | undefined;
+  'node-id'?: string | undefined;
+  advertise?: string | undefined;
+  'cluster-secret-file'?: string | undefined;
+}): ClusterOptions | undefined {
+  const redis = values.cluster;
+  if (redis === undefined) {
+    for (const companion of ['node-id', 'advertise', 'cluster-secret-file'] as const) {
+      if (values[companion] !== undefined) throw new UsageError(`--${companion} is for cluster mode: give --cluster redis://HOST:PORT too`);
+    }
+    return undefined;
+  }
+  let url: URL;
+  try {
+    url = new URL(redis);
+  } catch {
+    throw new UsageError(`--cluster "${redis}" is not a URL; use redis://HOST:PORT[/DB]`);
+  }
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new UsageError('--cluster must be a redis:// (or rediss://) URL');
+  const nodeId = values['node-id'];
+  if (nodeId === undefined || !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(nodeId)) {
+    throw new UsageError(
+      nodeId === undefined
+        ? '--cluster needs --node-id ID: this edge\'s name in the cluster, unique and stable across restarts'
+        : '--node-id must be 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit',
+    );
+  }
+  const advertise = values.advertise;
+  if (advertise === undefined) throw new UsageError('--cluster needs --advertise URL: where the other edges reach this one, e.g. http://10.0.0.5:8080');
+  let advertised: URL;
+  try {
+    advertised = new URL(advertise);
+  } catch {
+    throw new UsageError(`--advertise "${advertise}" is not a URL; use e.g. http://10.0.0.5:8080`);
+  }
+  if (advertised.protocol !== 'http:' && advertised.protocol !== 'https:') throw new UsageError('--advertise must be an http:// or https:// URL');
+  let secret: string | undefined;
+  const secretFile = values['cluster-secret-file'];
+  if (secretFile !== undefined) {
+    try {
+      secret = readFileSync(resolve(secretFile), 'utf8').split('\n')[0]!.trim();
+    } catch (error) {
+      throw new CliError(`cannot read --cluster-secret-file: ${(error as Error).message}`);
+    }
+    if (secret.length < 16) throw new CliError('the cluster secret (first line of --cluster-secret-file) must be at least 16 characters');
+  }
+  return { redis, nodeId, advertise: advertised.origin, ...(secret === undefined ? {} : { secret }) };
 }
 
 function parsePublicUrl(text: string): { scheme: 'http' | 'https'; hostname: string; port: number } {
