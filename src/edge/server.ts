@@ -36,6 +36,7 @@ import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { HttpRedirectListener } from './http-redirect.js';
 import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
+import { ClusterHop, type ClusterHopOptions } from './cluster/hop.js';
 
 export interface EdgeOptions {
   dataDir: string;
@@ -101,6 +102,12 @@ export interface EdgeOptions {
   cluster?: ClusterOptions;
   /** Cluster mode's lease and cache timings (tests shrink them); the defaults are in src/edge/cluster/registry.ts. */
   clusterTimings?: Partial<ClusterTimings>;
+  /**
+   * Cluster mode's internal hop (src/edge/cluster/hop.ts): public requests for tunnels other edges hold
+   * are forwarded to them, and other edges' internal calls are answered. Built from the lease registry
+   * in cluster mode; tests hand it a directory of their own.
+   */
+  clusterHop?: ClusterHopOptions;
 }
 
 const TICK_MS = 250;
@@ -156,6 +163,8 @@ export class Edge {
   private readonly apiHostHeaders: readonly (readonly [string, string])[];
   private readonly proxies: TrustedProxies | null;
   private readonly log: (line: string) => void;
+  /** The internal hop, in cluster mode; null on a lone edge. */
+  readonly hop: ClusterHop | null;
 
   private constructor(
     private readonly options: EdgeOptions,
@@ -173,6 +182,8 @@ export class Edge {
       throw new Error('HSTS is for an edge served over HTTPS: give it a TLS certificate or an https public URL');
     }
     this.apiHostHeaders = options.hsts === true ? [HSTS_HEADER] : NO_HEADERS;
+    // In cluster mode the hop is built on the lease registry (below); `clusterHop` is for tests of the hop alone.
+    this.hop = options.clusterHop === undefined || cluster !== null ? null : new ClusterHop(options.clusterHop, this.log);
     this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
     // Certificates are checked before the data directory is taken: a wrong path costs nothing to undo.
     this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
@@ -187,7 +198,7 @@ export class Edge {
       throw error;
     }
     this.usage = new UsageMeter(this.store.root);
-    this.accounts = this.store;
+    this.accounts = cluster?.accounts ?? this.store;
     if (cluster !== null && options.cluster !== undefined) {
       this.cluster = new ClusterRegistry({
         leases: cluster.leases,
@@ -201,6 +212,8 @@ export class Edge {
         ...(options.clusterTimings === undefined ? {} : { timings: options.clusterTimings }),
       });
       this.registry = this.cluster;
+      this.hop = new ClusterHop({ directory: this.cluster, local: this.cluster, secret: cluster.secret }, this.log);
+      this.cluster.peerLink = this.hop.peerLink;
     } else this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
     const metrics =
       options.admin === undefined
@@ -241,12 +254,15 @@ export class Edge {
 
   /** Opens the store (and joins the cluster), binds the port and starts the coarse timer. */
   static async start(options: EdgeOptions): Promise<Edge> {
-    const cluster = options.cluster === undefined ? null : await ClusterConnection.open(options.cluster, options.log ?? ((line) => process.stderr.write(`${line}\n`)));
+    const cluster =
+      options.cluster === undefined
+        ? null
+        : await ClusterConnection.open(options.cluster, options.plans === undefined ? {} : { plans: options.plans }, options.log ?? ((line) => process.stderr.write(`${line}\n`)));
     let edge: Edge;
     try {
       edge = new Edge(options, cluster);
     } catch (error) {
-      cluster?.close();
+      await cluster?.close();
       throw error;
     }
     await edge.listen(options.host ?? '127.0.0.1', options.port ?? 8080);
@@ -296,7 +312,8 @@ export class Edge {
       await this.observer.close();
       await this.captures.close();
       await this.store.close();
-      this.clusterConnection?.close();
+      await this.clusterConnection?.close();
+      await this.hop?.close();
       this.releaseDataDir();
       throw new Error(reason);
     };
@@ -426,6 +443,7 @@ export class Edge {
       // Public requests have their framing checked on the header walk they need anyway.
       if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
       else if (this.refusedFraming(res, req, target.kind === 'api' ? this.apiHostHeaders : NO_HEADERS)) return;
+      else if (this.hop !== null && this.hop.servesInternal(res, req)) return;
       else if (target.kind === 'api') {
         if (!serveDashboard(res, req, this.apiHostHeaders)) this.serveApi(res, req);
       } else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
@@ -742,7 +760,7 @@ export class Edge {
     this.stopped = true;
     // The ended tunnels' grace holds are written to the cluster before it is left.
     await this.cluster?.stop();
-    this.clusterConnection?.close();
+    await this.clusterConnection?.close();
     await this.usage.flush();
     await this.captures.close();
     await this.store.close();
@@ -750,6 +768,7 @@ export class Edge {
     await this.observer.close();
     this.admin?.close();
     this.admin = null;
+    await this.hop?.close();
   }
 }
 

@@ -5,8 +5,10 @@
  * commands channel. Both reconnect by themselves (ioredis's retry strategy, forever, every 2 s at most).
  */
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import type { StoreOptions } from '../../store/account-store.js';
 import { RedisLeases } from '../../store/redis-leases.js';
+import { RedisStore } from '../../store/redis-store.js';
 import type { ClusterOptions } from './types.js';
 
 /** A lease call waits this long for Redis before it is answered 503. */
@@ -14,45 +16,47 @@ const COMMAND_TIMEOUT_MS = 2_000;
 
 export class ClusterConnection {
   private constructor(
+    /** Accounts, tokens, reservations, sessions, usage, limiters. */
+    readonly accounts: RedisStore,
     readonly leases: RedisLeases,
     readonly subscriber: Redis,
     /** The internal hop's secret: configured, or the one the cluster stored first. */
     readonly secret: string,
   ) {}
 
-  static async open(options: ClusterOptions, log: (line: string) => void): Promise<ClusterConnection> {
-    const client = new Redis(options.redis, {
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      commandTimeout: COMMAND_TIMEOUT_MS,
-      connectionName: `burrow-edge-${options.nodeId}`,
-    });
+  static async open(options: ClusterOptions, storeOptions: StoreOptions, log: (line: string) => void): Promise<ClusterConnection> {
+    let accounts: RedisStore;
+    try {
+      accounts = await RedisStore.connect(options.redis, storeOptions);
+    } catch (error) {
+      throw new Error(`cannot reach the cluster store at ${redactedUrl(options.redis)}: ${(error as Error).message}`);
+    }
+    // The leases' own connection: the renewal path fails sooner than account reads do.
+    const client = accounts.redis.duplicate({ commandTimeout: COMMAND_TIMEOUT_MS, connectionName: `burrow-edge-${options.nodeId}` });
     // Outages are reported by the registry's renewals, once each; ioredis would print every retry.
     client.on('error', () => undefined);
-    try {
-      await client.connect();
-    } catch (error) {
-      client.disconnect();
-      throw new Error(`cannot reach the cluster store at ${options.redis}: ${(error as Error).message}`);
-    }
-    const subscriber = client.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, connectionName: `burrow-edge-${options.nodeId}-commands` });
+    const subscriber = accounts.redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, connectionName: `burrow-edge-${options.nodeId}-commands` });
     subscriber.on('error', () => undefined);
     const leases = new RedisLeases(client);
     try {
+      await client.connect().catch((error: Error) => {
+        if (client.status !== 'ready' && client.status !== 'connect') throw error;
+      });
       const secret = options.secret ?? (await leases.sharedSecret(randomBytes(32).toString('hex')));
       log(`cluster: node ${options.nodeId} joins the cluster on ${redactedUrl(options.redis)}`);
-      return new ClusterConnection(leases, subscriber, secret);
+      return new ClusterConnection(accounts, leases, subscriber, secret);
     } catch (error) {
       client.disconnect();
       subscriber.disconnect();
-      throw error;
+      await accounts.close();
+      throw new Error(`cannot reach the cluster store at ${redactedUrl(options.redis)}: ${(error as Error).message}`);
     }
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.subscriber.disconnect();
     this.leases.redis.disconnect();
+    await this.accounts.close();
   }
 }
 
