@@ -6,7 +6,7 @@
  * A pinned address only replaces the name's lookup: the URL, the Host header, the TLS server name and
  * the certificate check all keep the configured name.
  */
-import { lookup, type LookupAddress } from 'node:dns';
+import dns, { type LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import { isLoopbackHost } from './edge-trust.js';
 
@@ -32,7 +32,8 @@ export function pinnedLookup(address: LookupAddress): LookupFunction {
 
 function resolveAll(hostname: string): Promise<LookupAddress[]> {
   return new Promise((resolve) => {
-    lookup(hostname, { all: true }, (error, addresses) => resolve(error === null ? addresses : []));
+    // Through the module object, as net itself looks names up: one resolver for both.
+    dns.lookup(hostname, { all: true }, (error, addresses) => resolve(error === null ? addresses : []));
   });
 }
 
