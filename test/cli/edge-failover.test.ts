@@ -6,7 +6,8 @@
  * independent single edges sharing one account (the second one's store is a copy of the first's).
  */
 import assert from 'node:assert/strict';
-import { cpSync } from 'node:fs';
+import { cpSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
 import { call, createAccount, freePort, runCli, spawnCli, startEdge, startLocal, tempDirs, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
@@ -120,6 +121,31 @@ describe('burrow with several edges', () => {
         none.stderr,
         `burrow: no edge could be reached: cannot reach the edge at ${dead} (ECONNREFUSED); is it running? (burrow edge --dev); cannot reach the edge at ${otherDead} (ECONNREFUSED); is it running? (burrow edge --dev)\n`,
       );
+    } finally {
+      await edge.close();
+    }
+  });
+
+  test('burrow login with several edges saves them all; later commands fail over with the saved list', async () => {
+    const edge = await startEdge();
+    try {
+      const account = await createAccount(edge);
+      const dead = `http://127.0.0.1:${await freePort()}`;
+      const env = { XDG_CONFIG_HOME: tempDir(), BURROW_TOKEN: '', BURROW_EDGE: '' };
+      const login = await runCli(['login', account.token, '--edge', dead, '--edge', edge.url], env);
+      assert.equal(login.code, 0, login.stderr);
+      const saved = JSON.parse(readFileSync(join(env.XDG_CONFIG_HOME, 'burrow', 'config.json'), 'utf8')) as Record<string, unknown>;
+      assert.equal(saved.edge, dead);
+      assert.deepEqual(saved.edges, [dead, edge.url]);
+      const listed = await runCli(['tunnels', 'list', '--json'], env);
+      assert.equal(listed.code, 0, listed.stderr);
+
+      // Logging in to one edge again leaves a config file of the single-edge form.
+      const again = await runCli(['login', account.token, '--edge', edge.url], env);
+      assert.equal(again.code, 0, again.stderr);
+      const single = JSON.parse(readFileSync(join(env.XDG_CONFIG_HOME, 'burrow', 'config.json'), 'utf8')) as Record<string, unknown>;
+      assert.equal(single.edge, edge.url);
+      assert.equal(single.edges, undefined);
     } finally {
       await edge.close();
     }

@@ -7,7 +7,10 @@
  * directory is a copy of the first's, taken while the first was stopped.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { cpSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
 import { RouteTable } from '../../src/client/routes.js';
@@ -172,6 +175,43 @@ describe('a client with several edges', () => {
       });
     } finally {
       await tunnel.close();
+      await first.close();
+      await second.close();
+    }
+  });
+
+  test('503 STORE_UNAVAILABLE from one edge: the next one at once, at start and on a move', async () => {
+    const { first, second, account } = await edgesSharingAnAccount();
+    // An edge whose cluster store is down answers the upgrade with the spec's error shape.
+    let refusals = 0;
+    const unavailable = createServer((_req, res) => {
+      refusals++;
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
+      res.end(JSON.stringify({ error: { code: 'STORE_UNAVAILABLE', message: 'The shared store of the cluster is unreachable.' } }));
+    });
+    unavailable.listen(0, '127.0.0.1');
+    await once(unavailable, 'listening');
+    const storeDown = `http://127.0.0.1:${(unavailable.address() as AddressInfo).port}`;
+    const starting = client([storeDown, first.url], account.token, local.port);
+    const moving = client([first.url, storeDown, second.url], account.token, local.port);
+    const reasons: string[] = [];
+    starting.on('reconnecting', (event) => reasons.push(event.reason));
+    try {
+      assert.equal((await starting.start()).edge, first.url);
+      assert.deepEqual(reasons, [`the edge at ${storeDown} refused: STORE_UNAVAILABLE: The shared store of the cluster is unreachable.`]);
+      await starting.close();
+
+      const ready = await moving.start();
+      const moved = nextReady(moving);
+      await first.close();
+      const info = await moved;
+      assert.equal(info.edge, second.url);
+      assert.equal(info.subdomain, ready.subdomain);
+      assert.equal(refusals, 2);
+    } finally {
+      await starting.close();
+      await moving.close();
+      unavailable.close();
       await first.close();
       await second.close();
     }
