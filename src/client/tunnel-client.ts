@@ -251,8 +251,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       if (this.stopped) return;
       this.endpoints = endpoints;
       // Carry on from the same edge: the round goes on in failover order.
-      const same = endpoints.findIndex((endpoint) => endpoint.edge === current.edge);
-      this.endpointIndex = same === -1 ? 0 : same;
+      const label = endpointLabel(current);
+      const same = endpoints.findIndex((endpoint) => endpointLabel(endpoint) === label);
+      const sameEdge = endpoints.findIndex((endpoint) => endpoint.edge === current.edge);
+      this.endpointIndex = same !== -1 ? same : sameEdge !== -1 ? sameEdge : 0;
       this.connect();
     });
   }
