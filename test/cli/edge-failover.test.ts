@@ -39,13 +39,18 @@ describe('burrow with several edges', () => {
   test('burrow http --edge A --edge B: A shuts down, the tunnel is on B as the same subdomain, the inspector keeps its history', async () => {
     const { first, second, account } = await edgesSharingAnAccount();
     // Moves the second store's capture ids on, as a cluster's are (see test/client/failover.test.ts).
-    const warmup = await spawnCli(['http', String(local.port), '--no-inspect', '--subdomain', 'cli-failover-other', '--edge', second.url], { XDG_CONFIG_HOME: tempDir(), BURROW_TOKEN: account.token }, FORWARDING);
+    const warmup = await spawnCli(
+      ['http', String(local.port), '--no-inspect', '--subdomain', 'cli-failover-other', '--edge', second.url],
+      { XDG_CONFIG_HOME: tempDir(), BURROW_TOKEN: account.token },
+      FORWARDING,
+    );
     assert.equal((await call(second, 'GET', '/x', { host: `cli-failover-other.localhost:${second.port}` })).status, 200);
     warmup.child.kill('SIGINT');
     await warmup.exited;
 
     const env = { XDG_CONFIG_HOME: tempDir(), BURROW_TOKEN: account.token };
-    const run = await spawnCli(['http', String(local.port), '--edge', first.url, '--edge', second.url, '--inspect', '0', '--log', 'text'], env, /Inspector (http:\/\/127\.0\.0\.1:\d+)/);
+    const args = ['http', String(local.port), '--edge', first.url, '--edge', second.url, '--inspect', '0', '--log', 'text'];
+    const run = await spawnCli(args, env, /Inspector (http:\/\/127\.0\.0\.1:\d+)/);
     try {
       const subdomain = FORWARDING.exec(run.output())![2]!;
       const inspector = run.match[1]!;
