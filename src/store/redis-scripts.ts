@@ -1,0 +1,168 @@
+/**
+ * The Lua scripts of src/store/redis-store.ts: each write that must hold together runs as one script, so
+ * Redis executes its check and its writes with nothing of another client in between (a cap counted and
+ * the record written, a record and its account's index). Every key a script touches arrives in KEYS
+ * (nothing is built inside a script), records are the JSON documented in redis-store.ts, decoded and
+ * re-encoded with Redis's cjson. Scripts return a status word first: JavaScript turns it into the same
+ * BurrowError the LMDB Store throws.
+ */
+
+export interface ScriptDefinition {
+  numberOfKeys: number;
+  lua: string;
+}
+
+/**
+ * KEYS: accounts-by-email, account:<id>, token:<seg>, account-tokens:<id>.
+ * ARGV: e-mail, account JSON, token JSON, token id segment, account id.
+ */
+const createAccount: ScriptDefinition = {
+  numberOfKeys: 4,
+  lua: `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 'email-taken' end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 'id-collision' end
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[5])
+redis.call('SET', KEYS[3], ARGV[3])
+redis.call('SADD', KEYS[4], ARGV[4])
+return 'ok'`,
+};
+
+/** KEYS: account-tokens:<id>, token:<seg>. ARGV: cap (-1: none), token JSON, token id segment. */
+const createToken: ScriptDefinition = {
+  numberOfKeys: 2,
+  lua: `
+local cap = tonumber(ARGV[1])
+if cap >= 0 and redis.call('SCARD', KEYS[1]) >= cap then return 'cap' end
+if redis.call('EXISTS', KEYS[2]) == 1 then return 'id-collision' end
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('SADD', KEYS[1], ARGV[3])
+return 'ok'`,
+};
+
+/** KEYS: token:<seg>, account-tokens:<id>. ARGV: account id, now, token id segment. 1 when revoked. */
+const revokeToken: ScriptDefinition = {
+  numberOfKeys: 2,
+  lua: `
+local stored = redis.call('GET', KEYS[1])
+if not stored then return 0 end
+local record = cjson.decode(stored)
+if record.accountId ~= ARGV[1] or record.revokedAt ~= cjson.null then return 0 end
+record.revokedAt = tonumber(ARGV[2])
+redis.call('SET', KEYS[1], cjson.encode(record))
+redis.call('SREM', KEYS[2], ARGV[3])
+return 1`,
+};
+
+/**
+ * KEYS: reservation:<name>, account-reservations:<id>.
+ * ARGV: account id, new record JSON, cap (-1: none), offline mode ('' when not given), subdomain.
+ * Returns {status, record JSON}: 'ok' (the account's reservation), 'taken' (another account's), 'cap'.
+ */
+const reserve: ScriptDefinition = {
+  numberOfKeys: 2,
+  lua: `
+local stored = redis.call('GET', KEYS[1])
+if stored then
+  local existing = cjson.decode(stored)
+  if existing.accountId ~= ARGV[1] then return {'taken', stored} end
+  if ARGV[4] == '' or (existing.offline or 'off') == ARGV[4] then return {'ok', stored} end
+  existing.offline = ARGV[4]
+  local changed = cjson.encode(existing)
+  redis.call('SET', KEYS[1], changed)
+  return {'ok', changed}
+end
+local cap = tonumber(ARGV[3])
+if cap >= 0 and redis.call('SCARD', KEYS[2]) >= cap then return {'cap', ''} end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[5])
+return {'ok', ARGV[2]}`,
+};
+
+/** KEYS: reservation:<name>. ARGV: account id, offline mode. The changed record JSON, or false. */
+const setOfflineMode: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+local stored = redis.call('GET', KEYS[1])
+if not stored then return false end
+local existing = cjson.decode(stored)
+if existing.accountId ~= ARGV[1] then return false end
+existing.offline = ARGV[2]
+local changed = cjson.encode(existing)
+redis.call('SET', KEYS[1], changed)
+return changed`,
+};
+
+/** KEYS: reservation:<name>, account-reservations:<id>. ARGV: account id, subdomain. 1 when released. */
+const releaseReservation: ScriptDefinition = {
+  numberOfKeys: 2,
+  lua: `
+local stored = redis.call('GET', KEYS[1])
+if not stored then return 0 end
+if cjson.decode(stored).accountId ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[2])
+return 1`,
+};
+
+/** KEYS: account:<id>. ARGV: plan. The changed account JSON, or false when there is no such account. */
+const setPlan: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+local stored = redis.call('GET', KEYS[1])
+if not stored then return false end
+local account = cjson.decode(stored)
+account.plan = ARGV[1]
+local changed = cjson.encode(account)
+redis.call('SET', KEYS[1], changed)
+return changed`,
+};
+
+/**
+ * A usage flush, applied at most once however often it is sent (a reply lost to a dropped connection is
+ * sent again with the same batch id). KEYS: usage-flush:<batch id>, then one usage:<account>:<period>
+ * hash per entry. ARGV: the marker's lifetime in ms, then requests, bytesIn, bytesOut per entry.
+ */
+const flushUsage: ScriptDefinition = {
+  numberOfKeys: -1,
+  lua: `
+if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 0 end
+for i = 2, #KEYS do
+  local at = (i - 2) * 3 + 2
+  redis.call('HINCRBY', KEYS[i], 'requests', ARGV[at])
+  redis.call('HINCRBY', KEYS[i], 'bytesIn', ARGV[at + 1])
+  redis.call('HINCRBY', KEYS[i], 'bytesOut', ARGV[at + 2])
+end
+return 1`,
+};
+
+/**
+ * One fixed window per key for the cluster, started by the key's first hit (SET NX PX), like
+ * FixedWindowLimiter. KEYS: limit:<name>:<key>. ARGV: window in ms. Returns {count, ms left}.
+ */
+const limiterHit: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+redis.call('SET', KEYS[1], '0', 'NX', 'PX', ARGV[1])
+local count = redis.call('INCR', KEYS[1])
+local left = redis.call('PTTL', KEYS[1])
+if left < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  left = tonumber(ARGV[1])
+end
+return {count, left}`,
+};
+
+export const REDIS_SCRIPTS = {
+  burrowCreateAccount: createAccount,
+  burrowCreateToken: createToken,
+  burrowRevokeToken: revokeToken,
+  burrowReserve: reserve,
+  burrowSetOfflineMode: setOfflineMode,
+  burrowReleaseReservation: releaseReservation,
+  burrowSetPlan: setPlan,
+  burrowFlushUsage: flushUsage,
+  burrowLimiterHit: limiterHit,
+} as const;
+
+export type ScriptName = keyof typeof REDIS_SCRIPTS;
