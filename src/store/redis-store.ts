@@ -126,7 +126,10 @@ export class RedisStore implements AccountStore {
     });
     // Without a listener ioredis prints every reconnect failure; each call reports its own.
     redis.on('error', () => undefined);
-    for (const [name, script] of Object.entries(REDIS_SCRIPTS)) redis.defineCommand(name, script);
+    for (const [name, { lua, numberOfKeys }] of Object.entries(REDIS_SCRIPTS)) {
+      // No numberOfKeys: ioredis takes the key count as the first argument (a usage batch's keys vary).
+      redis.defineCommand(name, numberOfKeys < 0 ? { lua } : { lua, numberOfKeys });
+    }
     const store = new RedisStore(redis, displayUrl, options);
     try {
       await redis.connect();
