@@ -94,6 +94,8 @@ export class RedisStore implements AccountStore {
   private readonly plans: Record<PlanName, PlanLimits>;
   private readonly prefix: string;
   private closed = false;
+  /** Why the connection is down, while it is: more telling than the "Connection is closed." of a call. */
+  private connectionError: Error | undefined;
 
   private constructor(
     /** The connection, shared with the lease registry (src/store/redis-leases.ts). */
@@ -123,14 +125,18 @@ export class RedisStore implements AccountStore {
       maxRetriesPerRequest: 1,
       connectTimeout: CONNECT_TIMEOUT_MS,
       commandTimeout: COMMAND_TIMEOUT_MS,
+      // ioredis waits this long for a dropped socket's close, even one that failed to connect: a CLI
+      // facing a dead Redis would linger for it after printing its error.
+      disconnectTimeout: 200,
     });
-    // Without a listener ioredis prints every reconnect failure; each call reports its own.
-    redis.on('error', () => undefined);
     for (const [name, { lua, numberOfKeys }] of Object.entries(REDIS_SCRIPTS)) {
       // No numberOfKeys: ioredis takes the key count as the first argument (a usage batch's keys vary).
       redis.defineCommand(name, numberOfKeys < 0 ? { lua } : { lua, numberOfKeys });
     }
     const store = new RedisStore(redis, displayUrl, options);
+    // A listener also keeps ioredis from printing every failed reconnect; each call reports its own.
+    redis.on('error', (error: Error) => (store.connectionError = error));
+    redis.on('ready', () => (store.connectionError = undefined));
     try {
       await redis.connect();
       const decoy: StoredToken = { idSegment: DECOY_SEGMENT, accountId: '', label: 'decoy', hash: randomBytes(32).toString('hex'), createdAt: 0, revokedAt: 0 };
@@ -372,8 +378,8 @@ export class RedisStore implements AccountStore {
   unavailable(error: unknown): Error {
     if (error instanceof BurrowError) return error;
     if (error instanceof (ReplyError as typeof Error) && !UNAVAILABLE_REPLY.test(error.message)) return error;
-    const reason = error instanceof Error ? error.message : String(error);
-    return new BurrowError('STORE_UNAVAILABLE', `The cluster's Redis at ${this.displayUrl} is unreachable (${reason}). Retry after the time in the Retry-After header.`, {
+    const reason = this.connectionError?.message ?? (error instanceof Error ? error.message : String(error));
+    return new BurrowError('STORE_UNAVAILABLE', `The cluster's Redis at ${this.displayUrl} is unreachable (${reason}); retry shortly.`, {
       'Retry-After': '1',
     });
   }
