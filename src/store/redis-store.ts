@@ -72,6 +72,8 @@ import { periodOf } from './usage.js';
 export interface RedisStoreOptions extends StoreOptions {
   /** Prefix of every key (default `burrow:`): several deployments, or tests, on one Redis. */
   keyPrefix?: string;
+  /** A call Redis does not answer within this fails with STORE_UNAVAILABLE (default 5 s). */
+  commandTimeoutMs?: number;
 }
 
 /** A token record as stored: the digest as hex, JSON having no bytes. */
@@ -129,7 +131,7 @@ export class RedisStore implements AccountStore {
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
       connectTimeout: CONNECT_TIMEOUT_MS,
-      commandTimeout: COMMAND_TIMEOUT_MS,
+      commandTimeout: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS,
       // ioredis waits this long for a dropped socket's close, even one that failed to connect: a CLI
       // facing a dead Redis would linger for it after printing its error.
       disconnectTimeout: 200,

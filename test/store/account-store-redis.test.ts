@@ -96,3 +96,31 @@ test('redis: killed, calls fail fast with 503 STORE_UNAVAILABLE; restarted, the 
     await store.close();
   }
 });
+
+test('redis: a usage flush whose reply was lost is sent again and counted once', { skip: redisSkip }, async () => {
+  const keyPrefix = freshPrefix();
+  const store = await RedisStore.connect(redis!.url, { keyPrefix, commandTimeoutMs: 300 });
+  const operator = await RedisStore.connect(redis!.url, { keyPrefix });
+  try {
+    const counter = store.usageCounter();
+    counter.count('usr_a', 10, 20);
+    // Redis holds writes for a second: the flush times out here, and Redis applies it afterwards.
+    await operator.redis.call('CLIENT', 'PAUSE', '1000', 'WRITE');
+    await assert.rejects(counter.flush(), { code: 'STORE_UNAVAILABLE' });
+    const reader = store.usageCounter();
+    let applied = { requests: 0, bytesIn: 0, bytesOut: 0 };
+    for (let attempt = 0; attempt < 50 && applied.requests === 0; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Calls behind the paused one on this connection time out as well until the pause ends.
+      applied = await Promise.resolve(reader.current('usr_a')).catch(() => applied);
+    }
+    assert.deepEqual(applied, { requests: 1, bytesIn: 10, bytesOut: 20 }, 'applied once the pause ended');
+    assert.deepEqual(await counter.current('usr_a'), { requests: 1, bytesIn: 10, bytesOut: 20 }, 'not also counted from memory');
+    await counter.flush();
+    assert.deepEqual(await counter.current('usr_a'), { requests: 1, bytesIn: 10, bytesOut: 20 }, 'the resent batch was not applied twice');
+    assert.deepEqual(await reader.current('usr_a'), { requests: 1, bytesIn: 10, bytesOut: 20 });
+  } finally {
+    await store.close();
+    await operator.close();
+  }
+});
