@@ -148,7 +148,14 @@ export class RedisStore implements AccountStore {
       await redis.connect();
       // Revoked and in no index (never active, whatever its hash), its account in no e-mail index (never
       // listed or counted): an unknown id reads a token and an account as a known one does.
-      const decoy: StoredToken = { idSegment: DECOY_SEGMENT, accountId: DECOY_ACCOUNT.id, label: 'decoy', hash: randomBytes(32).toString('hex'), createdAt: 0, revokedAt: 0 };
+      const decoy: StoredToken = {
+        idSegment: DECOY_SEGMENT,
+        accountId: DECOY_ACCOUNT.id,
+        label: 'decoy',
+        hash: randomBytes(32).toString('hex'),
+        createdAt: 0,
+        revokedAt: 0,
+      };
       await redis
         .multi()
         .set(store.key('token', DECOY_SEGMENT), JSON.stringify(decoy), 'NX')
@@ -247,7 +254,8 @@ export class RedisStore implements AccountStore {
   }
 
   async revokeToken(accountId: string, idSegment: string, now = Date.now()): Promise<boolean> {
-    const revoked = await this.script<number>('burrowRevokeToken', [this.key('token', idSegment), this.key('account-tokens', accountId)], [accountId, String(now), idSegment]);
+    const keys = [this.key('token', idSegment), this.key('account-tokens', accountId)];
+    const revoked = await this.script<number>('burrowRevokeToken', keys, [accountId, String(now), idSegment]);
     return revoked === 1;
   }
 
@@ -336,7 +344,8 @@ export class RedisStore implements AccountStore {
    * clears its own after a release.
    */
   async releaseReservation(accountId: string, subdomain: string): Promise<boolean> {
-    const released = await this.script<number>('burrowReleaseReservation', [this.key('reservation', subdomain), this.key('account-reservations', accountId)], [accountId, subdomain]);
+    const keys = [this.key('reservation', subdomain), this.key('account-reservations', accountId)];
+    const released = await this.script<number>('burrowReleaseReservation', keys, [accountId, subdomain]);
     return released === 1;
   }
 

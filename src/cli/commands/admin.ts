@@ -156,7 +156,9 @@ interface StoreChoice {
  */
 async function withStore<T>({ data, cluster }: StoreChoice, work: (store: AccountStore) => Promise<T>): Promise<T> {
   if (cluster !== undefined && data !== undefined) throw new UsageError('give either --data DIR (one edge) or --cluster URL (a cluster), not both');
-  if (cluster !== undefined && !/^rediss?:\/\/[^/\s]+/.test(cluster)) throw new UsageError(`--cluster must be a Redis URL, redis://HOST:PORT[/DB], not ${cluster}`);
+  if (cluster !== undefined && !/^rediss?:\/\/[^/\s]+/.test(cluster)) {
+    throw new UsageError(`--cluster must be a Redis URL, redis://HOST:PORT[/DB], not ${cluster}`);
+  }
   let store: AccountStore;
   try {
     store = cluster === undefined ? Store.open(resolve(data ?? '.burrow')) : await RedisStore.connect(cluster);
@@ -271,7 +273,8 @@ async function backup(args: string[]): Promise<number> {
   noExtraPositionals(parsed, 0, BACKUP_HELP);
   if (parsed.values.cluster !== undefined) {
     throw new CliError(
-      "admin backup copies an edge's LMDB data directory; a cluster's store lives in Redis: back it up with Redis's own persistence (redis-cli -u URL BGSAVE, then copy its dump.rdb, or copy its append-only file; docs/cluster.md)",
+      "admin backup copies an edge's LMDB data directory; a cluster's store lives in Redis: back it up with " +
+        "Redis's own persistence (redis-cli -u URL BGSAVE, then copy its dump.rdb, or copy its append-only file; docs/cluster.md)",
       2,
     );
   }
