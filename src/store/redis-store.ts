@@ -22,9 +22,9 @@
  * ioredis defineCommand): createAccount (e-mail unique), createToken (the plan's cap counted inside the
  * script, so creates racing on different edges never pass it), revokeToken, reserve (cap, another
  * account's name), setOfflineMode, releaseReservation, setPlan, a usage flush and a limiter hit. Plain
- * reads are single commands or one MGET/MULTI. Token id segments and account ids are drawn here and a
- * script refuses one already taken ('id-collision'; drawn again), so every key a script writes is
- * declared in KEYS. A token check (verify) is one read-only script: one round trip, the same reads for
+ * reads are single commands or one MGET/MULTI. Token id segments (8 hex) are drawn here and a script
+ * refuses one already taken ('id-collision'; drawn again), so every key a script writes is declared in
+ * KEYS. A token check (verify) is one read-only script: one round trip, the same reads for
  * an unknown id as for a known one.
  *
  * Redis unreachable: commands fail at once (no offline queue, no resend, bounded connect and command
@@ -32,8 +32,7 @@
  * RedisStore works again when Redis is back. The persistence cluster mode asks for is Redis's own
  * (appendonly, docs/cluster.md).
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Redis, ReplyError } from 'ioredis';
 import { BurrowError } from '../errors.js';
 import {
