@@ -32,6 +32,7 @@ import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { HttpRedirectListener } from './http-redirect.js';
 import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
+import { ClusterHop, type ClusterHopOptions } from './cluster/hop.js';
 
 export interface EdgeOptions {
   dataDir: string;
@@ -89,6 +90,12 @@ export interface EdgeOptions {
   admin?: AdminAddress;
   /** One JSON line per public request to this file, or to standard output for '-'. */
   accessLog?: string;
+  /**
+   * Cluster mode's internal hop (src/edge/cluster/hop.ts): public requests for tunnels other edges hold
+   * are forwarded to them, and other edges' internal calls are answered. Built from the lease registry
+   * in cluster mode; tests hand it a directory of their own.
+   */
+  clusterHop?: ClusterHopOptions;
 }
 
 const TICK_MS = 250;
@@ -136,6 +143,8 @@ export class Edge {
   private readonly apiHostHeaders: readonly (readonly [string, string])[];
   private readonly proxies: TrustedProxies | null;
   private readonly log: (line: string) => void;
+  /** The internal hop, in cluster mode; null on a lone edge. */
+  readonly hop: ClusterHop | null;
 
   private constructor(private readonly options: EdgeOptions) {
     this.domain = (options.domain ?? 'localhost').toLowerCase();
@@ -149,6 +158,7 @@ export class Edge {
       throw new Error('HSTS is for an edge served over HTTPS: give it a TLS certificate or an https public URL');
     }
     this.apiHostHeaders = options.hsts === true ? [HSTS_HEADER] : NO_HEADERS;
+    this.hop = options.clusterHop === undefined ? null : new ClusterHop(options.clusterHop, this.log);
     this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
     // Certificates are checked before the data directory is taken: a wrong path costs nothing to undo.
     this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
@@ -237,6 +247,7 @@ export class Edge {
       await this.observer.close();
       await this.captures.close();
       await this.store.close();
+      await this.hop?.close();
       this.releaseDataDir();
       throw new Error(reason);
     };
@@ -358,6 +369,7 @@ export class Edge {
       // Public requests have their framing checked on the header walk they need anyway.
       if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
       else if (this.refusedFraming(res, req, target.kind === 'api' ? this.apiHostHeaders : NO_HEADERS)) return;
+      else if (this.hop !== null && this.hop.servesInternal(res, req)) return;
       else if (target.kind === 'api') {
         if (!serveDashboard(res, req, this.apiHostHeaders)) this.serveApi(res, req);
       } else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
@@ -668,6 +680,7 @@ export class Edge {
     await this.observer.close();
     this.admin?.close();
     this.admin = null;
+    await this.hop?.close();
   }
 }
 
