@@ -19,7 +19,7 @@ import { AccessLog } from './access-log.js';
 import { AdminServer, type AdminAddress } from './admin.js';
 import { TrustedProxies, requestOrigin } from './client-address.js';
 import { loadDashboard, serveDashboard } from './dashboard.js';
-import { readPublicRequestHead } from './headers.js';
+import { readPublicRequestHead, type PublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
@@ -32,7 +32,7 @@ import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { HttpRedirectListener } from './http-redirect.js';
 import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
-import { ClusterHop, type ClusterHopOptions } from './cluster/hop.js';
+import { ClusterHop, NOT_OWNER, type ClusterHopOptions } from './cluster/hop.js';
 
 export interface EdgeOptions {
   dataDir: string;
@@ -443,10 +443,11 @@ export class Edge {
   // ---- public traffic ---------------------------------------------------------------------------------
 
   /** The live session of `subdomain` with room for a stream, or undefined once the refusal is written. */
-  private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string): TunnelSession | undefined {
+  private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string, forwarded = false): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
-      this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
+      // Asked as the owner by another edge: say so, and that edge forgets its cached owner (never forwarded again).
+      this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`, false, forwarded ? NOT_OWNER : undefined);
       return undefined;
     }
     if (!session.hasRoom()) {
@@ -480,9 +481,19 @@ export class Edge {
   }
 
   private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
-    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
-    const clientAddress = origin.client;
-    const head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
+    // A request another edge of the cluster forwarded (with the secret) carries the client's own origin.
+    const forwarded = this.hop === null ? null : this.hop.forwardedOrigin(req);
+    let clientAddress: string;
+    let head: PublicRequestHead;
+    let proto: string;
+    if (forwarded === null) {
+      const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+      ({ client: clientAddress, proto } = origin);
+      head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
+    } else {
+      ({ client: clientAddress, proto } = forwarded);
+      head = readPublicRequestHead(req, '', proto, '', true);
+    }
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
       this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
@@ -490,7 +501,11 @@ export class Edge {
       return;
     }
     if (this.offline.serves(res, req, head, subdomain, clientAddress)) return;
-    const session = this.sessionFor(res, req, subdomain);
+    if (this.hop !== null && forwarded === null && this.registry.session(subdomain) === undefined) {
+      this.forwardPublic(res, req, subdomain, head, clientAddress, proto);
+      return;
+    }
+    const session = this.sessionFor(res, req, subdomain, forwarded !== null);
     if (session === undefined) return;
     const method = req.getCaseSensitiveMethod();
     const url = req.getUrl();
@@ -551,6 +566,20 @@ export class Edge {
       }
       stream.sendBody(new Uint8Array(chunk), isLast);
     });
+  }
+
+  /** No session here, in cluster mode: the edge holding the tunnel answers, through the internal hop. */
+  private forwardPublic(res: HttpResponse, req: HttpRequest, subdomain: string, head: PublicRequestHead, clientAddress: string, proto: string): void {
+    const method = req.getCaseSensitiveMethod();
+    const url = req.getUrl();
+    const query = req.getQuery();
+    const path = query ? `${url}?${query}` : url;
+    this.hop!.forwardHttp(
+      res,
+      { subdomain, method, path, headers: head.headers, contentLength: head.contentLength, chunked: head.chunked, clientAddress, proto },
+      { maxRequestBody: this.maxRequestBody, requestTimeoutMs: this.deps.requestTimeoutMs },
+      (code) => this.observer.watching && this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, method, path, clientAddress),
+    );
   }
 
   // ---- WebSockets -------------------------------------------------------------------------------------

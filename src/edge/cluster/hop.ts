@@ -3,10 +3,12 @@
  * another edge holds, and with the calls other edges make on it.
  */
 import type { Agent } from 'undici';
+import type { ErrorCode } from '../../errors.js';
 import type { HttpRequest, HttpResponse } from '../../uws.js';
+import { ForwardedExchange, type ForwardLimits, type ForwardedRequest } from './hop-http.js';
 import { InternalEndpoints } from './internal.js';
 import { HttpPeerLink, peerAgent } from './peer-link.js';
-import { ClusterSecret } from './secret.js';
+import { CLIENT_HEADER, ClusterSecret, NOT_OWNER_HEADER, PROTO_HEADER, SECRET_HEADER } from './secret.js';
 import type { ClusterDirectory, LocalTunnels } from './types.js';
 
 /** What the edge needs to take part in the hop (EdgeOptions.clusterHop); the lease registry provides them in cluster mode. */
@@ -17,6 +19,9 @@ export interface ClusterHopOptions {
   /** Shared by every edge of the cluster (at least 16 characters). */
   secret: string;
 }
+
+/** Sent with a 404 TUNNEL_NOT_FOUND to a forwarded request: the asked edge does not hold the tunnel. */
+export const NOT_OWNER: [string, string][] = [[NOT_OWNER_HEADER, '1']];
 
 export class ClusterHop {
   readonly directory: ClusterDirectory;
@@ -33,6 +38,23 @@ export class ClusterHop {
     this.agent = peerAgent();
     this.internal = new InternalEndpoints(this.secret, this.directory, options.local ?? null, log);
     this.peerLink = new HttpPeerLink({ secret: options.secret, agent: this.agent });
+  }
+
+  /**
+   * The public client's address and scheme when `req` came over the hop from another edge with the
+   * secret, else null (then its burrow-cluster-* headers are dropped like hop-by-hop ones). Such a
+   * request is served here or refused, never forwarded again.
+   */
+  forwardedOrigin(req: HttpRequest): { client: string; proto: string } | null {
+    const presented = req.getHeader(SECRET_HEADER);
+    if (presented === '' || !this.secret.matches(presented)) return null;
+    const proto = req.getHeader(PROTO_HEADER);
+    return { client: req.getHeader(CLIENT_HEADER), proto: proto === 'https' ? 'https' : 'http' };
+  }
+
+  /** Forwards a public request this edge holds no session for to the edge that does (or answers 404). */
+  forwardHttp(res: HttpResponse, request: ForwardedRequest, limits: ForwardLimits, refused: (code: ErrorCode) => void): void {
+    new ForwardedExchange(res, request, this.directory, this.agent, this.secret.value, limits, refused).start();
   }
 
   /** Serves an internal call (secret checked first); false leaves `res` to the ordinary routes. */
