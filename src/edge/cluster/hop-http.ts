@@ -311,10 +311,11 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
       this.res.close();
       return;
     }
-    this.controller?.abort(new Error('the request body is over the limit'));
-    this.upload?.destroy();
+    // DONE first: the abort calls onResponseError at once, which must not answer.
     this.phase = Phase.DONE;
     this.uploadDone = true;
+    this.controller?.abort(new Error('the request body is over the limit'));
+    this.upload?.destroy();
     this.refused('PAYLOAD_TOO_LARGE');
     const answer = (): void => writePublicError(this.res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.limits.maxRequestBody} bytes.`, true);
     if (isLast) this.res.cork(answer);
