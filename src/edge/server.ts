@@ -645,13 +645,25 @@ export class Edge {
   }
 
   private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
-    const session = this.sessionFor(res, req, subdomain);
+    const forwarded = this.hop === null ? null : this.hop.forwardedOrigin(req);
+    if (this.hop !== null && forwarded === null && this.registry.session(subdomain) === undefined) {
+      this.forwardUpgrade(res, req, context, subdomain);
+      return;
+    }
+    const session = this.sessionFor(res, req, subdomain, forwarded !== null);
     if (session === undefined) return;
-    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
-    const clientAddress = origin.client;
+    let clientAddress: string;
+    let head: PublicRequestHead;
+    if (forwarded === null) {
+      const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+      clientAddress = origin.client;
+      head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
+    } else {
+      clientAddress = forwarded.client;
+      head = readPublicRequestHead(req, '', forwarded.proto, '', true);
+    }
     const url = req.getUrl();
     const query = req.getQuery();
-    const head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
     const stream = new PassthroughStream(
       session.newStreamId(),
       session,
@@ -664,6 +676,24 @@ export class Edge {
     res.onAborted(() => stream.upgradeAborted());
     session.registerPassthrough(stream);
     stream.start();
+  }
+
+  /** No session here, in cluster mode: the upgrade goes to the edge holding the tunnel. */
+  private forwardUpgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
+    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+    const clientAddress = origin.client;
+    const proto = origin.proto;
+    const head = readPublicRequestHead(req, origin.hop, proto, origin.forwardedHost);
+    const url = req.getUrl();
+    const query = req.getQuery();
+    const path = query ? `${url}?${query}` : url;
+    this.hop!.forwardUpgrade(
+      res,
+      context,
+      { subdomain, path, headers: head.headers, key: head.secWebSocketKey, protocol: head.secWebSocketProtocol, clientAddress, proto },
+      this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
+      (code) => this.observer.watching && this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, 'GET', path, clientAddress),
+    );
   }
 
   // ---- lifecycle --------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
  */
 import type { Agent } from 'undici';
 import type { ErrorCode } from '../../errors.js';
-import type { HttpRequest, HttpResponse } from '../../uws.js';
+import type { HttpRequest, HttpResponse, us_socket_context_t } from '../../uws.js';
+import { ForwardedWebSocket, type ForwardedUpgrade } from './hop-websocket.js';
 import { ForwardedExchange, type ForwardLimits, type ForwardedRequest } from './hop-http.js';
 import { InternalEndpoints } from './internal.js';
 import { HttpPeerLink, peerAgent } from './peer-link.js';
@@ -55,6 +56,11 @@ export class ClusterHop {
   /** Forwards a public request this edge holds no session for to the edge that does (or answers 404). */
   forwardHttp(res: HttpResponse, request: ForwardedRequest, limits: ForwardLimits, refused: (code: ErrorCode) => void): void {
     new ForwardedExchange(res, request, this.directory, this.agent, this.secret.value, limits, refused).start();
+  }
+
+  /** Forwards a public WebSocket upgrade this edge holds no session for to the edge that does. */
+  forwardUpgrade(res: HttpResponse, context: us_socket_context_t, upgrade: ForwardedUpgrade, maxMessage: number, refused: (code: ErrorCode) => void): void {
+    new ForwardedWebSocket(res, context, upgrade, this.directory, this.secret.value, maxMessage, refused).start();
   }
 
   /** Serves an internal call (secret checked first); false leaves `res` to the ordinary routes. */
