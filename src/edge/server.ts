@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { BurrowError, ERROR_CODES, type ErrorCode } from '../errors.js';
 import { VERSION } from '../version.js';
 import { Api, errorResponse } from '../api/api.js';
+import { LocalCaptureLog } from '../api/capture-log.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore } from '../store/captures.js';
@@ -167,7 +168,11 @@ export class Edge {
     this.releaseDataDir = lockDataDirectory(options.dataDir);
     try {
       this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
-      this.captures = CaptureStore.open(join(options.dataDir, 'captures'), { fsync: options.captureFsync === true });
+      this.captures = CaptureStore.open(join(options.dataDir, 'captures'), {
+        fsync: options.captureFsync === true,
+        // Capture ids must not repeat across the edges of a cluster (src/edge/cluster/captures.ts).
+        ...(options.clusterHop?.ringIds === undefined ? {} : { ringIds: options.clusterHop.ringIds }),
+      });
     } catch (error) {
       this.releaseDataDir();
       throw error;
@@ -181,12 +186,15 @@ export class Edge {
     const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
     this.observer = new EdgeObserver(metrics, accessLog, this.log);
     this.offline = new OfflineQueue(this.store, this.registry, this.log, options.offlineQueue, this.observer);
+    // In cluster mode the API reads every edge's captures and replays through the tunnel's edge.
+    const clusterApi = this.hop === null ? null : this.hop.apiParts(new LocalCaptureLog(this.captures), this.registry);
     this.api = new Api({
       store: this.store,
       heldEvents: this.store.queue,
       captures: this.captures,
+      ...(clusterApi === null ? {} : { captureLog: clusterApi.captureLog }),
       usage: this.usage,
-      tunnels: this.registry,
+      tunnels: clusterApi === null ? this.registry : clusterApi.tunnels,
       queue: this.offline,
       instance: { build: VERSION, region: options.region ?? 'local' },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),

@@ -6,6 +6,10 @@ import type { Agent } from 'undici';
 import type { ErrorCode } from '../../errors.js';
 import type { HttpRequest, HttpResponse, us_socket_context_t } from '../../uws.js';
 import { ForwardedWebSocket, type ForwardedUpgrade } from './hop-websocket.js';
+import type { LocalCaptureLog } from '../../api/capture-log.js';
+import type { CaptureLog, TunnelDirectory } from '../../api/types.js';
+import type { RingIdSpace } from '../../store/captures.js';
+import { ClusterCaptureLog, ClusterTunnels } from './captures.js';
 import { ForwardedExchange, type ForwardLimits, type ForwardedRequest } from './hop-http.js';
 import { InternalEndpoints } from './internal.js';
 import { HttpPeerLink, peerAgent } from './peer-link.js';
@@ -19,6 +23,11 @@ export interface ClusterHopOptions {
   local?: LocalTunnels;
   /** Shared by every edge of the cluster (at least 16 characters). */
   secret: string;
+  /**
+   * This edge's span of capture ring ids (`clusterRingIds(nodeNumber)`, src/store/captures.ts), so request
+   * ids never repeat across the edges; the whole space when absent (a data directory of one edge).
+   */
+  ringIds?: RingIdSpace;
 }
 
 /** Sent with a 404 TUNNEL_NOT_FOUND to a forwarded request: the asked edge does not hold the tunnel. */
@@ -61,6 +70,16 @@ export class ClusterHop {
   /** Forwards a public WebSocket upgrade this edge holds no session for to the edge that does. */
   forwardUpgrade(res: HttpResponse, context: us_socket_context_t, upgrade: ForwardedUpgrade, maxMessage: number, refused: (code: ErrorCode) => void): void {
     new ForwardedWebSocket(res, context, upgrade, this.directory, this.secret.value, maxMessage, refused).start();
+  }
+
+  /**
+   * The API's view of captures and tunnels across the cluster, built on this edge's own; also answers
+   * the other edges' capture and replay calls from them.
+   */
+  apiParts(localCaptures: LocalCaptureLog, localTunnels: TunnelDirectory): { captureLog: CaptureLog; tunnels: TunnelDirectory } {
+    const captureLog = new ClusterCaptureLog(localCaptures, this.directory, this.agent, this.secret.value, this.log);
+    captureLog.register(this.internal, localTunnels);
+    return { captureLog, tunnels: new ClusterTunnels(localTunnels, this.directory, captureLog) };
   }
 
   /** Serves an internal call (secret checked first); false leaves `res` to the ordinary routes. */
