@@ -119,6 +119,12 @@ export function parseJson(body: Buffer | null): unknown {
 function writeInternal(res: HttpResponse, response: ApiResponse, closeConnection = false): void {
   res.writeStatus(statusLine(response.status));
   for (const [name, value] of response.headers ?? []) res.writeHeader(name, value);
-  res.writeHeader('cache-control', 'no-store').writeHeader('content-type', 'application/json; charset=utf-8');
+  res.writeHeader('cache-control', 'no-store');
+  // Captures travel as msgpack (bodies as bytes); everything else is JSON.
+  if (Buffer.isBuffer(response.body)) {
+    res.end(response.body, closeConnection);
+    return;
+  }
+  res.writeHeader('content-type', 'application/json; charset=utf-8');
   res.end(response.body === undefined ? '' : JSON.stringify(response.body), closeConnection);
 }
