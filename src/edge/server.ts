@@ -529,7 +529,7 @@ export class Edge {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
       // Asked as the owner by another edge: say so, and that edge forgets its cached owner (never forwarded again).
-      this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`, false, forwarded ? NOT_OWNER : undefined);
+      this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', this.notFoundMessage(subdomain), false, forwarded ? NOT_OWNER : undefined);
       return undefined;
     }
     if (!session.hasRoom()) {
@@ -537,6 +537,10 @@ export class Edge {
       return undefined;
     }
     return session;
+  }
+
+  private notFoundMessage(subdomain: string): string {
+    return `No tunnel is connected on ${subdomain}.${this.domain}.`;
   }
 
   /** Answers a public request with the edge's error, counted and access-logged (inside the uWS handler). */
@@ -658,7 +662,7 @@ export class Edge {
     const path = query ? `${url}?${query}` : url;
     this.hop!.forwardHttp(
       res,
-      { subdomain, method, path, headers: head.headers, contentLength: head.contentLength, chunked: head.chunked, clientAddress, proto },
+      { subdomain, method, path, headers: head.headers, contentLength: head.contentLength, chunked: head.chunked, clientAddress, proto, notFound: this.notFoundMessage(subdomain) },
       { maxRequestBody: this.maxRequestBody, requestTimeoutMs: this.deps.requestTimeoutMs },
       (code) => this.observer.watching && this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, method, path, clientAddress),
     );
@@ -782,7 +786,7 @@ export class Edge {
     this.hop!.forwardUpgrade(
       res,
       context,
-      { subdomain, path, headers: head.headers, key: head.secWebSocketKey, protocol: head.secWebSocketProtocol, clientAddress, proto },
+      { subdomain, path, headers: head.headers, key: head.secWebSocketKey, protocol: head.secWebSocketProtocol, clientAddress, proto, notFound: this.notFoundMessage(subdomain) },
       this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
       (code) => this.observer.watching && this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, 'GET', path, clientAddress),
     );

@@ -142,3 +142,24 @@ async function refusal(port: number, hostHeader = host): Promise<{ status: numbe
   socket.terminate();
   return { status: response.statusCode!, head: `${response.statusMessage}\n${head}`, body: Buffer.concat(chunks).toString() };
 }
+
+test('an owner that does not hold the tunnel refuses the upgrade once; the forwarding edge forgets it', async () => {
+  cluster.own('stale-ws', owner.peer);
+  cluster.forgotten.length = 0;
+  const stale = await refusal(other.port, 'stale-ws.localhost:8080');
+  assert.equal(stale.status, 404);
+  assert.match(stale.body, /TUNNEL_NOT_FOUND/);
+  assert.doesNotMatch(stale.head.toLowerCase(), /burrow-cluster/);
+  assert.deepEqual(cluster.forgotten, ['b:stale-ws']);
+});
+
+test('forged cluster headers on a public upgrade never reach the local server', async () => {
+  opened.length = 0;
+  const socket = new WebSocket(`ws://127.0.0.1:${owner.port}/forged`, {
+    headers: { host, 'burrow-cluster-secret': 'a-wrong-secret-123456', 'burrow-cluster-client': '6.6.6.6', 'burrow-cluster-proto': 'https' },
+  });
+  await once(socket, 'open');
+  assert.deepEqual(opened[0]!.cluster, []);
+  assert.equal(opened[0]!.forwardedFor, '127.0.0.1');
+  socket.close();
+});

@@ -97,22 +97,26 @@ export class ClusterCaptureLog implements CaptureLog {
   /** Where a `before` id is (its edge and time), or null without one; INVALID_REQUEST when no edge has it. */
   private async cursor(accountId: string, subdomain: string, before: string | undefined): Promise<{ holder: string; receivedAt: number } | null> {
     if (before === undefined) return null;
-    const parts = await this.everyEdge<CaptureRecord | null>(() => ({ op: 'get', accountId, id: before, retentionMs: Number.MAX_SAFE_INTEGER, now: Date.now() }), true);
+    const peers = await this.edges();
+    const parts = await this.everyEdge<CaptureRecord | null>(() => ({ op: 'get', accountId, id: before, retentionMs: Number.MAX_SAFE_INTEGER, now: Date.now() }), peers);
     let found: { holder: string; receivedAt: number } | null = null;
     for (const [index, part] of parts.entries()) {
-      if (part !== null && part.subdomain === subdomain && (found === null || part.receivedAt > found.receivedAt)) found = { holder: this.peerOrder[index]!.nodeId, receivedAt: part.receivedAt };
+      if (part !== null && part.subdomain === subdomain && (found === null || part.receivedAt > found.receivedAt)) found = { holder: peers[index]!.nodeId, receivedAt: part.receivedAt };
     }
     if (found === null) throw new BurrowError('INVALID_REQUEST', `"before" must be a request id of ${subdomain.length <= 200 ? subdomain : `${subdomain.slice(0, 200)}…`}.`);
     return found;
   }
 
-  private peerOrder: ClusterPeer[] = [];
+  /** This edge first, then every other live edge. */
+  private async edges(): Promise<ClusterPeer[]> {
+    const self = this.directory.self;
+    return [self, ...(await this.directory.peers()).filter((peer) => peer.nodeId !== self.nodeId)];
+  }
 
   /** Asks this edge (directly) and every other live edge (over the hop), in parallel; an edge that fails is left out. */
-  private async everyEdge<T>(callFor: (peer: ClusterPeer) => CaptureCall, keepOrder = false): Promise<(T | null)[]> {
+  private async everyEdge<T>(callFor: (peer: ClusterPeer) => CaptureCall, known?: ClusterPeer[]): Promise<(T | null)[]> {
     const self = this.directory.self;
-    const peers = [self, ...(await this.directory.peers()).filter((peer) => peer.nodeId !== self.nodeId)];
-    if (keepOrder) this.peerOrder = peers;
+    const peers = known ?? (await this.edges());
     return Promise.all(
       peers.map(async (peer) => {
         const call = callFor(peer);

@@ -32,6 +32,8 @@ export interface ForwardedRequest {
   chunked: boolean;
   clientAddress: string;
   proto: string;
+  /** The 404's message when no edge holds the tunnel: the one the edge gives for a local miss. */
+  notFound: string;
 }
 
 export interface ForwardLimits {
@@ -45,6 +47,7 @@ const OWN_RESPONSE_HEADERS = new Set(['date', 'content-length', 'transfer-encodi
 /** Request headers undici refuses to carry (it frames the hop itself); uWS already answered any 100-continue. */
 const UNSENDABLE = new Set(['expect', 'host', 'content-length']);
 const NO_BYTES = new Uint8Array(0);
+const RETRY_SOON: [string, string][] = [['retry-after', '1']];
 
 /** The public upload as the hop's request body: pushes pause the public socket when the hop is full. */
 class PublicUpload extends Readable {
@@ -135,12 +138,12 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
       (owner) => {
         if (this.aborted || this.phase === Phase.DONE) return;
         if (owner === null || owner.nodeId === this.directory.self.nodeId) {
-          this.fail('TUNNEL_NOT_FOUND', `No tunnel is connected on ${request.subdomain}.`);
+          this.fail('TUNNEL_NOT_FOUND', request.notFound);
           return;
         }
         this.dispatch(owner.advertise);
       },
-      () => this.fail('STORE_UNAVAILABLE'),
+      () => this.fail('STORE_UNAVAILABLE', undefined, RETRY_SOON),
     );
   }
 
@@ -323,13 +326,13 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
   }
 
   /** The edge's own answer, while nothing was written. */
-  private fail(code: ErrorCode, message?: string): void {
+  private fail(code: ErrorCode, message?: string, extraHeaders?: [string, string][]): void {
     if (this.aborted || this.phase !== Phase.WAITING) return;
     this.phase = Phase.DONE;
     this.upload?.destroy();
     this.refused(code);
     // A body still arriving cannot be read to its end: the connection closes after the answer.
-    this.res.cork(() => writePublicError(this.res, code, message, !this.uploadDone));
+    this.res.cork(() => writePublicError(this.res, code, message, !this.uploadDone, extraHeaders));
   }
 
   private onAborted(): void {

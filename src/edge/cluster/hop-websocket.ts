@@ -33,6 +33,8 @@ export interface ForwardedUpgrade {
   protocol: string;
   clientAddress: string;
   proto: string;
+  /** The 404's message when no edge holds the tunnel. */
+  notFound: string;
 }
 
 /** Headers the `ws` client writes itself (a fresh handshake on the hop). */
@@ -74,10 +76,10 @@ export class ForwardedWebSocket implements PublicSocket {
     this.directory.ownerOf(this.upgrade.subdomain).then(
       (owner) => {
         if (this.res === null) return;
-        if (owner === null || owner.nodeId === this.directory.self.nodeId) this.fail('TUNNEL_NOT_FOUND', `No tunnel is connected on ${this.upgrade.subdomain}.`);
+        if (owner === null || owner.nodeId === this.directory.self.nodeId) this.fail('TUNNEL_NOT_FOUND', this.upgrade.notFound);
         else this.connect(owner.advertise);
       },
-      () => this.fail('STORE_UNAVAILABLE'),
+      () => this.fail('STORE_UNAVAILABLE', undefined, [['retry-after', '1']]),
     );
   }
 
@@ -164,13 +166,13 @@ export class ForwardedWebSocket implements PublicSocket {
     this.fail('EDGE_UNREACHABLE', `The edge holding ${this.upgrade.subdomain} is unreachable: it ${why}.`);
   }
 
-  private fail(code: ErrorCode, message?: string): void {
+  private fail(code: ErrorCode, message?: string, extraHeaders?: [string, string][]): void {
     const res = this.res;
     if (res === null) return;
     this.res = null;
     this.closed = true;
     this.refused(code);
-    res.cork(() => writePublicError(res, code, message));
+    res.cork(() => writePublicError(res, code, message, false, extraHeaders));
   }
 
   // ---- messages ----------------------------------------------------------------------------------
