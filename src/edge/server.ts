@@ -10,7 +10,7 @@ import { Api, errorResponse } from '../api/api.js';
 import { LocalCaptureLog } from '../api/capture-log.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
-import { CaptureStore } from '../store/captures.js';
+import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
 import type { SessionOptions } from '../store/sessions.js';
 import { Store, type StoreOptions } from '../store/store.js';
@@ -196,7 +196,11 @@ export class Edge {
       this.captures = CaptureStore.open(join(options.dataDir, 'captures'), {
         fsync: options.captureFsync === true,
         // Capture ids must not repeat across the edges of a cluster (src/edge/cluster/captures.ts).
-        ...(options.clusterHop?.ringIds === undefined ? {} : { ringIds: options.clusterHop.ringIds }),
+        ...(options.clusterHop?.ringIds !== undefined
+          ? { ringIds: options.clusterHop.ringIds }
+          : cluster !== null
+            ? { ringIds: clusterRingIds(cluster.nodeNumber) }
+            : {}),
       });
     } catch (error) {
       this.releaseDataDir();

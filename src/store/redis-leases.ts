@@ -14,6 +14,7 @@
  *                           before it, so a stale holder's renewals and releases fail by comparison.
  *   node:<id>, nodes        heartbeats: where an edge is reached (advertise) and which boot it is.
  *   secret                  the internal hop's secret when none is configured (SET NX by the first edge).
+ *   node-numbers, node-number  HASH node id → its number (capture ring id span), and the counter drawing them.
  *   commands                pub/sub channel: close a tunnel, revoke a token, an owner changed.
  *
  * Timing (the defaults; ClusterRegistry may be given others, tests shrink them):
@@ -400,6 +401,23 @@ export class RedisLeases {
       const secret = await this.redis.get(key);
       if (secret === null) throw new Error('the cluster secret vanished right after it was set');
       return secret;
+    } catch (error) {
+      throw asStoreError(error);
+    }
+  }
+
+  /**
+   * The cluster's number for `nodeId` (1, 2, ...), drawn once and kept in Redis: it gives the edge its own
+   * span of capture ring ids (clusterRingIds), so request ids never repeat across edges.
+   */
+  async nodeNumber(nodeId: string): Promise<number> {
+    try {
+      const key = `${this.prefix}node-numbers`;
+      const known = await this.redis.hget(key, nodeId);
+      if (known !== null) return Number(known);
+      // Node ids are unique, so only a restart of this very edge could race here; HSETNX keeps the first.
+      await this.redis.hsetnx(key, nodeId, await this.redis.incr(`${this.prefix}node-number`));
+      return Number(await this.redis.hget(key, nodeId));
     } catch (error) {
       throw asStoreError(error);
     }

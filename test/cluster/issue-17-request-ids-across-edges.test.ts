@@ -15,12 +15,7 @@ import { call, createAccount, startClient } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { publicGet, startClusterEdge, startNamed } from './cluster-helpers.js';
 
-test('captures of one tunnel on two edges have ids of their own, and each id shows its own capture through a third edge', {
-  skip: redisSkip,
-  timeout: 60_000,
-  // Fails until cluster mode gives each edge its span (see the report on branch cluster-acceptance): drop `todo` then.
-  todo: 'cluster mode does not give the CaptureStore its clusterRingIds span yet',
-}, async () => {
+test('captures of one tunnel on two edges have ids of their own, and each id shows its own capture through a third edge', { skip: redisSkip, timeout: 60_000 }, async () => {
   const redis = await TestRedis.start();
   const a = await startClusterEdge(redis.url, 'a');
   const b = await startClusterEdge(redis.url, 'b');

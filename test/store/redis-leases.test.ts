@@ -101,6 +101,16 @@ test('heartbeats list the live edges; the secret is the first one stored', { ski
   assert.equal(await leases.sharedSecret('second'), 'first');
 });
 
+test('each node id gets a number of its own, drawn once and kept across calls (its span of capture ring ids)', { skip: redisSkip }, async () => {
+  const leases = fresh();
+  const a = await leases.nodeNumber('a');
+  const b = await leases.nodeNumber('b');
+  assert.ok(Number.isInteger(a) && a >= 1 && Number.isInteger(b) && b >= 1);
+  assert.notEqual(a, b);
+  assert.equal(await leases.nodeNumber('a'), a, 'a restarted edge keeps its number');
+  assert.equal(await fresh().nodeNumber('a'), 1, 'numbers are per cluster prefix');
+});
+
 test('commands reach every subscriber', { skip: redisSkip }, async () => {
   const leases = fresh();
   const subscriber = client.duplicate({ enableOfflineQueue: true });
