@@ -8,7 +8,8 @@
  * asks; the time from the kill to the first answered request through a surviving edge is printed);
  * public requests to the surviving edges succeed again; and after A is started again on its data
  * directory (it rejoins the cluster), the API on B, which asks every edge for its captures, lists every
- * request whose response was received: nothing answered is lost, whichever edge stored it.
+ * request whose response was received: nothing answered is lost, whichever edge stored it, and no
+ * request id is listed twice.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -167,6 +168,8 @@ test('kill -9 of the owning edge under load: the client moves to B or C with its
     const listedPaths = new Set(listed.map((capture) => capture.path));
     const missing = answered.filter((sent) => !listedPaths.has(`/load/${sent.seq}`)).map((sent) => `${sent.seq} (sent to ${NODE_IDS[sent.edge]})`);
     assert.deepEqual(missing, [], `answered but not captured: ${missing.slice(0, 20).join(', ')}`);
+    // Captures from A (before the kill) and B (after it) keep ids of their own: each edge numbers its rings in its own span.
+    assert.equal(new Set(listed.map((capture) => capture.id)).size, listed.length, 'no request id is listed twice');
   } finally {
     running = false;
     client.child.kill('SIGTERM');
