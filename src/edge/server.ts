@@ -742,6 +742,8 @@ export class Edge {
     this.offline.close();
     // From here on /healthz answers 503: a load balancer stops sending before the drain ends.
     this.draining = true;
+    // In a cluster, a closed listener reads as "gone" to the other edges' takeovers: serve nothing new from here.
+    this.cluster?.quiesce();
     if (this.listenSocket !== null) {
       uws.us_listen_socket_close(this.listenSocket);
       this.listenSocket = null;
