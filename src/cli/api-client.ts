@@ -6,6 +6,11 @@
  * client's trust rules once (issue 14): no token in clear text to an edge off this machine without
  * --insecure, decided before any connection; the CA of --ca / BURROW_CA / the config file trusted beside
  * the public roots; a failed TLS handshake reported in one line naming its cause.
+ *
+ * Given several edges (repeated --edge, failover order), a call that cannot reach one tries the next: on
+ * any transport failure for GET, and for other methods only when the request cannot have been sent
+ * (refused, unresolved, no route, connect timeout, TLS), so a POST is never sent twice. An HTTP answer,
+ * error or not, is the answer.
  */
 import { request, type Dispatcher } from 'undici';
 import { cleartextRefusal, describeTlsError } from '../client/edge-trust.js';
@@ -15,7 +20,7 @@ import { dispatcherTrusting, readCaFile } from './edge-ca.js';
 
 /** The flags of every command that talks to the edge's API (see CONNECTION_HELP). */
 export const CONNECTION_OPTIONS = {
-  edge: { type: 'string' },
+  edge: { type: 'string', multiple: true },
   token: { type: 'string' },
   ca: { type: 'string' },
   insecure: { type: 'boolean' },
@@ -23,7 +28,9 @@ export const CONNECTION_OPTIONS = {
 } as const;
 
 /** Their help lines, for the Options section of each command's --help. */
-export const CONNECTION_HELP = `  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
+export const CONNECTION_HELP = `  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
+                 repeat it (or give BURROW_EDGE a comma-separated list) to try the next edge
+                 when one cannot be reached
   --token T      the token (default: BURROW_TOKEN, the config file)
   --ca FILE      trust this CA (PEM) for an https:// edge with a private certificate, beside the
                  public roots (default: BURROW_CA, the CA "burrow login --ca" saved)
@@ -32,7 +39,7 @@ export const CONNECTION_HELP = `  --edge URL     the edge (default: BURROW_EDGE,
   -h, --help     show this help`;
 
 export interface ConnectionFlags {
-  edge?: string | undefined;
+  edge?: string | string[] | undefined;
   token?: string | undefined;
   ca?: string | undefined;
   insecure?: boolean | undefined;
@@ -50,29 +57,68 @@ export function edgeApiClient(flags: ConnectionFlags, env: NodeJS.ProcessEnv = p
 /** The same from credentials already resolved (burrow login decides which saved CA still applies). */
 export function apiClientFor(credentials: Credentials, insecure: boolean): ApiClient {
   const token = requireToken(credentials);
-  const refusal = cleartextRefusal(credentials.edge, insecure);
-  if (refusal !== null) throw new CliError(refusal);
+  for (const edge of credentials.edges) {
+    const refusal = cleartextRefusal(edge, insecure);
+    if (refusal !== null) throw new CliError(refusal);
+  }
   const pem = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
-  return new ApiClient(credentials.edge, token, pem === undefined ? undefined : dispatcherTrusting(pem), credentials.ca);
+  return new ApiClient(credentials.edges, token, pem === undefined ? undefined : dispatcherTrusting(pem), credentials.ca);
 }
 
+/** Transport errors that happen before a request's first byte is written: retrying it elsewhere is safe. */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+
 export class ApiClient {
+  readonly edges: readonly string[];
+  /** The edge that answered last: the next call starts there. */
+  private preferred = 0;
+
   constructor(
-    readonly edge: string,
+    edges: string | readonly string[],
     private readonly token: string | undefined,
     /** undici's global dispatcher when undefined. */
     private readonly dispatcher?: Dispatcher,
     /** The extra CA trusted, if any (what "burrow login" saves). */
     readonly ca?: CaSource,
-  ) {}
+  ) {
+    this.edges = typeof edges === 'string' ? [edges] : edges;
+    if (this.edges.length === 0) throw new Error('ApiClient needs at least one edge');
+  }
+
+  /** The edge that answered last (the first one before any call). */
+  get edge(): string {
+    return this.edges[this.preferred]!;
+  }
 
   async call<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+    const failures: CliError[] = [];
+    for (let tried = 0; tried < this.edges.length; tried++) {
+      const index = (this.preferred + tried) % this.edges.length;
+      const outcome = await this.callOne<T>(this.edges[index]!, method, path, body);
+      if (outcome.kind === 'answered') {
+        this.preferred = index;
+        return outcome.value;
+      }
+      failures.push(outcome.error);
+      if (!outcome.unsent && method !== 'GET') break;
+    }
+    if (failures.length === 1) throw failures[0]!;
+    throw new CliError(`no edge could be reached: ${failures.map((failure) => failure.message).join('; ')}`, 1, 'EDGE_UNREACHABLE');
+  }
+
+  /** One edge's answer (an API error is thrown: it is an answer), or why it could not be reached. */
+  private async callOne<T>(
+    edge: string,
+    method: string,
+    path: string,
+    body: unknown,
+  ): Promise<{ kind: 'answered'; value: T } | { kind: 'unreachable'; error: CliError; unsent: boolean }> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.token !== undefined) headers.authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
     let response;
     try {
-      response = await request(`${this.edge}${path}`, {
+      response = await request(`${edge}${path}`, {
         method: method as 'GET',
         headers,
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
@@ -83,26 +129,27 @@ export class ApiClient {
     } catch (error) {
       const nested = (error as { cause?: unknown }).cause;
       const tls = (nested instanceof Error ? describeTlsError(nested) : null) ?? describeTlsError(error as Error);
-      if (tls !== null) throw new CliError(`cannot connect to the edge at ${this.edge}: ${tls}`, 1, 'EDGE_UNREACHABLE');
+      // A failed handshake is over before the request is written.
+      if (tls !== null) return { kind: 'unreachable', error: new CliError(`cannot connect to the edge at ${edge}: ${tls}`, 1, 'EDGE_UNREACHABLE'), unsent: true };
+      const code = (error as { cause?: { code?: string } }).cause?.code ?? (error as { code?: string }).code;
+      const unsent = code !== undefined && NOT_SENT.has(code);
       // A plain-HTTP uWS edge leaves a ClientHello unanswered: undici's connect timeout (TCP and TLS together) ends it.
-      if (this.edge.startsWith('https:') && (error as { code?: string }).code === 'UND_ERR_CONNECT_TIMEOUT') {
-        throw new CliError(
-          `cannot connect to the edge at ${this.edge}: the connection and its TLS handshake did not complete within 10 s (UND_ERR_CONNECT_TIMEOUT); ` +
-            'is the edge reachable, and does it speak TLS on this port? If not, use its http:// URL or give it --tls-cert',
-          1,
-          'EDGE_UNREACHABLE',
-        );
+      if (edge.startsWith('https:') && code === 'UND_ERR_CONNECT_TIMEOUT') {
+        const message =
+          `cannot connect to the edge at ${edge}: the connection and its TLS handshake did not complete within 10 s (UND_ERR_CONNECT_TIMEOUT); ` +
+          'is the edge reachable, and does it speak TLS on this port? If not, use its http:// URL or give it --tls-cert';
+        return { kind: 'unreachable', error: new CliError(message, 1, 'EDGE_UNREACHABLE'), unsent };
       }
-      const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as { code?: string }).code ?? (error as Error).message;
-      throw new CliError(`cannot reach the edge at ${this.edge} (${cause}); is it running? (burrow edge --dev)`, 1, 'EDGE_UNREACHABLE');
+      const cause = code ?? (error as Error).message;
+      return { kind: 'unreachable', error: new CliError(`cannot reach the edge at ${edge} (${cause}); is it running? (burrow edge --dev)`, 1, 'EDGE_UNREACHABLE'), unsent };
     }
     const text = await response.body.text();
-    if (response.statusCode === 204) return undefined as T;
+    if (response.statusCode === 204) return { kind: 'answered', value: undefined as T };
     let parsed: unknown;
     try {
       parsed = text === '' ? undefined : JSON.parse(text);
     } catch {
-      throw new CliError(`the edge at ${this.edge} answered ${response.statusCode} with a body that is not JSON; is it a Burrow edge?`, 1, 'EDGE_UNREACHABLE');
+      throw new CliError(`the edge at ${edge} answered ${response.statusCode} with a body that is not JSON; is it a Burrow edge?`, 1, 'EDGE_UNREACHABLE');
     }
     if (response.statusCode >= 400) {
       const error = (parsed as { error?: { code?: string; message?: string } } | undefined)?.error;
@@ -112,6 +159,6 @@ export class ApiClient {
       const message = `${error?.message ?? 'request failed'}${suffix}`;
       throw new CliError(`${error?.code ?? `HTTP ${response.statusCode}`}: ${message}`, 1, code, message);
     }
-    return parsed as T;
+    return { kind: 'answered', value: parsed as T };
   }
 }

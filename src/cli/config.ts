@@ -1,7 +1,8 @@
 /**
  * The client's configuration: `$XDG_CONFIG_HOME/burrow/config.json` (else ~/.config/burrow), mode 0600,
  * written atomically. Token, edge and CA come from flags first, then BURROW_TOKEN / BURROW_EDGE /
- * BURROW_CA, then here.
+ * BURROW_CA, then here. Several edges (failover order) come from repeated --edge, a comma-separated
+ * BURROW_EDGE, or the file's `edges` list beside its `edge` (the first of them, for older versions).
  */
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -10,6 +11,8 @@ import { CliError } from './args.js';
 
 export interface ClientConfig {
   edge?: string;
+  /** Several edges in failover order; `edge` is then the first of them. */
+  edges?: string[];
   token?: string;
   /** An absolute path to a PEM CA certificate the edge's certificate is checked against ("burrow login --ca"). */
   ca?: string;
@@ -33,9 +36,11 @@ export function readConfig(path = configPath()): ClientConfig {
   try {
     const parsed = JSON.parse(text) as unknown;
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('not a JSON object');
-    const { edge, token, ca } = parsed as Record<string, unknown>;
+    const { edge, edges, token, ca } = parsed as Record<string, unknown>;
+    const edgeList = Array.isArray(edges) ? edges.filter((item): item is string => typeof item === 'string' && item !== '') : [];
     return {
       ...(typeof edge === 'string' ? { edge } : {}),
+      ...(edgeList.length > 0 ? { edges: edgeList } : {}),
       ...(typeof token === 'string' ? { token } : {}),
       ...(typeof ca === 'string' ? { ca } : {}),
     };
@@ -60,21 +65,32 @@ export interface CaSource {
 }
 
 export interface Credentials {
+  /** The first edge: the one names are remembered for and single-edge messages name. */
   edge: string;
+  /** Every edge in failover order (at least one; `edge` first). */
+  edges: string[];
   token: string | undefined;
   ca: CaSource | undefined;
 }
 
 /** Flags, then environment, then the config file, then the default edge (and no extra CA). */
 export function resolveCredentials(
-  flags: { edge?: string | undefined; token?: string | undefined; ca?: string | undefined },
+  flags: { edge?: string | string[] | undefined; token?: string | undefined; ca?: string | undefined },
   env: NodeJS.ProcessEnv = process.env,
 ): Credentials {
   const caFromEnv = nonEmpty(env.BURROW_CA);
-  const needsFile = flags.edge === undefined || flags.token === undefined || (flags.ca === undefined && caFromEnv === undefined);
+  const flagEdges = typeof flags.edge === 'string' ? [flags.edge] : flags.edge !== undefined && flags.edge.length > 0 ? flags.edge : undefined;
+  const needsFile = flagEdges === undefined || flags.token === undefined || (flags.ca === undefined && caFromEnv === undefined);
   const path = configPath(env);
   const file = needsFile ? readConfig(path) : {};
-  const edge = flags.edge ?? nonEmpty(env.BURROW_EDGE) ?? file.edge ?? DEFAULT_EDGE;
+  const envEdges = nonEmpty(env.BURROW_EDGE)
+    ?.split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  const fileEdges = file.edges ?? (file.edge === undefined ? undefined : [file.edge]);
+  const given = flagEdges ?? (envEdges !== undefined && envEdges.length > 0 ? envEdges : undefined) ?? fileEdges ?? [DEFAULT_EDGE];
+  // The same edge twice would only slow a failover down.
+  const edges = [...new Set(given.map(normaliseEdge))];
   const token = flags.token ?? nonEmpty(env.BURROW_TOKEN) ?? file.token;
   const ca: CaSource | undefined =
     flags.ca !== undefined
@@ -84,7 +100,7 @@ export function resolveCredentials(
         : file.ca === undefined
           ? undefined
           : { path: file.ca, from: path };
-  return { edge: normaliseEdge(edge), token, ca };
+  return { edge: edges[0]!, edges, token, ca };
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

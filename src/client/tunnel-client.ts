@@ -5,6 +5,11 @@
  * After that a dropped connection reconnects with exponential backoff and full jitter, asking for the
  * same subdomain; the edge holds it for the owner meanwhile. A GOAWAY that is final (closed through the
  * API, token revoked, replaced) ends the client with the edge's reason.
+ *
+ * Several edges (failover order; a name with several addresses counts once per address): when the edge
+ * in use dies, sends a GOAWAY that is not final, or refuses for a while (429, 5xx such as
+ * STORE_UNAVAILABLE), the next one is tried at once with the same subdomain; the backoff starts only
+ * once every edge has failed in a row. `start()` likewise tries each edge once before it gives up.
  */
 import { closeReason } from '../protocol/close-reason.js';
 import { EventEmitter } from 'node:events';
@@ -23,6 +28,7 @@ import {
   type Settings,
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
+import { endpointLabel, pinnedLookup, resolveEndpoints, type EdgeEndpoint } from './edge-endpoints.js';
 import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
@@ -33,7 +39,8 @@ import type { FlushableStream, StreamHost, TurnEndStream } from './stream-host.j
 import { ClientWsStream } from './ws-stream.js';
 
 export interface TunnelClientOptions {
-  edge: string;
+  /** The edge, or several in failover order. */
+  edge: string | readonly string[];
   token: string;
   routes: RouteTable;
   /** The Host local servers see: the public one (default), the target's (`rewrite`) or a value. */
@@ -75,6 +82,10 @@ export interface ReadyInfo {
   publicUrl: string;
   settings: Settings;
   reconnected: boolean;
+  /** The edge this connection is to, as the user is told: its URL (and the address, when a name has several). */
+  edge: string;
+  /** On a reconnect to another edge than the last ready one: that edge and why it was left. */
+  movedFrom: { edge: string; cause: string } | null;
 }
 
 export interface ClosedInfo {
@@ -88,7 +99,8 @@ export interface ClosedInfo {
 
 export interface TunnelClientEvents {
   ready: [ReadyInfo];
-  reconnecting: [{ attempt: number; delayMs: number; reason: string }];
+  /** `edge`: the edge tried next; delayMs 0 when it is another edge tried at once. */
+  reconnecting: [{ attempt: number; delayMs: number; reason: string; edge: string }];
   closed: [ClosedInfo];
   exchange: [Exchange];
   /** A passthrough WebSocket opened or closed: emitted twice with the same object (inspector only). */
@@ -123,7 +135,21 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private publicUrlValue: string | null = null;
   private everReady = false;
   private stopped = false;
+  /** Backoff rounds since the last READY: every edge failed this many times in a row. */
   private attempt = 0;
+  private readonly edges: readonly string[];
+  private endpoints: EdgeEndpoint[];
+  private endpointIndex = 0;
+  /** Connections that failed since the last READY or backoff: a full round of them means back off. */
+  private failuresInRound = 0;
+  /** The causes of this round's failures, for the first connect's error when all of them fail. */
+  private roundCauses: string[] = [];
+  /** The edge of the last READY and, once it is lost, why: named when another edge takes over. */
+  private readyEdge: string | null = null;
+  private lossCause: string | null = null;
+  /** The current connection's refusal (an HTTP answer instead of the upgrade), for its close handler. */
+  private refusal: TunnelRefusedError | null = null;
+  private resolving = false;
   private lastSeen = 0;
   private watchdog: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
@@ -143,6 +169,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.hostHeader = options.hostHeader ?? 'keep';
     this.localInsecure = options.localInsecure ?? false;
     this.trustedCas = options.ca === undefined ? undefined : trustedCas(options.ca);
+    this.edges = typeof options.edge === 'string' ? [options.edge] : [...options.edge];
+    if (this.edges.length === 0) throw new Error('TunnelClient needs at least one edge');
+    this.endpoints = this.edges.map((edge) => ({ edge, address: null }));
     for (const target of this.routes.targets()) {
       this.pools.set(
         target.origin,
@@ -156,6 +185,11 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         }),
       );
     }
+  }
+
+  /** The edge in use, or the one being tried. */
+  get edge(): string {
+    return this.endpoints[this.endpointIndex % this.endpoints.length]!.edge;
   }
 
   get publicUrl(): string | null {
@@ -174,15 +208,17 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   start(): Promise<ReadyInfo> {
     return new Promise<ReadyInfo>((resolve, reject) => {
       // Decided before any connection: a token must not leave in clear text, not even in a first packet.
-      const refusal = cleartextRefusal(this.options.edge, this.options.insecure === true);
-      if (refusal !== null) {
+      // Every edge is checked: a failover must not send the token in clear text either.
+      for (const edge of this.edges) {
+        const refusal = cleartextRefusal(edge, this.options.insecure === true);
+        if (refusal === null) continue;
         this.stopped = true;
         void Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
         reject(new Error(refusal));
         return;
       }
       this.firstConnect = { resolve, reject };
-      this.connect();
+      this.connectAfterResolving();
     });
   }
 
@@ -205,8 +241,27 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   // ---- connection -----------------------------------------------------------------------------------
 
+  /** A new round: the names are looked up again (a cluster's DNS may have changed), then the round's first edge. */
+  private connectAfterResolving(): void {
+    if (this.resolving) return;
+    this.resolving = true;
+    const current = this.endpoints[this.endpointIndex % this.endpoints.length]!;
+    void resolveEndpoints(this.edges).then((endpoints) => {
+      this.resolving = false;
+      if (this.stopped) return;
+      this.endpoints = endpoints;
+      // Carry on from the same edge: the round goes on in failover order.
+      const label = endpointLabel(current);
+      const same = endpoints.findIndex((endpoint) => endpointLabel(endpoint) === label);
+      const sameEdge = endpoints.findIndex((endpoint) => endpoint.edge === current.edge);
+      this.endpointIndex = same !== -1 ? same : sameEdge !== -1 ? sameEdge : 0;
+      this.connect();
+    });
+  }
+
   private connect(): void {
-    const url = new URL(CONNECT_PATH, this.options.edge);
+    const endpoint = this.endpoints[this.endpointIndex % this.endpoints.length]!;
+    const url = new URL(CONNECT_PATH, endpoint.edge);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     url.searchParams.set('port', String(this.routes.defaultPort));
     if (this.subdomain !== undefined) url.searchParams.set('subdomain', this.subdomain);
@@ -216,10 +271,13 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       maxPayload: 8 * 1024 * 1024,
       handshakeTimeout: 15_000,
       ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
+      // Only the address is pinned: Host, SNI and the certificate check keep the URL's name.
+      ...(endpoint.address === null ? {} : { lookup: pinnedLookup(endpoint.address) }),
     });
     this.socket = socket;
     this.goAway = null;
     this.socketError = null;
+    this.refusal = null;
     this.lastSeen = Date.now();
 
     socket.on('unexpected-response', (_request, response) => {
@@ -235,8 +293,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         } catch {
           // Not the edge's JSON (a proxy in between?): keep the status.
         }
+        this.refusal = new TunnelRefusedError(response.statusCode ?? 0, code, message);
         socket.terminate();
-        this.refused(new TunnelRefusedError(response.statusCode ?? 0, code, message));
+        this.refused(this.refusal);
       });
     });
     socket.on('open', () => {
@@ -254,8 +313,20 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.startWatchdog();
   }
 
+  /**
+   * Refusals that another edge, or the same one a little later, may not repeat: rate limits and 5xx
+   * (STORE_UNAVAILABLE: a cluster's shared store is down); and, once the tunnel has been up with several
+   * edges, the tunnel cap, which the session on the edge just lost may hold until its grace runs out.
+   */
+  private transient(error: TunnelRefusedError): boolean {
+    if (error.status === 429 || error.status >= 500) return true;
+    return this.everReady && this.endpoints.length > 1 && error.code === 'TUNNEL_LIMIT_REACHED';
+  }
+
   private refused(error: TunnelRefusedError): void {
-    // A refusal is final: retrying cannot fix a bad token, a taken name or a full plan.
+    // The close handler moves on to the next edge, or backs off, and names this refusal.
+    if (this.transient(error)) return;
+    // A final refusal: retrying cannot fix a bad token, a name another account owns or a full plan.
     if (this.firstConnect !== null) {
       const { reject } = this.firstConnect;
       this.firstConnect = null;
@@ -265,7 +336,6 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       reject(error);
       return;
     }
-    if (error.status === 429 || error.status >= 500) return; // transient: the close handler retries
     this.finish({ reason: `${error.code}: ${error.message}`, code: error.code, byUser: false });
   }
 
@@ -282,23 +352,51 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.finish({ reason: message === '' ? GOAWAY_NAMES[goAwayCode]! : message, code: GOAWAY_NAMES[goAwayCode] ?? 'CLOSED', byUser: false });
       return;
     }
+    const endpoint = this.endpoints[this.endpointIndex % this.endpoints.length]!;
+    const cause = this.failureCause(goAway, code, reason);
+    if (this.readyEdge !== null && this.lossCause === null) this.lossCause = cause;
+    this.failuresInRound++;
+    this.roundCauses.push(`${endpointLabel(endpoint)}: ${cause}`);
+    const said = goAway?.message ?? (this.refusal === null ? this.lostReason(endpoint, code, reason) : `the edge at ${endpointLabel(endpoint)} refused: ${cause}`);
+    if (this.failuresInRound < this.endpoints.length) {
+      // Another edge is untried since the last failure round: no reason to wait before trying it.
+      this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
+      const next = this.endpoints[this.endpointIndex]!;
+      this.emit('reconnecting', { attempt: this.attempt + 1, delayMs: 0, reason: said, edge: endpointLabel(next) });
+      this.connect();
+      return;
+    }
     if (!this.everReady && this.firstConnect !== null) {
-      // The first connection failed before READY: nothing to keep alive yet.
+      // Every edge failed before a first READY: nothing to keep alive yet.
       const { reject } = this.firstConnect;
       this.firstConnect = null;
       this.stopped = true;
       this.clearTimers();
-      reject(new Error(`cannot connect to the edge at ${this.options.edge}: ${this.socketError ?? (reason === '' ? `the connection closed (${code})` : reason)}`));
+      void Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
+      if (this.endpoints.length > 1) reject(new Error(`cannot connect to any edge: ${this.roundCauses.join('; ')}`));
+      else if (this.refusal !== null) reject(this.refusal);
+      else reject(new Error(`cannot connect to the edge at ${endpointLabel(endpoint)}: ${this.socketError ?? (reason === '' ? `the connection closed (${code})` : reason)}`));
       return;
     }
-    this.scheduleReconnect(goAway?.message ?? this.lostReason(code, reason));
+    this.failuresInRound = 0;
+    this.roundCauses = [];
+    this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
+    this.scheduleReconnect(said);
+  }
+
+  /** Why a connection ended, short: "GOAWAY SHUTDOWN: ...", "ECONNREFUSED", "STORE_UNAVAILABLE: ...". */
+  private failureCause(goAway: { code: number; message: string } | null, code: number, reason: string): string {
+    if (this.refusal !== null) return `${this.refusal.code}: ${this.refusal.message}`;
+    if (goAway !== null) return `GOAWAY ${GOAWAY_NAMES[goAway.code] ?? goAway.code}${goAway.message === '' ? '' : `: ${goAway.message}`}`;
+    if (this.socketError !== null) return this.socketError;
+    return reason === '' ? `connection lost, WebSocket close ${code}` : reason;
   }
 
   /** What happened to a connection, said once: "the edge at URL is unreachable (ECONNREFUSED)". */
-  private lostReason(code: number, reason: string): string {
+  private lostReason(endpoint: EdgeEndpoint, code: number, reason: string): string {
     if (reason !== '') return reason;
-    if (this.socketError !== null) return `the edge at ${this.options.edge} is unreachable (${this.socketError})`;
-    return `the connection to the edge at ${this.options.edge} dropped (WebSocket close ${code})`;
+    if (this.socketError !== null) return `the edge at ${endpointLabel(endpoint)} is unreachable (${this.socketError})`;
+    return `the connection to the edge at ${endpointLabel(endpoint)} dropped (WebSocket close ${code})`;
   }
 
   private scheduleReconnect(reason: string): void {
@@ -308,10 +406,11 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const ceiling = Math.min(max, min * 2 ** Math.min(this.attempt - 1, 16));
     // Full jitter between half and all of the ceiling: clients dropped together do not return together.
     const delayMs = Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
-    this.emit('reconnecting', { attempt: this.attempt, delayMs, reason });
+    const next = this.endpoints[this.endpointIndex % this.endpoints.length]!;
+    this.emit('reconnecting', { attempt: this.attempt, delayMs, reason, edge: endpointLabel(next) });
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
-      if (!this.stopped) this.connect();
+      if (!this.stopped) this.connectAfterResolving();
     }, delayMs);
   }
 
@@ -448,7 +547,13 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const reconnected = this.everReady;
     this.everReady = true;
     this.attempt = 0;
-    const info: ReadyInfo = { subdomain, publicUrl, settings, reconnected };
+    this.failuresInRound = 0;
+    this.roundCauses = [];
+    const edge = endpointLabel(this.endpoints[this.endpointIndex % this.endpoints.length]!);
+    const movedFrom = this.readyEdge !== null && this.readyEdge !== edge ? { edge: this.readyEdge, cause: this.lossCause ?? 'connection lost' } : null;
+    this.readyEdge = edge;
+    this.lossCause = null;
+    const info: ReadyInfo = { subdomain, publicUrl, settings, reconnected, edge, movedFrom };
     if (this.firstConnect !== null) {
       const { resolve } = this.firstConnect;
       this.firstConnect = null;

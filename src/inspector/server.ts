@@ -511,7 +511,8 @@ export class Inspector {
     // The inspector's copy and the edge's are cut at the same limit by default; the edge checks its own too.
     refuseTruncatedReplay(original.requestTruncated, original.requestBodySize, overrides, allowTruncated);
     const truncated = original.requestTruncated && overrides.body === undefined;
-    const { edge, token } = this.options;
+    const { edgeUrl: edge } = this;
+    const { token } = this.options;
     if (edge === undefined || token === undefined) {
       throw new BurrowError('TUNNEL_OFFLINE', 'This inspector has no edge to replay through.');
     }
@@ -627,7 +628,8 @@ export class Inspector {
    */
   async loadHistory(): Promise<void> {
     const count = this.options.historyCount ?? 100;
-    const { edge, token } = this.options;
+    const { edgeUrl: edge } = this;
+    const { token } = this.options;
     const publicUrl = this.client?.publicUrl ?? null;
     if (this.historyState.started || count <= 0 || edge === undefined || token === undefined || publicUrl === null) return;
     this.historyState.started = true;
@@ -716,9 +718,19 @@ export class Inspector {
     return entry;
   }
 
+  /**
+   * The edge replays and history go through: the one the attached client is on now, so after a failover
+   * to another edge they follow the tunnel (the option names the first; undefined: none at all).
+   */
+  private get edgeUrl(): string | undefined {
+    if (this.options.edge === undefined) return undefined;
+    return this.client?.edge ?? this.options.edge;
+  }
+
   /** GET on the edge's API with the client's token; the edge's error, or EDGE_UNREACHABLE. */
   private async edgeJson(path: string): Promise<unknown> {
-    const { edge, token } = this.options;
+    const { edgeUrl: edge } = this;
+    const { token } = this.options;
     if (edge === undefined || token === undefined) throw new BurrowError('EDGE_UNREACHABLE', 'This inspector has no edge.');
     let response;
     try {

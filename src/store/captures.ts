@@ -299,6 +299,36 @@ type SlotKey = [number, number];
 
 const SEQ_DIGITS = 12;
 const RING_DIGITS = 8;
+/** Ring ids are 8 hex digits in a request id. */
+const MAX_RING_ID = 0xffffffff;
+/** In cluster mode each edge numbers its rings in its own span, so request ids never collide across edges. */
+const CLUSTER_RING_SPAN = 1 << 20;
+export const MAX_CLUSTER_NODE_NUMBER = Math.floor(MAX_RING_ID / CLUSTER_RING_SPAN) - 1;
+
+/** The ring ids a capture store may hand out: all of them on a single edge, one span per edge in a cluster. */
+export interface RingIdSpace {
+  first: number;
+  last: number;
+}
+
+/**
+ * Edge number `n` (1 to MAX_CLUSTER_NODE_NUMBER, given by the cluster's registry) numbers its rings from
+ * n × 2^20: a request id then names the edge that stored it. Rings made before the data directory joined
+ * a cluster keep their ids (below 2^20, edge number 0).
+ */
+export function clusterRingIds(nodeNumber: number): RingIdSpace {
+  if (!Number.isInteger(nodeNumber) || nodeNumber < 1 || nodeNumber > MAX_CLUSTER_NODE_NUMBER) {
+    throw new Error(`a cluster edge number must be 1 to ${MAX_CLUSTER_NODE_NUMBER}, not ${nodeNumber}`);
+  }
+  return { first: nodeNumber * CLUSTER_RING_SPAN, last: (nodeNumber + 1) * CLUSTER_RING_SPAN - 1 };
+}
+
+/** The cluster edge number a request id was stored by (0 for ids from before cluster mode), or null when it is not an id. */
+export function nodeNumberOfCaptureId(id: string): number | null {
+  const parsed = parseCaptureId(id);
+  return parsed === null ? null : Math.floor(parsed.ringId / CLUSTER_RING_SPAN);
+}
+
 const ID_PATTERN = /^req_([0-9a-f]{8})([0-9a-f]{12})$/;
 
 export function captureId(ringId: number, seq: number): string {
@@ -367,7 +397,7 @@ export class CaptureStore {
    * surviving a kill -9 of the edge needs; `sync()` (the edge calls it every second) bounds what a
    * power loss could take. Measured here: a commit with fsync costs 0.4-1.4 ms, without ~20 µs.
    */
-  static open(dir: string, options: { fsync?: boolean } = {}): CaptureStore {
+  static open(dir: string, options: { fsync?: boolean; ringIds?: RingIdSpace } = {}): CaptureStore {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     // Without fsync, a commit writes its pages through the shared mapping (useWritemap) instead of with a
     // pwrite per page (about six per commit): a turn of one capture 15.7 → 6.8 µs in
@@ -377,10 +407,13 @@ export class CaptureStore {
     const noSync = options.fsync !== true;
     const root = open({ path: dir, noSubdir: false, maxDbs: 8, compression: false, noSync, useWritemap: noSync });
     root.readerCheck();
-    return new CaptureStore(root);
+    return new CaptureStore(root, options.ringIds);
   }
 
-  constructor(private readonly root: RootDatabase) {
+  constructor(
+    private readonly root: RootDatabase,
+    private readonly ringIds: RingIdSpace = { first: 1, last: MAX_RING_ID },
+  ) {
     this.rings = root.openDB({ name: 'capture-rings', encoding: 'msgpack' });
     this.ringsById = root.openDB({ name: 'capture-rings-by-id', encoding: 'msgpack' });
     this.slots = root.openDB({ name: 'capture-slots', encoding: 'binary' });
@@ -399,7 +432,8 @@ export class CaptureStore {
       this.root.transactionSync(() => {
         const existing = this.rings.get([accountId, subdomain]);
         if (existing !== undefined) return existing;
-        const ringId = this.meta.get('next-ring-id') ?? 1;
+        const ringId = Math.max(this.meta.get('next-ring-id') ?? 1, this.ringIds.first);
+        if (ringId > this.ringIds.last) throw new Error(`no ring ids left in ${this.ringIds.first}-${this.ringIds.last}`);
         const created: RingRecord = { ringId, accountId, subdomain, capacity, head: 0, swept: 0, clean: false };
         this.meta.put('next-ring-id', ringId + 1);
         this.rings.put([accountId, subdomain], created);

@@ -153,7 +153,30 @@ end
 return {count, left}`,
 };
 
+/**
+ * The reads of a token check in one round trip: the id's record, or the decoy when there is none (an
+ * unknown id costs what a known one does), then that record's account and last use. The one script that
+ * derives a key (the account's, from the record) instead of receiving it: it only reads.
+ * KEYS: token:<seg>, token:~decoy, token-last-used. ARGV: the account key's prefix (`<prefix>account:`),
+ * the id segment. Returns {token JSON or false, decoy JSON or false, account JSON or false, last use or false}.
+ */
+const verifyRead: ScriptDefinition = {
+  numberOfKeys: 3,
+  lua: `
+local token = redis.call('GET', KEYS[1])
+local decoy = false
+local compared = token
+if not token then
+  decoy = redis.call('GET', KEYS[2])
+  compared = decoy
+end
+local account = false
+if compared then account = redis.call('GET', ARGV[1] .. cjson.decode(compared).accountId) end
+return {token, decoy, account, redis.call('HGET', KEYS[3], ARGV[2])}`,
+};
+
 export const REDIS_SCRIPTS = {
+  burrowVerifyRead: verifyRead,
   burrowCreateAccount: createAccount,
   burrowCreateToken: createToken,
   burrowRevokeToken: revokeToken,

@@ -8,7 +8,7 @@
  *   account:<account id>                 JSON AccountRecord
  *   accounts-by-email                    HASH normalised e-mail → account id (unique e-mail, list order)
  *   token:<id segment>                   JSON TokenRecord, `hash` as 64 hex characters (SHA-256 only)
- *   token:~decoy                         the decoy record an unknown id is compared against
+ *   token:~decoy, account:~decoy         the decoy token an unknown id is compared against, and its account
  *   token-last-used                      HASH id segment → ms of the last use
  *   account-tokens:<account id>          SET of the account's active token id segments (the cap's count)
  *   reservation:<subdomain>              JSON ReservationRecord
@@ -22,17 +22,17 @@
  * ioredis defineCommand): createAccount (e-mail unique), createToken (the plan's cap counted inside the
  * script, so creates racing on different edges never pass it), revokeToken, reserve (cap, another
  * account's name), setOfflineMode, releaseReservation, setPlan, a usage flush and a limiter hit. Plain
- * reads are single commands or one MGET/MULTI. Token id segments and account ids are drawn here and a
- * script refuses one already taken ('id-collision'; drawn again), so every key a script touches is
- * declared in KEYS.
+ * reads are single commands or one MGET/MULTI. Token id segments (8 hex) are drawn here and a script
+ * refuses one already taken ('id-collision'; drawn again), so every key a script writes is declared in
+ * KEYS. A token check (verify) is one read-only script: one round trip, the same reads for
+ * an unknown id as for a known one.
  *
- * Redis unreachable: commands fail at once (no offline queue, one retry, bounded connect and command
+ * Redis unreachable: commands fail at once (no offline queue, no resend, bounded connect and command
  * timeouts) with 503 STORE_UNAVAILABLE and `Retry-After: 1`; ioredis keeps reconnecting, and the same
  * RedisStore works again when Redis is back. The persistence cluster mode asks for is Redis's own
  * (appendonly, docs/cluster.md).
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Redis, ReplyError } from 'ioredis';
 import { BurrowError } from '../errors.js';
 import {
@@ -71,6 +71,8 @@ import { periodOf } from './usage.js';
 export interface RedisStoreOptions extends StoreOptions {
   /** Prefix of every key (default `burrow:`): several deployments, or tests, on one Redis. */
   keyPrefix?: string;
+  /** A call Redis does not answer within this fails with STORE_UNAVAILABLE (default 5 s). */
+  commandTimeoutMs?: number;
 }
 
 /** A token record as stored: the digest as hex, JSON having no bytes. */
@@ -80,6 +82,7 @@ interface StoredToken extends Omit<TokenRecord, 'hash'> {
 
 const DEFAULT_PREFIX = 'burrow:';
 const DECOY_SEGMENT = '~decoy';
+const DECOY_ACCOUNT: AccountRecord = { id: '~decoy', email: '', plan: 'FREE', createdAt: 0 };
 /** How long a connection attempt may take before a command fails with STORE_UNAVAILABLE. */
 const CONNECT_TIMEOUT_MS = 2_000;
 /** A Redis that accepts the connection but does not answer (stopped, swapping) fails the call after this. */
@@ -94,6 +97,8 @@ export class RedisStore implements AccountStore {
   private readonly plans: Record<PlanName, PlanLimits>;
   private readonly prefix: string;
   private closed = false;
+  /** Why the connection is down, while it is: more telling than the "Connection is closed." of a call. */
+  private connectionError: Error | undefined;
 
   private constructor(
     /** The connection, shared with the lease registry (src/store/redis-leases.ts). */
@@ -120,18 +125,41 @@ export class RedisStore implements AccountStore {
       // Fail fast while Redis is away instead of queueing calls of a public request for minutes; the
       // default retry strategy keeps reconnecting, so the store recovers by itself.
       enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
+      // Calls in flight when the connection drops fail at once and are never sent again after the
+      // reconnect: their callers were told STORE_UNAVAILABLE, a late createToken must not happen behind them.
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
       connectTimeout: CONNECT_TIMEOUT_MS,
-      commandTimeout: COMMAND_TIMEOUT_MS,
+      commandTimeout: options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS,
+      // ioredis waits this long for a dropped socket's close, even one that failed to connect: a CLI
+      // facing a dead Redis would linger for it after printing its error.
+      disconnectTimeout: 200,
     });
-    // Without a listener ioredis prints every reconnect failure; each call reports its own.
-    redis.on('error', () => undefined);
-    for (const [name, script] of Object.entries(REDIS_SCRIPTS)) redis.defineCommand(name, script);
+    for (const [name, { lua, numberOfKeys }] of Object.entries(REDIS_SCRIPTS)) {
+      // No numberOfKeys: ioredis takes the key count as the first argument (a usage batch's keys vary).
+      redis.defineCommand(name, numberOfKeys < 0 ? { lua } : { lua, numberOfKeys });
+    }
     const store = new RedisStore(redis, displayUrl, options);
+    // A listener also keeps ioredis from printing every failed reconnect; each call reports its own.
+    redis.on('error', (error: Error) => (store.connectionError = error));
+    redis.on('ready', () => (store.connectionError = undefined));
     try {
       await redis.connect();
-      const decoy: StoredToken = { idSegment: DECOY_SEGMENT, accountId: '', label: 'decoy', hash: randomBytes(32).toString('hex'), createdAt: 0, revokedAt: 0 };
-      await redis.set(store.key('token', DECOY_SEGMENT), JSON.stringify(decoy), 'NX');
+      // Revoked and in no index (never active, whatever its hash), its account in no e-mail index (never
+      // listed or counted): an unknown id reads a token and an account as a known one does.
+      const decoy: StoredToken = {
+        idSegment: DECOY_SEGMENT,
+        accountId: DECOY_ACCOUNT.id,
+        label: 'decoy',
+        hash: randomBytes(32).toString('hex'),
+        createdAt: 0,
+        revokedAt: 0,
+      };
+      await redis
+        .multi()
+        .set(store.key('token', DECOY_SEGMENT), JSON.stringify(decoy), 'NX')
+        .set(store.key('account', DECOY_ACCOUNT.id), JSON.stringify(DECOY_ACCOUNT), 'NX')
+        .exec();
     } catch (error) {
       redis.disconnect();
       throw store.unavailable(error);
@@ -225,29 +253,36 @@ export class RedisStore implements AccountStore {
   }
 
   async revokeToken(accountId: string, idSegment: string, now = Date.now()): Promise<boolean> {
-    const revoked = await this.script<number>('burrowRevokeToken', [this.key('token', idSegment), this.key('account-tokens', accountId)], [accountId, String(now), idSegment]);
+    const keys = [this.key('token', idSegment), this.key('account-tokens', accountId)];
+    const revoked = await this.script<number>('burrowRevokeToken', keys, [accountId, String(now), idSegment]);
     return revoked === 1;
   }
 
   /**
    * As Store.verify: the presented token's SHA-256 and the stored one compared as equal-length digests
-   * in constant time. One MGET always reads the id's record and the decoy, so an unknown id costs the
-   * same round trip, parse, hash and comparison as a known id with a wrong secret.
+   * in constant time. One script reads the id's record or the decoy, and that record's account and last
+   * use, so an unknown id costs the same round trip, reads, parse, hash and comparison as a known id with
+   * a wrong secret; a valid token needs no second round trip.
    */
   async verify(bearer: string): Promise<AuthOutcome> {
     const parsed = parseToken(bearer);
     if (parsed === null) return MALFORMED;
-    const [json, decoyJson] = await this.call(() => this.redis.mget(this.key('token', parsed.idSegment), this.key('token', DECOY_SEGMENT)));
+    const [json, decoyJson, accountJson, lastUsed] = await this.script<[string | null, string | null, string | null, string | null]>(
+      'burrowVerifyRead',
+      [this.key('token', parsed.idSegment), this.key('token', DECOY_SEGMENT), this.key('token-last-used')],
+      [this.key('account', ''), parsed.idSegment],
+    );
     const record = parse<StoredToken>(json);
     const compared = record ?? parse<StoredToken>(decoyJson);
+    const account = parse<AccountRecord>(accountJson);
     const presented = hashToken(bearer);
     const stored = compared === undefined ? NO_TOKEN_HASH : Buffer.from(compared.hash, 'hex');
     const equal = stored.byteLength === presented.byteLength && timingSafeEqual(stored, presented);
     if (record === undefined) return UNKNOWN;
     if (!equal) return { failure: 'wrong-secret', idSegment: parsed.idSegment };
     if (record.revokedAt !== null) return { failure: 'revoked', idSegment: parsed.idSegment };
-    const principal = await this.principalOf(record);
-    return principal === undefined ? UNKNOWN : { principal };
+    if (account === undefined) return UNKNOWN;
+    return { principal: { account, token: toTokenInfo(record, numberOrNull(lastUsed)) } };
   }
 
   async activePrincipal(idSegment: string): Promise<Principal | undefined> {
@@ -308,7 +343,8 @@ export class RedisStore implements AccountStore {
    * clears its own after a release.
    */
   async releaseReservation(accountId: string, subdomain: string): Promise<boolean> {
-    const released = await this.script<number>('burrowReleaseReservation', [this.key('reservation', subdomain), this.key('account-reservations', accountId)], [accountId, subdomain]);
+    const keys = [this.key('reservation', subdomain), this.key('account-reservations', accountId)];
+    const released = await this.script<number>('burrowReleaseReservation', keys, [accountId, subdomain]);
     return released === 1;
   }
 
@@ -369,8 +405,8 @@ export class RedisStore implements AccountStore {
   unavailable(error: unknown): Error {
     if (error instanceof BurrowError) return error;
     if (error instanceof (ReplyError as typeof Error) && !UNAVAILABLE_REPLY.test(error.message)) return error;
-    const reason = error instanceof Error ? error.message : String(error);
-    return new BurrowError('STORE_UNAVAILABLE', `The cluster's Redis at ${this.displayUrl} is unreachable (${reason}). Retry after the time in the Retry-After header.`, {
+    const reason = this.connectionError?.message ?? (error instanceof Error ? error.message : String(error));
+    return new BurrowError('STORE_UNAVAILABLE', `The cluster's Redis at ${this.displayUrl} is unreachable (${reason}); retry shortly.`, {
       'Retry-After': '1',
     });
   }

@@ -71,7 +71,10 @@ export class SessionStore implements DashboardSessions {
   /** Ends a session (sign out); false when there was none. */
   async close(id: string): Promise<boolean> {
     if (!SESSION_ID.test(id)) return false;
-    return this.sessions.remove(keyOf(id));
+    const key = keyOf(id);
+    // lmdb's remove answers true for a key that is not there: a second sign-out said it ended a session.
+    if (this.sessions.get(key) === undefined) return false;
+    return this.sessions.remove(key);
   }
 
   /** Drops expired and orphaned sessions; the edge calls this from its coarse timer now and then. */

@@ -77,3 +77,11 @@ test('close ends a session; sweep drops ended ones', () =>
     assert.equal(rows.length, 1);
     assert.ok(sessions.resolve(live, 3 * HOUR));
   }));
+
+test('closing a session twice answers false the second time', () =>
+  withSessions(async (store, sessions) => {
+    const { token } = await store.createAccount('e@example.test', 'FREE', 'first');
+    const id = await sessions.open(store.authenticate(token.token)!, 0);
+    assert.equal(await sessions.close(id), true);
+    assert.equal(await sessions.close(id), false);
+  }));

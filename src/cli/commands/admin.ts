@@ -1,83 +1,94 @@
 /**
  * `burrow admin ...`: the operator's commands, straight on the edge's data directory (LMDB allows a
- * second process, so they work while the edge runs). They are the way back in for a user who revoked
- * their last token (issue 16), and the only way to change a plan.
+ * second process, so they work while the edge runs), or with `--cluster redis://...` on a cluster's
+ * shared Redis store (docs/cluster.md). They are the way back in for a user who revoked their last
+ * token (issue 16), and the only way to change a plan. The commands talk to `AccountStore`, whichever
+ * implementation is behind it.
  */
 import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { BurrowError } from '../../errors.js';
 import { nowIso } from '../../ids.js';
 import { isPlanName } from '../../store/plans.js';
-import { Store, type AccountRecord } from '../../store/store.js';
+import type { AccountRecord, AccountStore } from '../../store/account-store.js';
+import { RedisStore } from '../../store/redis-store.js';
+import { Store } from '../../store/store.js';
 import { CliError, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
 const HELP = `
 Usage: burrow admin create-account | token create | set-plan | accounts list | backup [options]
 
-The operator's commands, on the edge's data directory (they work while the edge runs):
+The operator's commands, on the edge's data directory or a cluster's Redis (they work while the edges run):
   create-account --email E [--plan FREE|PRO]   an account and its first token
   token create --email E [--label L]           a new token for an account (e.g. after revoking the last)
   set-plan --email E --plan FREE|PRO           move an account to another plan
   accounts list                                every account with its plan and active tokens
-  backup --to DIR                              a consistent copy of accounts, tokens and reservations
+  backup --to DIR                              a consistent copy of accounts, tokens and reservations (LMDB)
 
 Options:
   --data DIR     LMDB data directory (default ./.burrow)
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
   --json         print JSON
   -h, --help     show this help
 (burrow admin COMMAND --help shows each command's options)
 `;
 
 const CREATE_ACCOUNT_HELP = `
-Usage: burrow admin create-account --email E [--plan FREE|PRO] [--data DIR] [--json]
+Usage: burrow admin create-account --email E [--plan FREE|PRO] [--data DIR | --cluster URL] [--json]
 
-Creates an account and its first token directly in the data directory (works while the edge runs).
-The token is printed once; it is stored only as a SHA-256 hash.
+Creates an account and its first token directly in the data directory, or in the cluster's store with
+--cluster (works while the edges run). The token is printed once; it is stored only as a SHA-256 hash.
 
 Options:
   --email E      the account's e-mail address (unique)
   --plan NAME    FREE (default) or PRO
   --data DIR     LMDB data directory (default ./.burrow)
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
   --json         print {"account":{...},"token":{...}}
   -h, --help     show this help
 `;
 
 const TOKEN_CREATE_HELP = `
-Usage: burrow admin token create --email E [--label L] [--data DIR] [--json]
+Usage: burrow admin token create --email E [--label L] [--data DIR | --cluster URL] [--json]
 
-Creates a token for an existing account directly in the data directory: the way back in after its
-last token was revoked. The token is printed once. The plan's active-token cap applies.
+Creates a token for an existing account directly in the data directory (or the cluster's store with
+--cluster): the way back in after its last token was revoked. The token is printed once. The plan's
+active-token cap applies.
 
 Options:
   --email E      the account's e-mail address
   --label L      the token's label (default "admin")
   --data DIR     LMDB data directory (default ./.burrow)
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
   --json         print {"account":{...},"token":{...}}
   -h, --help     show this help
 `;
 
 const SET_PLAN_HELP = `
-Usage: burrow admin set-plan --email E --plan FREE|PRO [--data DIR] [--json]
+Usage: burrow admin set-plan --email E --plan FREE|PRO [--data DIR | --cluster URL] [--json]
 
-Moves an account to another plan; the new limits apply from its next request on (also on a running
-edge). What the limit errors' "upgrade" means.
+Moves an account to another plan; the new limits apply from its next request on (also on running
+edges; with --cluster, on every edge of the cluster). What the limit errors' "upgrade" means.
 
 Options:
   --email E      the account's e-mail address
   --plan NAME    FREE or PRO
   --data DIR     LMDB data directory (default ./.burrow)
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
   --json         print {"account":{...}}
   -h, --help     show this help
 `;
 
 const ACCOUNTS_LIST_HELP = `
-Usage: burrow admin accounts list [--data DIR] [--json]
+Usage: burrow admin accounts list [--data DIR | --cluster URL] [--json]
 
-Lists every account of the data directory: id, e-mail, plan, active tokens, created.
+Lists every account of the data directory (or of the cluster's store with --cluster): id, e-mail,
+plan, active tokens, created.
 
 Options:
   --data DIR     LMDB data directory (default ./.burrow)
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
   --json         print {"accounts":[...]}
   -h, --help     show this help
 `;
@@ -89,10 +100,13 @@ Copies the data directory's accounts, tokens, reserved names and usage (its data
 consistent snapshot, also while the edge runs and writes (LMDB's own copy; a plain cp of a database being
 written can be torn). Captures are not included: they expire within the plan's window, and a copy of
 them needs the edge stopped (docs/deploy.md). To restore: stop the edge, use DIR as its --data.
+LMDB only: a cluster's shared store is backed up with Redis's own persistence (BGSAVE and its dump.rdb,
+or a copy of its append-only file; docs/cluster.md).
 
 Options:
   --to DIR       where the copy goes: a new or empty directory
   --data DIR     LMDB data directory (default ./.burrow)
+  --cluster URL  refused: a cluster's store is Redis's to back up (see above)
   --json         print {"backup":{"path","bytes"}}
   -h, --help     show this help
 `;
@@ -131,9 +145,27 @@ export async function adminCommand(args: string[]): Promise<number> {
   }
 }
 
-/** Opens the data directory for `work`; a store error becomes a one-line CliError with its code. */
-async function withStore<T>(data: string | undefined, work: (store: Store) => Promise<T>): Promise<T> {
-  const store = Store.open(resolve(data ?? '.burrow'));
+interface StoreChoice {
+  data?: string | undefined;
+  cluster?: string | undefined;
+}
+
+/**
+ * Opens the store for `work`: the cluster's Redis with --cluster, else the LMDB data directory. A store
+ * error (Redis unreachable included) becomes a one-line CliError with its code.
+ */
+async function withStore<T>({ data, cluster }: StoreChoice, work: (store: AccountStore) => Promise<T>): Promise<T> {
+  if (cluster !== undefined && data !== undefined) throw new UsageError('give either --data DIR (one edge) or --cluster URL (a cluster), not both');
+  if (cluster !== undefined && !/^rediss?:\/\/[^/\s]+/.test(cluster)) {
+    throw new UsageError(`--cluster must be a Redis URL, redis://HOST:PORT[/DB], not ${cluster}`);
+  }
+  let store: AccountStore;
+  try {
+    store = cluster === undefined ? Store.open(resolve(data ?? '.burrow')) : await RedisStore.connect(cluster);
+  } catch (error) {
+    if (error instanceof BurrowError) throw new CliError(error.message, 1, error.code);
+    throw error;
+  }
   try {
     return await work(store);
   } catch (error) {
@@ -149,9 +181,10 @@ function email(value: string | undefined): string {
   return value;
 }
 
-function account(store: Store, address: string): AccountRecord {
-  const found = store.findAccountByEmail(address);
-  if (found === undefined) throw new CliError(`no account with e-mail ${address.trim().toLowerCase()} in this data directory (burrow admin accounts list)`, 1, 'NOT_FOUND');
+async function account(store: AccountStore, address: string): Promise<AccountRecord> {
+  const found = await store.findAccountByEmail(address);
+  const where = store.kind === 'redis' ? "in the cluster's store" : 'in this data directory';
+  if (found === undefined) throw new CliError(`no account with e-mail ${address.trim().toLowerCase()} ${where} (burrow admin accounts list)`, 1, 'NOT_FOUND');
   return found;
 }
 
@@ -160,13 +193,13 @@ function accountJson(record: AccountRecord): { id: string; email: string; plan: 
 }
 
 async function createAccount(args: string[]): Promise<number> {
-  const parsed = parse(args, { email: { type: 'string' }, plan: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } }, CREATE_ACCOUNT_HELP);
+  const parsed = parse(args, { email: { type: 'string' }, plan: { type: 'string' }, data: { type: 'string' }, cluster: { type: 'string' }, json: { type: 'boolean' } }, CREATE_ACCOUNT_HELP);
   if (parsed === null) return 0;
   noExtraPositionals(parsed, 0, CREATE_ACCOUNT_HELP);
-  const { plan = 'FREE', data, json } = parsed.values;
+  const { plan = 'FREE', json } = parsed.values;
   const address = email(parsed.values.email);
   if (!isPlanName(plan)) throw new UsageError(`--plan must be FREE or PRO, not ${plan}`);
-  return withStore(data, async (store) => {
+  return withStore(parsed.values, async (store) => {
     const { account: created, token } = await store.createAccount(address, plan, 'admin');
     const result = {
       account: accountJson(created),
@@ -179,14 +212,14 @@ async function createAccount(args: string[]): Promise<number> {
 }
 
 async function createToken(args: string[]): Promise<number> {
-  const parsed = parse(args, { email: { type: 'string' }, label: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } }, TOKEN_CREATE_HELP);
+  const parsed = parse(args, { email: { type: 'string' }, label: { type: 'string' }, data: { type: 'string' }, cluster: { type: 'string' }, json: { type: 'boolean' } }, TOKEN_CREATE_HELP);
   if (parsed === null) return 0;
   noExtraPositionals(parsed, 0, TOKEN_CREATE_HELP);
   const address = email(parsed.values.email);
   const label = parsed.values.label ?? 'admin';
   if (label.trim() === '' || [...label].length > 64) throw new UsageError('--label must be 1 to 64 characters');
-  return withStore(parsed.values.data, async (store) => {
-    const owner = account(store, address);
+  return withStore(parsed.values, async (store) => {
+    const owner = await account(store, address);
     const token = await store.createToken(owner, label.trim());
     const result = {
       account: accountJson(owner),
@@ -199,14 +232,14 @@ async function createToken(args: string[]): Promise<number> {
 }
 
 async function setPlan(args: string[]): Promise<number> {
-  const parsed = parse(args, { email: { type: 'string' }, plan: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } }, SET_PLAN_HELP);
+  const parsed = parse(args, { email: { type: 'string' }, plan: { type: 'string' }, data: { type: 'string' }, cluster: { type: 'string' }, json: { type: 'boolean' } }, SET_PLAN_HELP);
   if (parsed === null) return 0;
   noExtraPositionals(parsed, 0, SET_PLAN_HELP);
   const address = email(parsed.values.email);
   const plan = parsed.values.plan;
   if (plan === undefined || !isPlanName(plan)) throw new UsageError(`--plan must be FREE or PRO${plan === undefined ? '' : `, not ${plan}`}`);
-  return withStore(parsed.values.data, async (store) => {
-    const updated = await store.setPlan(account(store, address).id, plan);
+  return withStore(parsed.values, async (store) => {
+    const updated = await store.setPlan((await account(store, address)).id, plan);
     if (updated === undefined) throw new CliError(`the account ${address} disappeared meanwhile`, 1, 'NOT_FOUND');
     if (parsed.values.json === true) printJson({ account: accountJson(updated) });
     else process.stdout.write(`${updated.email} (${updated.id}) is on plan ${updated.plan}\n`);
@@ -215,30 +248,36 @@ async function setPlan(args: string[]): Promise<number> {
 }
 
 async function listAccounts(args: string[]): Promise<number> {
-  const parsed = parse(args, { data: { type: 'string' }, json: { type: 'boolean' } }, ACCOUNTS_LIST_HELP);
+  const parsed = parse(args, { data: { type: 'string' }, cluster: { type: 'string' }, json: { type: 'boolean' } }, ACCOUNTS_LIST_HELP);
   if (parsed === null) return 0;
   noExtraPositionals(parsed, 0, ACCOUNTS_LIST_HELP);
-  return withStore(parsed.values.data, async (store) => {
-    const accounts = store.listAccounts().map((record) => ({
-      ...accountJson(record),
-      active_tokens: store.countActiveTokens(record.id),
-      created_at: nowIso(record.createdAt),
-    }));
+  return withStore(parsed.values, async (store) => {
+    const accounts = [];
+    for (const record of await store.listAccounts()) {
+      accounts.push({ ...accountJson(record), active_tokens: await store.countActiveTokens(record.id), created_at: nowIso(record.createdAt) });
+    }
     if (parsed.values.json === true) printJson({ accounts });
     else
       printTable(
         ['ID', 'EMAIL', 'PLAN', 'TOKENS', 'CREATED'],
         accounts.map((a) => [a.id, a.email, a.plan, a.active_tokens, shortTime(a.created_at)]),
-        'no accounts in this data directory',
+        store.kind === 'redis' ? "no accounts in the cluster's store" : 'no accounts in this data directory',
       );
     return 0;
   });
 }
 
 async function backup(args: string[]): Promise<number> {
-  const parsed = parse(args, { to: { type: 'string' }, data: { type: 'string' }, json: { type: 'boolean' } }, BACKUP_HELP);
+  const parsed = parse(args, { to: { type: 'string' }, data: { type: 'string' }, cluster: { type: 'string' }, json: { type: 'boolean' } }, BACKUP_HELP);
   if (parsed === null) return 0;
   noExtraPositionals(parsed, 0, BACKUP_HELP);
+  if (parsed.values.cluster !== undefined) {
+    throw new CliError(
+      "admin backup copies an edge's LMDB data directory; a cluster's store lives in Redis: back it up with " +
+        "Redis's own persistence (redis-cli -u URL BGSAVE, then copy its dump.rdb, or copy its append-only file; docs/cluster.md)",
+      2,
+    );
+  }
   if (parsed.values.to === undefined || parsed.values.to === '') throw new UsageError('--to DIR is required: where the copy goes');
   const data = resolve(parsed.values.data ?? '.burrow');
   // Opening a directory that holds no store would create an empty one, and back that up.
@@ -246,7 +285,8 @@ async function backup(args: string[]): Promise<number> {
   const target = resolve(parsed.values.to);
   if (existsSync(target) && readdirSync(target).length > 0) throw new CliError(`${target} is not empty; back up into a new or empty directory`);
   mkdirSync(target, { recursive: true, mode: 0o700 });
-  return withStore(data, async (store) => {
+  return withStore({ data }, async (store) => {
+    if (!(store instanceof Store)) throw new CliError('admin backup needs an LMDB data directory');
     // mdb_env_copy under a read transaction: a snapshot, whatever the edge commits meanwhile.
     await store.root.backup(target, false);
     const path = join(target, 'data.mdb');

@@ -7,7 +7,7 @@ import { resolve } from 'node:path';
 import { parseToken, tokenIdOf } from '../../ids.js';
 import { apiClientFor, CONNECTION_HELP, CONNECTION_OPTIONS, edgeApiClient, type ApiClient, type ConnectionFlags } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
-import { configPath, readConfig, resolveCredentials, requireToken, writeConfig } from '../config.js';
+import { configPath, readConfig, resolveCredentials, requireToken, writeConfig, type ClientConfig } from '../config.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
 function client(values: ConnectionFlags): ApiClient {
@@ -17,7 +17,7 @@ function client(values: ConnectionFlags): ApiClient {
 // ---- login ----------------------------------------------------------------------------------------
 
 const LOGIN_HELP = `
-Usage: burrow login TOKEN [--edge URL] [--json] [--ca FILE] [--insecure]
+Usage: burrow login TOKEN [--edge URL ...] [--json] [--ca FILE] [--insecure]
 
 Checks the token against the edge and saves both to the client config (mode 0600), so later commands
 need neither. The CA it trusted (--ca, else BURROW_CA, else the one saved before for the same edge) is
@@ -25,7 +25,8 @@ saved too, as an absolute path: later commands use it when they get no --ca and 
 in to another edge without --ca or BURROW_CA forgets it, and so does logging in once its file is gone.
 
 Options:
-  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
+  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
+                 repeated, every edge is saved in that order (failover order for later commands)
   --json         print {"edge","account":{id,email,plan},"config","ca"}
   --ca FILE      trust this CA (PEM) to check an https:// edge with a private certificate, beside
                  the public roots (NODE_EXTRA_CA_CERTS works too)
@@ -34,7 +35,7 @@ Options:
 `;
 
 export async function loginCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { edge: { type: 'string' }, json: { type: 'boolean' }, ca: { type: 'string' }, insecure: { type: 'boolean' } }, LOGIN_HELP);
+  const parsed = parse(args, { edge: { type: 'string', multiple: true }, json: { type: 'boolean' }, ca: { type: 'string' }, insecure: { type: 'boolean' } }, LOGIN_HELP);
   if (parsed === null) return 0;
   const token = requirePositional(parsed, 0, 'TOKEN', LOGIN_HELP);
   noExtraPositionals(parsed, 1, LOGIN_HELP);
@@ -54,8 +55,11 @@ export async function loginCommand(args: string[]): Promise<number> {
   const me = await api.call<{ id: string; email: string; plan: string }>('GET', '/api/v1/auth/me');
   // Absolute, so a later command run from another directory finds the same file; none trusted, none kept.
   const ca = api.ca === undefined ? undefined : resolve(api.ca.path);
-  const config = { ...saved, edge: api.edge, token, ca };
-  if (ca === undefined) delete config.ca;
+  // `edge` stays the first edge, so a config file written here still works for an older burrow.
+  const config: ClientConfig = { ...saved, edge: credentials.edge, edges: credentials.edges, token };
+  if (ca !== undefined) config.ca = ca;
+  else delete config.ca;
+  if (credentials.edges.length === 1) delete config.edges;
   writeConfig(config, path);
   if (parsed.values.json === true) printJson({ edge: api.edge, account: { id: me.id, email: me.email, plan: me.plan }, config: path, ca: ca ?? null });
   else process.stdout.write(`logged in to ${api.edge} as ${me.email} (${me.plan}); saved to ${path}${ca === undefined ? '' : ` with the CA ${ca}`}\n`);

@@ -23,7 +23,7 @@ import { readCaFile, trustCaForRequests } from '../edge-ca.js';
 
 const HELP = `
 Usage: burrow http [scheme://][host:]port [--subdomain NAME] [--route PREFIX=TARGET ...]
-                        [--host-header rewrite|VALUE] [--local-insecure] [--edge URL] [--token T]
+                        [--host-header rewrite|VALUE] [--local-insecure] [--edge URL ...] [--token T]
                         [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE] [--insecure]
 
 Opens a tunnel: requests to the public URL the edge gives are forwarded to the local target:
@@ -36,6 +36,13 @@ Prints "Forwarding <public URL> -> <target>" once the tunnel is live; reconnects
 it asks for the name this port got from this edge last time (remembered in names.json next to the
 config file; the edge holds it for its account for a minute after the tunnel ends), and says so when
 that name is no longer available. A warning says when nothing listens on the local port yet.
+
+Several edges (a cluster): repeat --edge, or give BURROW_EDGE a comma-separated list; an edge name
+with several DNS addresses is tried address by address. When the edge in use dies, goes away (GOAWAY)
+or refuses for a while (rate limit, 5xx), the tunnel moves to the next edge at once, keeping its
+subdomain and the inspector's history, and says "burrow: edge A went away (cause); reconnected to B
+as NAME"; it waits (backoff) only after every edge has failed in a row. A revoked token, a tunnel
+closed through the API or replaced, or a subdomain owned by another account still ends it.
 
 The local inspector (http://127.0.0.1:4040, or the next free port up to 4059) shows every request
 with headers, body, the local response and latency, live, and replays them (burrow replay).
@@ -50,7 +57,8 @@ Options:
                           target's host:port (Vite, Django ALLOWED_HOSTS, Rails), VALUE sends VALUE;
                           default: the public Host. X-Forwarded-Host carries the public host always
   --local-insecure        accept any certificate from https:// targets (self-signed dev servers)
-  --edge URL              the edge (default: BURROW_EDGE, the config file, http://localhost:8080)
+  --edge URL              the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
+                          may be repeated: the edges in failover order
   --token T               the token (default: BURROW_TOKEN, the config file)
   --ca FILE               trust this CA (PEM) for an https:// edge with a private certificate, beside
                           the public roots (default: BURROW_CA, the CA "burrow login --ca" saved;
@@ -63,8 +71,9 @@ Options:
   --no-inspect            no inspector: nothing is recorded
   --log text|json         one line per request, also in a terminal (default: a live status
                           block in a terminal, text lines otherwise); NO_COLOR turns colour off
-  --json                  one JSON object per line per event: ready, request, reconnect, warning,
-                          error, closed (errors before the tunnel opens: {"error":{...}} on stderr)
+  --json                  one JSON object per line per event: ready, request, reconnect, failover,
+                          warning, error, closed (errors before the tunnel opens: {"error":{...}}
+                          on stderr)
   -h, --help              show this help
 `;
 
@@ -80,7 +89,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     {
       subdomain: { type: 'string' },
       route: { type: 'string', multiple: true },
-      edge: { type: 'string' },
+      edge: { type: 'string', multiple: true },
       token: { type: 'string' },
       log: { type: 'string' },
       inspect: { type: 'string' },
@@ -121,8 +130,10 @@ export async function httpCommand(args: string[]): Promise<number> {
     else process.stderr.write(`burrow: warning: ${message}\n`);
   };
   // Before anything reaches the edge (the remembered name's check sends the token too).
-  const refusal = cleartextRefusal(credentials.edge, parsed.values.insecure === true);
-  if (refusal !== null) throw new CliError(refusal);
+  for (const edge of credentials.edges) {
+    const refusal = cleartextRefusal(edge, parsed.values.insecure === true);
+    if (refusal !== null) throw new CliError(refusal);
+  }
   // --ca, else BURROW_CA, else the CA "burrow login --ca" saved.
   const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
   // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust.
@@ -139,7 +150,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   }
   const open = async (subdomain: string | undefined): Promise<{ client: TunnelClient; ready: ReadyInfo }> => {
     const client = new TunnelClient({
-      edge: credentials.edge,
+      edge: credentials.edges,
       token,
       routes: table,
       recordLimit: inspector === null ? 0 : INSPECTOR_BODY_LIMIT,
@@ -164,7 +175,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   // Asking for a name this account has live would replace that tunnel (a second `burrow http` of the
   // same port): then this one takes a new name, and the memory stays the first one's.
   let remember = chosen === undefined;
-  if (remembered !== undefined && (await liveTunnel(credentials.edge, token, remembered))) {
+  if (remembered !== undefined && (await liveTunnel(credentials.edges, token, remembered))) {
     warn('SUBDOMAIN_TAKEN', `the subdomain of last time, ${remembered}, is live in another tunnel of this account; this one gets a new one`);
     remembered = undefined;
     remember = false;
@@ -213,8 +224,11 @@ export async function httpCommand(args: string[]): Promise<number> {
   const live = out.isTTY === true && logFormat === undefined && !json ? new StatusBlock(client, table, inspector?.url ?? null, out) : null;
   if (events !== null) {
     client.on('exchange', (exchange: Exchange) => events(requestEvent(exchange)));
-    client.on('reconnecting', ({ attempt, delayMs, reason }) => events({ event: 'reconnect', attempt, delay_ms: delayMs, reason }));
+    client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => events({ event: 'reconnect', attempt, delay_ms: delayMs, reason, edge }));
     client.on('ready', (info) => {
+      if (info.movedFrom !== null) {
+        events({ event: 'failover', from: info.movedFrom.edge, to: info.edge, cause: info.movedFrom.cause, subdomain: info.subdomain, url: info.publicUrl });
+      }
       if (info.reconnected) events({ event: 'ready', subdomain: info.subdomain, url: info.publicUrl, forwarding: forwardingLines(info.publicUrl, table), reconnected: true });
     });
   } else if (live === null) {
@@ -224,10 +238,12 @@ export async function httpCommand(args: string[]): Promise<number> {
       const lines = batchedWriter(out);
       client.on('exchange', (exchange: Exchange) => lines(jsonLog ? jsonLine(exchange) : textLine(exchange)));
     }
-    client.on('reconnecting', ({ attempt, delayMs, reason }) => {
-      process.stderr.write(`burrow: ${reason}; reconnecting in ${delayMs} ms (attempt ${attempt})\n`);
+    client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => {
+      if (delayMs === 0) process.stderr.write(`burrow: ${reason}; trying the next edge, ${edge}\n`);
+      else process.stderr.write(`burrow: ${reason}; reconnecting in ${delayMs} ms (attempt ${attempt})\n`);
     });
     client.on('ready', (info) => {
+      if (info.movedFrom !== null) process.stderr.write(`${movedLine(info)}\n`);
       if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> ${target.origin}\n`);
     });
   } else {
@@ -277,10 +293,15 @@ export function requestEvent(exchange: Exchange): Record<string, unknown> {
   };
 }
 
+/** "burrow: edge A went away (cause); reconnected to B as NAME": a failover, said once. */
+function movedLine(info: ReadyInfo): string {
+  return `burrow: edge ${info.movedFrom?.edge ?? '?'} went away (${info.movedFrom?.cause ?? 'connection lost'}); reconnected to ${info.edge} as ${info.subdomain}`;
+}
+
 /** Whether the account has a live tunnel on `subdomain` (false too when the edge cannot say). */
-async function liveTunnel(edge: string, token: string, subdomain: string): Promise<boolean> {
+async function liveTunnel(edges: string[], token: string, subdomain: string): Promise<boolean> {
   try {
-    await new ApiClient(edge, token).call('GET', `/api/v1/tunnels/${encodeURIComponent(subdomain)}`);
+    await new ApiClient(edges, token).call('GET', `/api/v1/tunnels/${encodeURIComponent(subdomain)}`);
     return true;
   } catch {
     return false;
@@ -506,9 +527,9 @@ class StatusBlock {
       if (this.recent.length > RECENT) this.recent.shift();
       this.dirty = true;
     });
-    this.client.on('reconnecting', ({ attempt, delayMs, reason }) => {
+    this.client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => {
       this.session = 'reconnecting';
-      this.detail = `attempt ${attempt} in ${delayMs} ms: ${reason}`;
+      this.detail = delayMs === 0 ? `trying ${edge}: ${reason}` : `attempt ${attempt} in ${delayMs} ms: ${reason}`;
       this.dirty = true;
     });
     this.client.on('ready', (info) => {

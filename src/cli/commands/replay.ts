@@ -28,7 +28,8 @@ Options:
   --header 'N: v'   replace (or add) a request header; repeatable
   --allow-truncated replay even a request whose captured body was cut at the cap
   --inspector URL   the inspector (default: BURROW_INSPECTOR, http://127.0.0.1:4040)
-  --edge URL        the edge, when no inspector runs (default: BURROW_EDGE, the config file)
+  --edge URL        the edge, when no inspector runs (default: BURROW_EDGE, the config file);
+                    repeat it to try the next edge when one cannot be reached
   --token T         the token, when no inspector runs (default: BURROW_TOKEN, the config file)
   --ca FILE         trust this CA (PEM) for an https:// edge with a private certificate (default:
                     BURROW_CA, the CA "burrow login --ca" saved)
@@ -60,7 +61,7 @@ export async function replayCommand(args: string[]): Promise<number> {
       header: { type: 'string', multiple: true },
       'allow-truncated': { type: 'boolean' },
       inspector: { type: 'string' },
-      edge: { type: 'string' },
+      edge: { type: 'string', multiple: true },
       token: { type: 'string' },
       ca: { type: 'string' },
       insecure: { type: 'boolean' },
