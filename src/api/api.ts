@@ -18,11 +18,14 @@ import { Router } from './router.js';
 import { isOfflineMode, type OfflineMode, type OfflineQueueStore } from '../store/offline-queue.js';
 import { defineQueueRoutes } from './queue-routes.js';
 import { checkCsrf, clearedSessionCookie, isStateChanging, sessionCookie, sessionIdOf } from './session.js';
-import type { ApiRequest, ApiResponse, HeaderPairs, InstanceInfo, QueueDriver, ReplayOverrides, TunnelDirectory } from './types.js';
+import type { ApiRequest, ApiResponse, CaptureLog, HeaderPairs, InstanceInfo, QueueDriver, ReplayOverrides, TunnelDirectory } from './types.js';
+import { LocalCaptureLog } from './capture-log.js';
 
 export interface ApiOptions {
   store: AccountStore;
   captures: CaptureStore;
+  /** Where captures are read; the edge's own `captures` when absent (cluster mode: every edge's, src/edge/cluster/captures.ts). */
+  captureLog?: CaptureLog;
   usage: UsageCounter;
   tunnels: TunnelDirectory;
   instance: InstanceInfo;
@@ -224,7 +227,8 @@ export class Api {
   }
 
   private defineRoutes(): void {
-    const { store, captures, tunnels, usage, instance } = this.options;
+    const { store, tunnels, usage, instance } = this.options;
+    const captures = this.options.captureLog ?? new LocalCaptureLog(this.options.captures);
     const add = (method: string, path: string, handler: Handler, isPublic = false): void => {
       this.router.add(method, path, { handler, public: isPublic });
     };
@@ -331,27 +335,21 @@ export class Api {
       return NO_CONTENT;
     });
 
-    add('GET', '/api/v1/requests', ({ req, principal }) => {
+    add('GET', '/api/v1/requests', async ({ req, principal }) => {
       const query = queryParams(req);
       const subdomain = query.get('subdomain')?.toLowerCase() ?? null;
       if (subdomain === null || subdomain === '') {
         throw new BurrowError('INVALID_REQUEST', 'The "subdomain" query parameter is required.');
       }
       const limit = intParam(query, 'limit', REQUEST_LIST_DEFAULT, REQUEST_LIST_MAX);
-      const before = query.get('before');
-      let beforeSeq: number | undefined;
-      if (before !== null) {
-        const seq = captures.seqInRing(principal.account.id, subdomain, before);
-        if (seq === null) throw new BurrowError('INVALID_REQUEST', `"before" must be a request id of ${quoted(subdomain)}.`);
-        beforeSeq = seq;
-      }
+      const before = query.get('before') ?? undefined;
       const q = query.get('q');
       if (q !== null && (q.length < 1 || q.length > REQUEST_SEARCH_MAX_LENGTH)) {
         throw new BurrowError('INVALID_REQUEST', `"q" must be 1 to ${REQUEST_SEARCH_MAX_LENGTH} characters.`);
       }
       const listOptions = {
         limit,
-        ...(beforeSeq === undefined ? {} : { beforeSeq }),
+        ...(before === undefined ? {} : { before }),
         retentionMs: this.retentionOf(principal),
         now: this.clock(),
       };
@@ -364,25 +362,25 @@ export class Api {
         received_at: nowIso(entry.receivedAt),
       });
       if (q !== null) {
-        const found = captures.search(principal.account.id, subdomain, q, { ...listOptions, maxScanned: REQUEST_SEARCH_SCAN, maxBodyBytes: REQUEST_SEARCH_BODY_BYTES });
+        const found = await captures.search(principal.account.id, subdomain, q, { ...listOptions, maxScanned: REQUEST_SEARCH_SCAN, maxBodyBytes: REQUEST_SEARCH_BODY_BYTES });
         if (found === null) throw new BurrowError('NOT_FOUND', `No requests for ${quoted(subdomain)} on this account.`);
         return json(200, { requests: found.matches.map(summaryJson), scanned: found.scanned, next_before: found.resumeBefore });
       }
-      const list = captures.list(principal.account.id, subdomain, listOptions);
+      const list = await captures.list(principal.account.id, subdomain, listOptions);
       if (list === null) throw new BurrowError('NOT_FOUND', `No requests for ${quoted(subdomain)} on this account.`);
       return json(200, { requests: list.map(summaryJson) });
     });
 
-    const ownCapture = (id: string, principal: Principal): CaptureRecord => {
-      const capture = captures.get(principal.account.id, id, this.retentionOf(principal), this.clock());
+    const ownCapture = async (id: string, principal: Principal): Promise<CaptureRecord> => {
+      const capture = await captures.get(principal.account.id, id, this.retentionOf(principal), this.clock());
       if (capture === null) throw new BurrowError('NOT_FOUND', `No request ${quoted(id)} on this account.`);
       return capture;
     };
 
-    add('GET', '/api/v1/requests/:id', ({ params, principal }) => json(200, captureJson(ownCapture(params.id!, principal))));
+    add('GET', '/api/v1/requests/:id', async ({ params, principal }) => json(200, captureJson(await ownCapture(params.id!, principal))));
 
     add('POST', '/api/v1/requests/:id/replay', async ({ req, params, principal }) => {
-      const capture = ownCapture(params.id!, principal);
+      const capture = await ownCapture(params.id!, principal);
       const fields = readJsonObject(req, { optional: true });
       const allowTruncated = takeAllowTruncated(fields);
       const overrides = validateReplayOverrides(fields);

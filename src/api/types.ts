@@ -4,7 +4,7 @@
  * adapter in src/edge turns sockets into ApiRequest and ApiResponse back into bytes.
  */
 import type { Awaitable } from '../store/account-store.js';
-import type { CaptureDetail, CaptureStore } from '../store/captures.js';
+import type { CaptureDetail, CaptureStore, CaptureSummary, SearchResult } from '../store/captures.js';
 
 export interface ApiRequest {
   /** Upper-case method. */
@@ -79,6 +79,26 @@ export interface QueueDriver {
 export interface InstanceInfo {
   build: string;
   region: string;
+}
+
+/** How the API pages through captures: `before` is a capture id (the cursor), absent for the newest. */
+export interface CaptureQuery {
+  limit: number;
+  before?: string;
+  retentionMs: number;
+  now: number;
+}
+
+/**
+ * The capture log as the API reads it. On a lone edge it is the edge's own CaptureStore (LocalCaptureLog,
+ * src/api/capture-log.ts); in cluster mode the edge hands the API one that also asks the other edges
+ * (src/edge/cluster/captures.ts). A `before` that names no capture of the subdomain is INVALID_REQUEST.
+ */
+export interface CaptureLog {
+  /** Newest first; null when the account never had this subdomain (on any edge). */
+  list(accountId: string, subdomain: string, query: CaptureQuery): Awaitable<CaptureSummary[] | null>;
+  search(accountId: string, subdomain: string, text: string, query: CaptureQuery & { maxScanned: number; maxBodyBytes: number }): Awaitable<SearchResult | null>;
+  get(accountId: string, id: string, retentionMs: number, now: number): Awaitable<CaptureDetail | null>;
 }
 
 export type { CaptureStore };

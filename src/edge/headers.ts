@@ -9,6 +9,8 @@
 import { HOP_BY_HOP, connectionNamed, removeNamed } from '../protocol/headers.js';
 import type { HttpRequest } from '../uws.js';
 import { FramingTally } from './request-framing.js';
+import { CLUSTER_HEADER_PREFIX, ORDER_HEADER } from './cluster/secret.js';
+import { restoreHeaderOrder } from './cluster/forwarded-head.js';
 
 export interface PublicRequestHead {
   headers: string[];
@@ -35,6 +37,9 @@ const collector = {
   secWebSocketKey: '',
   secWebSocketProtocol: '',
   secWebSocketExtensions: '',
+  /** The request came over the cluster's hop with its secret: its X-Forwarded-* are the first edge's. */
+  forwarded: false,
+  order: '',
   add(name: string, value: string): void {
     switch (name) {
       case 'host':
@@ -52,10 +57,12 @@ const collector = {
         collector.connection = collector.connection === '' ? value : `${collector.connection},${value}`;
         return;
       case 'x-forwarded-for':
+        if (collector.forwarded) break;
         collector.forwardedFor = collector.forwardedFor === '' ? value : `${collector.forwardedFor}, ${value}`;
         return;
       case 'x-forwarded-proto':
       case 'x-forwarded-host':
+        if (collector.forwarded) break;
         return;
       case 'upgrade':
         collector.upgrade = value;
@@ -71,6 +78,11 @@ const collector = {
         break;
       default:
         if (HOP_BY_HOP.has(name)) return;
+        // The cluster's own headers never reach a tunnel (docs/cluster.md), forged or not.
+        if (name.charCodeAt(0) === 98 /* b */ && name.startsWith(CLUSTER_HEADER_PREFIX)) {
+          if (name === ORDER_HEADER) collector.order = value;
+          return;
+        }
     }
     collector.headers.push(name, value);
   },
@@ -83,8 +95,10 @@ const collector = {
  * the request's Host).
  * The framing headers are checked on the same walk: `framingProblem` says why the request must be
  * refused (then nothing of it may be forwarded).
+ * `forwarded`: the request came from another edge of the cluster with the secret (src/edge/cluster/hop.ts):
+ * its headers are that edge's reading of the public request, kept as they are.
  */
-export function readPublicRequestHead(req: HttpRequest, hopAddress: string, proto: string, forwardedHost = ''): PublicRequestHead {
+export function readPublicRequestHead(req: HttpRequest, hopAddress: string, proto: string, forwardedHost = '', forwarded = false): PublicRequestHead {
   collector.headers = [];
   collector.host = '';
   collector.framing.reset();
@@ -94,13 +108,16 @@ export function readPublicRequestHead(req: HttpRequest, hopAddress: string, prot
   collector.secWebSocketKey = '';
   collector.secWebSocketProtocol = '';
   collector.secWebSocketExtensions = '';
+  collector.forwarded = forwarded;
+  collector.order = '';
   req.forEach(collector.add);
   const headers = collector.headers;
   if (collector.connection !== '') {
     const named = connectionNamed(collector.connection);
     if (named.length > 0) removeNamed(headers, named);
   }
-  headers.push(
+  if (forwarded) restoreHeaderOrder(headers, collector.order);
+  else headers.push(
     'x-forwarded-for',
     collector.forwardedFor === '' ? hopAddress : `${collector.forwardedFor}, ${hopAddress}`,
     'x-forwarded-proto',

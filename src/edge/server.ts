@@ -7,9 +7,10 @@ import { join } from 'node:path';
 import { BurrowError, ERROR_CODES, type ErrorCode } from '../errors.js';
 import { VERSION } from '../version.js';
 import { Api, errorResponse } from '../api/api.js';
+import { LocalCaptureLog } from '../api/capture-log.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
-import { CaptureStore } from '../store/captures.js';
+import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
 import type { SessionOptions } from '../store/sessions.js';
 import { Store, type StoreOptions } from '../store/store.js';
@@ -19,7 +20,7 @@ import { AccessLog } from './access-log.js';
 import { AdminServer, type AdminAddress } from './admin.js';
 import { TrustedProxies, requestOrigin } from './client-address.js';
 import { loadDashboard, serveDashboard } from './dashboard.js';
-import { readPublicRequestHead } from './headers.js';
+import { readPublicRequestHead, type PublicRequestHead } from './headers.js';
 import { HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
@@ -36,7 +37,7 @@ import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { HttpRedirectListener } from './http-redirect.js';
 import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
-import { ClusterHop, type ClusterHopOptions } from './cluster/hop.js';
+import { ClusterHop, NOT_OWNER, type ClusterHopOptions } from './cluster/hop.js';
 
 export interface EdgeOptions {
   dataDir: string;
@@ -192,7 +193,15 @@ export class Edge {
     this.releaseDataDir = lockDataDirectory(options.dataDir);
     try {
       this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
-      this.captures = CaptureStore.open(join(options.dataDir, 'captures'), { fsync: options.captureFsync === true });
+      this.captures = CaptureStore.open(join(options.dataDir, 'captures'), {
+        fsync: options.captureFsync === true,
+        // Capture ids must not repeat across the edges of a cluster (src/edge/cluster/captures.ts).
+        ...(cluster !== null
+          ? { ringIds: clusterRingIds(cluster.nodeNumber) }
+          : options.clusterHop?.ringIds === undefined
+            ? {}
+            : { ringIds: options.clusterHop.ringIds }),
+      });
     } catch (error) {
       this.releaseDataDir();
       throw error;
@@ -222,12 +231,15 @@ export class Edge {
     const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
     this.observer = new EdgeObserver(metrics, accessLog, this.log);
     this.offline = new OfflineQueue(this.store, this.registry, this.log, options.offlineQueue, this.observer);
+    // In cluster mode the API reads every edge's captures and replays through the tunnel's edge.
+    const clusterApi = this.hop === null ? null : this.hop.apiParts(new LocalCaptureLog(this.captures), this.registry);
     this.api = new Api({
       store: this.accounts,
       heldEvents: this.store.queue,
       captures: this.captures,
+      ...(clusterApi === null ? {} : { captureLog: clusterApi.captureLog }),
       usage: this.usage,
-      tunnels: this.registry,
+      tunnels: clusterApi === null ? this.registry : clusterApi.tunnels,
       queue: this.offline,
       instance: { build: VERSION, region: options.region ?? 'local' },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
@@ -517,10 +529,11 @@ export class Edge {
   // ---- public traffic ---------------------------------------------------------------------------------
 
   /** The live session of `subdomain` with room for a stream, or undefined once the refusal is written. */
-  private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string): TunnelSession | undefined {
+  private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string, forwarded = false): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
-      this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', `No tunnel is connected on ${subdomain}.${this.domain}.`);
+      // Asked as the owner by another edge: say so, and that edge forgets its cached owner (never forwarded again).
+      this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', this.notFoundMessage(subdomain), false, forwarded ? NOT_OWNER : undefined);
       return undefined;
     }
     if (!session.hasRoom()) {
@@ -528,6 +541,10 @@ export class Edge {
       return undefined;
     }
     return session;
+  }
+
+  private notFoundMessage(subdomain: string): string {
+    return `No tunnel is connected on ${subdomain}.${this.domain}.`;
   }
 
   /** Answers a public request with the edge's error, counted and access-logged (inside the uWS handler). */
@@ -554,9 +571,19 @@ export class Edge {
   }
 
   private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
-    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
-    const clientAddress = origin.client;
-    const head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
+    // A request another edge of the cluster forwarded (with the secret) carries the client's own origin.
+    const forwarded = this.hop === null ? null : this.hop.forwardedOrigin(req);
+    let clientAddress: string;
+    let head: PublicRequestHead;
+    let proto: string;
+    if (forwarded === null) {
+      const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+      ({ client: clientAddress, proto } = origin);
+      head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
+    } else {
+      ({ client: clientAddress, proto } = forwarded);
+      head = readPublicRequestHead(req, '', proto, '', true);
+    }
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
       this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
@@ -564,7 +591,11 @@ export class Edge {
       return;
     }
     if (this.offline.serves(res, req, head, subdomain, clientAddress)) return;
-    const session = this.sessionFor(res, req, subdomain);
+    if (this.hop !== null && forwarded === null && this.registry.session(subdomain) === undefined) {
+      this.forwardPublic(res, req, subdomain, head, clientAddress, proto);
+      return;
+    }
+    const session = this.sessionFor(res, req, subdomain, forwarded !== null);
     if (session === undefined) return;
     const method = req.getCaseSensitiveMethod();
     const url = req.getUrl();
@@ -625,6 +656,20 @@ export class Edge {
       }
       stream.sendBody(new Uint8Array(chunk), isLast);
     });
+  }
+
+  /** No session here, in cluster mode: the edge holding the tunnel answers, through the internal hop. */
+  private forwardPublic(res: HttpResponse, req: HttpRequest, subdomain: string, head: PublicRequestHead, clientAddress: string, proto: string): void {
+    const method = req.getCaseSensitiveMethod();
+    const url = req.getUrl();
+    const query = req.getQuery();
+    const path = query ? `${url}?${query}` : url;
+    this.hop!.forwardHttp(
+      res,
+      { subdomain, method, path, headers: head.headers, contentLength: head.contentLength, chunked: head.chunked, clientAddress, proto, notFound: this.notFoundMessage(subdomain) },
+      { maxRequestBody: this.maxRequestBody, requestTimeoutMs: this.deps.requestTimeoutMs },
+      (code) => this.observer.watching && this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, method, path, clientAddress),
+    );
   }
 
   // ---- WebSockets -------------------------------------------------------------------------------------
@@ -700,13 +745,25 @@ export class Edge {
   }
 
   private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
-    const session = this.sessionFor(res, req, subdomain);
+    const forwarded = this.hop === null ? null : this.hop.forwardedOrigin(req);
+    if (this.hop !== null && forwarded === null && this.registry.session(subdomain) === undefined) {
+      this.forwardUpgrade(res, req, context, subdomain);
+      return;
+    }
+    const session = this.sessionFor(res, req, subdomain, forwarded !== null);
     if (session === undefined) return;
-    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
-    const clientAddress = origin.client;
+    let clientAddress: string;
+    let head: PublicRequestHead;
+    if (forwarded === null) {
+      const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+      clientAddress = origin.client;
+      head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
+    } else {
+      clientAddress = forwarded.client;
+      head = readPublicRequestHead(req, '', forwarded.proto, '', true);
+    }
     const url = req.getUrl();
     const query = req.getQuery();
-    const head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
     const stream = new PassthroughStream(
       session.newStreamId(),
       session,
@@ -719,6 +776,24 @@ export class Edge {
     res.onAborted(() => stream.upgradeAborted());
     session.registerPassthrough(stream);
     stream.start();
+  }
+
+  /** No session here, in cluster mode: the upgrade goes to the edge holding the tunnel. */
+  private forwardUpgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
+    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+    const clientAddress = origin.client;
+    const proto = origin.proto;
+    const head = readPublicRequestHead(req, origin.hop, proto, origin.forwardedHost);
+    const url = req.getUrl();
+    const query = req.getQuery();
+    const path = query ? `${url}?${query}` : url;
+    this.hop!.forwardUpgrade(
+      res,
+      context,
+      { subdomain, path, headers: head.headers, key: head.secWebSocketKey, protocol: head.secWebSocketProtocol, clientAddress, proto, notFound: this.notFoundMessage(subdomain) },
+      this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
+      (code) => this.observer.watching && this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, 'GET', path, clientAddress),
+    );
   }
 
   // ---- lifecycle --------------------------------------------------------------------------------------

@@ -209,6 +209,16 @@ end
 return out
 `;
 
+// KEYS: the node-number hash, its counter. ARGV: nodeId, the largest number.
+const NODE_NUMBER = `
+local known = redis.call('HGET', KEYS[1], ARGV[1])
+if known then return tonumber(known) end
+local next = redis.call('INCR', KEYS[2])
+if next > tonumber(ARGV[2]) then return redis.error_reply('the cluster has no edge numbers left') end
+redis.call('HSET', KEYS[1], ARGV[1], next)
+return next
+`;
+
 type ScriptRunner = (...args: (string | number)[]) => Promise<unknown>;
 
 /** The Redis replies that mean "not now" rather than "wrong": answered as 503 STORE_UNAVAILABLE. */
@@ -237,6 +247,7 @@ export class RedisLeases {
   private readonly releaseScript: ScriptRunner;
   private readonly listScript: ScriptRunner;
   private readonly peersScript: ScriptRunner;
+  private readonly nodeNumberScript: ScriptRunner;
   readonly channel: string;
 
   /**
@@ -252,6 +263,7 @@ export class RedisLeases {
     this.releaseScript = this.define('burrowLeaseRelease', 2, RELEASE);
     this.listScript = this.define('burrowLeaseList', 1, LIST_LIVE);
     this.peersScript = this.define('burrowLeasePeers', 1, PEERS);
+    this.nodeNumberScript = this.define('burrowNodeNumber', 2, NODE_NUMBER);
     this.channel = `${prefix}commands`;
   }
 
@@ -381,6 +393,14 @@ export class RedisLeases {
       throw asStoreError(error);
     }
     return beat === null ? null : (JSON.parse(beat) as NodeBeat);
+  }
+
+  /**
+   * The cluster's number for `nodeId` (1, 2, ...), drawn once and kept: it picks the edge's span of capture
+   * ring ids, so request ids never repeat across the edges and name the edge that stored them.
+   */
+  async nodeNumber(nodeId: string, max: number): Promise<number> {
+    return Number(await this.nodeNumberScript(`${this.prefix}node-numbers`, `${this.prefix}node-number`, nodeId, max));
   }
 
   /** Removes this edge's heartbeat (a clean shutdown). */

@@ -3,10 +3,17 @@
  * another edge holds, and with the calls other edges make on it.
  */
 import type { Agent } from 'undici';
-import type { HttpRequest, HttpResponse } from '../../uws.js';
+import type { ErrorCode } from '../../errors.js';
+import type { HttpRequest, HttpResponse, us_socket_context_t } from '../../uws.js';
+import { ForwardedWebSocket, type ForwardedUpgrade } from './hop-websocket.js';
+import type { LocalCaptureLog } from '../../api/capture-log.js';
+import type { CaptureLog, TunnelDirectory } from '../../api/types.js';
+import type { RingIdSpace } from '../../store/captures.js';
+import { ClusterCaptureLog, ClusterTunnels } from './captures.js';
+import { ForwardedExchange, type ForwardLimits, type ForwardedRequest } from './hop-http.js';
 import { InternalEndpoints } from './internal.js';
 import { HttpPeerLink, peerAgent } from './peer-link.js';
-import { ClusterSecret } from './secret.js';
+import { CLIENT_HEADER, ClusterSecret, NOT_OWNER_HEADER, PROTO_HEADER, SECRET_HEADER } from './secret.js';
 import type { ClusterDirectory, LocalTunnels } from './types.js';
 
 /** What the edge needs to take part in the hop (EdgeOptions.clusterHop); the lease registry provides them in cluster mode. */
@@ -16,7 +23,15 @@ export interface ClusterHopOptions {
   local?: LocalTunnels;
   /** Shared by every edge of the cluster (at least 16 characters). */
   secret: string;
+  /**
+   * This edge's span of capture ring ids (`clusterRingIds(nodeNumber)`, src/store/captures.ts), so request
+   * ids never repeat across the edges; the whole space when absent (a data directory of one edge).
+   */
+  ringIds?: RingIdSpace;
 }
+
+/** Sent with a 404 TUNNEL_NOT_FOUND to a forwarded request: the asked edge does not hold the tunnel. */
+export const NOT_OWNER: [string, string][] = [[NOT_OWNER_HEADER, '1']];
 
 export class ClusterHop {
   readonly directory: ClusterDirectory;
@@ -33,6 +48,38 @@ export class ClusterHop {
     this.agent = peerAgent();
     this.internal = new InternalEndpoints(this.secret, this.directory, options.local ?? null, log);
     this.peerLink = new HttpPeerLink({ secret: options.secret, agent: this.agent });
+  }
+
+  /**
+   * The public client's address and scheme when `req` came over the hop from another edge with the
+   * secret, else null (then its burrow-cluster-* headers are dropped like hop-by-hop ones). Such a
+   * request is served here or refused, never forwarded again.
+   */
+  forwardedOrigin(req: HttpRequest): { client: string; proto: string } | null {
+    const presented = req.getHeader(SECRET_HEADER);
+    if (presented === '' || !this.secret.matches(presented)) return null;
+    const proto = req.getHeader(PROTO_HEADER);
+    return { client: req.getHeader(CLIENT_HEADER), proto: proto === 'https' ? 'https' : 'http' };
+  }
+
+  /** Forwards a public request this edge holds no session for to the edge that does (or answers 404). */
+  forwardHttp(res: HttpResponse, request: ForwardedRequest, limits: ForwardLimits, refused: (code: ErrorCode) => void): void {
+    new ForwardedExchange(res, request, this.directory, this.agent, this.secret.value, limits, refused).start();
+  }
+
+  /** Forwards a public WebSocket upgrade this edge holds no session for to the edge that does. */
+  forwardUpgrade(res: HttpResponse, context: us_socket_context_t, upgrade: ForwardedUpgrade, maxMessage: number, refused: (code: ErrorCode) => void): void {
+    new ForwardedWebSocket(res, context, upgrade, this.directory, this.secret.value, maxMessage, refused).start();
+  }
+
+  /**
+   * The API's view of captures and tunnels across the cluster, built on this edge's own; also answers
+   * the other edges' capture and replay calls from them.
+   */
+  apiParts(localCaptures: LocalCaptureLog, localTunnels: TunnelDirectory): { captureLog: CaptureLog; tunnels: TunnelDirectory } {
+    const captureLog = new ClusterCaptureLog(localCaptures, this.directory, this.agent, this.secret.value, this.log);
+    captureLog.register(this.internal, localTunnels);
+    return { captureLog, tunnels: new ClusterTunnels(localTunnels, this.directory, captureLog) };
   }
 
   /** Serves an internal call (secret checked first); false leaves `res` to the ordinary routes. */

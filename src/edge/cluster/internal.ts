@@ -21,9 +21,8 @@ export interface InternalRequest {
   method: string;
   path: string;
   query: string;
+  /** JSON (release) or msgpack (captures, replay); the calls carry everything in it. */
   body: Buffer | null;
-  /** Headers an internal call reads (lower-case names). */
-  headers: Record<string, string>;
 }
 
 /** An internal route: answers from this edge's own state only (it never calls another edge). */
@@ -57,11 +56,7 @@ export class InternalEndpoints {
     if (!this.secret.matches(req.getHeader(SECRET_HEADER))) return false;
     const method = req.getCaseSensitiveMethod();
     const handler = this.routes.get(`${method} ${path}`);
-    const headers: Record<string, string> = {
-      authorization: req.getHeader('authorization'),
-      'burrow-cluster-account': req.getHeader('burrow-cluster-account'),
-    };
-    const request: InternalRequest = { method, path, query: req.getQuery() ?? '', body: null, headers };
+    const request: InternalRequest = { method, path, query: req.getQuery() ?? '', body: null };
     const lengthHeader = req.getHeader('content-length');
     const exchange = { aborted: false };
     res.onAborted(() => {
@@ -119,6 +114,12 @@ export function parseJson(body: Buffer | null): unknown {
 function writeInternal(res: HttpResponse, response: ApiResponse, closeConnection = false): void {
   res.writeStatus(statusLine(response.status));
   for (const [name, value] of response.headers ?? []) res.writeHeader(name, value);
-  res.writeHeader('cache-control', 'no-store').writeHeader('content-type', 'application/json; charset=utf-8');
+  res.writeHeader('cache-control', 'no-store');
+  // Captures travel as msgpack (bodies as bytes); everything else is JSON.
+  if (Buffer.isBuffer(response.body)) {
+    res.end(response.body, closeConnection);
+    return;
+  }
+  res.writeHeader('content-type', 'application/json; charset=utf-8');
   res.end(response.body === undefined ? '' : JSON.stringify(response.body), closeConnection);
 }

@@ -18,6 +18,11 @@ export const CLIENT_HEADER = 'burrow-cluster-client';
 /** The public client's scheme, http or https (trusted only with the secret). */
 export const PROTO_HEADER = 'burrow-cluster-proto';
 /**
+ * Where Host and Content-Length stood among the request's headers ("H,C", pair indices, -1 when absent):
+ * undici writes Host first and Content-Length last, and the owner puts them back.
+ */
+export const ORDER_HEADER = 'burrow-cluster-order';
+/**
  * On a 404 TUNNEL_NOT_FOUND from an edge reached through the hop: the edge was asked as the owner and
  * does not hold the tunnel (any more). The forwarding edge forgets its cached owner.
  */
