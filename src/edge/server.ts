@@ -196,11 +196,11 @@ export class Edge {
       this.captures = CaptureStore.open(join(options.dataDir, 'captures'), {
         fsync: options.captureFsync === true,
         // Capture ids must not repeat across the edges of a cluster (src/edge/cluster/captures.ts).
-        ...(options.clusterHop?.ringIds !== undefined
-          ? { ringIds: options.clusterHop.ringIds }
-          : cluster !== null
-            ? { ringIds: clusterRingIds(cluster.nodeNumber) }
-            : {}),
+        ...(cluster !== null
+          ? { ringIds: clusterRingIds(cluster.nodeNumber) }
+          : options.clusterHop?.ringIds === undefined
+            ? {}
+            : { ringIds: options.clusterHop.ringIds }),
       });
     } catch (error) {
       this.releaseDataDir();
@@ -817,6 +817,8 @@ export class Edge {
     this.offline.close();
     // From here on /healthz answers 503: a load balancer stops sending before the drain ends.
     this.draining = true;
+    // In a cluster, a closed listener reads as "gone" to the other edges' takeovers: serve nothing new from here.
+    this.cluster?.quiesce();
     if (this.listenSocket !== null) {
       uws.us_listen_socket_close(this.listenSocket);
       this.listenSocket = null;

@@ -14,7 +14,6 @@
  *                           before it, so a stale holder's renewals and releases fail by comparison.
  *   node:<id>, nodes        heartbeats: where an edge is reached (advertise) and which boot it is.
  *   secret                  the internal hop's secret when none is configured (SET NX by the first edge).
- *   node-numbers, node-number  HASH node id → its number (capture ring id span), and the counter drawing them.
  *   commands                pub/sub channel: close a tunnel, revoke a token, an owner changed.
  *
  * Timing (the defaults; ClusterRegistry may be given others, tests shrink them):
@@ -210,6 +209,16 @@ end
 return out
 `;
 
+// KEYS: the node-number hash, its counter. ARGV: nodeId, the largest number.
+const NODE_NUMBER = `
+local known = redis.call('HGET', KEYS[1], ARGV[1])
+if known then return tonumber(known) end
+local next = redis.call('INCR', KEYS[2])
+if next > tonumber(ARGV[2]) then return redis.error_reply('the cluster has no edge numbers left') end
+redis.call('HSET', KEYS[1], ARGV[1], next)
+return next
+`;
+
 type ScriptRunner = (...args: (string | number)[]) => Promise<unknown>;
 
 /** The Redis replies that mean "not now" rather than "wrong": answered as 503 STORE_UNAVAILABLE. */
@@ -238,6 +247,7 @@ export class RedisLeases {
   private readonly releaseScript: ScriptRunner;
   private readonly listScript: ScriptRunner;
   private readonly peersScript: ScriptRunner;
+  private readonly nodeNumberScript: ScriptRunner;
   readonly channel: string;
 
   /**
@@ -253,6 +263,7 @@ export class RedisLeases {
     this.releaseScript = this.define('burrowLeaseRelease', 2, RELEASE);
     this.listScript = this.define('burrowLeaseList', 1, LIST_LIVE);
     this.peersScript = this.define('burrowLeasePeers', 1, PEERS);
+    this.nodeNumberScript = this.define('burrowNodeNumber', 2, NODE_NUMBER);
     this.channel = `${prefix}commands`;
   }
 
@@ -384,6 +395,14 @@ export class RedisLeases {
     return beat === null ? null : (JSON.parse(beat) as NodeBeat);
   }
 
+  /**
+   * The cluster's number for `nodeId` (1, 2, ...), drawn once and kept: it picks the edge's span of capture
+   * ring ids, so request ids never repeat across the edges and name the edge that stored them.
+   */
+  async nodeNumber(nodeId: string, max: number): Promise<number> {
+    return Number(await this.nodeNumberScript(`${this.prefix}node-numbers`, `${this.prefix}node-number`, nodeId, max));
+  }
+
   /** Removes this edge's heartbeat (a clean shutdown). */
   async leave(nodeId: string): Promise<void> {
     try {
@@ -401,23 +420,6 @@ export class RedisLeases {
       const secret = await this.redis.get(key);
       if (secret === null) throw new Error('the cluster secret vanished right after it was set');
       return secret;
-    } catch (error) {
-      throw asStoreError(error);
-    }
-  }
-
-  /**
-   * The cluster's number for `nodeId` (1, 2, ...), drawn once and kept in Redis: it gives the edge its own
-   * span of capture ring ids (clusterRingIds), so request ids never repeat across edges.
-   */
-  async nodeNumber(nodeId: string): Promise<number> {
-    try {
-      const key = `${this.prefix}node-numbers`;
-      const known = await this.redis.hget(key, nodeId);
-      if (known !== null) return Number(known);
-      // Node ids are unique, so only a restart of this very edge could race here; HSETNX keeps the first.
-      await this.redis.hsetnx(key, nodeId, await this.redis.incr(`${this.prefix}node-number`));
-      return Number(await this.redis.hget(key, nodeId));
     } catch (error) {
       throw asStoreError(error);
     }

@@ -6,6 +6,7 @@
  * never go back from a newer local server to an older one.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { test } from 'node:test';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
@@ -28,18 +29,44 @@ interface Answer {
   receivedAt: number;
 }
 
+/**
+ * Answers never go back: once a request sent after local server Q's answer arrived is answered by P, ...
+ * formally, "P answered entirely before Q answered" and "Q answered entirely before P answered" never both
+ * hold for two servers (which is what two edges serving the name at once would produce).
+ */
+function assertNeverBack(answers: Answer[], round: number): void {
+  const before = new Set<string>();
+  for (const earlier of answers) {
+    for (const later of answers) {
+      if (earlier.from !== later.from && earlier.receivedAt < later.sentAt) before.add(`${earlier.from}>${later.from}`);
+    }
+  }
+  for (const pair of before) {
+    const [p, q] = pair.split('>');
+    assert.ok(!before.has(`${q}>${p}`), `round ${round}: answers went from ${p} to ${q} and back`);
+  }
+}
+
 test('never two owners: racing connects on three edges, with edges killed mid-round', { skip: redisSkip, timeout: 240_000 }, async () => {
   const redis = await TestRedis.start();
   const nodeIds = ['a', 'b', 'c'];
   const edges: TestEdge[] = [];
   for (const nodeId of nodeIds) edges.push(await startClusterEdge(redis.url, nodeId, { graceMs: 500 }));
-  // One account per edge, each created where it connects (any edge would do once accounts are shared).
-  const accounts = await Promise.all(edges.map((edge) => createAccount(edge)));
+  // Two accounts, created on different edges (accounts are shared): each round, two clients of the first
+  // account race on A and B, two of the second on C and A.
+  const first = await createAccount(edges[0]!);
+  const second = await createAccount(edges[2]!);
+  const lineup: [number, TestAccount][] = [
+    [0, first],
+    [1, first],
+    [2, second],
+    [0, second],
+  ];
   const locals: LocalServer[] = [];
   try {
     for (let round = 0; round < ROUNDS; round++) {
       const subdomain = `race-${round}`;
-      const contenders: Contender[] = edges.map((_, edgeIndex) => ({ name: `round${round}-edge${edgeIndex}`, edgeIndex, account: accounts[edgeIndex]! }));
+      const contenders: Contender[] = lineup.map(([edgeIndex, account], i) => ({ name: `round${round}-client${i}`, edgeIndex, account }));
       const servers = await Promise.all(contenders.map((contender) => startNamed(contender.name)));
       locals.push(...servers);
       const clients = contenders.map(
@@ -71,7 +98,11 @@ test('never two owners: racing connects on three edges, with edges killed mid-ro
         }
       })();
       const killed = KILL_ROUNDS.has(round) ? round % edges.length : -1;
-      const starts = clients.map((client) => client.start().then(() => true, () => false));
+      // A client whose grant moves to another edge during its upgrade gets GOAWAY REPLACED before READY;
+      // its start() does not settle then (the client's to fix), so its 'closed' event ends the wait.
+      const starts = clients.map((client) =>
+        Promise.race([client.start().then(() => true, () => false), once(client, 'closed').then(() => false)]),
+      );
       if (killed >= 0) {
         await new Promise((resolve) => setTimeout(resolve, 5));
         await edges[killed]!.edge.close(0);
@@ -83,11 +114,14 @@ test('never two owners: racing connects on three edges, with edges killed mid-ro
       clearInterval(watch);
 
       assert.ok(servingEdges <= 1, `round ${round}: ${servingEdges} edges served ${subdomain} at once`);
-      const winners = won.filter(Boolean).length;
-      if (killed < 0) assert.equal(winners, 1, `round ${round}: ${winners} clients of different accounts got ${subdomain}`);
-      else assert.ok(winners <= 1, `round ${round}: ${winners} clients got ${subdomain}`);
+      // Between accounts one wins; within the winning account a later client may take the name over.
+      const winningAccounts = new Set(contenders.filter((_, i) => won[i]).map((contender) => contender.account.id));
+      if (killed < 0) assert.equal(winningAccounts.size, 1, `round ${round}: ${winningAccounts.size} accounts got ${subdomain}`);
+      else assert.ok(winningAccounts.size <= 1, `round ${round}: ${winningAccounts.size} accounts got ${subdomain}`);
       const servedBy = new Set(answers.map((answer) => answer.from));
-      assert.ok(servedBy.size <= 1, `round ${round}: answered by ${[...servedBy].join(', ')}`);
+      const winnersOf = new Set(contenders.filter((contender) => winningAccounts.has(contender.account.id)).map((contender) => contender.name));
+      for (const name of servedBy) assert.ok(winnersOf.has(name), `round ${round}: ${name} answered, but its account did not get ${subdomain}`);
+      assertNeverBack(answers, round);
       const owner = await edges.find((_, i) => i !== killed)!.edge.cluster!.ownerOf(subdomain);
       const live = edges.findIndex((edge, i) => i !== killed && edge.edge.registry.session(subdomain) !== undefined);
       if (live >= 0) assert.equal(owner?.nodeId, nodeIds[live], `round ${round}: Redis names the edge that serves`);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { BurrowError } from '../../src/errors.js';
+import { MAX_CLUSTER_NODE_NUMBER } from '../../src/store/captures.js';
 import { RedisLeases, type LeaseClaim } from '../../src/store/redis-leases.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 
@@ -103,12 +104,12 @@ test('heartbeats list the live edges; the secret is the first one stored', { ski
 
 test('each node id gets a number of its own, drawn once and kept across calls (its span of capture ring ids)', { skip: redisSkip }, async () => {
   const leases = fresh();
-  const a = await leases.nodeNumber('a');
-  const b = await leases.nodeNumber('b');
+  const a = await leases.nodeNumber('a', MAX_CLUSTER_NODE_NUMBER);
+  const b = await leases.nodeNumber('b', MAX_CLUSTER_NODE_NUMBER);
   assert.ok(Number.isInteger(a) && a >= 1 && Number.isInteger(b) && b >= 1);
   assert.notEqual(a, b);
-  assert.equal(await leases.nodeNumber('a'), a, 'a restarted edge keeps its number');
-  assert.equal(await fresh().nodeNumber('a'), 1, 'numbers are per cluster prefix');
+  assert.equal(await leases.nodeNumber('a', MAX_CLUSTER_NODE_NUMBER), a, 'a restarted edge keeps its number');
+  assert.equal(await fresh().nodeNumber('a', MAX_CLUSTER_NODE_NUMBER), 1, 'numbers are per cluster prefix');
 });
 
 test('commands reach every subscriber', { skip: redisSkip }, async () => {

@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { StoreOptions } from '../../store/account-store.js';
+import { MAX_CLUSTER_NODE_NUMBER } from '../../store/captures.js';
 import { RedisLeases } from '../../store/redis-leases.js';
 import { RedisStore } from '../../store/redis-store.js';
 import type { ClusterOptions } from './types.js';
@@ -22,7 +23,7 @@ export class ClusterConnection {
     readonly subscriber: Redis,
     /** The internal hop's secret: configured, or the one the cluster stored first. */
     readonly secret: string,
-    /** This edge's number in the cluster: its span of capture ring ids (clusterRingIds). */
+    /** This edge's number in the cluster (its span of capture ring ids). */
     readonly nodeNumber: number,
   ) {}
 
@@ -45,8 +46,8 @@ export class ClusterConnection {
         if (client.status !== 'ready' && client.status !== 'connect') throw error;
       });
       const secret = options.secret ?? (await leases.sharedSecret(randomBytes(32).toString('hex')));
-      const nodeNumber = await leases.nodeNumber(options.nodeId);
-      log(`cluster: node ${options.nodeId} (number ${nodeNumber}) joins the cluster on ${redactedUrl(options.redis)}`);
+      const nodeNumber = await leases.nodeNumber(options.nodeId, MAX_CLUSTER_NODE_NUMBER);
+      log(`cluster: node ${options.nodeId} (edge number ${nodeNumber}) joins the cluster on ${redactedUrl(options.redis)}`);
       return new ClusterConnection(accounts, leases, subscriber, secret, nodeNumber);
     } catch (error) {
       client.disconnect();

@@ -25,7 +25,6 @@ import {
   RENEW_EVERY_MS,
   VALIDITY_MARGIN_MS,
   RedisLeases,
-  storeUnavailable,
   type ClaimResult,
   type ClusterCommand,
   type LeaseRecord,
@@ -109,6 +108,8 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
   private readonly writes = new Set<Promise<unknown>>();
   private storeDown = false;
   private stopped = false;
+  /** The edge stopped accepting connections: it serves nothing new (see `quiesce`). */
+  private leaving = false;
 
   constructor(private readonly options: ClusterRegistryOptions) {
     this.self = options.self;
@@ -146,6 +147,15 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     await this.leases.leave(this.self.nodeId).catch(() => undefined);
   }
 
+  /**
+   * The edge is about to close its listener: from then on other edges cannot ask it to release a tunnel
+   * (their call is refused, which they take as "gone"), so it must not serve any of its tunnels to a new
+   * request either, not even on public connections kept alive past the listener. Requests in flight finish.
+   */
+  quiesce(): void {
+    this.leaving = true;
+  }
+
   /** Stops renewing without telling Redis anything: what a crashed edge looks like to the others (tests). */
   halt(): void {
     this.stopped = true;
@@ -157,7 +167,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
 
   session(subdomain: string): TunnelSession | undefined {
     const session = this.local.session(subdomain);
-    if (session === undefined) return undefined;
+    if (session === undefined || this.leaving) return undefined;
     const lease = this.held.get(subdomain);
     return lease !== undefined && lease.validUntil > this.clock() ? session : undefined;
   }
@@ -171,7 +181,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
   }
 
   async admit(accountId: string, tunnelCap: number, requested: string | null, details: AdmitDetails): Promise<string> {
-    if (this.stopped) throw storeUnavailable();
+    if (this.stopped || this.leaving) throw new BurrowError('STORE_UNAVAILABLE', 'This edge is shutting down; connect to another edge of the cluster.', { 'Retry-After': '1' });
     if (requested === null) return this.admitFresh(accountId, tunnelCap, details);
     const problem = subdomainProblem(requested);
     if (problem !== null) throw new BurrowError('INVALID_REQUEST', `Invalid subdomain "${requested}": ${problem}.`);
@@ -282,6 +292,11 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
 
   add(session: TunnelSession): void {
     const subdomain = session.subdomain;
+    if (this.leaving) {
+      this.abandon(subdomain, session.accountId);
+      session.goAway(GoAwayCode.SHUTDOWN, 'the edge is shutting down');
+      return;
+    }
     const grant = this.pending.get(subdomain) ?? this.held.get(subdomain);
     if (grant === undefined || grant.accountId !== session.accountId) {
       // Its grant was released to another edge while the upgrade was under way.
