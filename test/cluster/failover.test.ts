@@ -14,6 +14,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Agent, request } from 'undici';
+import { nodeNumberOfCaptureId } from '../../src/store/captures.js';
 import { freePort, runCli, spawnCli, startLocal, tempDirs, waitFor, type SpawnedProcess } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 
@@ -170,6 +171,8 @@ test('kill -9 of the owning edge under load: the client moves to B or C with its
     assert.deepEqual(missing, [], `answered but not captured: ${missing.slice(0, 20).join(', ')}`);
     // Captures from A (before the kill) and B (after it) keep ids of their own: each edge numbers its rings in its own span.
     assert.equal(new Set(listed.map((capture) => capture.id)).size, listed.length, 'no request id is listed twice');
+    const storedBy = new Set(listed.map((capture) => nodeNumberOfCaptureId(capture.id)));
+    assert.ok(storedBy.size >= 2, `the listing merges the captures of A and of the new owner (edge numbers ${[...storedBy].join(', ')})`);
   } finally {
     running = false;
     client.child.kill('SIGTERM');
