@@ -5,7 +5,9 @@
  * lands on one edge; every public request sent through nginx is answered by its local server whichever
  * edge nginx picked (the others forward over the internal hop), WebSockets included, with the header
  * handling of the single-edge file: https and the real client address reach the local server and the
- * capture. nginx's own log names the edge of each request, so the test knows all three were used.
+ * capture. nginx's own log names the edge of each request, so the test knows all three were used. When
+ * the edge holding the tunnel stops, the client reconnects through nginx to another edge, and requests
+ * through nginx are answered again.
  *
  * Addresses as in test/edge/front-proxy.test.ts: nginx on 127.0.0.1 (the edges' trusted proxy), public
  * clients from 127.0.0.2; names under burrow.test resolve to 127.0.0.1 (test/wildcard-dns.ts).
@@ -74,7 +76,7 @@ interface Seen {
   body: string;
 }
 
-test('nginx round-robins over three cluster edges: a tunnel on one edge answers every request and WebSocket sent through it', { skip, timeout: 90_000 }, async () => {
+test('nginx round-robins over three cluster edges: a tunnel on one edge answers every request and WebSocket sent through it, and again after that edge stops', { skip, timeout: 90_000 }, async () => {
   const redis = await TestRedis.start();
   const dir = makeDir();
   const certDir = join(dir, 'live', DOMAIN);
@@ -210,6 +212,24 @@ test('nginx round-robins over three cluster edges: a tunnel on one edge answers 
     for (const entry of hooks) {
       const shown = await call(holder, 'GET', `/api/v1/requests/${entry.id}`, { token: account.token, host: DOMAIN });
       assert.equal(shown.json.client_address, PUBLIC_CLIENT, `${entry.path}: the capture names the real client`);
+    }
+
+    // The edge holding the tunnel stops: the client reconnects through nginx, which skips the stopped
+    // edge, and requests through nginx are answered again by whichever edge nginx picks.
+    const holderIndex = edges.indexOf(holder);
+    const reconnected = once(client, 'ready') as Promise<[{ subdomain: string; reconnected: boolean }]>;
+    await holder.close();
+    const [again] = await reconnected;
+    assert.equal(again.subdomain, SUBDOMAIN);
+    assert.equal(again.reconnected, true);
+    const survivors = edges.filter((_, index) => index !== holderIndex);
+    assert.equal(survivors.filter((edge) => edge.edge.registry.session(SUBDOMAIN) !== undefined).length, 1, 'a surviving edge holds the tunnel');
+    for (let index = 0; index < 6; index++) {
+      const path = `/after/${index}`;
+      const response = await request(`https://${SUBDOMAIN}.${DOMAIN}:${httpsPort}${path}`, { method: 'POST', body: 'again', dispatcher: publicClient });
+      const text = await response.body.text();
+      assert.equal(response.statusCode, 200, `${path} after the holder stopped: ${text}`);
+      assert.deepEqual(JSON.parse(text), { url: path, length: 5 });
     }
   } finally {
     await client?.close();
