@@ -178,6 +178,11 @@ async function measure(setup: Setup, plan: Plan): Promise<{ probes: Record<strin
   return { probes, load };
 }
 
+/** A difference with its sign: +1,234 or -56. */
+function signed(value: number): string {
+  return value >= 0 ? `+${formatNumber(value)}` : formatNumber(value);
+}
+
 function tables(plan: Plan, probes: Record<string, Map<string, ProbeResult>>, load: Record<PathName, LoadRow>): { latency: string; throughput: string } {
   const latencyRows: (string | number)[][] = [];
   for (const [method, byPath] of Object.entries(probes)) {
@@ -192,10 +197,10 @@ function tables(plan: Plan, probes: Record<string, Map<string, ProbeResult>>, lo
         r.samples,
         formatNumber(r.p50),
         formatNumber(r.p99),
-        path === 'direct' || direct === undefined ? '' : `+${formatNumber(r.p50 - direct.p50)}`,
-        path === 'direct' || direct === undefined ? '' : `+${formatNumber(r.p99 - direct.p99)}`,
-        path !== 'hop' || owner === undefined ? '' : `+${formatNumber(r.p50 - owner.p50)}`,
-        path !== 'hop' || owner === undefined ? '' : `+${formatNumber(r.p99 - owner.p99)}`,
+        path === 'direct' || direct === undefined ? '' : signed(r.p50 - direct.p50),
+        path === 'direct' || direct === undefined ? '' : signed(r.p99 - direct.p99),
+        path !== 'hop' || owner === undefined ? '' : signed(r.p50 - owner.p50),
+        path !== 'hop' || owner === undefined ? '' : signed(r.p99 - owner.p99),
         r.errors,
       ]);
     }
