@@ -3,8 +3,9 @@
  * a tunnel until its last renewal's start + lease TTL − margin (src/edge/cluster/registry.ts), so nobody
  * else may be granted the name before then. A same-account takeover through another edge skips the
  * release call when the holder's heartbeat is gone (`isGone`): with a heartbeat TTL shorter than the
- * lease's validity (10 s against 13 s by default), an edge that only lost Redis looks gone while it
- * still serves, and the name is granted elsewhere: two edges serve it at once.
+ * lease's validity (it was 10 s against 13 s by default), an edge that only lost Redis looked gone while
+ * it still served, and the name was granted elsewhere: two edges served it at once. The heartbeat now
+ * lives at least as long as a lease (ClusterRegistry raises a shorter one).
  *
  * Edge A reaches Redis through a TCP relay the test closes (a partition between A and Redis only); B
  * reaches Redis directly. Timings asked for: lease 6 s, margin 0.5 s, heartbeat 2 s, so A serves for
@@ -25,8 +26,6 @@ const TIMINGS = { leaseTtlMs: 6_000, renewEveryMs: 500, marginMs: 500, heartbeat
 test("an edge cut off from Redis is not taken for gone while its leases are still valid: no second owner", {
   skip: redisSkip,
   timeout: 60_000,
-  // Fails until the heartbeat outlives the lease's validity (or `isGone` stops trusting a missing one): drop `todo` then.
-  todo: 'a missing heartbeat (10 s) is taken for a dead edge before its leases stop being served (13 s)',
 }, async () => {
   const redis = await TestRedis.start();
   // A's way to Redis: a relay whose sockets the test can cut.

@@ -116,7 +116,11 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     this.leases = options.leases;
     // Grace holds live in Redis; locally a session that ends is simply gone.
     this.local = new TunnelRegistry(options.local, 0);
-    this.timings = { ...DEFAULT_CLUSTER_TIMINGS, ...options.timings };
+    const timings = { ...DEFAULT_CLUSTER_TIMINGS, ...options.timings };
+    // A missing heartbeat lets a takeover skip asking the holder (isGone): it must not go missing while
+    // the holder may still serve a lease (until its last renewal + TTL − margin), so it lives as long
+    // as a lease, by the same argument as the lease's own expiry.
+    this.timings = { ...timings, heartbeatTtlMs: Math.max(timings.heartbeatTtlMs, timings.leaseTtlMs) };
   }
 
   /** A fresh boot id: tells a restarted edge apart from its former self. */
