@@ -3,9 +3,9 @@
  * a tunnel until its last renewal's start + lease TTL − margin (src/edge/cluster/registry.ts), so nobody
  * else may be granted the name before then. A same-account takeover through another edge skips the
  * release call when the holder's heartbeat is gone (`isGone`): with a heartbeat TTL shorter than the
- * lease's validity (it was 10 s against 13 s by default), an edge that only lost Redis looked gone while
- * it still served, and the name was granted elsewhere: two edges served it at once. The heartbeat now
- * lives at least as long as a lease (ClusterRegistry raises a shorter one).
+ * lease's validity (10 s against 13 s by default), an edge that only lost Redis looked gone while it
+ * still served, and the name was granted elsewhere: two edges served it at once. Now only a heartbeat of
+ * another boot (or a refused connection) counts as gone; a missing one means asking the holder.
  *
  * Edge A reaches Redis through a TCP relay the test closes (a partition between A and Redis only); B
  * reaches Redis directly. Timings asked for: lease 6 s, margin 0.5 s, heartbeat 2 s, so A serves for

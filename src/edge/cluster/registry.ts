@@ -116,11 +116,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     this.leases = options.leases;
     // Grace holds live in Redis; locally a session that ends is simply gone.
     this.local = new TunnelRegistry(options.local, 0);
-    const timings = { ...DEFAULT_CLUSTER_TIMINGS, ...options.timings };
-    // A missing heartbeat lets a takeover skip asking the holder (isGone): it must not go missing while
-    // the holder may still serve a lease (until its last renewal + TTL − margin), so it lives as long
-    // as a lease, by the same argument as the lease's own expiry.
-    this.timings = { ...timings, heartbeatTtlMs: Math.max(timings.heartbeatTtlMs, timings.leaseTtlMs) };
+    this.timings = { ...DEFAULT_CLUSTER_TIMINGS, ...options.timings };
   }
 
   /** A fresh boot id: tells a restarted edge apart from its former self. */
@@ -147,6 +143,9 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     await this.renewing;
     for (const lease of this.pending.values()) this.track(this.leases.drop(lease.subdomain, lease.accountId, lease.fence, this.self.nodeId));
     this.pending.clear();
+    // Sessions told GOAWAY whose close uWS has not reported yet: their names are held now, as a close would.
+    for (const lease of this.held.values()) this.track(this.leases.hold(lease.subdomain, lease.accountId, lease.fence, this.self.nodeId, this.options.graceMs));
+    this.held.clear();
     await Promise.allSettled([...this.writes]);
     await this.leases.leave(this.self.nodeId).catch(() => undefined);
   }
@@ -461,10 +460,15 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     void tracked.finally(() => this.writes.delete(tracked));
   }
 
-  /** True when `nodeId`'s heartbeat is gone or names another boot: the process that held the lease is no more. */
+  /**
+   * True when `nodeId`'s heartbeat names another boot: the process that held the lease is no more. A
+   * missing heartbeat proves nothing: an edge cut off from Redis stops renewing it yet serves its leases
+   * until their validity ends, which may be later; such a holder is asked to release (and a dead one
+   * refuses the connection, which counts as gone).
+   */
   private async isGone(nodeId: string, boot: string): Promise<boolean> {
     const beat = await this.leases.peer(nodeId);
-    return beat === null || beat.boot !== boot;
+    return beat !== null && beat.boot !== boot;
   }
 
   // ---- ClusterDirectory (the hop's view) ------------------------------------------------------------
