@@ -97,7 +97,8 @@ test('a lease that expired while Redis was away is claimed again for its tunnel 
     const fence = a.edge.cluster!.fenceOf('comeback')!;
     await redis.kill();
     // Past its local validity the edge stops serving the tunnel (it could be someone else's by now).
-    await waitFor(async () => (await publicGet(a, 'comeback')).status === 404, 5_000, 'the edge to stop serving an unrenewed lease');
+    // (The miss then asks Redis who holds the name: 503 STORE_UNAVAILABLE while it is away.)
+    await waitFor(async () => (await publicGet(a, 'comeback')).status === 503, 5_000, 'the edge to stop serving an unrenewed lease');
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     await redis.restart();
     await waitFor(async () => (await publicGet(a, 'comeback')).status === 200, 10_000, 'the tunnel to be served again');
