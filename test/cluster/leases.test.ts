@@ -109,3 +109,25 @@ test('a lease that expired while Redis was away is claimed again for its tunnel 
     await a.close();
   }
 });
+
+test("an edge that shuts down leaves its tunnels' names held for their accounts, not free", { skip: redisSkip }, async () => {
+  const redis = await TestRedis.start();
+  const a = await startClusterEdge(redis.url, 'a', { graceMs: 30_000 });
+  const b = await startClusterEdge(redis.url, 'b', { graceMs: 30_000 });
+  const local = await startNamed('owner');
+  try {
+    const owner = await createAccount(a);
+    const stranger = await createAccount(b);
+    const started = await startClient(a, owner.token, local.port, { subdomain: 'outlives-its-edge' });
+    await a.close();
+    const lease = await b.edge.cluster!.ownerOf('outlives-its-edge');
+    assert.equal(lease, null, 'no edge serves it');
+    assert.equal(await b.edge.registry.holderOf('outlives-its-edge'), owner.id);
+    assertApiError(await refusedConnect(b, stranger.token, 'outlives-its-edge'), 'SUBDOMAIN_TAKEN');
+    await started.client.close();
+  } finally {
+    await local.close();
+    await a.close();
+    await b.close();
+  }
+});

@@ -143,6 +143,9 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     await this.renewing;
     for (const lease of this.pending.values()) this.track(this.leases.drop(lease.subdomain, lease.accountId, lease.fence, this.self.nodeId));
     this.pending.clear();
+    // Sessions told GOAWAY whose close uWS has not reported yet: their names are held now, as a close would.
+    for (const lease of this.held.values()) this.track(this.leases.hold(lease.subdomain, lease.accountId, lease.fence, this.self.nodeId, this.options.graceMs));
+    this.held.clear();
     await Promise.allSettled([...this.writes]);
     await this.leases.leave(this.self.nodeId).catch(() => undefined);
   }
