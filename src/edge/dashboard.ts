@@ -11,6 +11,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { HttpRequest, HttpResponse } from '../uws.js';
+import { endHeadResponse } from './responses.js';
 
 interface Asset {
   body: Buffer;
@@ -92,7 +93,7 @@ export function serveDashboard(res: HttpResponse, req: HttpRequest, extraHeaders
     res.writeHeader('cross-origin-opener-policy', 'same-origin');
     res.writeHeader('cache-control', 'no-cache');
     for (const [name, value] of extraHeaders) res.writeHeader(name, value);
-    if (method === 'HEAD') res.endWithoutBody(asset.body.byteLength);
+    if (method === 'HEAD') endHeadResponse(res, asset.body.byteLength);
     else res.end(asset.body);
   });
   return true;

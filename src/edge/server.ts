@@ -27,7 +27,7 @@ import { EdgeObserver } from './observer.js';
 import { discardBody, gatherBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
 import { PassthroughStream } from './passthrough.js';
 import { TunnelRegistry } from './registry.js';
-import { statusLine, writePublicError } from './responses.js';
+import { endHeadResponse, statusLine, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { HttpRedirectListener } from './http-redirect.js';
 import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
@@ -697,7 +697,7 @@ export function writeApiResponse(
   }
   const body = JSON.stringify(response.body);
   res.writeHeader('content-type', 'application/json; charset=utf-8');
-  if (isHead) res.endWithoutBody(Buffer.byteLength(body), closeConnection);
+  if (isHead) endHeadResponse(res, Buffer.byteLength(body), closeConnection);
   else res.end(body, closeConnection);
 }
 
