@@ -81,7 +81,8 @@ export function serveDashboard(res: HttpResponse, req: HttpRequest, extraHeaders
   const asset = assets().get(path);
   if (asset === undefined) return false;
   // uWS 20.30 does not count endWithoutBody(length) as a response when called inside the handler: without
-  // an abort handler it aborts the whole process on return (a HEAD / took the edge down).
+  // an abort handler it aborted the whole process on return (a HEAD / took the edge down). endHeadResponse
+  // completes the answer now; the handler stays as a guard.
   if (method === 'HEAD') res.onAborted(() => undefined);
   res.cork(() => {
     res.writeStatus('200 OK');

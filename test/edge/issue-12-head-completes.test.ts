@@ -89,6 +89,26 @@ function collect(socket: Socket, guardMs: number): Promise<{ text: string; close
 }
 
 describe('issue 12: HEAD through a tunnel completes', () => {
+  // The edge's own answers to HEAD ended the same way: the API (writeApiResponse) and the dashboard.
+  for (const path of ['/api/v1/tunnels', '/']) {
+    test(`the edge's own answer to HEAD ${path} on the API host, then a GET on the same connection`, async () => {
+      const socket = connect(edge.port, '127.0.0.1');
+      await once(socket, 'connect');
+      const reading = collect(socket, 3_000);
+      socket.write(`HEAD ${path} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
+      await waitFor(() => socket.bytesRead > 0, 5_000, 'the HEAD answer');
+      socket.write(`GET ${path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`);
+      const { text } = await reading;
+      socket.destroy();
+      const answers = text.split('HTTP/1.1 ');
+      assert.equal(answers.length, 3, `two answers on the connection, got: ${JSON.stringify(text.slice(0, 300))}`);
+      const length = /\r\ncontent-length: (\d+)\r\n/i.exec(answers[1]!)?.[1];
+      assert.ok(length !== undefined && Number(length) > 0, 'HEAD announces the length a GET has');
+      assert.ok(answers[1]!.endsWith('\r\n\r\n'), 'the HEAD answer has no body');
+      assert.equal(/\r\ncontent-length: (\d+)\r\n/i.exec(answers[2]!)?.[1], length);
+    });
+  }
+
   for (const app of ['python', 'node'] as const) {
     test(`${app}: HEAD, then a GET on the same connection is answered`, async () => {
       const socket = connect(edge.port, '127.0.0.1');
