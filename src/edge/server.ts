@@ -32,7 +32,7 @@ import type { AccountStore } from '../store/account-store.js';
 import { ClusterConnection } from './cluster/connection.js';
 import { ClusterRegistry, type ClusterTimings } from './cluster/registry.js';
 import type { ClusterOptions } from './cluster/types.js';
-import { statusLine, writePublicError } from './responses.js';
+import { endHeadResponse, statusLine, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { HttpRedirectListener } from './http-redirect.js';
 import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
@@ -875,7 +875,7 @@ export function writeApiResponse(
   }
   const body = JSON.stringify(response.body);
   res.writeHeader('content-type', 'application/json; charset=utf-8');
-  if (isHead) res.endWithoutBody(Buffer.byteLength(body), closeConnection);
+  if (isHead) endHeadResponse(res, Buffer.byteLength(body), closeConnection);
   else res.end(body, closeConnection);
 }
 
