@@ -236,6 +236,7 @@ export class Edge {
     this.api = new Api({
       store: this.accounts,
       heldEvents: this.store.queue,
+      offlineModes: this.cluster === null,
       captures: this.captures,
       ...(clusterApi === null ? {} : { captureLog: clusterApi.captureLog }),
       usage: this.usage,
