@@ -843,8 +843,10 @@ export class Edge {
     this.stopped = true;
     // The ended tunnels' grace holds are written to the cluster before it is left.
     await this.cluster?.stop();
+    // Counted usage goes to the account store (Redis in cluster mode) before its connection closes; a
+    // failed last flush is logged, and the shutdown goes on.
+    await this.usage.flush().catch((error: Error) => this.log(`usage flush failed: ${error.message}`));
     await this.clusterConnection?.close();
-    await this.usage.flush();
     await this.captures.close();
     await this.store.close();
     this.releaseDataDir();
