@@ -40,6 +40,11 @@ export interface ApiOptions {
   publicUrlOf?: (subdomain: string) => string;
   /** Dashboard session lifetimes (docs/dashboard.md). */
   sessions?: SessionOptions;
+  /**
+   * Whether reserved subdomains may be set to `reject` or `queue` (docs/offline.md); false in cluster
+   * mode, where the edge that receives a webhook may not be the one its tunnel comes back to.
+   */
+  offlineModes?: boolean;
   /** Webhooks held for offline reserved subdomains (the edge's own LMDB). */
   heldEvents: OfflineQueueStore;
   /** Delivery of held webhooks (the edge's offline queue); without it events are only listed. */
@@ -428,7 +433,7 @@ export class Api {
       const body = readJsonObject(req);
       rejectUnknownFields(body, ['subdomain', 'offline']);
       if (typeof body.subdomain !== 'string') throw new BurrowError('INVALID_REQUEST', '"subdomain" must be a string.');
-      const offline = offlineField(body.offline);
+      const offline = offlineField(body.offline, this.options.offlineModes !== false);
       const subdomain = body.subdomain.toLowerCase();
       const problem = subdomainProblem(subdomain);
       if (problem !== null) throw new BurrowError('INVALID_REQUEST', `Invalid subdomain "${quoted(body.subdomain)}": ${problem}.`);
@@ -453,7 +458,7 @@ export class Api {
     add('PATCH', '/api/v1/reserved-subdomains/:subdomain', async ({ req, params, principal }) => {
       const body = readJsonObject(req);
       rejectUnknownFields(body, ['offline']);
-      const offline = offlineField(body.offline);
+      const offline = offlineField(body.offline, this.options.offlineModes !== false);
       if (offline === undefined) throw new BurrowError('INVALID_REQUEST', '"offline" is required: "off", "reject" or "queue".');
       const subdomain = params.subdomain!.toLowerCase();
       const record = await store.setOfflineMode(principal.account.id, subdomain, offline);
@@ -479,9 +484,12 @@ function reservationJson(record: { subdomain: string; createdAt: number; offline
   return { subdomain: record.subdomain, created_at: nowIso(record.createdAt), offline: record.offline ?? 'off' };
 }
 
-function offlineField(value: unknown): OfflineMode | undefined {
+function offlineField(value: unknown, heldOffline: boolean): OfflineMode | undefined {
   if (value === undefined) return undefined;
   if (!isOfflineMode(value)) throw new BurrowError('INVALID_REQUEST', '"offline" must be "off", "reject" or "queue".');
+  if (value !== 'off' && !heldOffline) {
+    throw new BurrowError('INVALID_REQUEST', `"offline": "${value}" is not available in cluster mode yet: a reserved subdomain there is "off" (docs/cluster.md).`);
+  }
   return value;
 }
 

@@ -421,6 +421,11 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.socket?.terminate();
     this.failStreams();
     void Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
+    // A final GOAWAY before the first READY (the name taken over at once, the token revoked meanwhile):
+    // whoever waits on start() learns it too, not only the 'closed' listeners.
+    const first = this.firstConnect;
+    this.firstConnect = null;
+    first?.reject(new Error(`the edge closed the tunnel before it was ready: ${info.code}: ${info.reason}`));
     this.emit('closed', info);
   }
 

@@ -22,6 +22,19 @@ const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version',
 
 export const MAX_WS_MESSAGE = 4 * 1024 * 1024;
 
+/**
+ * Messages from the local app waiting for credit: past this many bytes the local socket is paused, so
+ * a slow public reader slows the local app down (its own send buffer grows) instead of the tunnel
+ * client holding the difference. Reading resumes when the queue is below a quarter of it.
+ */
+export const WS_PAUSE_BYTES = 1024 * 1024;
+/**
+ * The hard bound on that queue. `ws` still emits what it had already read when paused (up to one
+ * socket read, and one message of at most MAX_WS_MESSAGE), so it is reached only if pausing fails;
+ * then the local socket is closed with 1008, never the client's memory.
+ */
+const MAX_WS_QUEUED = WS_PAUSE_BYTES + MAX_WS_MESSAGE;
+
 export class ClientWsStream {
   readonly kind = 'passthrough';
   closed = false;
@@ -32,6 +45,8 @@ export class ClientWsStream {
   private readonly send = (frame: Buffer): void => this.host.send(frame);
   /** The connection as the inspector sees it, when something records (host.recordWebSocket). */
   private log: Exchange | null = null;
+  /** The local socket's reading is paused until the relay's queue drains (WS_PAUSE_BYTES). */
+  private localPaused = false;
 
   constructor(
     readonly id: number,
@@ -43,7 +58,7 @@ export class ClientWsStream {
   ) {
     this.target = host.routes.targetFor(path);
     this.port = this.target.port;
-    this.relay = new MessageRelay(id, host.settings, MAX_WS_MESSAGE, MAX_WS_MESSAGE);
+    this.relay = new MessageRelay(id, host.settings, MAX_WS_QUEUED, MAX_WS_MESSAGE);
   }
 
   start(): void {
@@ -97,7 +112,12 @@ export class ClientWsStream {
         return;
       }
       if (this.log !== null) logWebSocketMessage(this.log.websocket!, 'out', data, isBinary);
-      if (this.relay.waiting > 0 && this.host.connectionSend.available === 0) this.host.blocked.add(this);
+      const waiting = this.relay.waiting;
+      if (waiting > 0 && this.host.connectionSend.available === 0) this.host.blocked.add(this);
+      if (waiting >= WS_PAUSE_BYTES && !this.localPaused) {
+        this.localPaused = true;
+        socket.pause();
+      }
     });
     socket.on('close', (code: number, reason: Buffer) => {
       if (this.closed) return;
@@ -152,7 +172,17 @@ export class ClientWsStream {
   }
 
   flush(): void {
-    if (!this.closed) this.relay.flush(this.host.connectionSend, this.send);
+    if (this.closed) return;
+    this.relay.flush(this.host.connectionSend, this.send);
+    if (this.localPaused && this.relay.waiting < WS_PAUSE_BYTES / 4) {
+      this.localPaused = false;
+      this.socket?.resume();
+    }
+  }
+
+  /** Bytes from the local app waiting for credit (bounded by WS_PAUSE_BYTES plus what one read brings). */
+  get queuedBytes(): number {
+    return this.relay.waiting;
   }
 
   onReset(): void {
@@ -174,6 +204,11 @@ export class ClientWsStream {
   private finish(code: number | null = null, reason = ''): void {
     if (this.closed) return;
     this.closed = true;
+    // A paused socket would not read the local app's close frame: the close handshake needs reading.
+    if (this.localPaused) {
+      this.localPaused = false;
+      this.socket?.resume();
+    }
     this.host.endStream(this);
     const log = this.log?.websocket;
     if (log !== undefined && log.closedAt === null) {

@@ -11,6 +11,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { HttpRequest, HttpResponse } from '../uws.js';
+import { endHeadResponse } from './responses.js';
 
 interface Asset {
   body: Buffer;
@@ -80,7 +81,8 @@ export function serveDashboard(res: HttpResponse, req: HttpRequest, extraHeaders
   const asset = assets().get(path);
   if (asset === undefined) return false;
   // uWS 20.30 does not count endWithoutBody(length) as a response when called inside the handler: without
-  // an abort handler it aborts the whole process on return (a HEAD / took the edge down).
+  // an abort handler it aborted the whole process on return (a HEAD / took the edge down). endHeadResponse
+  // completes the answer now; the handler stays as a guard.
   if (method === 'HEAD') res.onAborted(() => undefined);
   res.cork(() => {
     res.writeStatus('200 OK');
@@ -92,7 +94,7 @@ export function serveDashboard(res: HttpResponse, req: HttpRequest, extraHeaders
     res.writeHeader('cross-origin-opener-policy', 'same-origin');
     res.writeHeader('cache-control', 'no-cache');
     for (const [name, value] of extraHeaders) res.writeHeader(name, value);
-    if (method === 'HEAD') res.endWithoutBody(asset.body.byteLength);
+    if (method === 'HEAD') endHeadResponse(res, asset.body.byteLength);
     else res.end(asset.body);
   });
   return true;

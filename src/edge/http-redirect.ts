@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { listenAlone, listenPort, uws, type HttpResponse, type TemplatedApp, type us_listen_socket } from '../uws.js';
 import type { HostDispatch } from './host.js';
+import { endHeadResponse } from './responses.js';
 
 export const ACME_CHALLENGE_PREFIX = '/.well-known/acme-challenge/';
 /** ACME tokens are base64url (RFC 8555 section 8.3): nothing else may reach the file system. */
@@ -77,7 +78,7 @@ export class HttpRedirectListener {
         if (aborted) return;
         res.cork(() => {
           res.writeStatus('200 OK').writeHeader('content-type', 'text/plain').writeHeader('cache-control', 'no-store');
-          if (isHead) res.endWithoutBody(body.byteLength);
+          if (isHead) endHeadResponse(res, body.byteLength);
           else res.end(body);
         });
       },

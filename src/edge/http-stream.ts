@@ -213,7 +213,10 @@ export abstract class EdgeHttpStream {
       }
       this.pending.shift();
     }
-    if (!this.requestFinished && this.requestPaused) this.resumeRequest();
+    // Also when the body has ended meanwhile: uWS goes on parsing what it already read after a pause,
+    // so the body's last chunk can arrive while paused, and a socket left paused never reads the next
+    // request on the connection (uWS times it out, and the client's next request is reset).
+    if (this.requestPaused) this.resumeRequest();
   }
 
   onWindow(credit: number): void {
@@ -341,6 +344,8 @@ export abstract class EdgeHttpStream {
     this.durationMs = Math.round(performance.now() - this.startedAt);
     this.state = HttpStreamState.COMPLETE;
     this.pending = [];
+    // Answered before the whole body was read (or sent): the rest is read and dropped, as direct.
+    if (this.requestPaused) this.resumeRequest();
     this.session.endStream(this);
     this.pendingLast = lastChunk;
     this.then = AfterCapture.END;

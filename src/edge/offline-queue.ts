@@ -23,7 +23,7 @@ import type { PublicRequestHead } from './headers.js';
 import type { EdgeObserver } from './observer.js';
 import type { EdgeRegistry } from './registry.js';
 import { gatherBody } from './request-framing.js';
-import { statusLine, writePublicError } from './responses.js';
+import { endHeadResponse, statusLine, writePublicError } from './responses.js';
 import type { TunnelSession } from './session.js';
 
 export interface OfflineQueueOptions {
@@ -148,7 +148,7 @@ export class OfflineQueue implements QueueDriver {
           this.observed(input, receivedAt, startedAt, event.id, Buffer.byteLength(body));
           res.cork(() => {
             res.writeStatus(statusLine(202)).writeHeader('burrow-event-id', event.id).writeHeader('content-type', 'application/json');
-            if (input.method === 'HEAD') res.endWithoutBody(Buffer.byteLength(body));
+            if (input.method === 'HEAD') endHeadResponse(res, Buffer.byteLength(body));
             else res.end(body);
           });
         },

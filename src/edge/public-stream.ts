@@ -15,7 +15,7 @@ import type { ErrorCode } from '../errors.js';
 import type { HttpResponse } from '../uws.js';
 import { EdgeHttpStream, type RequestHead } from './http-stream.js';
 import type { HeaderValue } from './response-head.js';
-import { statusLine, writePublicError } from './responses.js';
+import { endHeadResponse, statusLine, writePublicError } from './responses.js';
 import type { StreamHost } from './stream-host.js';
 
 /**
@@ -182,7 +182,7 @@ export class PublicHttpStream extends EdgeHttpStream {
     if (this.endRequested && this.noBody()) {
       this.publicState = PublicState.DONE;
       // endWithoutBody(undefined) would announce a huge Content-Length: call it without an argument.
-      if (this.isHead && this.contentLength >= 0) this.res.endWithoutBody(this.contentLength);
+      if (this.isHead && this.contentLength >= 0) endHeadResponse(this.res, this.contentLength);
       else this.res.endWithoutBody();
       this.releaseConnectionCredit();
       return true;

@@ -31,3 +31,19 @@ export function writePublicError(
   for (const [name, value] of extraHeaders) res.writeHeader(name, value);
   res.writeHeader('content-type', 'application/json').writeHeader('burrow-error', code).end(errorJson(code, message), closeConnection);
 }
+
+/**
+ * Ends the answer to a HEAD request: the head with `Content-Length: contentLength`, no body.
+ *
+ * Not `endWithoutBody(contentLength)`: uWS 20.30 then still waits for that many body bytes, so the
+ * response never completes inside uWS. The connection stays "answering": the next request on it is
+ * taken as pipelined and the connection closed without an answer, and with `closeConnection` the
+ * connection is never closed (measured with a bare uWS app; docs/protocol.md section 17). Written as a
+ * field of our own, in uWS's own case, the length is announced and the response is complete at once.
+ * `Connection: close` is then ours too: the client closes the connection after the head.
+ */
+export function endHeadResponse(res: HttpResponse, contentLength: number, closeConnection = false): void {
+  res.writeHeader('Content-Length', String(contentLength));
+  if (closeConnection) res.writeHeader('Connection', 'close');
+  res.endWithoutBody();
+}

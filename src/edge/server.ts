@@ -14,7 +14,6 @@ import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
 import type { SessionOptions } from '../store/sessions.js';
 import { Store, type StoreOptions } from '../store/store.js';
-import { UsageMeter } from '../store/usage.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
 import { AccessLog } from './access-log.js';
 import { AdminServer, type AdminAddress } from './admin.js';
@@ -28,11 +27,11 @@ import { EdgeObserver } from './observer.js';
 import { discardBody, gatherBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
 import { PassthroughStream } from './passthrough.js';
 import { TunnelRegistry, type EdgeRegistry } from './registry.js';
-import type { AccountStore } from '../store/account-store.js';
+import type { AccountStore, UsageCounter } from '../store/account-store.js';
 import { ClusterConnection } from './cluster/connection.js';
 import { ClusterRegistry, type ClusterTimings } from './cluster/registry.js';
 import type { ClusterOptions } from './cluster/types.js';
-import { statusLine, writePublicError } from './responses.js';
+import { endHeadResponse, statusLine, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { HttpRedirectListener } from './http-redirect.js';
 import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
@@ -132,7 +131,8 @@ export class Edge {
   /** Gives the data directory back (one edge per directory, src/store/data-lock.ts). */
   private readonly releaseDataDir: () => void;
   readonly captures: CaptureStore;
-  readonly usage: UsageMeter;
+  /** Usage per account: this edge's LMDB on one edge, added up in Redis in cluster mode. */
+  readonly usage: UsageCounter;
   readonly registry: EdgeRegistry;
   readonly offline: OfflineQueue;
   readonly api: Api;
@@ -206,8 +206,8 @@ export class Edge {
       this.releaseDataDir();
       throw error;
     }
-    this.usage = new UsageMeter(this.store.root);
     this.accounts = cluster?.accounts ?? this.store;
+    this.usage = this.accounts.usageCounter();
     if (cluster !== null && options.cluster !== undefined) {
       this.cluster = new ClusterRegistry({
         leases: cluster.leases,
@@ -236,6 +236,7 @@ export class Edge {
     this.api = new Api({
       store: this.accounts,
       heldEvents: this.store.queue,
+      offlineModes: this.cluster === null,
       captures: this.captures,
       ...(clusterApi === null ? {} : { captureLog: clusterApi.captureLog }),
       usage: this.usage,
@@ -396,13 +397,18 @@ export class Edge {
     if (this.ticks % 240 === 0) this.api.sweep();
     const sweepTicks = Math.max(1, Math.round((this.options.captureSweepMs ?? 600_000) / TICK_MS));
     if (this.ticks % sweepTicks === 0) {
-      this.captures
-        .sweep((accountId) => {
-          const account = this.store.getAccount(accountId);
-          return account === undefined ? undefined : this.store.planLimits(account.plan).retentionMs;
-        })
-        .catch((error: Error) => this.log(`capture sweep failed: ${error.message}`));
+      this.sweepCaptures().catch((error: Error) => this.log(`capture sweep failed: ${error.message}`));
     }
+  }
+
+  /** Frees captures past their account's retention; the accounts may be in Redis (cluster mode). */
+  private async sweepCaptures(): Promise<void> {
+    const retention = new Map<string, number | undefined>();
+    for (const accountId of this.captures.accountIds()) {
+      const account = await this.accounts.getAccount(accountId);
+      retention.set(accountId, account === undefined ? undefined : this.accounts.planLimits(account.plan).retentionMs);
+    }
+    await this.captures.sweep((accountId) => retention.get(accountId));
   }
 
   // ---- routes -----------------------------------------------------------------------------------------
@@ -837,8 +843,10 @@ export class Edge {
     this.stopped = true;
     // The ended tunnels' grace holds are written to the cluster before it is left.
     await this.cluster?.stop();
+    // Counted usage goes to the account store (Redis in cluster mode) before its connection closes; a
+    // failed last flush is logged, and the shutdown goes on.
+    await this.usage.flush().catch((error: Error) => this.log(`usage flush failed: ${error.message}`));
     await this.clusterConnection?.close();
-    await this.usage.flush();
     await this.captures.close();
     await this.store.close();
     this.releaseDataDir();
@@ -875,7 +883,7 @@ export function writeApiResponse(
   }
   const body = JSON.stringify(response.body);
   res.writeHeader('content-type', 'application/json; charset=utf-8');
-  if (isHead) res.endWithoutBody(Buffer.byteLength(body), closeConnection);
+  if (isHead) endHeadResponse(res, Buffer.byteLength(body), closeConnection);
   else res.end(body, closeConnection);
 }
 

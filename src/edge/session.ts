@@ -19,7 +19,7 @@ import {
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import type { CaptureRecord, CaptureStore, RingHandle } from '../store/captures.js';
-import type { UsageMeter } from '../store/usage.js';
+import type { UsageCounter } from '../store/account-store.js';
 import type { ReplayOverrides, TunnelInfo } from '../api/types.js';
 import type { HttpResponse, WebSocket } from '../uws.js';
 import type { EdgeHttpStream, RequestHead } from './http-stream.js';
@@ -42,7 +42,7 @@ export interface SessionDirectory {
 export interface SessionDeps {
   settings: Settings;
   captures: CaptureStore;
-  usage: UsageMeter;
+  usage: UsageCounter;
   capture: { enabled: boolean; bodyLimit: number };
   requestTimeoutMs: number;
   registry: SessionDirectory;

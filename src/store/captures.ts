@@ -592,6 +592,13 @@ export class CaptureStore {
     return parsed.seq;
   }
 
+  /** The accounts that have a ring here (each once), for the sweep to look up their retention. */
+  accountIds(): string[] {
+    const ids = new Set<string>();
+    for (const { key } of this.rings.getRange()) ids.add((key as [string, string])[0]);
+    return [...ids];
+  }
+
   /**
    * Removes captures older than their account's retention window, oldest first, ring by ring.
    * `retentionOf` maps an account id to its window (or undefined to leave the account alone).

@@ -14,6 +14,7 @@
  *                           before it, so a stale holder's renewals and releases fail by comparison.
  *   node:<id>, nodes        heartbeats: where an edge is reached (advertise) and which boot it is.
  *   secret                  the internal hop's secret when none is configured (SET NX by the first edge).
+ *   node-numbers, node-number  each node id's number (drawn once with INCR): its span of capture ring ids.
  *   commands                pub/sub channel: close a tunnel, revoke a token, an owner changed.
  *
  * Timing (the defaults; ClusterRegistry may be given others, tests shrink them):

@@ -73,6 +73,9 @@ describe('three edges, one cluster', { skip: redisSkip }, () => {
     assert.equal(a.edge.registry.session('moving-name'), undefined);
     assert.deepEqual(await publicGet(b, 'moving-name'), { status: 200, text: 'second' });
     assert.equal((await c.edge.cluster!.ownerOf('moving-name'))?.nodeId, 'b');
+    // The other edges forward to the new owner (the hop asks the registry, whose cache the move cleared).
+    assert.deepEqual(await publicGet(a, 'moving-name', '/via-a'), { status: 200, text: 'second' });
+    assert.deepEqual(await publicGet(c, 'moving-name', '/via-c'), { status: 200, text: 'second' });
     await fresh.client.close();
   });
 
@@ -92,6 +95,7 @@ describe('three edges, one cluster', { skip: redisSkip }, () => {
     const account = await createAccount(a);
     const started = await startClient(a, account.token, local.port, { subdomain: 'close-me' });
     const closed = once(started.client, 'closed') as Promise<[ClosedInfo]>;
+    assert.deepEqual(await publicGet(c, 'close-me', '/via-c'), { status: 200, text: 'first' });
     const answer = await call(c, 'DELETE', '/api/v1/tunnels/close-me', { token: account.token });
     assert.equal(answer.status, 204);
     const [info] = await closed;

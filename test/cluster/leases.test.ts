@@ -97,8 +97,8 @@ test('a lease that expired while Redis was away is claimed again for its tunnel 
     started = await startClient(a, account.token, local.port, { subdomain: 'comeback' });
     const fence = a.edge.cluster!.fenceOf('comeback')!;
     await redis.kill();
-    // Past its local validity the edge stops serving the tunnel (it could be someone else's by now); the
-    // request then goes to the hop, which cannot look the owner up without Redis: 503 STORE_UNAVAILABLE.
+    // Past its local validity the edge stops serving the tunnel (it could be someone else's by now).
+    // (The miss then asks Redis who holds the name: 503 STORE_UNAVAILABLE while it is away.)
     await waitFor(async () => (await publicGet(a, 'comeback')).status === 503, 5_000, 'the edge to stop serving an unrenewed lease');
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     await redis.restart();
@@ -109,5 +109,27 @@ test('a lease that expired while Redis was away is claimed again for its tunnel 
     await started?.client.close();
     await local.close();
     await a.close();
+  }
+});
+
+test("an edge that shuts down leaves its tunnels' names held for their accounts, not free", { skip: redisSkip }, async () => {
+  const redis = await TestRedis.start();
+  const a = await startClusterEdge(redis.url, 'a', { graceMs: 30_000 });
+  const b = await startClusterEdge(redis.url, 'b', { graceMs: 30_000 });
+  const local = await startNamed('owner');
+  try {
+    const owner = await createAccount(a);
+    const stranger = await createAccount(b);
+    const started = await startClient(a, owner.token, local.port, { subdomain: 'outlives-its-edge' });
+    await a.close();
+    const lease = await b.edge.cluster!.ownerOf('outlives-its-edge');
+    assert.equal(lease, null, 'no edge serves it');
+    assert.equal(await b.edge.registry.holderOf('outlives-its-edge'), owner.id);
+    assertApiError(await refusedConnect(b, stranger.token, 'outlives-its-edge'), 'SUBDOMAIN_TAKEN');
+    await started.client.close();
+  } finally {
+    await local.close();
+    await a.close();
+    await b.close();
   }
 });

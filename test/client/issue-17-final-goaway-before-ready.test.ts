@@ -1,0 +1,34 @@
+/**
+ * A final GOAWAY that arrives before READY (a cluster edge's takeover racing a connect, a token revoked
+ * in the moment) must settle start(): it used to emit 'closed' only, and a caller awaiting start() waited
+ * forever. The edge here is a bare WebSocket server that speaks just those frames.
+ */
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { test } from 'node:test';
+import { WebSocketServer } from 'ws';
+import { RouteTable } from '../../src/client/routes.js';
+import { TunnelClient } from '../../src/client/tunnel-client.js';
+import { encode } from '../../src/protocol/codec.js';
+import { FrameType, GoAwayCode } from '../../src/protocol/constants.js';
+
+test('start() rejects, naming the code, when the edge sends a final GOAWAY before READY', async () => {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await once(server, 'listening');
+  server.on('connection', (socket) => {
+    socket.send(encode([FrameType.GOAWAY, 0, GoAwayCode.TOKEN_REVOKED, 'the token of this tunnel was revoked']));
+    socket.close();
+  });
+  const port = (server.address() as AddressInfo).port;
+  const client = new TunnelClient({ edge: `http://127.0.0.1:${port}`, token: 'svc_pat_00000000_x', routes: new RouteTable(3000, []), minBackoffMs: 50, maxBackoffMs: 100 });
+  const closed = once(client, 'closed');
+  try {
+    await assert.rejects(client.start(), /before it was ready: TOKEN_REVOKED: the token of this tunnel was revoked/);
+    const [info] = (await closed) as [{ code: string }];
+    assert.equal(info.code, 'TOKEN_REVOKED');
+  } finally {
+    await client.close();
+    server.close();
+  }
+});
