@@ -65,7 +65,7 @@ import type { OfflineMode } from './offline-queue.js';
 import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
 import type { RateDecision } from './rate-limit.js';
 import { REDIS_SCRIPTS, type ScriptName } from './redis-scripts.js';
-import { SESSION_IDLE_MS, SESSION_MAX_AGE_MS } from './sessions.js';
+import { isSessionId, SESSION_IDLE_MS, SESSION_MAX_AGE_MS, sessionEndsAt, sessionPrincipalHolds, touchedSession } from './sessions.js';
 import { periodOf } from './usage.js';
 
 export interface RedisStoreOptions extends StoreOptions {
@@ -414,10 +414,6 @@ export class RedisStore implements AccountStore {
 
 // ---- dashboard sessions ---------------------------------------------------------------------------
 
-/** Sliding the idle deadline costs a write; one per minute per session is plenty (as src/store/sessions.ts). */
-const TOUCH_EVERY_MS = 60_000;
-const SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
-
 /**
  * Dashboard sessions in Redis with the rules of src/store/sessions.ts: only the id's SHA-256 is a key,
  * the session ends with its token (checked on every use), after `idleMs` without use and `maxAgeMs`
@@ -440,34 +436,31 @@ class RedisSessions implements DashboardSessions {
   }
 
   async resolve(id: string, now = Date.now()): Promise<{ principal: Principal; record: SessionRecord } | undefined> {
-    if (!SESSION_ID.test(id)) return undefined;
+    if (!isSessionId(id)) return undefined;
     const key = this.keyOf(id);
     const record = parse<SessionRecord>(await this.store.call(() => this.store.redis.get(key)));
     if (record === undefined) return undefined;
-    if (now - record.lastSeenAt > this.idleMs || now - record.createdAt > this.maxAgeMs) {
+    if (now > this.expiresAt(record)) {
       this.store.redis.del(key).catch(() => undefined);
       return undefined;
     }
     const principal = await this.store.activePrincipal(record.tokenIdSegment);
-    if (principal === undefined || principal.account.id !== record.accountId) {
+    if (!sessionPrincipalHolds(record, principal)) {
       this.store.redis.del(key).catch(() => undefined);
       return undefined;
     }
-    if (now - record.lastSeenAt > TOUCH_EVERY_MS) {
-      const touched = { ...record, lastSeenAt: now };
-      // XX: a sign-out that landed meanwhile stays signed out.
-      this.store.redis.set(key, JSON.stringify(touched), 'PX', this.lifetime(touched, now), 'XX').catch(() => undefined);
-      return { principal, record: touched };
-    }
-    return { principal, record };
+    const touched = touchedSession(record, now);
+    // XX: a sign-out that landed meanwhile stays signed out.
+    if (touched !== null) this.store.redis.set(key, JSON.stringify(touched), 'PX', this.lifetime(touched, now), 'XX').catch(() => undefined);
+    return { principal, record: touched ?? record };
   }
 
   expiresAt(record: SessionRecord): number {
-    return Math.min(record.lastSeenAt + this.idleMs, record.createdAt + this.maxAgeMs);
+    return sessionEndsAt(record, this.idleMs, this.maxAgeMs);
   }
 
   async close(id: string): Promise<boolean> {
-    if (!SESSION_ID.test(id)) return false;
+    if (!isSessionId(id)) return false;
     return (await this.store.call(() => this.store.redis.del(this.keyOf(id)))) > 0;
   }
 

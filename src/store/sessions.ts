@@ -17,6 +17,28 @@ export const SESSION_MAX_AGE_MS = 7 * 24 * 3_600_000;
 const TOUCH_EVERY_MS = 60_000;
 const SESSION_ID = /^[A-Za-z0-9_-]{43}$/;
 
+// The rules both implementations (this one on LMDB, RedisSessions in src/store/redis-store.ts) follow.
+
+/** Whether `id` can be a session id at all (43 base64url characters); anything else is never looked up. */
+export function isSessionId(id: string): boolean {
+  return SESSION_ID.test(id);
+}
+
+/** When a session ends at the latest if it is not used again. */
+export function sessionEndsAt(record: SessionRecord, idleMs: number, maxAgeMs: number): number {
+  return Math.min(record.lastSeenAt + idleMs, record.createdAt + maxAgeMs);
+}
+
+/** The session's record with its use moved to `now`, or null when the last write of it is recent enough. */
+export function touchedSession(record: SessionRecord, now: number): SessionRecord | null {
+  return now - record.lastSeenAt > TOUCH_EVERY_MS ? { ...record, lastSeenAt: now } : null;
+}
+
+/** Whether a session still stands for `principal`: its token active and of the same account. */
+export function sessionPrincipalHolds(record: SessionRecord, principal: Principal | undefined): principal is Principal {
+  return principal !== undefined && principal.account.id === record.accountId;
+}
+
 export class SessionStore implements DashboardSessions {
   private readonly sessions: Database<SessionRecord, string>;
   readonly idleMs: number;
@@ -42,35 +64,32 @@ export class SessionStore implements DashboardSessions {
 
   /** The principal a session id stands for, or undefined (unknown, expired, or its token revoked). */
   resolve(id: string, now = Date.now()): { principal: Principal; record: SessionRecord } | undefined {
-    if (!SESSION_ID.test(id)) return undefined;
+    if (!isSessionId(id)) return undefined;
     const key = keyOf(id);
     const record = this.sessions.get(key);
     if (record === undefined) return undefined;
-    if (now - record.lastSeenAt > this.idleMs || now - record.createdAt > this.maxAgeMs) {
+    if (now > this.expiresAt(record)) {
       this.sessions.remove(key).catch(() => undefined);
       return undefined;
     }
     const principal = this.tokens.activePrincipal(record.tokenIdSegment);
-    if (principal === undefined || principal.account.id !== record.accountId) {
+    if (!sessionPrincipalHolds(record, principal)) {
       this.sessions.remove(key).catch(() => undefined);
       return undefined;
     }
-    if (now - record.lastSeenAt > TOUCH_EVERY_MS) {
-      const touched = { ...record, lastSeenAt: now };
-      this.sessions.put(key, touched).catch(() => undefined);
-      return { principal, record: touched };
-    }
-    return { principal, record };
+    const touched = touchedSession(record, now);
+    if (touched !== null) this.sessions.put(key, touched).catch(() => undefined);
+    return { principal, record: touched ?? record };
   }
 
   /** When the session ends at the latest if it is not used again. */
   expiresAt(record: SessionRecord): number {
-    return Math.min(record.lastSeenAt + this.idleMs, record.createdAt + this.maxAgeMs);
+    return sessionEndsAt(record, this.idleMs, this.maxAgeMs);
   }
 
   /** Ends a session (sign out); false when there was none. */
   async close(id: string): Promise<boolean> {
-    if (!SESSION_ID.test(id)) return false;
+    if (!isSessionId(id)) return false;
     const key = keyOf(id);
     // lmdb's remove answers true for a key that is not there: a second sign-out said it ended a session.
     if (this.sessions.get(key) === undefined) return false;
@@ -80,7 +99,7 @@ export class SessionStore implements DashboardSessions {
   /** Drops expired and orphaned sessions; the edge calls this from its coarse timer now and then. */
   sweep(now = Date.now()): void {
     for (const { key, value } of this.sessions.getRange()) {
-      const expired = now - value.lastSeenAt > this.idleMs || now - value.createdAt > this.maxAgeMs;
+      const expired = now > this.expiresAt(value);
       if (expired || this.tokens.activePrincipal(value.tokenIdSegment) === undefined) this.sessions.remove(key).catch(() => undefined);
     }
   }
