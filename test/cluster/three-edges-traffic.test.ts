@@ -87,6 +87,17 @@ describe('a tunnel on A answers public traffic sent to every edge', { skip: redi
     }
   });
 
+  test('the token cap counts tokens made on every edge: creates racing on A, B and C stop at the plan cap', async () => {
+    // FREE allows 5 active tokens; the account's first token is one of them. Six calls in all: the
+    // rate limit of this cluster (6 a minute) is not what refuses.
+    const account = await createAccount(a, 'FREE');
+    const creates = [a, b, c, a, b].map((edge, i) => call(edge, 'POST', '/api/v1/tokens', { token: account.token, body: { label: `race-${i}` } }));
+    const statuses = (await Promise.all(creates)).map((response) => response.status).sort();
+    assert.deepEqual(statuses, [201, 201, 201, 201, 403]);
+    const listed = await call(c, 'GET', '/api/v1/tokens', { token: account.token });
+    assert.equal(listed.json.tokens.length, 5);
+  });
+
   test('the API rate limit is one window for the whole cluster: calls on A and B count together', async () => {
     const statuses: number[] = [];
     for (const edge of [a, b, a, b, c, c, a]) statuses.push((await call(edge, 'GET', '/api/v1/auth/me', { token })).status);
