@@ -1,11 +1,12 @@
 /**
- * One bounded autocannon run (programmatic API, in the runner's process) against a path, direct or through
- * the tunnel, reduced to the numbers the benchmark records.
+ * One bounded autocannon run (programmatic API, in the runner's process) against a path, direct, through
+ * the tunnel or through a floor, reduced to the numbers the benchmark records. Several may run at once
+ * (the many-tenant phase runs one per tunnel).
  */
 import autocannon, { type Instance, type Result } from 'autocannon';
-import { GET_BODY, POST_ANSWER, POST_PAYLOAD } from './payloads.js';
+import { expectedAnswer, payload, scenarioPath, type Method, type Scenario } from './payloads.js';
 
-export type Method = 'GET' | 'POST';
+export type { Method } from './payloads.js';
 
 /** Where requests go: `origin` is always http://127.0.0.1:PORT; `host` picks the tunnel on the edge. */
 export interface Target {
@@ -18,43 +19,56 @@ export interface LoadResult {
   reqPerSec: number;
   requests: number;
   durationS: number;
+  /** Body bytes per second, both ways (autocannon's throughput counts what it read). */
+  bytesPerSec: number;
   latencyMs: { p50: number; p90: number; p99: number; p999: number; mean: number; max: number };
   errors: number;
   timeouts: number;
   non2xx: number;
   mismatches: number;
+  /** false when the answers were too big to compare byte for byte (1 MiB GET): `mismatches` is then 0 by default. */
+  bodiesChecked: boolean;
   resets: number;
   statusCodes: Record<string, number>;
 }
 
-let current: Instance | null = null;
+/** Answers up to this size are compared with what they should be; bigger ones only by status and framing. */
+const CHECKED_BODY_LIMIT = 64 * 1024;
 
-/** Stops the autocannon run in progress, if any (SIGINT of the runner). */
+const running = new Set<Instance>();
+
+/** Stops every autocannon run in progress (SIGINT of the runner). */
 export function stopCurrentLoad(): void {
-  current?.stop();
+  for (const instance of running) instance.stop();
 }
 
-export async function runLoad(target: Target, method: Method, connections: number, durationS: number): Promise<LoadResult> {
+/** A scenario, or for the older callers a method (1 KiB POST, or GET of the target's small default body). */
+export async function runLoad(target: Target, scenario: Scenario | Method, connections: number, durationS: number): Promise<LoadResult> {
+  const s: Scenario = typeof scenario === 'string' ? { method: scenario, size: 1024, shape: 'length' } : scenario;
   const headers: Record<string, string> = {};
   if (target.host !== null) headers.host = target.host;
-  if (method === 'POST') headers['content-type'] = 'application/json';
+  if (s.method === 'POST') headers['content-type'] = 'application/json';
+  const expected = expectedAnswer(s);
+  const bodiesChecked = expected.length <= CHECKED_BODY_LIMIT;
   const result = await new Promise<Result>((resolve, reject) => {
-    current = autocannon(
+    const instance = autocannon(
       {
-        url: `${target.origin}/bench`,
-        method,
+        url: `${target.origin}${scenarioPath(s)}`,
+        method: s.method,
         connections,
         duration: durationS,
         timeout: 10,
         headers,
-        ...(method === 'POST' ? { body: POST_PAYLOAD, expectBody: POST_ANSWER } : { expectBody: GET_BODY }),
+        ...(s.method === 'POST' ? { body: payload(s.size) } : {}),
+        ...(bodiesChecked ? { expectBody: expected } : {}),
       },
       (error, value) => {
-        current = null;
+        running.delete(instance);
         if (error !== null && error !== undefined) reject(error);
         else resolve(value);
       },
     );
+    running.add(instance);
   });
   const statusCodes: Record<string, number> = {};
   for (const [code, { count }] of Object.entries(result.statusCodeStats)) statusCodes[code] = count;
@@ -62,6 +76,7 @@ export async function runLoad(target: Target, method: Method, connections: numbe
     reqPerSec: result.duration > 0 ? result.requests.total / result.duration : 0,
     requests: result.requests.total,
     durationS: result.duration,
+    bytesPerSec: result.duration > 0 ? result.throughput.total / result.duration : 0,
     latencyMs: {
       p50: result.latency.p50,
       p90: result.latency.p90,
@@ -74,7 +89,13 @@ export async function runLoad(target: Target, method: Method, connections: numbe
     timeouts: result.timeouts,
     non2xx: result.non2xx,
     mismatches: result.mismatches,
+    bodiesChecked,
     resets: result.resets,
     statusCodes,
   };
+}
+
+/** Errors, timeouts, non-2xx and wrong bodies of a run. */
+export function badCount(load: LoadResult): number {
+  return load.errors + load.timeouts + load.non2xx + load.mismatches;
 }

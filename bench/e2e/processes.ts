@@ -84,6 +84,12 @@ export class Child {
     });
   }
 
+  /** Calls `listener` with every chunk of output (stdout and stderr) from now on; returns the unsubscribe. */
+  onOutput(listener: (text: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
   get alive(): boolean {
     return this.exit === null;
   }

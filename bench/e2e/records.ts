@@ -1,13 +1,29 @@
 /** What one benchmark run records, as written to bench/out/e2e-*.json. */
-import type { LoadResult, Method } from './load.js';
-import type { ProbeResult } from './probe.js';
+import type { LoadResult } from './load.js';
+import type { Method, Shape } from './payloads.js';
+import type { ProbeResult, Sender } from './probe.js';
 import type { ProcStats } from './sampler.js';
 
-/** A tunnel configuration: which edge (capture on/off) and which client (inspector on/off). */
+/**
+ * A path requests take: `direct`, a tunnel configuration (edge capture on/off, client inspector on/off) or
+ * a floor (two nginx, two bare relays, the minimal one-process proxy). `processes` are the processes on
+ * the path, besides the target, by role: what the per-request CPU is read from.
+ */
+export interface PathInfo {
+  id: string;
+  kind: 'direct' | 'tunnel' | 'floor';
+  label: string;
+  processes: string[];
+  /** Tunnels only. */
+  capture?: boolean;
+  /** Tunnels only; null when `burrow http` had no inspector switch. */
+  inspect?: boolean | null;
+}
+
+/** The older name: a tunnel configuration. */
 export interface TunnelInfo {
   id: string;
   capture: boolean;
-  /** null when `burrow http` had no inspector switch. */
   inspect: boolean | null;
   label: string;
 }
@@ -25,24 +41,27 @@ export interface ClientLogCounts {
 export interface RunRecord {
   seq: number;
   round: number;
+  /** e.g. "POST 1 KiB up, length @100": method, size, shape and connections. */
   scenario: string;
   method: Method;
+  size: number;
+  shape: Shape;
   connections: number;
-  /** 'direct' or a tunnel config id. */
+  /** 'direct' or a path id. */
   path: string;
   capture: boolean | null;
   inspect: boolean | null;
-  /** For a tunnel run, the seq of the direct run just before it. */
+  /** For a run through a hop, the seq of the direct run of its group (run just before the others). */
   pairedWith: number | null;
   startedAtS: number;
   load: LoadResult;
+  /** By role: `target`, and the path's processes (`edge`, `client`, `nginx-front`, ...). */
   procs: Record<string, ProcStats>;
   runnerCpuPct: number;
   /**
    * Over the run, percent of one core: what all processes on the machine used, the part of it no process
    * of this benchmark used, what the hypervisor gave other guests (steal), and interrupt work (mostly the
-   * benchmark's own loopback traffic). Files written before steal was split out lack the last two, and
-   * their "other" included both.
+   * benchmark's own loopback traffic).
    */
   systemCpuPct: number | null;
   otherCpuPct: number | null;
@@ -63,11 +82,84 @@ export interface WarmupRecord {
 
 export interface ProbeRecord {
   round: number;
+  sender: Sender;
   method: Method;
+  size: number;
+  shape: Shape;
   path: string;
   result: ProbeResult;
   /** CPU other processes used while the probe ran, and steal, percent of one core. */
   otherCpuPct: number | null;
   stealCpuPct: number | null;
   discarded: string | null;
+}
+
+/** One load run of the many-tenant phase: the same load generator, spread over one or many tunnels (or direct). */
+export interface TenantRun {
+  round: number;
+  /** 'direct', 'one tunnel' or 'N tunnels'. */
+  path: string;
+  tunnels: number;
+  /** autocannon instances (one per tunnel) × connections each. */
+  instances: number;
+  connectionsEach: number;
+  reqPerSec: number;
+  requests: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  mismatches: number;
+  /** CPU µs per request by role (edge, fleet = all tunnel clients in one process, target, runner). */
+  cpuUsPerRequest: Record<string, number | null>;
+  otherCpuPct: number | null;
+  stealCpuPct: number | null;
+}
+
+export interface FleetDone {
+  planned: number;
+  connected: number;
+  failed: number;
+  notTried: number;
+  ms: number;
+  perSecond: number | null;
+  rssMiB: number;
+  errors: Array<{ message: string; count: number }>;
+}
+
+export interface TenantsRecord {
+  tunnels: number;
+  connectionsEach: number;
+  scenario: string;
+  durationS: number;
+  fleet: FleetDone | null;
+  runs: TenantRun[];
+  /** Tunnels that dropped or reconnected during the phase. */
+  drops: number;
+  error: string | null;
+}
+
+export interface IdleRecord {
+  planned: number;
+  deadlineS: number;
+  concurrency: number;
+  /** `ulimit -n` of the runner (soft / hard), and what the fleet and the edge were given. */
+  fdLimit: { soft: number | null; hard: number | null; children: number | null; raised: boolean };
+  fleet: FleetDone | null;
+  edgeRssBeforeMiB: number | null;
+  edgeRssAfterMiB: number | null;
+  /** The anonymous part of the edge's RSS (no file pages of its LMDB maps). */
+  edgeAnonBeforeMiB: number | null;
+  edgeAnonAfterMiB: number | null;
+  edgeHwmMiB: number | null;
+  /** (after − before) ÷ connected tunnels, KiB. */
+  edgeKiBPerTunnel: number | null;
+  fleetRssMiB: number | null;
+  /** Edge CPU over the connect phase, ms per tunnel. */
+  edgeCpuMsPerConnect: number | null;
+  /** Tunnels that dropped or reconnected while held idle. */
+  drops: number;
+  heldS: number;
+  /** A GET through a sample of the idle tunnels afterwards: they still answer. */
+  spotCheck: { tried: number; ok: number; failures: string[] };
+  error: string | null;
 }

@@ -14,6 +14,8 @@ export interface ProcSample {
   rssKiB: number;
   /** Peak RSS so far (VmHWM), KiB. */
   hwmKiB: number;
+  /** The anonymous part of the RSS (heap, stacks, buffers), KiB: without the file pages an LMDB map brings in. */
+  anonKiB: number;
   /** utime + stime, clock ticks. */
   ticks: number;
 }
@@ -43,8 +45,9 @@ export function readProc(pid: number): ProcSample | null {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const rss = /VmRSS:\s+(\d+) kB/.exec(status);
     const hwm = /VmHWM:\s+(\d+) kB/.exec(status);
+    const anon = /RssAnon:\s+(\d+) kB/.exec(status);
     if (rss === null) return null; // a zombie has no memory lines
-    return { t: Date.now(), rssKiB: Number(rss[1]), hwmKiB: hwm === null ? 0 : Number(hwm[1]), ticks };
+    return { t: Date.now(), rssKiB: Number(rss[1]), hwmKiB: hwm === null ? 0 : Number(hwm[1]), anonKiB: anon === null ? Number(rss[1]) : Number(anon[1]), ticks };
   } catch {
     return null;
   }
@@ -86,6 +89,7 @@ interface Tracked {
   /** Every sample ever taken, thinned to one per `keepEveryMs`, for the results file. */
   series: ProcSample[];
   peakRssKiB: number;
+  peakAnonKiB: number;
   lastHwmKiB: number;
 }
 
@@ -100,7 +104,7 @@ export class Sampler {
   ) {}
 
   track(name: string, pid: number): void {
-    this.tracked.set(name, { pid, samples: [], series: [], peakRssKiB: 0, lastHwmKiB: 0 });
+    this.tracked.set(name, { pid, samples: [], series: [], peakRssKiB: 0, peakAnonKiB: 0, lastHwmKiB: 0 });
     this.sampleOne(name);
   }
 
@@ -128,6 +132,7 @@ export class Sampler {
     const last = entry.series[entry.series.length - 1];
     if (last === undefined || sample.t - last.t >= this.keepEveryMs) entry.series.push(sample);
     if (sample.rssKiB > entry.peakRssKiB) entry.peakRssKiB = sample.rssKiB;
+    if (sample.anonKiB > entry.peakAnonKiB) entry.peakAnonKiB = sample.anonKiB;
     entry.lastHwmKiB = sample.hwmKiB;
   }
 
@@ -174,10 +179,10 @@ export class Sampler {
     };
   }
 
-  /** Peak RSS over everything sampled and the kernel's own high-water mark, MiB. */
-  peaks(): Record<string, { peakRssMiB: number; hwmMiB: number }> {
-    const out: Record<string, { peakRssMiB: number; hwmMiB: number }> = {};
-    for (const [name, entry] of this.tracked) out[name] = { peakRssMiB: entry.peakRssKiB / 1024, hwmMiB: entry.lastHwmKiB / 1024 };
+  /** Peak RSS (and its anonymous part) over everything sampled and the kernel's own high-water mark, MiB. */
+  peaks(): Record<string, { peakRssMiB: number; peakAnonMiB: number; hwmMiB: number }> {
+    const out: Record<string, { peakRssMiB: number; peakAnonMiB: number; hwmMiB: number }> = {};
+    for (const [name, entry] of this.tracked) out[name] = { peakRssMiB: entry.peakRssKiB / 1024, peakAnonMiB: entry.peakAnonKiB / 1024, hwmMiB: entry.lastHwmKiB / 1024 };
     return out;
   }
 
