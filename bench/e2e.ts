@@ -73,6 +73,8 @@ Options:
   --idle-tunnels N      idle tunnels on a fresh edge (default 10000; 0 skips; --quick: 1000)
   --idle-deadline SEC   stop connecting idle tunnels after this long (default 240; --quick: 60)
   --no-floors           skip the nginx, relay and proxy paths
+  --phases LIST         which phases run: probes,matrix,tenants,idle (default all; the acceptance lines
+                        of a phase left out say "not measured")
   --pause MS            pause between runs (default 200)
   --max-other-cpu PCT   a group of runs (or a probe) during which processes outside the benchmark, or
                         the hypervisor's other guests (steal), took more than PCT % of a core is run
@@ -88,6 +90,9 @@ Options:
   -h, --help            show this help
 `;
 
+const PHASES = ['probes', 'matrix', 'tenants', 'idle'] as const;
+type Phase = (typeof PHASES)[number];
+
 interface Options {
   durationS: number;
   warmupS: number;
@@ -100,6 +105,7 @@ interface Options {
   idleTunnels: number;
   idleDeadlineS: number;
   floors: boolean;
+  phases: Phase[];
   pauseMs: number;
   maxOtherCpuPct: number;
   retries: number;
@@ -123,6 +129,7 @@ function parseOptions(argv: string[]): Options | null {
       'idle-tunnels': { type: 'string' },
       'idle-deadline': { type: 'string' },
       'no-floors': { type: 'boolean' },
+      phases: { type: 'string' },
       pause: { type: 'string' },
       'max-other-cpu': { type: 'string' },
       retries: { type: 'string' },
@@ -153,6 +160,8 @@ function parseOptions(argv: string[]): Options | null {
   };
   const senders = (values.senders ?? SENDERS.join(',')).split(',').map((part) => part.trim());
   for (const sender of senders) if (!(SENDERS as readonly string[]).includes(sender)) throw new Error(`--senders: ${sender} is not one of ${SENDERS.join(', ')}`);
+  const phases = (values.phases ?? PHASES.join(',')).split(',').map((part) => part.trim());
+  for (const name of phases) if (!(PHASES as readonly string[]).includes(name)) throw new Error(`--phases: ${name} is not one of ${PHASES.join(', ')}`);
   const repeat = values.repeat === undefined ? null : Math.round(number(values.repeat, 'repeat', 1, 1, 50));
   return {
     durationS: number(values.duration, 'duration', quick ? 1 : 4, 0.2, 600),
@@ -166,6 +175,7 @@ function parseOptions(argv: string[]): Options | null {
     idleTunnels: Math.round(number(values['idle-tunnels'], 'idle-tunnels', quick ? 1_000 : 10_000, 0, 100_000)),
     idleDeadlineS: number(values['idle-deadline'], 'idle-deadline', quick ? 60 : 240, 5, 3_600),
     floors: values['no-floors'] !== true,
+    phases: phases as Phase[],
     pauseMs: number(values.pause, 'pause', 200, 0, 60_000),
     maxOtherCpuPct: number(values['max-other-cpu'], 'max-other-cpu', 25, 0, 10_000),
     retries: Math.round(number(values.retries, 'retries', 1, 0, 20)),
@@ -1039,15 +1049,20 @@ async function main(): Promise<number> {
       state.setup = await setUp(options, temp);
     });
     const ready = state.setup!;
-    await phase('warm-up', () => warmUp(ready, options));
-    await phase('probes', () => runProbes(ready, options));
-    await phase('matrix', () => runMatrix(ready, options));
-    await phase('tenants', async () => {
-      state.tenants = await runTenants(ready, options);
-    });
-    await phase('idle', async () => {
-      state.idle = await runIdle(ready, options);
-    });
+    const wanted = (name: Phase): boolean => options.phases.includes(name);
+    if (wanted('probes') || wanted('matrix')) await phase('warm-up', () => warmUp(ready, options));
+    if (wanted('probes')) await phase('probes', () => runProbes(ready, options));
+    if (wanted('matrix')) await phase('matrix', () => runMatrix(ready, options));
+    if (wanted('tenants')) {
+      await phase('tenants', async () => {
+        state.tenants = await runTenants(ready, options);
+      });
+    }
+    if (wanted('idle')) {
+      await phase('idle', async () => {
+        state.idle = await runIdle(ready, options);
+      });
+    }
   } catch (error) {
     failure = error as Error;
     process.stderr.write(`bench: ${failure.stack ?? failure.message}\n`);
@@ -1123,7 +1138,7 @@ async function main(): Promise<number> {
   if (options.keep) log(`kept temp dir: ${temp}`);
   else rmSync(temp, { recursive: true, force: true });
 
-  if (runs.length > 0 || probes.length > 0) {
+  if (failure === null || runs.length > 0 || probes.length > 0) {
     // Issue 13's acceptance list, checked by the same code that writes bench/RESULTS.md.
     const check = spawnSync(process.execPath, [join(ROOT, 'scripts', 'bench-results.mjs'), '--check', file], { encoding: 'utf8' });
     process.stdout.write(check.stdout ?? '');
