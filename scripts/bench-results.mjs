@@ -342,7 +342,7 @@ function render(results, file, checks, history) {
   out.push(
     'autocannon from the runner, one scenario at a time: a direct run, then each path (order rotated per round). Medians over the rounds. ' +
       '"of direct" = median req/s ÷ the median of the scenario\'s direct runs; "paired" = the median of each run ÷ the direct run of its group. ' +
-      'CPU µs/req: CPU time each process on the path spent per completed request (from /proc), and the target\'s, with the direct runs\' target in brackets. ' +
+      'CPU µs/req: CPU time each process on the path spent per completed request (from /proc), the target\'s, and the load generator\'s (autocannon in the runner, which shares the 2 cores with them). ' +
       'Bodies of up to 64 KiB are compared byte for byte with what they should be; 1 MiB answers by status and framing only (POST answers always carry the byte count the target read). ' +
       'autocannon latencies are whole milliseconds; the probes below have µs.',
   );
@@ -355,7 +355,7 @@ function render(results, file, checks, history) {
   const rows = [];
   for (const [scenario, groups] of groupsByScenario) {
     const d = groups[0];
-    rows.push([`**${scenario}**`, 'direct', d.directRuns, num(d.direct.reqPerSec), '', '', num(d.direct.bytesPerSec / 1e6, 1), `${num(d.direct.p50Ms)} / ${num(d.direct.p99Ms)}`, '–', num(d.cpuUsPerRequest.directTarget), '']);
+    rows.push([`**${scenario}**`, 'direct', d.directRuns, num(d.direct.reqPerSec), '', '', num(d.direct.bytesPerSec / 1e6, 1), `${num(d.direct.p50Ms)} / ${num(d.direct.p99Ms)}`, '–', num(d.cpuUsPerRequest.directTarget), num(d.cpuUsPerRequest.directRunner), '']);
     for (const g of groups) {
       rows.push([
         '',
@@ -368,11 +368,12 @@ function render(results, file, checks, history) {
         `${num(g.tunnel.p50Ms)} / ${num(g.tunnel.p99Ms)}`,
         pathCpu(g),
         num(g.cpuUsPerRequest.target),
+        num(g.cpuUsPerRequest.runner),
         g.errors + g.timeouts + g.non2xx + g.mismatches,
       ]);
     }
   }
-  out.push(table(['Scenario', 'Path', 'n', 'req/s', 'of direct', 'paired', 'MB/s read', 'p50 / p99 ms', 'CPU µs/req on the path', 'target µs/req', 'Bad'], rows, ['l', 'l']));
+  out.push(table(['Scenario', 'Path', 'n', 'req/s', 'of direct', 'paired', 'MB/s read', 'p50 / p99 ms', 'CPU µs/req on the path', 'target µs/req', 'load generator µs/req', 'Bad'], rows, ['l', 'l']));
   out.push('');
 
   if (results.summary.probes.length > 0) {
