@@ -411,7 +411,11 @@ function render(results, file, checks, history) {
         `The same load generator for every row: ${t.tunnels} autocannon instances in the runner × ${t.connectionsEach} connections, ${t.scenario}, ${t.durationS} s per run: ` +
         `direct (all to the target), one tunnel (all through tenant-0), ${t.tunnels} tunnels (instance i through tenant-i). ` +
         (t.fleet ? `The fleet connected ${t.fleet.connected} tunnels in ${num(t.fleet.ms)} ms (${t.fleet.failed} failed); ${t.drops} dropped during the phase.` : '') +
-        (t.error ? ` **${t.error}**` : ''),
+        (t.error ? ` **${t.error}**` : '') +
+        (() => {
+          const g = findGroup(results, { method: 'POST', size: KIB, shape: 'length', connections: 100 }, headlinePath(results));
+          return g ? ` For reference, the \`burrow http\` tunnel of the matrix (its own client process, inspector on) did ${num(g.tunnel.reqPerSec)} req/s at the same request with 100 connections from one autocannon.` : '';
+        })(),
     );
     out.push('');
     out.push(
