@@ -428,6 +428,17 @@ interface Disturbance {
   interruptCpuPct: number | null;
 }
 
+/** CPU time of the runner's children that have ended and been reaped (cutime + cstime of /proc/self/stat), µs. */
+function reapedChildrenCpuUs(): number {
+  try {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[13]) + Number(fields[14])) / sampler.hz) * 1e6;
+  } catch {
+    return 0;
+  }
+}
+
 /** The runner's own CPU (`process.cpuUsage` over `seconds`), percent of one core. */
 function percentOfCore(used: NodeJS.CpuUsage, seconds: number): number {
   return ((used.user + used.system) / 1e6 / seconds) * 100;
@@ -513,12 +524,15 @@ async function runProbes(setup: Setup, options: Options): Promise<void> {
           await waitQuiet(options, 5_000);
           const window = sampler.window();
           const cpu = process.cpuUsage();
+          const curlBefore = reapedChildrenCpuUs();
           const started = process.hrtime.bigint();
           const requests = sender === 'curl' ? Math.max(100, Math.round(options.probeRequests / 2)) : options.probeRequests;
           const results = await probe(paths, scenario, { requests, warmup: Math.min(200, requests), block: 100 }, () => aborting !== null, sender);
           const used = process.cpuUsage(cpu);
           const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-          const during = disturbance(window.end(), percentOfCore(used, seconds));
+          // curl runs as short-lived children of the runner: their CPU is the load generator's, not foreign load.
+          const curlUs = reapedChildrenCpuUs() - curlBefore;
+          const during = disturbance(window.end(), percentOfCore({ user: used.user + curlUs, system: used.system }, seconds));
           const reason = spoiled(options, during);
           const direct = results.get('direct');
           log(
