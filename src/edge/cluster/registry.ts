@@ -549,12 +549,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
 
 function tunnelLease(record: LeaseRecord): TunnelLease {
   return {
-    subdomain: record.subdomain,
-    accountId: record.accountId,
-    tokenId: record.tokenId,
-    port: record.port,
-    startedAt: record.startedAt,
-    publicUrl: record.publicUrl,
+    ...tunnelInfo(record),
     nodeId: record.nodeId,
     advertise: record.advertise,
     boot: record.boot,
