@@ -119,10 +119,19 @@ export class Api {
     const { handler: route, params } = lookup.match;
     if (route.public) return this.run(route.handler, { req, params, principal: undefined as unknown as Principal, session: null });
 
-    const auth = await this.authenticate(req);
-    if ('refusal' in auth) return auth.refusal;
+    let auth: Awaited<ReturnType<Api['authenticate']>>;
+    let rate: RateDecision;
+    try {
+      auth = await this.authenticate(req);
+      if ('refusal' in auth) return auth.refusal;
+      rate = await this.tokenLimiter.hit(auth.principal.token.id);
+    } catch (error) {
+      // The token check and the rate limit read the store: Redis away in cluster mode is 503
+      // STORE_UNAVAILABLE, as in the handlers, not an internal error.
+      if (error instanceof BurrowError) return errorResponse(error);
+      throw error;
+    }
     const { principal, session } = auth;
-    const rate = await this.tokenLimiter.hit(principal.token.id);
     const rateHeaders = rateLimitHeaders(rate);
     if (!rate.allowed) {
       return errorResponse(

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { assertApiError, createAccount, startClient, waitFor } from '../helpers.js';
+import { assertApiError, call, createAccount, startClient, waitFor } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { publicGet, refusedConnect, startClusterEdge, startNamed } from './cluster-helpers.js';
 
@@ -62,6 +62,10 @@ test('Redis killed and restarted: held tunnels keep answering, connects get 503 
     assertApiError(refusal, 'STORE_UNAVAILABLE');
     assert.equal(refusal.status, 503);
     assert.match(String(refusal.headers['retry-after']), /^[1-9][0-9]*$/);
+    // Account changes are refused the same way, in the spec's error shape.
+    const change = await call(b, 'POST', '/api/v1/tokens', { token: account.token, body: { label: 'while-down' } });
+    assertApiError(change, 'STORE_UNAVAILABLE');
+    assert.match(String(change.headers['retry-after']), /^[1-9][0-9]*$/);
     await redis.restart();
     // The edges were not restarted: their connections come back, and so do connects.
     let fresh: Awaited<ReturnType<typeof startClient>> | undefined;
