@@ -22,6 +22,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import type { HopsPlan } from './e2e/hops.js';
 import { runLoad, type Method, type Target } from './e2e/load.js';
 import { probe, type ProbeResult } from './e2e/probe.js';
 import { Children, type Child } from './e2e/processes.js';
@@ -43,14 +44,8 @@ const PATH_LABELS: Record<PathName, string> = { direct: 'direct to the target', 
 const PROCESSES = ['edge A', 'edge B', 'client', 'target', 'redis'] as const;
 type ProcessName = (typeof PROCESSES)[number];
 
-interface Plan {
-  requests: number;
-  warmup: number;
-  block: number;
-  durationS: number;
-  rounds: number;
-  connections: number;
-}
+/** Probe sizes and autocannon runs, as bench:hops plans them. */
+type Plan = HopsPlan;
 
 const log = (line: string): void => void process.stderr.write(`bench:cluster: ${line}\n`);
 
