@@ -168,7 +168,7 @@ export function checkAcceptance(results) {
 
   const t = results.tenants;
   if (t) {
-    const med = (path) => median(t.runs.filter((r) => r.path === path).map((r) => r.reqPerSec));
+    const med = (path) => median(t.runs.filter((r) => r.path === path && r.round > 0).map((r) => r.reqPerSec));
     const many = med(`${t.tunnels} tunnels`);
     const one = med('one tunnel');
     const direct = med('direct');
@@ -409,7 +409,7 @@ function render(results, file, checks, history) {
     out.push(
       `${t.tunnels} tunnels, each a real \`TunnelClient\` (src/client), all in one process ("fleet", no inspector), plus one more for the one-tunnel baseline, on the same edge as the rows above (capture on). ` +
         `The same load generator for every row: ${t.tunnels} autocannon instances in the runner × ${t.connectionsEach} connections, ${t.scenario}, ${t.durationS} s per run: ` +
-        `direct (all to the target), one tunnel (all through tenant-0), ${t.tunnels} tunnels (instance i through tenant-i). ` +
+        `direct (all to the target), one tunnel (all through tenant-0), ${t.tunnels} tunnels (instance i through tenant-i); a warm-up run of each tunnel shape first, not counted, and the order rotated per round. ` +
         (t.fleet ? `The fleet connected ${t.fleet.connected} tunnels in ${num(t.fleet.ms)} ms (${t.fleet.failed} failed); ${t.drops} dropped during the phase.` : '') +
         (t.error ? ` **${t.error}**` : '') +
         (() => {
@@ -421,7 +421,7 @@ function render(results, file, checks, history) {
     out.push(
       table(
         ['Round', 'Path', 'req/s', 'CPU µs/req edge', 'fleet (all clients)', 'target', 'runner', 'Errors', 'T/O', 'Non-2xx', 'Wrong'],
-        t.runs.map((r) => [r.round, r.path, num(r.reqPerSec), num(r.cpuUsPerRequest.edge), num(r.cpuUsPerRequest.fleet), num(r.cpuUsPerRequest.target), num(r.cpuUsPerRequest.runner), r.errors, r.timeouts, r.non2xx, r.mismatches]),
+        t.runs.map((r) => [r.round === 0 ? 'warm-up' : r.round, r.path, num(r.reqPerSec), num(r.cpuUsPerRequest.edge), num(r.cpuUsPerRequest.fleet), num(r.cpuUsPerRequest.target), num(r.cpuUsPerRequest.runner), r.errors, r.timeouts, r.non2xx, r.mismatches]),
         ['r', 'l'],
       ),
     );

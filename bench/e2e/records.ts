@@ -96,6 +96,7 @@ export interface ProbeRecord {
 
 /** One load run of the many-tenant phase: the same load generator, spread over one or many tunnels (or direct). */
 export interface TenantRun {
+  /** 0: the warm-up round, shown but left out of the medians. */
   round: number;
   /** 'direct', 'one tunnel' or 'N tunnels'. */
   path: string;
