@@ -127,8 +127,6 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private outbox: Buffer[] = [];
   /** Streams holding this turn's response bytes, framed in the check phase before the outbox goes. */
   private turnEndStreams: TurnEndStream[] = [];
-  /** A frame went out at once this turn: the rest of the turn's frames wait for the check phase. */
-  private sentThisTurn = false;
   private flushScheduled = false;
   private readonly flushNow = (): void => this.flush();
   private subdomain: string | undefined;
@@ -577,20 +575,13 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   }
 
   /**
-   * Frames go out batched: after the first of a loop turn, those produced during it are sent together in
-   * its check phase, with the TCP socket corked, so many responses cost two writes instead of one each.
+   * Frames go out batched: those produced during a loop turn are sent together in its check phase, with
+   * the TCP socket corked, so a turn costs one write however many responses it carries. Even the turn's
+   * first frame waits for it: sent at once, it cost a busy tunnel a second write every turn.
    */
   send(frame: Buffer): void {
-    if (this.sentThisTurn) {
-      this.outbox.push(frame);
-      return;
-    }
-    // The first frame of a loop turn goes at once, so a lone request waits for nothing; the frames
-    // after it in the same turn go out together in the check phase.
-    this.sentThisTurn = true;
+    this.outbox.push(frame);
     this.scheduleFlush();
-    const socket = this.socket;
-    if (socket !== null && socket.readyState === WebSocket.OPEN) socket.send(frame);
   }
 
   atTurnEnd(stream: TurnEndStream): void {
@@ -605,15 +596,13 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   }
 
   private flush(): void {
-    this.flushScheduled = false;
     if (this.turnEndStreams.length > 0) {
       // What these streams send joins the outbox written below, corked with the turn's other frames.
-      this.sentThisTurn = true;
       const streams = this.turnEndStreams;
       this.turnEndStreams = [];
       for (const stream of streams) stream.turnEnded();
     }
-    this.sentThisTurn = false;
+    this.flushScheduled = false;
     if (this.outbox.length === 0) return;
     const frames = this.outbox;
     this.outbox = [];

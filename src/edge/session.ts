@@ -116,19 +116,13 @@ export class TunnelSession implements StreamHost {
 
   // ---- sending ----------------------------------------------------------------------------------------
 
+  /** Queued for the end of this turn, written corked with the turn's other frames (one write per turn). */
   send(frame: Buffer): void {
     if (this.closed) return;
-    if (this.framesScheduled) {
-      this.outbox.push(frame);
-      return;
-    }
+    this.outbox.push(frame);
+    if (this.framesScheduled) return;
     this.framesScheduled = true;
     this.deps.turn.frames(this);
-    // The first frame of a loop turn goes at once when the socket has room, so a lone request waits for
-    // nothing; the frames after it in the same turn go out together, corked, at the end of the turn.
-    const ws = this.ws;
-    if (ws !== null && this.backlog.length === 0 && ws.getBufferedAmount() <= HIGH_WATER_MARK) ws.send(frame, true, false);
-    else this.outbox.push(frame);
   }
 
   /** A public response has something to write: it is written at the end of this turn, corked. */
