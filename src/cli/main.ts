@@ -3,6 +3,7 @@
  * otherwise a one-line reason on stderr and exit 1 (2 for a usage error).
  */
 import { CliError, UsageError } from './args.js';
+import { tuneHeapForTraffic } from './heap.js';
 import { VERSION } from '../version.js';
 
 const HELP = `
@@ -64,6 +65,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const load = commands[name];
   if (load === undefined) throw new UsageError(`unknown command "${name}"; run "burrow --help"`);
+  // The edge's heap grows to suit bodies streaming through it (heap.ts).
+  if (name === 'edge') tuneHeapForTraffic();
   return (await load())(args);
 }
 
