@@ -1,17 +1,18 @@
 /**
- * V8's old-generation growth for `burrow edge`.
+ * V8's old-generation growth for the commands that carry traffic: `burrow edge` and `burrow http`.
  *
- * The edge keeps a small live heap (10-20 MB) while large bodies stream through it as Buffers, whose
- * memory V8 counts toward the same limit. With V8's default growth the limit stayed just above the live
- * heap, so 1 MiB uploads started a full mark-compact every third or fourth request: 27 major GCs per
- * 100 uploads and 11.4 ms of edge CPU per upload; with the limit at four times what is live after each
- * collection, none, and 4.4 ms (bench/RESULTS.md, tuning log). The price is memory: garbage, Buffers
- * included, waits longer, so under 1 MiB bodies the edge's RSS rose from ~265 to ~380 MiB; at rest and with
- * small requests it stays where it was. `burrow http` keeps V8's default (a laptop's memory matters
- * more there, and its gain was small: 7.0 -> 6.3 ms per upload).
+ * Both keep a small live heap (10-20 MB) while large bodies stream through them as Buffers, whose memory
+ * V8 counts toward the same limit. With V8's default growth the limit stayed just above the live heap,
+ * so 1 MiB bodies started a full mark-compact every third to fifth request: on the edge, 27 major GCs
+ * per 100 uploads of 1 MiB and 11.4 ms of CPU per upload; with the limit at four times what is live
+ * after each collection, none, and 4.4 ms. The client: 41 major GCs per 200 downloads of 1 MiB and
+ * 8.7 ms per download, then 9 and 5.9 ms (bench/RESULTS.md, tuning log). The price is memory while big
+ * bodies flow, since garbage (Buffers included) waits longer: the client's RSS 178 -> 193 MiB in that
+ * run, the edge's anonymous memory peak 107 -> 164 MiB over the whole benchmark. Idle, V8's memory
+ * reducer gave the client's heap back (31 -> 14 MB within 25 s); the edge's stayed at its 54 MB.
  * Unlike `--initial-old-space-size`, which also works but is refused in NODE_OPTIONS and read only at
- * start-up, this flag can be set from inside the process, so `npx burrow edge`, `npm start` and a
- * systemd unit all get it without a wrapper.
+ * start-up, this flag can be set from inside the process, so `npx burrow`, `npm start` and a systemd
+ * unit all get it without a wrapper.
  */
 import { setFlagsFromString } from 'node:v8';
 

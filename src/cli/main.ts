@@ -65,8 +65,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const load = commands[name];
   if (load === undefined) throw new UsageError(`unknown command "${name}"; run "burrow --help"`);
-  // The edge's heap grows to suit bodies streaming through it (heap.ts).
-  if (name === 'edge') tuneHeapForTraffic();
+  // The edge's and the tunnel client's heaps grow to suit bodies streaming through them (heap.ts).
+  if (name === 'edge' || name === 'http') tuneHeapForTraffic();
   return (await load())(args);
 }
 

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { HEAP_GROWING_PERCENT, heapGrowingFlag } from '../../src/cli/heap.js';
 
-test('the edge grows its heap to four times what is live, unless node was told otherwise', () => {
+test('the edge and the client grow their heaps to four times what is live, unless node was told otherwise', () => {
   assert.equal(HEAP_GROWING_PERCENT, 300);
   assert.equal(heapGrowingFlag([]), '--heap-growing-percent=300');
   assert.equal(heapGrowingFlag(['--enable-source-maps']), '--heap-growing-percent=300');
