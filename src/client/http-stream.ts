@@ -213,7 +213,6 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.closed || chunk.byteLength === 0) return;
     this.responseBytes += chunk.byteLength;
-    this.responseRecorder?.addOwned(chunk);
     this.held.push(chunk);
     this.heldBytes += chunk.byteLength;
     // A turn that brings more than a frame's worth does not wait for its end: the frame goes now, and
@@ -290,14 +289,20 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.flush();
   }
 
-  /** The held bytes as one buffer (copied only when they came in several chunks), or null. */
+  /**
+   * The held bytes as one buffer (copied only when they came in several chunks), or null. The inspector
+   * records that buffer, so a body that came in several chunks in one turn is joined once, not once for
+   * the frame and again for the recording.
+   */
   private takeHeld(): Buffer | null {
     const held = this.held;
     const size = this.heldBytes;
     if (size === 0) return null;
     this.held = [];
     this.heldBytes = 0;
-    return held.length === 1 ? held[0]! : Buffer.concat(held, size);
+    const whole = held.length === 1 ? held[0]! : Buffer.concat(held, size);
+    this.responseRecorder?.addOwned(whole);
+    return whole;
   }
 
   private sendHead(body: Buffer | null): void {
@@ -363,6 +368,8 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     if (!this.host.observed) return;
     const requestRecorder = this.requestRecorder;
     const responseRecorder = this.responseRecorder;
+    // Bytes of an exchange that ended before they were framed (an error, a reset) are recorded too.
+    if (responseRecorder !== null) for (const chunk of this.held) responseRecorder.addOwned(chunk);
     const exchange: Exchange = {
       id: this.request.requestId,
       method: this.request.method,
