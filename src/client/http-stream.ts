@@ -147,6 +147,19 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.body!.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
   }
 
+  /**
+   * The exchange is over: request bytes that reached this stream but were never read by undici (the
+   * public client left, the local server answered without reading) are dropped, and their share of the
+   * tunnel's connection window goes back to the edge. Without this, each abandoned upload kept up to a
+   * stream window of it, and the tunnel's request bodies hung once the window was gone.
+   */
+  private releaseConnectionCredit(): void {
+    const unread = this.pushed - this.accounted;
+    if (unread <= 0) return;
+    this.accounted = this.pushed;
+    this.host.consumedConnection(unread);
+  }
+
   /** undici read from the body: what left the buffer goes back to the edge as credit. */
   private returnRequestCredit(): void {
     if (this.body === null || this.closed) return;
@@ -363,6 +376,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.finished = true;
     this.closed = true;
     this.host.endStream(this);
+    this.releaseConnectionCredit();
     if (this.body !== null && !this.body.readableEnded) this.body.destroy();
     this.host.count(this.requestBytes, this.responseBytes, error !== null || this.status >= 500);
     if (!this.host.observed) return;
