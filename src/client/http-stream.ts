@@ -105,7 +105,14 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       payload = body === null || body.byteLength === 0 ? null : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
       if (body !== null) this.host.consumedConnection(body.byteLength);
     } else {
-      this.body = new Readable({ read: () => this.returnRequestCredit(), highWaterMark: 64 * 1024 });
+      const stream = new Readable({ read() {}, highWaterMark: 64 * 1024 });
+      // Credit goes back as undici takes each chunk (it pauses the body while its socket is full). Not
+      // from read(): Node calls it before the chunk leaves the buffer and not again until the next
+      // push, so with a stream window no larger than what one read drains, no credit ever went back
+      // and the upload hung. Paused first, so this listener does not start the flow before undici's.
+      stream.pause();
+      stream.on('data', (chunk: Buffer) => this.returnRequestCredit(chunk.byteLength));
+      this.body = stream;
       if (body !== null && body.byteLength > 0) this.pushBody(body);
       payload = this.body;
     }
@@ -160,16 +167,13 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.host.consumedConnection(unread);
   }
 
-  /** undici read from the body: what left the buffer goes back to the edge as credit. */
-  private returnRequestCredit(): void {
-    if (this.body === null || this.closed) return;
-    const consumed = this.pushed - this.body.readableLength;
-    const delta = consumed - this.accounted;
-    if (delta <= 0) return;
-    this.accounted = consumed;
-    const grant = this.requestWindow.consume(delta);
+  /** undici took `bytes` of the body: they go back to the edge as credit. */
+  private returnRequestCredit(bytes: number): void {
+    if (this.closed) return;
+    this.accounted += bytes;
+    const grant = this.requestWindow.consume(bytes);
     if (grant > 0) this.host.send(encode([FrameType.WINDOW, this.id, grant]));
-    this.host.consumedConnection(delta);
+    this.host.consumedConnection(bytes);
   }
 
   // ---- undici's handler -----------------------------------------------------------------------------
