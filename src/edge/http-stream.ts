@@ -140,33 +140,38 @@ export abstract class EdgeHttpStream {
       // frame (which outlives this call) instead of a second copy of the body.
       this.openHasBody = true;
       this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
-    } else if (body !== null) {
-      this.requestCapture.add(body);
     }
     this.session.send(frame);
     if (complete) {
       this.requestFinished = true;
     } else if (size > 0 && inline === null) {
-      // Too big for one frame, or the credit left is short: send what the credit allows now.
+      // Too big for one frame, or the credit left is short: send what the credit allows now (the
+      // queued copy is what the capture keeps).
       this.queueBody(body!, end, 0);
       this.drain();
     }
   }
 
-  /** A chunk of the request body (a view the caller may not keep); `last` ends the body. */
+  /**
+   * A chunk of the request body (a view the caller may not keep); `last` ends the body. The capture
+   * keeps views of the frames the bytes went out in, or the copy of the bytes that wait for credit: one
+   * copy of the body, not a second one for the capture.
+   */
   sendBody(chunk: Uint8Array, last: boolean): void {
-    this.requestCapture.add(chunk);
     if (this.pending.length > 0) {
       this.queueBody(chunk, last, 0);
       return;
     }
-    const sent = this.sendWithinCredit(chunk, last);
+    const sent = this.sendWithinCredit(chunk, last, true);
     if (sent < chunk.byteLength) this.queueBody(chunk, last, sent);
     else if (last) this.requestFinished = true;
   }
 
-  /** Sends as much of `chunk` as credit allows, in frames of at most maxFrameBody; returns bytes sent. */
-  private sendWithinCredit(chunk: Uint8Array, last: boolean): number {
+  /**
+   * Sends as much of `chunk` as credit allows, in frames of at most maxFrameBody; returns bytes sent.
+   * `capture`: the bytes sent are new to the capture (not queued bytes it already holds).
+   */
+  private sendWithinCredit(chunk: Uint8Array, last: boolean, capture: boolean): number {
     const maxFrame = this.session.settings.maxFrameBody;
     const connection = this.session.connectionSend;
     let offset = 0;
@@ -179,7 +184,10 @@ export abstract class EdgeHttpStream {
       const size = takeFrameCredit(length - offset, maxFrame, this.sendCredit, connection);
       if (size === 0) break;
       const end = last && offset + size === length;
-      this.session.send(encode([FrameType.DATA, this.id, chunk.subarray(offset, offset + size), end]));
+      const frame = encode([FrameType.DATA, this.id, chunk.subarray(offset, offset + size), end]);
+      // The frame ends with the bytes and a one-byte boolean (as OPEN does).
+      if (capture) this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
+      this.session.send(frame);
       offset += size;
     }
     // The timeout runs from the last progress: a local server that reads a large body slowly is fine.
@@ -189,7 +197,11 @@ export abstract class EdgeHttpStream {
 
   private queueBody(chunk: Uint8Array, last: boolean, from: number): void {
     // The only copy of a request body chunk: it must outlive the uWS callback until credit arrives.
-    if (from < chunk.byteLength) this.pending.push(Buffer.copyBytesFrom(chunk, from));
+    if (from < chunk.byteLength) {
+      const copy = Buffer.copyBytesFrom(chunk, from);
+      this.pending.push(copy);
+      this.requestCapture.addOwned(copy);
+    }
     if (last) this.requestFinished = true;
     if (this.connectionBlocked()) this.session.blocked.add(this);
     if (!this.requestPaused && !this.requestFinished) this.pauseRequest();
@@ -205,7 +217,7 @@ export abstract class EdgeHttpStream {
     while (this.pending.length > 0) {
       const chunk = this.pending[0]!;
       const isLastChunk = this.pending.length === 1;
-      const sent = this.sendWithinCredit(chunk, this.requestFinished && isLastChunk);
+      const sent = this.sendWithinCredit(chunk, this.requestFinished && isLastChunk, false);
       if (sent < chunk.byteLength) {
         this.pending[0] = chunk.subarray(sent);
         if (this.connectionBlocked()) this.session.blocked.add(this);
