@@ -603,6 +603,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       for (const stream of streams) stream.turnEnded();
     }
     this.flushScheduled = false;
+    // A stream resumed above may have taken more bytes at once: they wait for the next turn's end.
+    if (this.turnEndStreams.length > 0) this.scheduleFlush();
     if (this.outbox.length === 0) return;
     const frames = this.outbox;
     this.outbox = [];
