@@ -13,62 +13,30 @@
  * clients from 127.0.0.2; names under burrow.test resolve to 127.0.0.1 (test/wildcard-dns.ts).
  */
 import assert from 'node:assert/strict';
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
-import { connect } from 'node:net';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { test } from 'node:test';
 import { Agent, request } from 'undici';
 import WebSocket, { WebSocketServer } from 'ws';
 import '../wildcard-dns.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
-import { makeCa, makeServerCert } from '../tls-fixtures.js';
+import { frontProxySkip, makeCertificates, startNginx, type RunningNginx } from '../nginx-front.js';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
-import { ROOT, call, createAccount, freePort, readBody, startLocal, tempDirs, waitFor, type TestEdge } from '../helpers.js';
+import { call, createAccount, freePort, readBody, startLocal, tempDirs, waitFor, type TestEdge } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { startClusterEdge } from './cluster-helpers.js';
 
-const ensureNginx = (await import(pathToFileURL(join(ROOT, 'scripts', 'ensure-nginx.mjs')).href)) as { NGINX: string; nginxMissing(): string | null };
-const nginxMissing = ensureNginx.nginxMissing();
-const skip = redisSkip !== false ? redisSkip : nginxMissing !== null ? `skipped: ${nginxMissing}` : opensslMissing() ? 'skipped: openssl is missing' : false;
-
-function opensslMissing(): boolean {
-  try {
-    execFileSync('openssl', ['version'], { stdio: 'ignore' });
-    return false;
-  } catch {
-    return true;
-  }
-}
+const skip = redisSkip !== false ? redisSkip : frontProxySkip();
 
 const DOMAIN = TEST_DOMAIN;
 const SUBDOMAIN = 'cluster-hooks';
 const PUBLIC_CLIENT = '127.0.0.2';
+/** docs/cluster.md's edge addresses in the shipped file, each replaced by a loopback edge. */
 const EDGE_PLACEHOLDERS = ['10.0.0.11:8080', '10.0.0.12:8080', '10.0.0.13:8080'];
 const makeDir = tempDirs('burrow-front-proxy-cluster-');
-
-/** docs/cluster.md's substitutions on the shipped file, plus loopback ports; each must match. */
-function installConfig(shipped: string, values: { certDir: string; edgePorts: number[]; httpsPort: number; httpPort: number; webroot: string }): string {
-  const replacements: [RegExp, string][] = [
-    [/\/etc\/letsencrypt\/live\/tunnels\.example\.com\//g, `${values.certDir}/`],
-    [/tunnels\.example\.com/g, DOMAIN],
-    ...EDGE_PLACEHOLDERS.map((placeholder, index): [RegExp, string] => [new RegExp(placeholder.replace(/\./g, '\\.'), 'g'), `127.0.0.1:${values.edgePorts[index]}`]),
-    [/\/var\/www\/acme/g, values.webroot],
-    [/listen 443 /g, `listen 127.0.0.1:${values.httpsPort} `],
-    [/listen 80;/g, `listen 127.0.0.1:${values.httpPort};`],
-    [/^\s*listen \[::\]:.*$/gm, ''],
-  ];
-  let config = shipped;
-  for (const [pattern, value] of replacements) {
-    assert.match(config, pattern, `deploy/nginx-burrow-cluster.conf no longer contains ${pattern}`);
-    config = config.replace(pattern, value);
-  }
-  return config;
-}
 
 interface Seen {
   url: string;
@@ -79,12 +47,7 @@ interface Seen {
 test('nginx round-robins over three cluster edges: a tunnel on one edge answers every request and WebSocket sent through it, and again after that edge stops', { skip, timeout: 90_000 }, async () => {
   const redis = await TestRedis.start();
   const dir = makeDir();
-  const certDir = join(dir, 'live', DOMAIN);
-  mkdirSync(certDir, { recursive: true });
-  const ca = makeCa(dir, 'ca');
-  const server = makeServerCert(certDir, 'fullchain', [DOMAIN, `*.${DOMAIN}`], ca);
-  renameSync(server.key, join(certDir, 'privkey.pem'));
-  const caPem = readFileSync(ca.cert);
+  const { caPem, certDir } = makeCertificates(dir, DOMAIN);
 
   const seen: Seen[] = [];
   const local = await startLocal((req, res) => {
@@ -100,7 +63,7 @@ test('nginx round-robins over three cluster edges: a tunnel on one edge answers 
   const httpsPort = await freePort();
   const httpPort = await freePort();
   const edges: TestEdge[] = [];
-  let nginx: ChildProcess | undefined;
+  let nginx: RunningNginx | undefined;
   let client: TunnelClient | undefined;
   const publicClient = new Agent({ localAddress: PUBLIC_CLIENT, connect: { ca: caPem } });
   try {
@@ -111,46 +74,20 @@ test('nginx round-robins over three cluster edges: a tunnel on one edge answers 
 
     const webroot = join(dir, 'webroot');
     mkdirSync(webroot, { recursive: true });
-    chmodSync(dir, 0o755);
-    const shipped = readFileSync(join(ROOT, 'deploy', 'nginx-burrow-cluster.conf'), 'utf8');
-    writeFileSync(join(dir, 'burrow.conf'), installConfig(shipped, { certDir, edgePorts: edges.map((edge) => edge.port), httpsPort, httpPort, webroot }));
     const nginxLog = join(dir, 'upstreams.log');
-    writeFileSync(
-      join(dir, 'nginx.conf'),
-      [
-        'worker_processes 1;',
-        `pid ${join(dir, 'nginx.pid')};`,
-        `error_log ${join(dir, 'error.log')} notice;`,
-        'events { worker_connections 256; }',
-        'http {',
-        // Which edge served each request: the test's own log line, beside the shipped file.
-        "  log_format upstreams '$request_uri $status $upstream_addr';",
-        `  access_log ${nginxLog} upstreams;`,
-        ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((kind) => `  ${kind}_temp_path ${join(dir, `${kind}_temp`)};`),
-        `  include ${join(dir, 'burrow.conf')};`,
-        '}',
-        '',
-      ].join('\n'),
-    );
-    const started = spawn(ensureNginx.NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf'), '-g', 'daemon off;'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    nginx = started;
-    let nginxOutput = '';
-    started.stdout!.on('data', (chunk: Buffer) => (nginxOutput += chunk.toString()));
-    started.stderr!.on('data', (chunk: Buffer) => (nginxOutput += chunk.toString()));
-    process.once('exit', () => started.kill('SIGKILL'));
-    await waitFor(
-      () =>
-        new Promise<boolean>((resolve) => {
-          if (started.exitCode !== null) throw new Error(`nginx exited: ${nginxOutput}`);
-          const socket = connect(httpsPort, '127.0.0.1');
-          socket.once('connect', () => {
-            socket.destroy();
-            resolve(true);
-          });
-          socket.once('error', () => resolve(false));
-        }),
-      10_000,
-      'nginx to listen',
+    nginx = await startNginx(
+      dir,
+      {
+        shipped: 'nginx-burrow-cluster.conf',
+        domain: DOMAIN,
+        certDir,
+        webroot,
+        httpsPort,
+        httpPort,
+        edges: EDGE_PLACEHOLDERS.map((placeholder, index): [RegExp, string] => [new RegExp(placeholder.replace(/\./g, '\\.'), 'g'), `127.0.0.1:${edges[index]!.port}`]),
+      },
+      // Which edge served each request: the test's own log line, beside the shipped file.
+      ["log_format upstreams '$request_uri $status $upstream_addr';", `access_log ${nginxLog} upstreams;`],
     );
 
     // The tunnel client connects through nginx, as docs/cluster.md says, and lands on one of the edges.
@@ -234,11 +171,7 @@ test('nginx round-robins over three cluster edges: a tunnel on one edge answers 
   } finally {
     await client?.close();
     await publicClient.close();
-    if (nginx !== undefined && nginx.exitCode === null) {
-      const exited = once(nginx, 'exit');
-      nginx.kill('SIGQUIT');
-      await exited;
-    }
+    await nginx?.stop();
     sockets.close();
     await local.close();
     for (const edge of edges) await edge.close();

@@ -10,45 +10,21 @@
  * 127.0.0.1 as wildcard DNS would (test/wildcard-dns.ts, preloaded into the client's process too).
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
-import { connect } from 'node:net';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
 import WebSocket, { WebSocketServer } from 'ws';
 import '../wildcard-dns.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
-import { makeCa, makeServerCert, wildcardDnsEnv } from '../tls-fixtures.js';
+import { wildcardDnsEnv } from '../tls-fixtures.js';
+import { ensureNginx, frontProxySkip, makeCertificates, startNginx, type RunningNginx } from '../nginx-front.js';
 import { ROOT, call, createAccount, freePort, readBody, spawnCli, startEdge, startLocal, tempDirs, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 
-const ensureNginx = (await import(pathToFileURL(join(ROOT, 'scripts', 'ensure-nginx.mjs')).href)) as {
-  NGINX: string;
-  nginxMissing(): string | null;
-  nginxPlan(options: { platform: string; exists: boolean; explicit: boolean; aptGet: () => boolean }): string;
-};
-/** Where scripts/ensure-nginx.mjs installs nginx (BURROW_NGINX to use another). */
-const NGINX = ensureNginx.NGINX;
-const OPENSSL = 'openssl';
-const nginxMissing = ensureNginx.nginxMissing();
-const missing =
-  nginxMissing !== null
-    ? `skipped: ${nginxMissing}`
-    : spawnHasNo(OPENSSL)
-      ? 'skipped: openssl is missing (the test makes its throwaway certificates with it)'
-      : null;
-
-function spawnHasNo(command: string): boolean {
-  try {
-    execFileSync(command, ['version'], { stdio: 'ignore' });
-    return false;
-  } catch {
-    return true;
-  }
-}
+const skip = frontProxySkip();
 
 const DOMAIN = TEST_DOMAIN;
 const SUBDOMAIN = 'hooks';
@@ -56,55 +32,20 @@ const PUBLIC_CLIENT = '127.0.0.2';
 const UNTRUSTED_PEER = '127.0.0.3';
 const makeDir = tempDirs('burrow-front-proxy-');
 
-/** A throwaway CA, and a certificate it signs for <domain> and *.<domain>, in certbot's file names. */
-function makeCertificates(dir: string): { ca: string; certDir: string } {
-  const certDir = join(dir, 'live', DOMAIN);
-  mkdirSync(certDir, { recursive: true });
-  const ca = makeCa(dir, 'ca');
-  const server = makeServerCert(certDir, 'fullchain', [DOMAIN, `*.${DOMAIN}`], ca);
-  renameSync(server.key, join(certDir, 'privkey.pem'));
-  return { ca: ca.cert, certDir };
-}
-
-/**
- * docs/deploy.md's substitutions on the shipped file, plus the ones a test on loopback needs. Each must
- * match: if deploy/nginx-burrow.conf changes shape, this test (and the guide) must follow.
- */
-function installConfig(shipped: string, values: { certDir: string; edgePort: number; httpsPort: number; httpPort: number; webroot: string }): string {
-  const replacements: [RegExp, string][] = [
-    // The guide's own: certificate directory, domain, the edge's address.
-    [/\/etc\/letsencrypt\/live\/tunnels\.example\.com\//g, `${values.certDir}/`],
-    [/tunnels\.example\.com/g, DOMAIN],
-    [/127\.0\.0\.1:8080/g, `127.0.0.1:${values.edgePort}`],
-    [/\/var\/www\/acme/g, values.webroot],
-    // Loopback ports instead of 80 and 443, and no IPv6 listeners (this machine may have no ::1).
-    [/listen 443 /g, `listen 127.0.0.1:${values.httpsPort} `],
-    [/listen 80;/g, `listen 127.0.0.1:${values.httpPort};`],
-    [/^\s*listen \[::\]:.*$/gm, ''],
-  ];
-  let config = shipped;
-  for (const [pattern, value] of replacements) {
-    assert.match(config, pattern, `deploy/nginx-burrow.conf no longer contains ${pattern}`);
-    config = config.replace(pattern, value);
-  }
-  return config;
-}
-
 interface Seen {
   url: string;
   headers: IncomingMessage['headers'];
   body: string;
 }
 
-describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missing ?? false }, () => {
+describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip }, () => {
   let dir: string;
   let ca: Buffer;
   let caFile: string;
   let target: TestEdge;
   let owner: TestAccount;
   let local: LocalServer;
-  let nginx: ChildProcess;
-  let nginxExited: Promise<unknown>;
+  let nginx: RunningNginx | undefined;
   let tunnel: Awaited<ReturnType<typeof spawnCli>>;
   let httpsPort: number;
   let httpPort: number;
@@ -115,9 +56,9 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missin
 
   before(async () => {
     dir = makeDir();
-    const certificates = makeCertificates(dir);
-    caFile = certificates.ca;
-    ca = readFileSync(caFile);
+    const certificates = makeCertificates(dir, DOMAIN);
+    caFile = certificates.caFile;
+    ca = certificates.caPem;
 
     local = await startLocal((req, res) => {
       void readBody(req).then((body) => {
@@ -149,49 +90,20 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missin
     });
     owner = await createAccount(target, 'PRO');
 
-    // nginx's own main file: only what the package's /etc/nginx/nginx.conf would give, in the temp dir.
+    // An ACME challenge answer in the webroot, then nginx with the shipped file (test/nginx-front.ts).
     const webroot = join(dir, 'webroot');
     mkdirSync(join(webroot, '.well-known', 'acme-challenge'), { recursive: true });
     writeFileSync(join(webroot, '.well-known', 'acme-challenge', 'token-1'), 'challenge answer');
-    // Workers drop to an unprivileged user when nginx starts as root: they must reach the webroot.
-    chmodSync(dir, 0o755);
-    const shipped = readFileSync(join(ROOT, 'deploy', 'nginx-burrow.conf'), 'utf8');
-    writeFileSync(join(dir, 'burrow.conf'), installConfig(shipped, { certDir: certificates.certDir, edgePort: target.port, httpsPort, httpPort, webroot }));
-    writeFileSync(
-      join(dir, 'nginx.conf'),
-      [
-        'worker_processes 1;',
-        `pid ${join(dir, 'nginx.pid')};`,
-        `error_log ${join(dir, 'error.log')} notice;`,
-        'events { worker_connections 256; }',
-        'http {',
-        `  access_log ${join(dir, 'access.log')};`,
-        ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((kind) => `  ${kind}_temp_path ${join(dir, `${kind}_temp`)};`),
-        `  include ${join(dir, 'burrow.conf')};`,
-        '}',
-        '',
-      ].join('\n'),
-    );
-    nginx = spawn(NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf'), '-g', 'daemon off;'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let nginxOutput = '';
-    nginx.stdout!.on('data', (chunk: Buffer) => (nginxOutput += chunk.toString()));
-    nginx.stderr!.on('data', (chunk: Buffer) => (nginxOutput += chunk.toString()));
-    nginxExited = once(nginx, 'exit');
-    process.once('exit', () => nginx.kill('SIGKILL'));
-    await waitFor(
-      () =>
-        new Promise<boolean>((resolve) => {
-          if (nginx.exitCode !== null) throw new Error(`nginx exited: ${nginxOutput}${readFileSync(join(dir, 'error.log'), 'utf8')}`);
-          const socket = connect(httpsPort, '127.0.0.1');
-          socket.once('connect', () => {
-            socket.destroy();
-            resolve(true);
-          });
-          socket.once('error', () => resolve(false));
-        }),
-      10_000,
-      'nginx to listen',
-    );
+    nginx = await startNginx(dir, {
+      shipped: 'nginx-burrow.conf',
+      domain: DOMAIN,
+      certDir: certificates.certDir,
+      webroot,
+      httpsPort,
+      httpPort,
+      // The guide's own: the edge's address.
+      edges: [[/127\.0\.0\.1:8080/g, `127.0.0.1:${target.port}`]],
+    });
 
     publicClient = new Agent({ localAddress: PUBLIC_CLIENT, connect: { ca } });
     // The real client, over wss:// through nginx, trusting the throwaway CA (docs/deploy.md, TLS: --ca).
@@ -208,10 +120,7 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip: missin
       tunnel.child.kill('SIGINT');
       await tunnel.exited;
     }
-    if (nginx !== undefined && nginx.exitCode === null) {
-      nginx.kill('SIGQUIT');
-      await nginxExited;
-    }
+    await nginx?.stop();
     await local?.close();
     await target?.close();
   });

@@ -1,0 +1,138 @@
+/**
+ * Debian's nginx as a front proxy in tests, run from a shipped deploy/*.conf the way the guides tell an
+ * operator to: certbot-named certificates from a throwaway CA, the guide's substitutions (each must still
+ * match the shipped file), loopback ports, and nginx's own main file in the temp dir. Shared by
+ * test/edge/front-proxy.test.ts (deploy/nginx-burrow.conf) and test/cluster/front-proxy-cluster.test.ts
+ * (deploy/nginx-burrow-cluster.conf).
+ */
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ROOT, waitFor } from './helpers.js';
+import { makeCa, makeServerCert } from './tls-fixtures.js';
+
+export const ensureNginx = (await import(pathToFileURL(join(ROOT, 'scripts', 'ensure-nginx.mjs')).href)) as {
+  NGINX: string;
+  nginxMissing(): string | null;
+  nginxPlan(options: { platform: string; exists: boolean; explicit: boolean; aptGet: () => boolean }): string;
+};
+
+/** Why a front-proxy test cannot run here (no nginx, no openssl for its certificates), or false. */
+export function frontProxySkip(): string | false {
+  const missing = ensureNginx.nginxMissing();
+  if (missing !== null) return `skipped: ${missing}`;
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' });
+  } catch {
+    return 'skipped: openssl is missing (the test makes its throwaway certificates with it)';
+  }
+  return false;
+}
+
+/** A throwaway CA, and a certificate it signs for <domain> and *.<domain>, in certbot's file names. */
+export function makeCertificates(dir: string, domain: string): { caFile: string; caPem: Buffer; certDir: string } {
+  const certDir = join(dir, 'live', domain);
+  mkdirSync(certDir, { recursive: true });
+  const ca = makeCa(dir, 'ca');
+  const server = makeServerCert(certDir, 'fullchain', [domain, `*.${domain}`], ca);
+  renameSync(server.key, join(certDir, 'privkey.pem'));
+  return { caFile: ca.cert, caPem: readFileSync(ca.cert), certDir };
+}
+
+export interface FrontConfig {
+  /** The shipped file, e.g. 'nginx-burrow.conf' under deploy/. */
+  shipped: string;
+  domain: string;
+  certDir: string;
+  webroot: string;
+  httpsPort: number;
+  httpPort: number;
+  /** The guide's substitutions of the edge addresses. */
+  edges: [RegExp, string][];
+}
+
+/**
+ * The shipped file with the guide's substitutions (certificate directory, domain, edges, ACME webroot)
+ * and the ones a test on loopback needs (ports instead of 80 and 443, no IPv6 listeners). Each must
+ * match: if the shipped file changes shape, the test (and the guide) must follow.
+ */
+export function installConfig(config: FrontConfig): string {
+  const replacements: [RegExp, string][] = [
+    [/\/etc\/letsencrypt\/live\/tunnels\.example\.com\//g, `${config.certDir}/`],
+    [/tunnels\.example\.com/g, config.domain],
+    ...config.edges,
+    [/\/var\/www\/acme/g, config.webroot],
+    [/listen 443 /g, `listen 127.0.0.1:${config.httpsPort} `],
+    [/listen 80;/g, `listen 127.0.0.1:${config.httpPort};`],
+    [/^\s*listen \[::\]:.*$/gm, ''],
+  ];
+  let text = readFileSync(join(ROOT, 'deploy', config.shipped), 'utf8');
+  for (const [pattern, value] of replacements) {
+    assert.match(text, pattern, `deploy/${config.shipped} no longer contains ${pattern}`);
+    text = text.replace(pattern, value);
+  }
+  return text;
+}
+
+export interface RunningNginx {
+  child: ChildProcess;
+  /** SIGQUIT (nginx's graceful stop), and its exit; nothing when it already exited. */
+  stop(): Promise<void>;
+}
+
+/**
+ * nginx from `dir` with the installed config and nginx's own main file (what the package's
+ * /etc/nginx/nginx.conf would give; `httpLines` go into its http block), once it listens on httpsPort.
+ */
+export async function startNginx(dir: string, config: FrontConfig, httpLines: string[] = [`access_log ${join(dir, 'access.log')};`]): Promise<RunningNginx> {
+  // Workers drop to an unprivileged user when nginx starts as root: they must reach the webroot.
+  chmodSync(dir, 0o755);
+  writeFileSync(join(dir, 'burrow.conf'), installConfig(config));
+  writeFileSync(
+    join(dir, 'nginx.conf'),
+    [
+      'worker_processes 1;',
+      `pid ${join(dir, 'nginx.pid')};`,
+      `error_log ${join(dir, 'error.log')} notice;`,
+      'events { worker_connections 256; }',
+      'http {',
+      ...httpLines.map((line) => `  ${line}`),
+      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((kind) => `  ${kind}_temp_path ${join(dir, `${kind}_temp`)};`),
+      `  include ${join(dir, 'burrow.conf')};`,
+      '}',
+      '',
+    ].join('\n'),
+  );
+  const child = spawn(ensureNginx.NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf'), '-g', 'daemon off;'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = once(child, 'exit');
+  process.once('exit', () => child.kill('SIGKILL'));
+  await waitFor(
+    () =>
+      new Promise<boolean>((resolve) => {
+        if (child.exitCode !== null) throw new Error(`nginx exited: ${output}${readFileSync(join(dir, 'error.log'), 'utf8')}`);
+        const socket = connect(config.httpsPort, '127.0.0.1');
+        socket.once('connect', () => {
+          socket.destroy();
+          resolve(true);
+        });
+        socket.once('error', () => resolve(false));
+      }),
+    10_000,
+    'nginx to listen',
+  );
+  return {
+    child,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill('SIGQUIT');
+      await exited;
+    },
+  };
+}
