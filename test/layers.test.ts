@@ -11,7 +11,7 @@ import { ROOT } from './helpers.js';
 
 const SRC = join(ROOT, 'src');
 /** Lowest first; files directly in src/ are shared by all. */
-const LAYERS = ['protocol', 'store', 'api', 'edge', 'client', 'inspector', 'cli'];
+const LAYERS = ['protocol', 'http1', 'store', 'api', 'edge', 'client', 'inspector', 'cli'];
 
 function layerOf(file: string): number {
   const top = relative(SRC, file).split('/')[0]!;
