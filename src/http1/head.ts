@@ -9,11 +9,28 @@
  */
 import { STATUS_CODES } from 'node:http';
 
-/** `HTTP/1.1 <status> <reason>\r\n<fields>\r\n`; an empty reason keeps the space, as RFC 9112 allows. */
-export function responseHead(status: number, reason: string, fields: readonly string[]): string {
+/**
+ * `HTTP/1.1 <status> <reason>\r\n<fields><framing>\r\n`; an empty reason keeps the space, as RFC 9112
+ * allows. `framing` is whole field lines the writer adds after the given fields (Content-Length, ...).
+ */
+export function responseHead(status: number, reason: string, fields: readonly string[], framing = ''): string {
   let head = `HTTP/1.1 ${status} ${reason}\r\n`;
   for (let i = 0; i < fields.length; i += 2) head += `${fields[i]!}: ${fields[i + 1]!}\r\n`;
-  return `${head}\r\n`;
+  return `${head}${framing}\r\n`;
+}
+
+let dateSecond = -1;
+let dateText = '';
+
+/** The current time as an HTTP date (IMF-fixdate), made once a second. */
+export function httpDate(): string {
+  const now = Date.now();
+  const second = Math.floor(now / 1000);
+  if (second !== dateSecond) {
+    dateSecond = second;
+    dateText = new Date(second * 1000).toUTCString();
+  }
+  return dateText;
 }
 
 /** `<method> <target> HTTP/1.1\r\n<fields>\r\n`. */

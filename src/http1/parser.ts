@@ -150,6 +150,11 @@ export class Http1Parser {
   /** The head asked to change protocol; it takes effect when that message (and any body) ends. */
   private upgradeAsked = false;
   private upgraded = false;
+  /** The handler declined the head's upgrade: the message is an ordinary one, HTTP goes on after it. */
+  private upgradeDeclined = false;
+  /** The handler asked to stop right after the head it was given (`pauseAfterHead`). */
+  private pauseAsked = false;
+  private paused = false;
   private closed = false;
 
   constructor(
@@ -170,6 +175,36 @@ export class Http1Parser {
     return this.upgraded;
   }
 
+  /** True after `execute` stopped at a head because the handler asked (`pauseAfterHead`), until `resume`. */
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  /**
+   * Called from `onHead`: `execute` stops right after this head and returns the offset of the next
+   * byte; nothing more is parsed until `resume` and another `execute` with the rest. (A server whose
+   * queue of pipelined requests is full stops reading here.)
+   */
+  pauseAfterHead(): void {
+    this.pauseAsked = true;
+  }
+
+  /** Parsing may go on after a pause: give `execute` the bytes after the returned offset. */
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.native.resume();
+  }
+
+  /**
+   * Called from `onHead` of a message that asked to upgrade: it is taken as an ordinary message
+   * instead, and HTTP goes on after it (a server that will not switch protocols for this request).
+   */
+  declineUpgrade(): void {
+    this.upgradeAsked = false;
+    this.upgradeDeclined = true;
+  }
+
   /** Ready for a fresh connection's first message, or to go on after a refused upgrade. */
   reset(): void {
     this.native.initialize(this.kind === MessageKind.REQUEST ? HTTPParser.REQUEST : HTTPParser.RESPONSE, {}, this.limits.maxHeadBytes, 0);
@@ -179,21 +214,40 @@ export class Http1Parser {
     this.failure = null;
     this.upgradeAsked = false;
     this.upgraded = false;
+    this.upgradeDeclined = false;
+    this.pauseAsked = false;
+    this.paused = false;
   }
 
   /**
-   * Parses `chunk`. Returns ALL when every byte was taken, or the offset where an upgraded protocol's
-   * bytes begin (the rest of the chunk is not HTTP). Throws nothing: a malformed message returns an
+   * Parses `chunk`. Returns ALL when every byte was taken, or an offset: where an upgraded protocol's
+   * bytes begin (`isUpgraded`; the rest of the chunk is not HTTP), or where parsing stopped after a
+   * head the handler paused at (`isPaused`). Throws nothing: a malformed message returns an
    * Http1ParseError, after which the parser is unusable until `reset` (close the connection instead).
    */
   execute(chunk: Buffer): number | Http1ParseError {
     if (this.closed) return new Http1ParseError('CLOSED', 'the parser was closed', 400);
-    if (this.upgraded) return 0;
-    const result = this.native.execute(chunk);
-    if (this.failure !== null) return this.failure;
-    if (typeof result !== 'number') return toParseError(result);
-    if (this.upgraded) return result;
-    return ALL;
+    if (this.upgraded || this.paused) return 0;
+    let offset = 0;
+    for (;;) {
+      const input = offset === 0 ? chunk : chunk.subarray(offset);
+      const result = this.native.execute(input);
+      if (this.paused) {
+        // Our own stop after a head (not an error): llhttp says how far it got.
+        this.failure = null;
+        return offset + (typeof result === 'number' ? result : result.bytesParsed);
+      }
+      if (this.failure !== null) return this.failure;
+      if (typeof result !== 'number') return toParseError(result);
+      if (this.upgraded) return offset + result;
+      // A declined upgrade: llhttp stopped after that message as for an upgrade; HTTP goes on.
+      if (this.upgradeDeclined && result < input.length) {
+        this.upgradeDeclined = false;
+        offset += result;
+        continue;
+      }
+      return ALL;
+    }
   }
 
   /**
@@ -260,7 +314,14 @@ export class Http1Parser {
     if (all.length > this.limits.maxFieldLines * 2) return this.fail(tooManyFields(this.limits, false));
     this.headComplete = true;
     this.upgradeAsked = upgrade;
-    return this.handler.onHead(head) ? NO_BODY : GO_ON;
+    this.upgradeDeclined = false;
+    const noBody = this.handler.onHead(head);
+    if (this.pauseAsked) {
+      this.pauseAsked = false;
+      this.paused = true;
+      return STOP;
+    }
+    return noBody ? NO_BODY : GO_ON;
   };
 
   private readonly onBody = (chunk: Buffer): void => {
