@@ -28,6 +28,9 @@ export const ERROR_CODES = {
   // The local inspector's own refusals (docs/inspector.md).
   FORBIDDEN: { status: 403, message: 'This request may not use the inspector.' },
   EDGE_UNREACHABLE: { status: 502, message: 'The edge is unreachable.' },
+  // The public listener's HTTP parser (src/http1): requests it cannot take at all.
+  HEADERS_TOO_LARGE: { status: 431, message: "The request head is over the edge's limits." },
+  HTTP_VERSION_NOT_SUPPORTED: { status: 505, message: 'The edge speaks HTTP/1.0 and HTTP/1.1.' },
   // Public tunnel traffic: answered by the edge itself, marked with a `burrow-error` header.
   TUNNEL_NOT_FOUND: { status: 404, message: 'No tunnel is connected on this subdomain.' },
   TUNNEL_BUSY: { status: 503, message: 'The tunnel has too many requests in flight. Retry shortly.' },

@@ -34,7 +34,7 @@ const headers = [
   'x-forwarded-proto', 'https',
   'x-forwarded-host', 'quiet-river-42.localhost:8080',
 ];
-const openMessage = encode([FrameType.OPEN, 7, 'req_00000001000000000029', 'POST', '/webhooks/stripe?attempt=1', headers, '54.187.174.169', body, true]);
+const openMessage = encode([FrameType.OPEN, 7, 'req_00000001000000000029', 'POST', '/webhooks/stripe?attempt=1', headers, '54.187.174.169', body, true, false]);
 
 let taken = 0;
 const sink = { dispatch: () => ((taken += 1), true) } as unknown as Dispatcher;

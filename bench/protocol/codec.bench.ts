@@ -33,8 +33,8 @@ const headers = [
 ];
 
 const frames: [string, Frame][] = [
-  ['OPEN 1 KiB, 11 headers', [FrameType.OPEN, 1, 'req_01HZX3K9Q2', 'POST', '/hooks/github', headers, '192.30.252.44', body1k, true]],
-  ['RESPONSE small', [FrameType.RESPONSE, 1, 200, ['content-type', 'application/json', 'x-request-id', 'abc123', 'cache-control', 'no-store'], Buffer.from('{"ok":true}'), true]],
+  ['OPEN 1 KiB, 11 headers', [FrameType.OPEN, 1, 'req_01HZX3K9Q2', 'POST', '/hooks/github', headers, '192.30.252.44', body1k, true, false]],
+  ['RESPONSE small', [FrameType.RESPONSE, 1, 200, 'OK', ['content-type', 'application/json', 'x-request-id', 'abc123', 'cache-control', 'no-store'], Buffer.from('{"ok":true}'), true]],
   ['DATA 64 KiB', [FrameType.DATA, 3, Buffer.alloc(DEFAULT_SETTINGS.maxFrameBody, 0x61), false]],
   ['WINDOW', [FrameType.WINDOW, 3, 65_536]],
 ];

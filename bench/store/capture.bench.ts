@@ -31,8 +31,8 @@ const requestHeaders = [
   'x-forwarded-for', '203.0.113.9', 'x-forwarded-proto', 'https', 'x-forwarded-host', 'bench-river.localhost:8080',
 ];
 // The frames as they crossed the tunnel: what the edge stores for a webhook with 1 KiB each way.
-const openFrame = encode([FrameType.OPEN, 1, 'req_x', 'POST', '/webhooks/stripe', requestHeaders, '203.0.113.9', body, true]);
-const responseFrame = encode([FrameType.RESPONSE, 1, 200, headers, body, true]);
+const openFrame = encode([FrameType.OPEN, 1, 'req_x', 'POST', '/webhooks/stripe', requestHeaders, '203.0.113.9', body, true, false]);
+const responseFrame = encode([FrameType.RESPONSE, 1, 200, 'OK', headers, body, true]);
 
 function capture(ring: RingHandle, seq: number, id: string): StoredCapture {
   return {

@@ -247,8 +247,13 @@ export class Api {
       this.router.add(method, path, { handler, public: isPublic });
     };
 
-    add('GET', '/api/v1/instance', () =>
-      json(200, { build: instance.build, region: instance.region, server_time: nowIso(this.clock()) }), true);
+    add('GET', '/api/v1/instance', ({ req }) =>
+      json(200, {
+        build: instance.build,
+        region: instance.region,
+        server_time: nowIso(this.clock()),
+        ...(instance.agentUrl === undefined ? {} : { agent_url: instance.agentUrl(req.headers.host ?? '') }),
+      }), true);
 
     // The dashboard's session (docs/dashboard.md): an access token exchanged once for an HttpOnly cookie.
     // Secure when the edge is on HTTPS, or when a trusted proxy says the browser came over HTTPS.

@@ -79,6 +79,11 @@ export interface QueueDriver {
 export interface InstanceInfo {
   build: string;
   region: string;
+  /**
+   * The tunnel clients' endpoint (docs/api.md, an extension): its WebSocket URL for a request that came
+   * with this Host header. Absent on an edge without an agent listener.
+   */
+  agentUrl?: (host: string) => string;
 }
 
 /** How the API pages through captures: `before` is a capture id (the cursor), absent for the newest. */

@@ -28,7 +28,7 @@ export interface Exchange {
   error: string | null;
   /** Set on exchanges the inspector replayed: the id they replayed. */
   replayOf: string | null;
-  /** The public client's address, as the edge saw it (OPEN / WS_OPEN). */
+  /** The public client's address, as the edge saw it (OPEN). */
   clientAddress?: string;
   /** Set on WebSocket connections: their life and their last messages. */
   websocket?: WebSocketLog;
@@ -64,19 +64,22 @@ export interface WebSocketLog {
   messages: WebSocketMessage[];
 }
 
-/** Records one message of a WebSocket connection: O(1) amortised, a copy of at most 4 KiB. */
-export function logWebSocketMessage(log: WebSocketLog, direction: 'in' | 'out', data: Uint8Array, binary: boolean): void {
+/**
+ * Records one message of a WebSocket connection: O(1) amortised, a copy of at most 4 KiB. `size` is the
+ * whole message's (the data may be only its first bytes).
+ */
+export function logWebSocketMessage(log: WebSocketLog, direction: 'in' | 'out', data: Uint8Array, binary: boolean, size = data.byteLength): void {
   if (direction === 'in') log.messagesIn++;
   else log.messagesOut++;
   const kept = Buffer.copyBytesFrom(data, 0, Math.min(data.byteLength, WS_MESSAGE_BYTES_KEPT));
   if (log.messages.length >= WS_MESSAGES_KEPT) log.messages.splice(0, log.messages.length - WS_MESSAGES_KEPT + 1);
-  log.messages.push({ at: Date.now(), direction, binary, size: data.byteLength, data: kept });
+  log.messages.push({ at: Date.now(), direction, binary, size, data: kept });
 }
 
 /**
  * What a RESET from the edge means for the exchange, in words. The edge sends CANCEL both when the
  * public client left and when its own timer gave up (504 LOCAL_TIMEOUT); only its message tells them
- * apart (protocol version 1 has no separate code), so the known messages are matched here.
+ * apart (the protocol has no separate code), so the known messages are matched here.
  */
 export function edgeResetText(code: number | undefined, message: string | undefined): string {
   const reason = message ?? '';
@@ -91,6 +94,7 @@ export function edgeResetText(code: number | undefined, message: string | undefi
 /** A WebSocket connection as an exchange: status 101 (or the local server's refusal), then its messages. */
 export function webSocketExchange(
   requestId: string,
+  method: string,
   path: string,
   port: number,
   requestHeaders: string[],
@@ -102,7 +106,7 @@ export function webSocketExchange(
   const now = Date.now();
   return {
     id: requestId,
-    method: 'GET',
+    method,
     path,
     port,
     requestHeaders,

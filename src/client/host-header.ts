@@ -4,6 +4,7 @@
  * host:port (for dev servers that check Host: Vite, Django's ALLOWED_HOSTS, Rails), any other value
  * is sent as given. X-Forwarded-Host carries the public host either way.
  */
+import { isName } from '../protocol/headers.js';
 import type { LocalTarget } from './routes.js';
 
 export type HostHeader = 'keep' | 'rewrite' | { value: string };
@@ -22,14 +23,15 @@ export function hostFor(target: LocalTarget, mode: HostHeader): string | null {
 }
 
 /**
- * Request headers for the local server: `expect` left out (undici refuses it; 100-continue is the
- * edge↔public client's business), Host per `mode`, X-Forwarded-Host kept or added with the public host.
+ * Request headers for the local server (names of any case, as the public client sent them): Host per
+ * `mode`, X-Forwarded-Host kept or added with the public host; `dropExpect` leaves `Expect` out (undici
+ * refuses to send it; the client then answers 100-continue itself, src/client/http-stream.ts).
  * Returns `headers` itself when nothing changes.
  */
-export function localRequestHeaders(headers: string[], target: LocalTarget, mode: HostHeader): string[] {
+export function localRequestHeaders(headers: string[], target: LocalTarget, mode: HostHeader, dropExpect = false): string[] {
   const host = hostFor(target, mode);
   let touched = host !== null;
-  if (!touched) for (let i = 0; i < headers.length; i += 2) if (headers[i] === 'expect') touched = true;
+  if (!touched && dropExpect) for (let i = 0; i < headers.length; i += 2) if (isName(headers[i]!, 'expect')) touched = true;
   if (!touched) return headers;
   const kept: string[] = [];
   let publicHost: string | null = null;
@@ -37,16 +39,16 @@ export function localRequestHeaders(headers: string[], target: LocalTarget, mode
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i]!;
     const value = headers[i + 1]!;
-    if (name === 'expect') continue;
-    if (name === 'x-forwarded-host') forwardedHost = true;
-    if (name === 'host' && host !== null) {
+    if (dropExpect && isName(name, 'expect')) continue;
+    if (isName(name, 'x-forwarded-host')) forwardedHost = true;
+    if (host !== null && isName(name, 'host')) {
       publicHost = value;
       kept.push(name, host);
       continue;
     }
     kept.push(name, value);
   }
-  if (host !== null && publicHost === null) kept.push('host', host);
-  if (publicHost !== null && !forwardedHost) kept.push('x-forwarded-host', publicHost);
+  if (host !== null && publicHost === null) kept.push('Host', host);
+  if (publicHost !== null && !forwardedHost) kept.push('X-Forwarded-Host', publicHost);
   return kept;
 }

@@ -1,6 +1,14 @@
 /**
  * One HTTP exchange on the client's side: an OPEN frame becomes an undici dispatch to the local port;
- * the response goes back as RESPONSE (+ DATA) within credit. What undici hands over during one loop turn
+ * the response goes back as RESPONSE (+ DATA, + TRAILERS) within credit, with the local server's field
+ * names in their case and its reason phrase.
+
+ * Until the raw-socket local hop replaces undici here (issue 24, item 3), what undici cannot do is
+ * done this way: it refuses to send `Expect`, so a request with `Expect: 100-continue` goes without it
+ * and the client answers INFO 100 at once (the local server cannot refuse before the body); it drops
+ * 1xx answers, so no INFO is sent for them; it cannot send request trailers, so TRAILERS from the edge
+ * end the body and are dropped (docs/protocol.md section 16).
+ * What undici hands over during one loop turn
  * is framed at the turn's end: a response whose head, body and end come in one turn is one RESPONSE
  * frame whatever its framing (Content-Length or chunked; a close-delimited body's end, the FIN, is read a
  * turn later); otherwise the head leaves at the end of the turn it came in and each later turn's bytes
@@ -13,7 +21,7 @@ import type { Dispatcher } from 'undici';
 import { encode } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
-import { connectionNamed, HOP_BY_HOP, removeNamed } from '../protocol/headers.js';
+import { connectionNamed, dropHopByHop, isHopByHop, isName, removeNamed } from '../protocol/headers.js';
 import { CaptureBuffer } from '../capture-buffer.js';
 import { edgeResetText, type Exchange } from './exchange.js';
 import { localRequestHeaders } from './host-header.js';
@@ -26,6 +34,7 @@ const CERTIFICATE_ERROR = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS/;
 export interface OpenRequest {
   requestId: string;
   method: string;
+  /** The request target (origin-form, or `*`), as the public client sent it. */
   path: string;
   headers: string[];
   clientAddress: string;
@@ -54,7 +63,10 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | null = null;
   private readonly sendCredit: SendCredit;
   private status = 0;
+  private reason = '';
   private responseHeaders: string[] = [];
+  /** Trailer fields after the local server's chunked body: they end the response (TRAILERS). */
+  private trailers: string[] | null = null;
   /** The Content-Length the local server declared, -1 when none: a body that ends short is reset. */
   private declaredLength = -1;
   /**
@@ -117,7 +129,9 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       payload = this.body;
     }
     try {
-      const forwarded = localRequestHeaders(this.request.headers, this.target, this.host.hostHeader);
+      const forwarded = localRequestHeaders(this.request.headers, this.target, this.host.hostHeader, true);
+      // undici cannot send Expect: the 100 is the client's (the body comes from the edge as it arrives).
+      if (!end && expectsContinue(this.request.headers)) this.host.send(encode([FrameType.INFO, this.id, 100, 'Continue', []]));
       this.host.pool(this.target).dispatch(
         { path: this.request.path, method: this.request.method, headers: forwarded, body: payload, blocking: false },
         this,
@@ -147,6 +161,11 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       this.pushBody(chunk);
     }
     if (end) this.body.push(null);
+  }
+
+  /** TRAILERS from the edge: the request body ends (undici cannot send trailer fields: they are dropped). */
+  onRequestTrailers(): void {
+    this.onRequestData(null, true);
   }
 
   private pushBody(chunk: Uint8Array): void {
@@ -183,31 +202,32 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     if (this.closed) controller.abort(new Error('cancelled by the edge'));
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
     if (statusCode < 200) return; // 1xx informational: the final response follows.
     this.status = statusCode;
-    // Header bytes cross as they came: each byte one char (latin1), in the server's order, names
-    // lower-cased; hop-by-hop ones left out (Node servers always send two of them).
+    this.reason = statusMessage ?? '';
+    // Header bytes cross as they came: each byte one char (latin1), in the server's order, names in
+    // their case; hop-by-hop ones left out (Node servers always send two of them).
     const raw = (controller as { rawHeaders?: (Buffer | string)[] | null }).rawHeaders;
     const flat: string[] = [];
     let connection = '';
     let length = '';
     if (raw !== null && raw !== undefined) {
       for (let i = 0; i + 1 < raw.length; i += 2) {
-        const name = latin1(raw[i]!).toLowerCase();
+        const name = latin1(raw[i]!);
         const value = latin1(raw[i + 1]!);
-        if (HOP_BY_HOP.has(name)) {
-          if (name === 'connection') connection = connection === '' ? value : `${connection},${value}`;
+        if (isHopByHop(name)) {
+          if (isName(name, 'connection')) connection = connection === '' ? value : `${connection},${value}`;
           continue;
         }
-        if (name === 'content-length') length = value;
+        if (isName(name, 'content-length')) length = value;
         flat.push(name, value);
       }
     } else {
       for (const name in headers) {
         const value = headers[name];
         if (value === undefined) continue;
-        if (HOP_BY_HOP.has(name)) {
+        if (isHopByHop(name)) {
           if (name === 'connection') connection = Array.isArray(value) ? value.join(',') : value;
           continue;
         }
@@ -238,8 +258,13 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     else this.holdUntilTurnEnd();
   }
 
-  onResponseEnd(): void {
+  onResponseEnd(controller?: Dispatcher.DispatchController): void {
     if (this.closed) return;
+    const rawTrailers = (controller as { rawTrailers?: (Buffer | string)[] | null } | undefined)?.rawTrailers;
+    if (rawTrailers !== null && rawTrailers !== undefined && rawTrailers.length > 0) {
+      const fields = dropHopByHop(rawTrailers.map(latin1));
+      if (fields.length > 0) this.trailers = fields;
+    }
     if (this.declaredLength >= 0 && this.responseBytes !== this.declaredLength) {
       // undici checks this too; a short body must never reach the public client as a whole one.
       this.onResponseError(null, new Error(`the body ended after ${this.responseBytes} of ${this.declaredLength} bytes (Content-Length)`));
@@ -249,7 +274,9 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       // Head, body and end in one turn: one frame, given the credit.
       const body = this.takeHeld();
       if (body === null || takeWholeCredit(body.byteLength, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
-        this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.responseHeaders, body, true]));
+        const trailers = this.trailers;
+        this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, body, trailers === null]));
+        if (trailers !== null) this.host.send(encode([FrameType.TRAILERS, this.id, trailers]));
         this.complete(null);
         return;
       }
@@ -324,7 +351,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
 
   private sendHead(body: Buffer | null): void {
     this.headSent = true;
-    this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.responseHeaders, body, false]));
+    this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, body, false]));
   }
 
   /** Sends queued response bytes within credit; pauses undici while bytes wait. */
@@ -341,16 +368,19 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
         return;
       }
       const last = this.endPending && this.queue.length === 1 && size === chunk.byteLength;
-      this.host.send(encode([FrameType.DATA, this.id, size === chunk.byteLength ? chunk : chunk.subarray(0, size), last]));
+      const trailers = this.trailers;
+      this.host.send(encode([FrameType.DATA, this.id, size === chunk.byteLength ? chunk : chunk.subarray(0, size), last && trailers === null]));
       if (size === chunk.byteLength) this.queue.shift();
       else this.queue[0] = chunk.subarray(size);
       if (last) {
+        if (trailers !== null) this.host.send(encode([FrameType.TRAILERS, this.id, trailers]));
         this.complete(null);
         return;
       }
     }
     if (this.endPending) {
-      this.host.send(encode([FrameType.DATA, this.id, null, true]));
+      const trailers = this.trailers;
+      this.host.send(trailers === null ? encode([FrameType.DATA, this.id, null, true]) : encode([FrameType.TRAILERS, this.id, trailers]));
       this.complete(null);
       return;
     }
@@ -426,4 +456,10 @@ export function plainError(error: Error): Error {
 
 function latin1(item: Buffer | string): string {
   return typeof item === 'string' ? item : item.toString('latin1');
+}
+
+/** Whether a request's fields ask `Expect: 100-continue`. */
+export function expectsContinue(headers: readonly string[]): boolean {
+  for (let i = 0; i < headers.length; i += 2) if (isName(headers[i]!, 'expect') && headers[i + 1]!.toLowerCase() === '100-continue') return true;
+  return false;
 }

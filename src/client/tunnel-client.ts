@@ -1,6 +1,10 @@
 /**
  * The tunnel client library: one WebSocket to the edge carrying many streams to local ports.
  *
+ * The client is given the edge's base URL (its public listener) and learns where tunnel clients connect
+ * from `GET /api/v1/instance` (`agent_url`: the agent listener, or a front proxy's route to it), again
+ * before every connection, so an edge may move its agent port between restarts.
+ *
  * `start()` resolves once the edge says READY, or rejects with the edge's refusal (401, 403, 409, 400).
  * After that a dropped connection reconnects with exponential backoff and full jitter, asking for the
  * same subdomain; the edge holds it for the owner meanwhile. A GOAWAY that is final (closed through the
@@ -13,7 +17,7 @@
  */
 import { closeReason } from '../protocol/close-reason.js';
 import { EventEmitter } from 'node:events';
-import { Pool, type Dispatcher } from 'undici';
+import { Agent, Pool, request, type Dispatcher } from 'undici';
 import WebSocket from 'ws';
 import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
 import {
@@ -32,11 +36,11 @@ import { endpointLabel, pinnedLookup, resolveEndpoints, type EdgeEndpoint } from
 import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
+import { ClientUpgradeStream } from './upgrade-stream.js';
 import type { HostHeader } from './host-header.js';
 import { localConnector } from './local-connector.js';
 import type { LocalTarget, RouteTable } from './routes.js';
 import type { FlushableStream, StreamHost, TurnEndStream } from './stream-host.js';
-import { ClientWsStream } from './ws-stream.js';
 
 export interface TunnelClientOptions {
   /** The edge, or several in failover order. */
@@ -103,11 +107,11 @@ export interface TunnelClientEvents {
   reconnecting: [{ attempt: number; delayMs: number; reason: string; edge: string }];
   closed: [ClosedInfo];
   exchange: [Exchange];
-  /** A passthrough WebSocket opened or closed: emitted twice with the same object (inspector only). */
+  /** An upgraded connection (a WebSocket) opened or closed: emitted twice with the same object (inspector only). */
   websocket: [Exchange];
 }
 
-type Stream = ClientHttpStream | ClientWsStream;
+type Stream = ClientHttpStream | ClientUpgradeStream;
 
 const GOAWAY_NAMES = Object.fromEntries(Object.entries(GoAwayCode).map(([name, code]) => [code, name])) as Record<number, string>;
 
@@ -148,6 +152,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   /** The current connection's refusal (an HTTP answer instead of the upgrade), for its close handler. */
   private refusal: TunnelRefusedError | null = null;
   private resolving = false;
+  /** The endpoint whose agent URL is being asked for (a connection in its first step). */
+  private connecting: EdgeEndpoint | null = null;
   private lastSeen = 0;
   private watchdog: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
@@ -259,23 +265,94 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   private connect(): void {
     const endpoint = this.endpoints[this.endpointIndex % this.endpoints.length]!;
-    const url = new URL(CONNECT_PATH, endpoint.edge);
-    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    this.goAway = null;
+    this.socketError = null;
+    this.refusal = null;
+    this.connecting = endpoint;
+    this.discoverAgent(endpoint).then(
+      (agentUrl) => {
+        if (this.stopped || this.connecting !== endpoint) return;
+        this.connecting = null;
+        this.openSocket(endpoint, agentUrl);
+      },
+      (error: Error) => {
+        if (this.stopped || this.connecting !== endpoint) return;
+        this.connecting = null;
+        this.socketError = error.message;
+        this.ended(1006, '');
+      },
+    );
+  }
+
+  /**
+   * The edge's agent endpoint, from `GET /api/v1/instance` on its base URL (through the endpoint's
+   * pinned address). An edge that names none (protocol 1) is asked on the base URL itself, where it
+   * refuses this client's version with a message naming both. The endpoint must keep the base URL's
+   * security: no ws:// for an https:// edge, no token in clear text across a network.
+   */
+  private async discoverAgent(endpoint: EdgeEndpoint): Promise<URL> {
+    const base = new URL(endpoint.edge);
+    const dispatcher = new Agent({
+      connect: {
+        ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
+        ...(endpoint.address === null ? {} : { lookup: pinnedLookup(endpoint.address) }),
+        timeout: 10_000,
+      },
+    });
+    let agentUrl: string | undefined;
+    try {
+      const response = await request(new URL('/api/v1/instance', base), { dispatcher, headersTimeout: 15_000, bodyTimeout: 15_000 });
+      const text = await response.body.text();
+      if (response.statusCode !== 200) throw new Error(`the edge answered GET /api/v1/instance with ${response.statusCode}`);
+      const instance = JSON.parse(text) as { agent_url?: unknown };
+      agentUrl = typeof instance.agent_url === 'string' ? instance.agent_url : undefined;
+    } catch (error) {
+      throw new Error(describeTlsError(error as Error) ?? (error as NodeJS.ErrnoException).code ?? (error as Error).message);
+    } finally {
+      void dispatcher.close();
+    }
+    const secure = base.protocol === 'https:';
+    if (agentUrl === undefined) {
+      const url = new URL(CONNECT_PATH, base);
+      url.protocol = secure ? 'wss:' : 'ws:';
+      return url;
+    }
+    let url: URL;
+    try {
+      url = new URL(agentUrl);
+    } catch {
+      throw new Error(`the edge names an agent endpoint that is not a URL: ${JSON.stringify(agentUrl)}`);
+    }
+    if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new Error(`the edge's agent endpoint ${agentUrl} is not ws:// or wss://`);
+    if (secure && url.protocol !== 'wss:') throw new Error(`the edge at ${endpoint.edge} names a clear-text agent endpoint (${agentUrl}); refusing to send the token there`);
+    const refusal = cleartextRefusal(url.href, this.options.insecure === true);
+    if (refusal !== null) throw new Error(refusal);
+    return url;
+  }
+
+  private openSocket(endpoint: EdgeEndpoint, agentUrl: URL): void {
+    const url = new URL(agentUrl.href);
     url.searchParams.set('port', String(this.routes.defaultPort));
     if (this.subdomain !== undefined) url.searchParams.set('subdomain', this.subdomain);
+    // Only the address is pinned, and only for the edge's own name: Host, SNI and the certificate check keep the URL's name.
+    const pinned = endpoint.address !== null && url.hostname === new URL(endpoint.edge).hostname;
     const socket = new WebSocket(url, {
       headers: { authorization: `Bearer ${this.options.token}`, [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) },
       perMessageDeflate: false,
       maxPayload: 8 * 1024 * 1024,
       handshakeTimeout: 15_000,
       ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
-      // Only the address is pinned: Host, SNI and the certificate check keep the URL's name.
-      ...(endpoint.address === null ? {} : { lookup: pinnedLookup(endpoint.address) }),
+      ...(pinned ? { lookup: pinnedLookup(endpoint.address!) } : {}),
+    });
+    socket.on('upgrade', (response) => {
+      const version = String(response.headers[PROTOCOL_HEADER] ?? '');
+      if (version === String(PROTOCOL_VERSION)) return;
+      // An edge of another version accepted: nothing it sends can be read. Final, as a refusal is.
+      this.refusal = new TunnelRefusedError(400, 'INVALID_REQUEST', `The edge speaks tunnel protocol ${version === '' ? '(unknown)' : version} and this client ${PROTOCOL_VERSION}; update the ${Number(version) > PROTOCOL_VERSION ? 'client' : 'edge'}.`);
+      socket.terminate();
+      this.refused(this.refusal);
     });
     this.socket = socket;
-    this.goAway = null;
-    this.socketError = null;
-    this.refusal = null;
     this.lastSeen = Date.now();
 
     socket.on('unexpected-response', (_request, response) => {
@@ -340,6 +417,11 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private onClose(socket: WebSocket, code: number, reason: string): void {
     if (this.socket !== socket) return;
     this.socket = null;
+    this.ended(code, reason);
+  }
+
+  /** The connection to the current endpoint ended (or never opened): stop, move on, or back off. */
+  private ended(code: number, reason: string): void {
     this.publicUrlValue = null;
     this.failStreams();
     if (this.stopped) return;
@@ -471,12 +553,20 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         this.onReady(frame[2], frame[3], frame[4]);
         return;
       case FrameType.OPEN: {
-        const [, id, requestId, method, path, headers, clientAddress, body, end] = frame;
+        const [, id, requestId, method, target, headers, clientAddress, body, end, upgrade] = frame;
         if (this.streams.has(id)) throw new ProtocolError(`OPEN for stream ${id}, which is already open`);
         if (body !== null && body.byteLength > 0) this.receiveConnection(body.byteLength);
-        const stream = new ClientHttpStream(id, this, { requestId, method, path, headers, clientAddress, replayOf: null });
-        this.streams.set(id, stream);
+        const request = { requestId, method, path: target, headers, clientAddress, replayOf: null };
         this.stats.requests++;
+        if (upgrade) {
+          if (body !== null && body.byteLength > 0) this.consumedConnection(body.byteLength);
+          const stream = new ClientUpgradeStream(id, this, request);
+          this.streams.set(id, stream);
+          stream.start();
+          return;
+        }
+        const stream = new ClientHttpStream(id, this, request);
+        this.streams.set(id, stream);
         stream.start(body, end);
         return;
       }
@@ -485,13 +575,16 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         const size = chunk === null ? 0 : chunk.byteLength;
         if (size > 0) this.receiveConnection(size);
         const stream = this.streams.get(frame[1]);
-        if (stream === undefined || stream.kind !== 'http') {
+        if (stream === undefined) {
           if (size > 0) this.consumedConnection(size);
           return;
         }
         stream.onRequestData(chunk, frame[3]);
         return;
       }
+      case FrameType.TRAILERS:
+        this.streams.get(frame[1])?.onRequestTrailers();
+        return;
       case FrameType.WINDOW:
         if (frame[1] === 0) {
           this.connectionSend.grant(frame[2]);
@@ -508,29 +601,6 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       case FrameType.GOAWAY:
         this.goAway = { code: frame[2], message: frame[3] };
         return;
-      case FrameType.WS_OPEN: {
-        if (this.streams.has(frame[1])) throw new ProtocolError(`WS_OPEN for stream ${frame[1]}, which is already open`);
-        const stream = new ClientWsStream(frame[1], this, frame[3], frame[4], frame[2], frame[5]);
-        this.streams.set(frame[1], stream);
-        stream.start();
-        return;
-      }
-      case FrameType.WS_MESSAGE: {
-        const size = frame[2].byteLength;
-        this.receiveConnection(size);
-        const stream = this.streams.get(frame[1]);
-        if (stream === undefined || stream.kind !== 'passthrough') {
-          this.consumedConnection(size);
-          return;
-        }
-        stream.onFrame(frame);
-        return;
-      }
-      case FrameType.WS_CLOSE: {
-        const stream = this.streams.get(frame[1]);
-        if (stream !== undefined && stream.kind === 'passthrough') stream.onFrame(frame);
-        return;
-      }
       default:
         throw new ProtocolError(`an edge may not send frame type ${frame[0]}`);
     }

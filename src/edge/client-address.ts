@@ -5,19 +5,26 @@
  * X-Forwarded-For sent through the tunnel) takes it from `requestOrigin`, so one rule decides for all.
  * Without --trust-proxy the rule is one branch: the TCP peer is the client, the scheme is the edge's own.
  * From a trusted peer the edge believes, in this order:
- * - a PROXY protocol v2 header (a layer-4 balancer such as HAProxy or an AWS NLB sends it first; this
- *   uWebSockets.js build parses it on plain-HTTP connections, not before its own TLS). Its address is the
- *   client; the HTTP headers then come from that client, so they are believed only when that address
- *   is trusted too.
+ * - a PROXY protocol v2 header (a layer-4 balancer such as HAProxy or an AWS NLB sends it first; the
+ *   public listener reads it on plain-HTTP connections from trusted peers, src/edge/proxy-protocol.ts).
+ *   Its address is the client; the HTTP headers then come from that client, so they are believed only
+ *   when that address is trusted too.
  * - X-Forwarded-For, walked from the right: trusted addresses are proxies, the first untrusted one is
  *   the client (a client cannot hide behind a forged left part of the chain). A malformed entry ends the
  *   walk at the last address known good.
  * - X-Forwarded-Proto (`http` or `https`, first value) and X-Forwarded-Host (first value).
- * From anyone else (and for PROXY v2 headers from anyone else: uWS parses them from every peer) nothing
- * is believed.
+ * From anyone else nothing is believed (a PROXY header from an untrusted peer is not HTTP: 400).
  */
 import { BlockList, isIP } from 'node:net';
-import type { HttpRequest, HttpResponse } from '../uws.js';
+import { fieldValue } from '../http1/head.js';
+
+/** What a request's origin is read from: its connection's addresses and its fields. */
+export interface OriginSource {
+  /** The TCP peer, as text. */
+  readonly remoteAddress: string;
+  /** A trusted PROXY v2 header's source address, or ''. */
+  readonly proxiedAddress: string;
+}
 
 /** What the edge believes about one request. One module-level object: read it synchronously. */
 export interface RequestOrigin {
@@ -80,19 +87,19 @@ export class TrustedProxies {
   }
 
   /** Fills `origin` from a trusted peer's PROXY v2 header and forwarded headers. */
-  believe(res: HttpResponse, req: HttpRequest, into: RequestOrigin): void {
-    const proxied = Buffer.from(res.getProxiedRemoteAddressAsText()).toString();
+  believe(source: OriginSource, fields: readonly string[], into: RequestOrigin): void {
+    const proxied = source.proxiedAddress;
     if (proxied !== '') {
       const address = plainAddress(proxied);
       into.client = address;
       into.hop = address;
       if (!this.trusts(address)) return;
     }
-    const chain = req.getHeader('x-forwarded-for');
+    const chain = allValues(fields, 'x-forwarded-for');
     if (chain !== '') into.client = this.clientFromChain(chain, into.client);
-    const proto = firstValue(req.getHeader('x-forwarded-proto')).toLowerCase();
+    const proto = firstValue(fieldValue(fields, 'x-forwarded-proto') ?? '').toLowerCase();
     if (proto === 'https' || proto === 'http') into.proto = proto;
-    const host = firstValue(req.getHeader('x-forwarded-host'));
+    const host = firstValue(fieldValue(fields, 'x-forwarded-host') ?? '');
     if (host !== '') into.forwardedHost = host;
   }
 
@@ -113,17 +120,27 @@ export class TrustedProxies {
 }
 
 /**
- * The one place a request's client address comes from (read it before anything awaits: uWS's request
- * lives only during its callback). `ownProto` is the scheme the edge itself is reached by.
+ * The one place a request's client address comes from (read it synchronously: one object is shared).
+ * `ownProto` is the scheme the edge itself is reached by.
  */
-export function requestOrigin(res: HttpResponse, req: HttpRequest, proxies: TrustedProxies | null, ownProto: string): RequestOrigin {
-  const peer = peerAddress(res);
+export function requestOrigin(source: OriginSource, fields: readonly string[], proxies: TrustedProxies | null, ownProto: string): RequestOrigin {
+  const peer = source.remoteAddress;
   origin.client = peer;
   origin.hop = peer;
   origin.proto = ownProto;
   origin.forwardedHost = '';
-  if (proxies !== null && proxies.trusts(peer)) proxies.believe(res, req, origin);
+  if (proxies !== null && proxies.trusts(peer)) proxies.believe(source, fields, origin);
   return origin;
+}
+
+/** Every value of a field, joined as one list (X-Forwarded-For may come in several lines). */
+function allValues(fields: readonly string[], lowerCaseName: string): string {
+  let joined = '';
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i]!;
+    if (name.length === lowerCaseName.length && name.toLowerCase() === lowerCaseName) joined = joined === '' ? fields[i + 1]! : `${joined}, ${fields[i + 1]!}`;
+  }
+  return joined;
 }
 
 function firstValue(header: string): string {
@@ -144,28 +161,8 @@ export function plainAddress(text: string): string {
   return address;
 }
 
-/**
- * The TCP peer's address as text. uWS gives 4 (IPv4) or 16 bytes; IPv4 addresses, the common case, are
- * formatted once and looked up by value afterwards (formatting showed up in profiles at ~4% of the
- * edge's time).
- */
-const ipv4Names = new Map<number, string>();
-export function peerAddress(res: HttpResponse): string {
-  const raw = new Uint8Array(res.getRemoteAddress());
-  let v4 = -1;
-  if (raw.byteLength === 4) v4 = ((raw[0]! << 24) | (raw[1]! << 16) | (raw[2]! << 8) | raw[3]!) >>> 0;
-  else if (raw.byteLength === 16 && isV4Mapped(raw)) v4 = ((raw[12]! << 24) | (raw[13]! << 16) | (raw[14]! << 8) | raw[15]!) >>> 0;
-  if (v4 === -1) return Buffer.from(res.getRemoteAddressAsText()).toString();
-  let name = ipv4Names.get(v4);
-  if (name === undefined) {
-    name = `${v4 >>> 24}.${(v4 >>> 16) & 255}.${(v4 >>> 8) & 255}.${v4 & 255}`;
-    if (ipv4Names.size >= 65_536) ipv4Names.clear();
-    ipv4Names.set(v4, name);
-  }
-  return name;
-}
-
-function isV4Mapped(raw: Uint8Array): boolean {
-  for (let i = 0; i < 10; i++) if (raw[i] !== 0) return false;
-  return raw[10] === 0xff && raw[11] === 0xff;
+/** The TCP peer's address as the edge prints it (IPv4-mapped IPv6 as plain IPv4). */
+export function peerAddress(remote: string | undefined): string {
+  if (remote === undefined) return '';
+  return remote.length > 7 && remote.charCodeAt(0) === 58 /* : */ ? plainAddress(remote) : remote;
 }

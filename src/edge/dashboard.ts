@@ -10,8 +10,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { HttpRequest, HttpResponse } from '../uws.js';
-import { endHeadResponse } from './responses.js';
+import type { ServerExchange } from '../http1/server.js';
+import { writeOwn } from './responses.js';
 
 interface Asset {
   body: Buffer;
@@ -70,32 +70,29 @@ export function loadDashboard(): void {
 
 /**
  * Serves a dashboard file for a GET or HEAD of one of its paths and returns true; false leaves the
- * request to the API. Called from the API-host branch of the edge's dispatch, which passes the API
- * host's own headers (HSTS when asked for) as `extraHeaders`.
+ * request to the API. Called from the API-host branch of the edge's dispatch, which passes the request's
+ * path (no query) and the API host's own headers (HSTS when asked for) as `extraHeaders`.
  */
-export function serveDashboard(res: HttpResponse, req: HttpRequest, extraHeaders: readonly (readonly [string, string])[] = []): boolean {
-  const path = req.getUrl();
+export function serveDashboard(exchange: ServerExchange, path: string, extraHeaders: readonly (readonly [string, string])[] = []): boolean {
   if (path !== '/' && !path.startsWith(DASHBOARD_PREFIX)) return false;
-  const method = req.getCaseSensitiveMethod();
+  const method = exchange.head.method;
   if (method !== 'GET' && method !== 'HEAD') return false;
   const asset = assets().get(path);
   if (asset === undefined) return false;
-  // uWS 20.30 does not count endWithoutBody(length) as a response when called inside the handler: without
-  // an abort handler it aborted the whole process on return (a HEAD / took the edge down). endHeadResponse
-  // completes the answer now; the handler stays as a guard.
-  if (method === 'HEAD') res.onAborted(() => undefined);
-  res.cork(() => {
-    res.writeStatus('200 OK');
-    res.writeHeader('content-type', asset.contentType);
-    res.writeHeader('content-security-policy', DASHBOARD_CSP);
-    res.writeHeader('x-content-type-options', 'nosniff');
-    res.writeHeader('referrer-policy', 'no-referrer');
-    res.writeHeader('x-frame-options', 'DENY');
-    res.writeHeader('cross-origin-opener-policy', 'same-origin');
-    res.writeHeader('cache-control', 'no-cache');
-    for (const [name, value] of extraHeaders) res.writeHeader(name, value);
-    if (method === 'HEAD') endHeadResponse(res, asset.body.byteLength);
-    else res.end(asset.body);
-  });
+  const fields = [
+    'content-type', asset.contentType,
+    'content-security-policy', DASHBOARD_CSP,
+    'x-content-type-options', 'nosniff',
+    'referrer-policy', 'no-referrer',
+    'x-frame-options', 'DENY',
+    'cross-origin-opener-policy', 'same-origin',
+    'cache-control', 'no-cache',
+  ];
+  for (const [name, value] of extraHeaders) fields.push(name, value);
+  exchange.attach(IGNORED_BODY);
+  writeOwn(exchange, 200, fields, asset.body);
   return true;
 }
+
+/** A GET's body (there is none to speak of) is not read by anyone. */
+const IGNORED_BODY = { onRequestBody(): void {}, onAborted(): void {} };

@@ -1,9 +1,14 @@
 /**
- * One HTTP exchange through a tunnel, on the edge's side: the request goes out as OPEN (+ DATA) frames
- * within the stream's and the connection's credit; the response comes back as RESPONSE (+ DATA) and is
- * written to a sink: the public client's socket (PublicHttpStream) or memory, for a replay
- * (ReplayHttpStream). Either way the exchange is captured, and the capture is committed before the
- * last byte of the response leaves (DESIGN.md section 3, "Nothing lost").
+ * One HTTP exchange through a tunnel, on the edge's side: the request goes out as OPEN (+ DATA, +
+ * TRAILERS) frames within the stream's and the connection's credit; the response comes back as INFO
+ * (interim answers), RESPONSE (+ DATA, + TRAILERS) and is written to a sink: the public client's socket
+ * (PublicHttpStream) or memory, for a replay (ReplayHttpStream). Either way the exchange is captured,
+ * and the capture is committed before the last byte of the response leaves (DESIGN.md section 3,
+ * "Nothing lost").
+ *
+ * An upgrade request (OPEN with `upgrade`) answered 101 switches the stream to raw bytes: DATA both
+ * ways under the same credit, `end` as each direction's FIN; the handshake is captured when the 101
+ * arrives (docs/protocol.md section 13), the bytes that follow are not.
  */
 import { ERROR_CODES, type ErrorCode } from '../errors.js';
 import { encode } from '../protocol/codec.js';
@@ -11,7 +16,7 @@ import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import type { RingHandle, StoredCapture } from '../store/captures.js';
 import { CaptureBuffer } from '../capture-buffer.js';
-import { checkResponseHeaders, statusKind, StatusKind, type ResponseHead } from './response-head.js';
+import { checkResponseHeaders, checkTrailers, reasonProblem, statusKind, StatusKind, type ResponseHead } from './response-head.js';
 import type { StreamHost } from './stream-host.js';
 
 const EMPTY: string[] = [];
@@ -24,10 +29,12 @@ const EMPTY: string[] = [];
  * response had started. Frames for a stream that left the session's table are ignored by the session.
  */
 export const enum HttpStreamState {
-  /** OPEN sent; waiting for the final response head (informational 1xx heads are dropped). */
+  /** OPEN sent; waiting for the final response head (INFO heads may come first). */
   AWAITING_HEAD,
-  /** The final head arrived; body frames follow until one carries end. */
+  /** The final head arrived; body frames follow until one carries end (or TRAILERS come). */
   RECEIVING_BODY,
+  /** A 101 to an upgrade request: raw bytes both ways until both directions ended. */
+  UPGRADED,
   /** The client's last frame arrived: the capture commits, then the last bytes go out. */
   COMPLETE,
   /** Ended early: the edge answered instead (timeout, tunnel closed, RESET, a bad frame) or the public client left. */
@@ -38,14 +45,17 @@ const enum AfterCapture {
   NOTHING,
   END,
   FAIL,
+  SWITCH,
 }
 
 export interface RequestHead {
   method: string;
-  /** Path and query, as received. */
-  path: string;
+  /** The request target sent to the local server: origin-form (or `*`), as received. */
+  target: string;
   headers: string[];
   clientAddress: string;
+  /** An upgrade request: a 101 switches the stream to raw bytes. */
+  upgrade: boolean;
 }
 
 export abstract class EdgeHttpStream {
@@ -64,8 +74,10 @@ export abstract class EdgeHttpStream {
   // Request body, edge → client.
   readonly sendCredit: SendCredit;
   private pending: Buffer[] = [];
-  /** The whole request body was received from the public side. */
+  /** The whole request body was received from the public side (after a 101: the public side's FIN). */
   protected requestFinished = false;
+  /** Trailer fields that end the request body: sent after its last bytes. */
+  private requestTrailers: string[] | null = null;
   protected requestPaused = false;
   readonly requestCapture: CaptureBuffer;
 
@@ -90,6 +102,11 @@ export abstract class EdgeHttpStream {
   /** The RESPONSE frame as received, and whether it carried the whole body. */
   private responseFrame: Uint8Array | null = null;
   private responseHasBody = false;
+  /** After a 101: the client's direction ended (DATA end, or a FIN it relayed). */
+  protected rawReceiveEnded = false;
+  /** The reason phrase and trailers of the final response, as the client sent them. */
+  reason = '';
+  protected responseTrailers: string[] | null = null;
   /** What to do once the capture is committed, and what for. */
   private then: AfterCapture = AfterCapture.NOTHING;
   private pendingLast: Uint8Array | null = null;
@@ -119,6 +136,11 @@ export abstract class EdgeHttpStream {
     return this.state >= HttpStreamState.COMPLETE;
   }
 
+  /** Switched to raw bytes (a 101 to an upgrade). */
+  get upgraded(): boolean {
+    return this.state === HttpStreamState.UPGRADED;
+  }
+
   /** The final response head was accepted. */
   get responseStarted(): boolean {
     return this.response !== null;
@@ -132,7 +154,8 @@ export abstract class EdgeHttpStream {
     let inline = body;
     if (size > 0 && !takeWholeCredit(size, this.session.settings.maxFrameBody, this.sendCredit, this.session.connectionSend)) inline = null;
     const complete = end && (size === 0 || inline !== null);
-    const frame = encode([FrameType.OPEN, this.id, this.requestId, this.head.method, this.head.path, this.head.headers, this.head.clientAddress, inline, complete]);
+    const head = this.head;
+    const frame = encode([FrameType.OPEN, this.id, this.requestId, head.method, head.target, head.headers, head.clientAddress, inline, complete, head.upgrade]);
     this.openFrame = frame;
     if (this.session.timesHops) this.openedAt = performance.now();
     if (inline !== null && size > 0) {
@@ -176,19 +199,22 @@ export abstract class EdgeHttpStream {
     const connection = this.session.connectionSend;
     let offset = 0;
     const length = chunk.byteLength;
+    const trailers = last ? this.requestTrailers : null;
     if (length === 0) {
-      if (last) this.session.send(encode([FrameType.DATA, this.id, null, true]));
+      if (last) this.session.send(trailers === null ? encode([FrameType.DATA, this.id, null, true]) : encode([FrameType.TRAILERS, this.id, trailers]));
       return 0;
     }
     while (offset < length) {
       const size = takeFrameCredit(length - offset, maxFrame, this.sendCredit, connection);
       if (size === 0) break;
       const end = last && offset + size === length;
-      const frame = encode([FrameType.DATA, this.id, chunk.subarray(offset, offset + size), end]);
-      // The frame ends with the bytes and a one-byte boolean (as OPEN does).
-      if (capture) this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
+      const frame = encode([FrameType.DATA, this.id, chunk.subarray(offset, offset + size), end && trailers === null]);
+      // The frame ends with the bytes and a one-byte boolean (as OPEN does). A switched stream's bytes
+      // are not captured (its handshake was).
+      if (capture && this.state !== HttpStreamState.UPGRADED) this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
       this.session.send(frame);
       offset += size;
+      if (end && trailers !== null) this.session.send(encode([FrameType.TRAILERS, this.id, trailers]));
     }
     // The timeout runs from the last progress: a local server that reads a large body slowly is fine.
     if (offset > 0) this.deadline = Date.now() + this.session.requestTimeoutMs;
@@ -200,7 +226,7 @@ export abstract class EdgeHttpStream {
     if (from < chunk.byteLength) {
       const copy = Buffer.copyBytesFrom(chunk, from);
       this.pending.push(copy);
-      this.requestCapture.addOwned(copy);
+      if (this.state !== HttpStreamState.UPGRADED) this.requestCapture.addOwned(copy);
     }
     if (last) this.requestFinished = true;
     if (this.connectionBlocked()) this.session.blocked.add(this);
@@ -236,6 +262,11 @@ export abstract class EdgeHttpStream {
     this.drain();
   }
 
+  /** Trailer fields of the request (before its body's last call): they go as TRAILERS after the body. */
+  setRequestTrailers(fields: string[]): void {
+    this.requestTrailers = fields.length > 0 ? fields : null;
+  }
+
   /** Request body bytes held while waiting for credit. */
   get bufferedRequestBytes(): number {
     let bytes = 0;
@@ -253,7 +284,7 @@ export abstract class EdgeHttpStream {
    * A RESPONSE frame (`frame`: the whole message). Its body is a view of the session's own copy of the
    * message: it may be kept. The session did the flow-control accounting of the body already.
    */
-  onResponse(status: number, headers: string[], body: Uint8Array | null, end: boolean, frame: Uint8Array): void {
+  onResponse(status: number, reason: string, headers: string[], body: Uint8Array | null, end: boolean, frame: Uint8Array): void {
     const size = body === null ? 0 : body.byteLength;
     if (this.state !== HttpStreamState.AWAITING_HEAD) {
       this.refuse(`a second RESPONSE on stream ${this.id}`, size);
@@ -261,42 +292,125 @@ export abstract class EdgeHttpStream {
     }
     const kind = statusKind(status);
     if (kind === StatusKind.INFORMATIONAL) {
-      // uWS 20.30 cannot write an interim response before the final one, so 1xx heads (100, 102, 103
-      // Early Hints) are dropped; one may not end the exchange or carry a body.
-      if (end || size > 0) this.refuse(`the informational status ${status} cannot end the response or carry a body`, size);
+      this.refuse(`the informational status ${status} in RESPONSE (interim answers are INFO frames)`, size);
       return;
     }
     if (kind === StatusKind.INVALID) {
-      this.refuse(status === 101 ? '101 Switching Protocols on an HTTP stream' : `the status ${status} is not a final HTTP status (200-599)`, size);
+      this.refuse(`the status ${status} is not an HTTP status (100-599)`, size);
       return;
     }
-    const checked = checkResponseHeaders(headers);
+    if (kind === StatusKind.SWITCHING && !this.head.upgrade) {
+      this.refuse('101 Switching Protocols on a stream that asked for no upgrade', size);
+      return;
+    }
+    const switching = kind === StatusKind.SWITCHING;
+    const checked = reasonProblem(reason) ?? checkResponseHeaders(headers, switching);
     if (typeof checked === 'string') {
       this.refuse(checked, size);
       return;
     }
-    this.state = HttpStreamState.RECEIVING_BODY;
     if (this.session.timesHops) this.respondedAt = performance.now();
     this.response = checked;
-    this.bodyLimit = this.head.method === 'HEAD' || status === 204 || status === 304 ? 0 : checked.contentLength;
     this.responseFrame = frame;
-    this.responseHasBody = end && size > 0;
     this.status = status;
+    this.reason = reason;
     this.responseHeaders = headers;
+    if (switching) {
+      this.switchStream(body, end);
+      return;
+    }
+    this.state = HttpStreamState.RECEIVING_BODY;
+    this.bodyLimit = this.head.method === 'HEAD' || status === 204 || status === 304 ? 0 : checked.contentLength;
+    this.responseHasBody = end && size > 0;
     this.startResponse();
     if (size > 0) this.onResponseBody(body!, end);
     else if (end) this.finish();
   }
 
+  /** An INFO frame: an interim answer (100, 102, 103, …) before the final one, passed on as it came. */
+  onInfo(status: number, reason: string, headers: string[]): void {
+    if (this.state !== HttpStreamState.AWAITING_HEAD) {
+      this.refuse(`INFO after the final response on stream ${this.id}`, 0);
+      return;
+    }
+    if (statusKind(status) !== StatusKind.INFORMATIONAL) {
+      this.refuse(`INFO with the status ${status} (only 1xx other than 101)`, 0);
+      return;
+    }
+    const checked = reasonProblem(reason) ?? checkResponseHeaders(headers);
+    if (typeof checked === 'string') {
+      this.refuse(checked, 0);
+      return;
+    }
+    // An interim answer is progress: the local server is working on it.
+    this.deadline = Date.now() + this.session.requestTimeoutMs;
+    this.interim(status, reason, checked.headers);
+  }
+
+  /** A TRAILERS frame from the client: trailer fields, and the end of the response body. */
+  onTrailers(headers: string[]): void {
+    if (this.state === HttpStreamState.UPGRADED) {
+      this.refuse(`TRAILERS on the switched stream ${this.id}`, 0);
+      return;
+    }
+    if (this.state !== HttpStreamState.RECEIVING_BODY) {
+      this.refuse(`TRAILERS before RESPONSE on stream ${this.id}`, 0);
+      return;
+    }
+    const checked = checkTrailers(headers);
+    if (typeof checked === 'string') {
+      this.refuse(checked, 0);
+      return;
+    }
+    this.responseTrailers = checked;
+    this.finish();
+  }
+
   /** A DATA frame from the client (its chunk a view of the session's copy of the message). */
   onData(chunk: Uint8Array | null, end: boolean): void {
     const size = chunk === null ? 0 : chunk.byteLength;
+    if (this.state === HttpStreamState.UPGRADED) {
+      if (this.rawReceiveEnded) {
+        this.refuse(`DATA after the end of the switched stream ${this.id}`, size);
+        return;
+      }
+      if (end) this.rawReceiveEnded = true;
+      this.writeRaw(chunk, end);
+      return;
+    }
     if (this.state !== HttpStreamState.RECEIVING_BODY) {
       this.refuse(`DATA before RESPONSE on stream ${this.id}`, size);
       return;
     }
     if (size > 0) this.onResponseBody(chunk!, end);
     else if (end) this.finish();
+  }
+
+  /**
+   * A 101 to the upgrade: the handshake is captured now (the bytes that follow are not), and once it is
+   * committed the public connection switches (AfterCapture.SWITCH). Bytes that came with the 101 wait
+   * for the switch like any raw bytes.
+   */
+  private switchStream(body: Uint8Array | null, end: boolean): void {
+    this.state = HttpStreamState.UPGRADED;
+    this.durationMs = Math.round(performance.now() - this.startedAt);
+    this.requestFinished = false;
+    this.then = AfterCapture.SWITCH;
+    this.capture();
+    if ((body !== null && body.byteLength > 0) || end) {
+      if (end) this.rawReceiveEnded = true;
+      this.writeRaw(body, end);
+    }
+  }
+
+  /** After a 101: both directions ended, the stream leaves the table (nothing more to capture). */
+  protected rawEnded(): void {
+    if (this.state !== HttpStreamState.UPGRADED) return;
+    this.state = HttpStreamState.COMPLETE;
+    this.pending = [];
+    this.session.endStream(this);
+    this.releaseConnectionCredit();
+    this.session.upgradeEnded(this);
   }
 
   private onResponseBody(chunk: Uint8Array, end: boolean): void {
@@ -366,6 +480,10 @@ export abstract class EdgeHttpStream {
 
   /** The edge answers instead of the local server (timeout, tunnel closed, local unreachable). */
   fail(code: ErrorCode, message: string = ERROR_CODES[code].message): void {
+    if (this.state === HttpStreamState.UPGRADED) {
+      this.rawFailed();
+      return;
+    }
     if (this.closed) return;
     this.error = code;
     this.durationMs = Math.round(performance.now() - this.startedAt);
@@ -379,8 +497,24 @@ export abstract class EdgeHttpStream {
     this.capture();
   }
 
+  /** The switched stream is cut (RESET, the tunnel closed, the public socket failed): it ends at once. */
+  private rawFailed(): void {
+    if (this.state !== HttpStreamState.UPGRADED) return;
+    this.state = HttpStreamState.RESET;
+    this.pending = [];
+    this.session.endStream(this);
+    this.releaseConnectionCredit();
+    this.cutRaw();
+    this.session.upgradeEnded(this);
+  }
+
   /** The public side went away: tell the client, capture what there was. */
   protected abandoned(): void {
+    if (this.state === HttpStreamState.UPGRADED) {
+      this.session.send(encode([FrameType.RESET, this.id, ResetCode.CANCEL, 'the public client closed the connection']));
+      this.rawFailed();
+      return;
+    }
     if (this.closed) return;
     this.error ??= 'CLIENT_CLOSED';
     this.durationMs = Math.round(performance.now() - this.startedAt);
@@ -395,6 +529,10 @@ export abstract class EdgeHttpStream {
 
   /** A RESET from the client. */
   onReset(code: number, message: string): void {
+    if (this.state === HttpStreamState.UPGRADED) {
+      this.rawFailed();
+      return;
+    }
     const reason = message === '' ? undefined : message;
     if (code === ResetCode.LOCAL_UNREACHABLE || code === ResetCode.LOCAL_ERROR) this.fail('LOCAL_UNREACHABLE', reason);
     else this.fail('TUNNEL_CLOSED', reason);
@@ -420,6 +558,8 @@ export abstract class EdgeHttpStream {
     } else if (then === AfterCapture.FAIL) {
       const failure = this.edgeFailure!;
       this.failResponse(failure.code, failure.message);
+    } else if (then === AfterCapture.SWITCH && this.state === HttpStreamState.UPGRADED) {
+      this.switchProtocols();
     }
   }
 
@@ -443,7 +583,7 @@ export abstract class EdgeHttpStream {
       tokenId: this.session.tokenId,
       clientAddress: this.head.clientAddress,
       method: this.head.method,
-      path: this.head.path,
+      path: this.head.target,
       status: this.status,
       receivedAt: this.receivedAt,
       durationMs: this.durationMs < 0 ? Math.round(performance.now() - this.startedAt) : this.durationMs,
@@ -469,7 +609,7 @@ export abstract class EdgeHttpStream {
     this.fail(code, message);
   }
 
-  /** Called by the session's coarse timer. */
+  /** Called by the session's coarse timer (a switched stream has no deadline: the two ends' own pings rule). */
   checkDeadline(now: number): void {
     if (!this.responseStarted && now >= this.deadline) {
       this.cancel('LOCAL_TIMEOUT', `The local server did not answer within ${this.session.requestTimeoutMs} ms.`);
@@ -478,6 +618,14 @@ export abstract class EdgeHttpStream {
 
   /** Status and headers arrived. */
   protected abstract startResponse(): void;
+  /** An interim answer (checked, hop-by-hop fields left out). */
+  protected abstract interim(status: number, reason: string, headers: string[]): void;
+  /** The 101's capture is committed: the public connection switches to raw bytes. */
+  protected abstract switchProtocols(): void;
+  /** Raw bytes from the client after a 101 (a view the sink may keep), `end` its FIN. */
+  protected abstract writeRaw(chunk: Uint8Array | null, end: boolean): void;
+  /** The switched stream was cut: close the public socket at once. */
+  protected abstract cutRaw(): void;
   /** A middle chunk of the response body (a view valid during the call). */
   protected abstract writeBody(chunk: Uint8Array): void;
   /** The last bytes (owned, or a view when the capture is off) and the end of the response. */

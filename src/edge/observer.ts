@@ -8,7 +8,6 @@ import { CLOSE_CODE_BASE } from '../protocol/constants.js';
 import type { AccessLog } from './access-log.js';
 import type { EdgeHttpStream } from './http-stream.js';
 import type { EdgeMetrics, RefusalSource } from './metrics.js';
-import type { PassthroughStream } from './passthrough.js';
 import type { TunnelSession } from './session.js';
 
 const NORMAL_CLOSURE = 1000;
@@ -42,11 +41,16 @@ export class EdgeObserver {
 
   // ---- public requests --------------------------------------------------------------------------------
 
-  /** A public exchange through a tunnel ended: answered, failed by the edge, or abandoned by the client. */
-  exchangeEnded(stream: EdgeHttpStream): void {
+  /**
+   * A public exchange through a tunnel ended: answered, failed by the edge, or abandoned by the client;
+   * an upgraded one (status 101) when both its directions ended or it was cut, with the bytes that
+   * passed each way after the 101 (`raw`). Counted with the requests either way.
+   */
+  exchangeEnded(stream: EdgeHttpStream, raw: { bytesIn: number; bytesOut: number } | null = null): void {
     const now = performance.now();
-    const bytesIn = stream.requestCapture.size;
-    const bytesOut = stream.responseCapture.size;
+    // An upgraded connection counts the bytes that passed after its 101 (the request and 101 have none).
+    const bytesIn = raw === null ? stream.requestCapture.size : raw.bytesIn;
+    const bytesOut = raw === null ? stream.responseCapture.size : raw.bytesOut;
     const durationMs = now - stream.startedAt;
     const metrics = this.metrics;
     if (metrics !== null) {
@@ -59,37 +63,11 @@ export class EdgeObserver {
       receivedAt: stream.receivedAt,
       subdomain: stream.session.subdomain,
       method: stream.head.method,
-      path: stream.head.path,
+      path: stream.head.target,
       status: stream.status,
       bytesIn,
       bytesOut,
       durationMs,
-      clientAddress: stream.head.clientAddress,
-      requestId: stream.requestId,
-      error: stream.error,
-    });
-  }
-
-  /**
-   * A public WebSocket passthrough ended: refused by the local server or the edge, abandoned during the
-   * upgrade, or closed after 101. Counted with the requests (not in the duration histograms: a
-   * WebSocket's lifetime is not a request's latency); bytes are message payloads.
-   */
-  passthroughEnded(stream: PassthroughStream): void {
-    const metrics = this.metrics;
-    if (metrics !== null) {
-      metrics.request(stream.status, stream.bytesIn, stream.bytesOut);
-      if (stream.error !== null && stream.error !== 'CLIENT_CLOSED') metrics.refused('public', stream.error);
-    }
-    this.accessLog?.write({
-      receivedAt: stream.receivedAt,
-      subdomain: stream.session.subdomain,
-      method: stream.head.method,
-      path: stream.head.path,
-      status: stream.status,
-      bytesIn: stream.bytesIn,
-      bytesOut: stream.bytesOut,
-      durationMs: performance.now() - stream.startedAt,
       clientAddress: stream.head.clientAddress,
       requestId: stream.requestId,
       error: stream.error,

@@ -18,12 +18,12 @@ import type { QueueDriver } from '../api/types.js';
 import type { CaptureRecord } from '../store/captures.js';
 import type { QueuedEvent } from '../store/offline-queue.js';
 import type { Store } from '../store/store.js';
-import type { HttpRequest, HttpResponse } from '../uws.js';
+import type { ServerExchange } from '../http1/server.js';
 import type { PublicRequestHead } from './headers.js';
 import type { EdgeObserver } from './observer.js';
 import type { EdgeRegistry } from './registry.js';
 import { gatherBody } from './request-framing.js';
-import { endHeadResponse, statusLine, writePublicError } from './responses.js';
+import { writeOwn, writePublicError } from './responses.js';
 import type { TunnelSession } from './session.js';
 
 export interface OfflineQueueOptions {
@@ -78,7 +78,7 @@ export class OfflineQueue implements QueueDriver {
    * Answers a public request when the offline rules apply (the hook in Edge.servePublic): true when it
    * did. With a live tunnel and nothing held this is one Set lookup.
    */
-  serves(res: HttpResponse, req: HttpRequest, head: PublicRequestHead, subdomain: string, clientAddress: string): boolean {
+  serves(exchange: ServerExchange, path: string, head: PublicRequestHead, subdomain: string, clientAddress: string): boolean {
     const live = this.registry.session(subdomain) !== undefined;
     if (live && !this.backlogged.has(subdomain)) return false;
     const reservation = this.store.getReservation(subdomain);
@@ -89,40 +89,29 @@ export class OfflineQueue implements QueueDriver {
     if (!live) {
       if (mode === 'off') return false;
       if (mode === 'reject') {
-        if (this.observer?.watching === true) {
-          const query = req.getQuery();
-          this.observer.publicRefused('TUNNEL_UNAVAILABLE', 503, subdomain, req.getCaseSensitiveMethod(), query ? `${req.getUrl()}?${query}` : req.getUrl(), clientAddress);
-        }
-        writePublicError(res, 'TUNNEL_UNAVAILABLE', `No tunnel is connected on ${subdomain}; retry later.`, false, this.retryAfter);
+        if (this.observer?.watching === true) this.observer.publicRefused('TUNNEL_UNAVAILABLE', 503, subdomain, exchange.head.method, path, clientAddress);
+        writePublicError(exchange, 'TUNNEL_UNAVAILABLE', `No tunnel is connected on ${subdomain}; retry later.`, false, this.retryAfter);
         return true;
       }
     }
-    this.accept(res, req, head, subdomain, reservation.accountId, clientAddress);
+    this.accept(exchange, path, head, subdomain, reservation.accountId, clientAddress);
     return true;
   }
 
-  private accept(res: HttpResponse, req: HttpRequest, head: PublicRequestHead, subdomain: string, accountId: string, clientAddress: string): void {
-    const method = req.getCaseSensitiveMethod();
-    const url = req.getUrl();
-    const query = req.getQuery();
-    const path = query ? `${url}?${query}` : url;
-    const exchange = { aborted: false };
-    res.onAborted(() => {
-      exchange.aborted = true;
-    });
+  private accept(exchange: ServerExchange, path: string, head: PublicRequestHead, subdomain: string, accountId: string, clientAddress: string): void {
+    const method = exchange.head.method;
     const limit = this.maxEventBody;
     const tooLarge = (): void => {
       this.observer?.publicRefused('PAYLOAD_TOO_LARGE', 413, subdomain, method, path, clientAddress);
-      writePublicError(res, 'PAYLOAD_TOO_LARGE', `A held request body may be at most ${limit} bytes.`, true);
+      writePublicError(exchange, 'PAYLOAD_TOO_LARGE', `A held request body may be at most ${limit} bytes.`, true);
     };
-    gatherBody(res, head, limit, () => exchange.aborted, tooLarge, (body) => {
-      this.enqueue(res, exchange, { subdomain, accountId, method, path, headers: head.headers, body: body === null || body.byteLength === 0 ? null : body, clientAddress });
+    gatherBody(exchange, head, limit, tooLarge, (body) => {
+      this.enqueue(exchange, { subdomain, accountId, method, path, headers: head.headers, body: body === null || body.byteLength === 0 ? null : body, clientAddress });
     });
   }
 
   private enqueue(
-    res: HttpResponse,
-    exchange: { aborted: boolean },
+    exchange: ServerExchange,
     input: { subdomain: string; accountId: string; method: string; path: string; headers: string[]; body: Uint8Array | null; clientAddress: string },
   ): void {
     const { subdomain } = input;
@@ -137,25 +126,21 @@ export class OfflineQueue implements QueueDriver {
       .enqueue({ ...input, dedupeKey }, { events: limits.queuedEvents, bytes: limits.queuedBytes })
       .then(
         (outcome) => {
-          if (exchange.aborted) return;
+          if (exchange.dead) return;
           if ('full' in outcome) {
             this.observer?.publicRefused('QUEUE_FULL', 503, subdomain, input.method, input.path, input.clientAddress);
-            res.cork(() => writePublicError(res, 'QUEUE_FULL', `The offline queue of ${subdomain} is full: ${outcome.full}.`, false, this.retryAfter));
+            writePublicError(exchange, 'QUEUE_FULL', `The offline queue of ${subdomain} is full: ${outcome.full}.`, false, this.retryAfter);
             return;
           }
           const { event, duplicate } = outcome;
           const body = JSON.stringify({ event_id: event.id, state: event.state, duplicate });
           this.observed(input, receivedAt, startedAt, event.id, Buffer.byteLength(body));
-          res.cork(() => {
-            res.writeStatus(statusLine(202)).writeHeader('burrow-event-id', event.id).writeHeader('content-type', 'application/json');
-            if (input.method === 'HEAD') endHeadResponse(res, Buffer.byteLength(body));
-            else res.end(body);
-          });
+          writeOwn(exchange, 202, ['burrow-event-id', event.id, 'content-type', 'application/json'], body);
         },
         (error: Error) => {
           this.log(`offline queue: enqueue on ${subdomain} failed: ${error.stack ?? error.message}`);
           this.observer?.publicRefused('INTERNAL_ERROR', 500, subdomain, input.method, input.path, input.clientAddress);
-          if (!exchange.aborted) res.cork(() => writePublicError(res, 'INTERNAL_ERROR'));
+          if (!exchange.dead) writePublicError(exchange, 'INTERNAL_ERROR');
         },
       )
       .finally(() => {
@@ -359,7 +344,7 @@ export function duplicateKeyOf(headers: readonly string[], body: Uint8Array | nu
   let stripe = false;
   for (let i = 0; i < headers.length; i += 2) {
     const value = headers[i + 1]!;
-    switch (headers[i]) {
+    switch (headers[i]!.toLowerCase()) {
       case 'x-github-delivery':
         if (value !== '') return `github:${value}`;
         break;

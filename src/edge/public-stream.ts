@@ -1,97 +1,194 @@
 /**
- * The public side of an HTTP exchange: a uWebSockets.js response.
+ * The public side of an HTTP exchange through a tunnel: a request read from the edge's public listener
+ * (src/http1/server.ts) and the answer written back to it.
  *
- * Response frames arrive inside the tunnel WebSocket's message callback, where uWS has corked the
- * tunnel's socket; corking the public socket there is impossible, so every write would be its own
- * syscall (measured: status line, each header, body, separately). Writes are therefore deferred: the
- * stream queues what it received (views of the session's copy of each message, no further copy) and the
- * session's flush, outside any uWS callback, writes it corked, in one syscall per response.
+ * Response frames arrive inside the tunnel WebSocket's message callback; the stream queues what it
+ * received (views of the session's copy of each message, no further copy) and the session's end-of-turn
+ * flush writes it corked, one syscall per response. Interim answers (INFO) go out the same way, before
+ * the final head. Credit for response bytes goes back to the client only once the public socket took
+ * them, so a slow public reader slows the local server instead of filling the edge's memory.
  *
- * Writes honour the socket's backpressure (`tryEnd`/`onWritable`); credit for response bytes goes back
- * to the client only once uWS took them, so a slow public reader slows the local server instead of
- * filling the edge's memory.
+ * The request body goes out as one OPEN when it is small and whole (the fast path), else as DATA within
+ * credit; the public socket is not read while the stream has no credit. `Expect: 100-continue` skips the
+ * fast path: the body comes only once the local server's 100 went out.
+ *
+ * After a 101 to an upgrade the connection's socket is this stream's: raw bytes both ways as DATA, each
+ * direction's FIN as `end`, the socket paused while credit is short (docs/protocol.md section 13).
  */
+import type { Socket } from 'node:net';
 import type { ErrorCode } from '../errors.js';
-import type { HttpResponse } from '../uws.js';
+import type { ExchangeSink, ServerExchange } from '../http1/server.js';
+import { dropHopByHop } from '../protocol/headers.js';
 import { EdgeHttpStream, type RequestHead } from './http-stream.js';
-import type { HeaderValue } from './response-head.js';
-import { endHeadResponse, statusLine, writePublicError } from './responses.js';
+import { writePublicError } from './responses.js';
 import type { StreamHost } from './stream-host.js';
 
 /**
- * Where the public response is. Only IDLE and STREAMING may touch the HttpResponse; DONE and ABORTED
- * never do again, whatever arrives later (uWS aborts the process on a write to a finished response).
+ * Where the public response is. Only IDLE and STREAMING write to the exchange; DONE and ABORTED never do
+ * again, whatever arrives later. RAW: the socket switched protocols and is this stream's.
  */
 export const enum PublicState {
-  /** Nothing written to the public client yet: an error can still be a clean 502. */
+  /** Nothing written to the public client yet (interim answers aside): an error can still be a clean 502. */
   IDLE,
   /** The head is written; body bytes go out as they come. */
   STREAMING,
   /** The socket is full: onWritable carries on. */
   DRAINING,
+  /** After a 101: raw bytes on the socket. */
+  RAW,
   /** Ended, failed or cut. */
   DONE,
-  /** The public client went away (uWS onAborted): the HttpResponse is gone. */
+  /** The public client went away: the exchange is gone. */
   ABORTED,
 }
 
-export class PublicHttpStream extends EdgeHttpStream {
+/** How the request body leaves: gathered into one OPEN of this many bytes, or streamed (-1). */
+export interface RequestIntake {
+  gather: number;
+  /** The most body bytes taken before 413 (streamed bodies; a gathered one is within it already). */
+  limit: number;
+}
+
+const EMPTY = new Uint8Array(0);
+
+export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
   publicState = PublicState.IDLE;
   private contentLength = -1;
-  private headers: HeaderValue[] = [];
   /** Response body bytes received from the tunnel so far. */
   private bodyBytes = 0;
-  /** Body bytes received and not yet taken by uWS, in order. */
+  /** Body bytes received and not yet handed to the writer, in order. */
   private chunks: Uint8Array[] = [];
   /** The end of a Content-Length body, held back until the capture is committed. */
   private tail: Uint8Array | null = null;
   /** The response may end once `chunks` is written (the capture is committed). */
   private endRequested = false;
   private failure: { code: ErrorCode; message: string } | null = null;
+  /** A refusal waits for the rest of the request body to be read and dropped (a 413). */
+  private refusalWaits = false;
+  /** Interim answers waiting for the turn's end. */
+  private interims: [number, string, string[]][] | null = null;
   /** Waiting in the session's write queue. */
   private writeScheduled = false;
-  /** Chunked-mode bytes uWS buffered under backpressure: their credit waits for onWritable. */
+  /** Bytes the writer (or, after a 101, the socket) took while full: their credit waits for it to drain. */
   private unacknowledged = 0;
+
+  // The request body on its way in.
+  private gather: number;
+  private gathered: Buffer[] | null = null;
+  private gatheredBytes = 0;
+  private received = 0;
+  private readonly limit: number;
+
+  // After a 101.
+  private socket: Socket | null = null;
+  /** Raw bytes (and the FIN) from the client that came before the socket was handed over. */
+  private early: Uint8Array[] | null = null;
+  private earlyEnd = false;
+  private rawWriteEnded = false;
+  /** Public bytes passed through after a 101, each way (the access log's counts). */
+  bytesIn = 0;
+  bytesOut = 0;
 
   constructor(
     id: number,
     session: StreamHost,
     head: RequestHead,
-    private readonly res: HttpResponse,
-    private readonly isHead: boolean,
+    private readonly exchange: ServerExchange,
+    intake: RequestIntake,
   ) {
     super(id, session, head, null);
+    this.gather = intake.gather;
+    this.limit = intake.limit;
   }
 
-  /** The HttpResponse may no longer be touched. */
+  /** The exchange may no longer be written to. */
   private get over(): boolean {
     return this.publicState >= PublicState.DONE;
   }
 
-  /** uWS calls this when the public client goes away before the response ended. */
+  // ---- the request body (ExchangeSink) --------------------------------------------------------------
+
+  onRequestBody(chunk: Buffer | null, last: boolean): void {
+    if (this.gather >= 0) {
+      if (chunk !== null && chunk.byteLength > 0) {
+        (this.gathered ??= []).push(chunk);
+        this.gatheredBytes += chunk.byteLength;
+      }
+      if (!last) return;
+      this.gather = -1;
+      const parts = this.gathered;
+      this.gathered = null;
+      // Usually one chunk, passed on without a copy.
+      const body = parts === null ? null : parts.length === 1 ? parts[0]! : Buffer.concat(parts, this.gatheredBytes);
+      this.sendOpen(body, true);
+      return;
+    }
+    // A request without a body went as one OPEN that ended it: its end here is already known.
+    if (this.closed || this.upgraded || this.requestFinished) return;
+    if (chunk !== null) {
+      this.received += chunk.byteLength;
+      if (this.received > this.limit) {
+        // The stream is cancelled now; the 413 waits until the rest of the body was read and dropped
+        // (bounded), then closes the connection.
+        this.refusalWaits = true;
+        this.cancel('PAYLOAD_TOO_LARGE', `The request body is larger than ${this.limit} bytes.`);
+        this.exchange.discardBody(() => {
+          this.refusalWaits = false;
+          if (this.failure !== null) this.scheduleWrite();
+        });
+        return;
+      }
+    }
+    this.sendBody(chunk ?? EMPTY, last);
+  }
+
+  onRequestTrailers(fields: string[]): void {
+    if (!this.closed) this.setRequestTrailers(dropHopByHop(fields));
+  }
+
+  /** The connection ended before the response did (the client left, a timeout, a broken request). */
   onAborted(): void {
     const wasOver = this.over;
     this.publicState = PublicState.ABORTED;
     this.chunks = [];
     this.tail = null;
+    this.interims = null;
     if (!wasOver) this.abandoned();
     this.releaseConnectionCredit();
   }
 
+  /** The writer took what waited: credit goes back, and what waits next is written. */
+  onWritable(): void {
+    if (this.over) return;
+    if (this.publicState === PublicState.DRAINING) this.publicState = PublicState.STREAMING;
+    const bytes = this.unacknowledged;
+    this.unacknowledged = 0;
+    this.consumed(bytes);
+    this.flushWrites();
+  }
+
   protected pauseRequest(): void {
     this.requestPaused = true;
-    if (this.publicState !== PublicState.ABORTED) this.res.pause();
+    if (this.socket !== null) this.socket.pause();
+    else if (this.publicState !== PublicState.ABORTED) this.exchange.pauseBody();
   }
 
   protected resumeRequest(): void {
     this.requestPaused = false;
-    if (this.publicState !== PublicState.ABORTED) this.res.resume();
+    if (this.socket !== null) this.socket.resume();
+    else if (this.publicState !== PublicState.ABORTED) this.exchange.resumeBody();
+  }
+
+  // ---- the response -------------------------------------------------------------------------------
+
+  protected interim(status: number, reason: string, headers: string[]): void {
+    if (this.over) return;
+    (this.interims ??= []).push([status, reason, headers]);
+    this.scheduleWrite();
   }
 
   protected startResponse(): void {
-    const response = this.response!;
-    this.headers = response.headers;
-    this.contentLength = response.contentLength;
+    this.contentLength = this.response!.contentLength;
     // Nothing held back (issue 13): the head goes out at the end of this turn even if no body byte
     // came with it; a body that arrived in the same turn still leaves with it, in one write.
     this.scheduleWrite();
@@ -149,148 +246,183 @@ export class PublicHttpStream extends EdgeHttpStream {
     this.session.deferWrite(this);
   }
 
-  /** Called by the session's flush, outside any uWS callback: writes what waits, corked. */
+  /** Called by the session's flush, outside any socket callback: writes what waits, corked. */
   flushWrites(): void {
     this.writeScheduled = false;
     if (this.over) return;
-    corking = this;
-    this.res.cork(writeCorked);
+    const exchange = this.exchange;
+    exchange.cork();
+    this.writeNow();
+    exchange.uncork();
   }
 
-  /** Writes what waits (the public socket is corked by the caller or by uWS). */
-  writeNow(): boolean {
+  /** Writes what waits (corked by the caller). */
+  private writeNow(): void {
     const state = this.publicState;
-    if (state >= PublicState.DONE) return true;
+    if (state >= PublicState.RAW) return;
+    const exchange = this.exchange;
     const failure = this.failure;
     if (failure !== null) {
+      if (this.refusalWaits) return;
       this.publicState = PublicState.DONE;
-      if (state !== PublicState.IDLE) this.res.close();
-      // A request body still arriving cannot be read to its end: close the connection after the answer.
-      else writePublicError(this.res, failure.code, failure.message, !this.requestFinished);
-      return true;
+      this.interims = null;
+      if (state !== PublicState.IDLE) exchange.destroy();
+      // A request body still arriving cannot be read to its end: the connection closes after the answer.
+      else writePublicError(exchange, failure.code, failure.message, !this.requestFinished);
+      return;
     }
-    // Waiting for the socket to drain: onWritable carries on.
-    if (state === PublicState.DRAINING) return false;
+    const interims = this.interims;
+    if (interims !== null) {
+      this.interims = null;
+      for (const [status, reason, headers] of interims) exchange.writeInterim(status, reason, headers);
+    }
+    const response = this.response;
+    if (response === null || state === PublicState.DRAINING || this.upgraded) return;
     if (state === PublicState.IDLE) {
-      this.writeHead();
-      // uWS 20.30 sends a head alone only for a known length: tryEnd of no bytes flushes it, with its
-      // Content-Length, and ends nothing. Without a length (chunked) uWS completes the head only with
-      // the first body byte (docs/protocol.md section 6). A length of 0 must not end here: the end
-      // waits for the capture commit.
-      if (this.chunks.length === 0 && !this.endRequested && this.contentLength > 0 && !this.noBody()) this.res.tryEnd(NO_BYTES, this.contentLength);
+      this.publicState = PublicState.STREAMING;
+      let length = this.contentLength;
+      // A body of no declared length that is all here (and without trailers) goes with a length of
+      // its own rather than chunked, as a whole answer should (docs/protocol.md 16, "framing").
+      if (length < 0 && this.endRequested && this.responseTrailers === null && !this.noBody()) {
+        length = 0;
+        for (const chunk of this.chunks) length += chunk.byteLength;
+      }
+      exchange.writeHead(this.status, this.reason, response.headers, length);
     }
     if (this.endRequested && this.noBody()) {
       this.publicState = PublicState.DONE;
-      // endWithoutBody(undefined) would announce a huge Content-Length: call it without an argument.
-      if (this.isHead && this.contentLength >= 0) endHeadResponse(this.res, this.contentLength);
-      else this.res.endWithoutBody();
+      exchange.end();
       this.releaseConnectionCredit();
-      return true;
+      return;
     }
-    if (this.contentLength < 0 && this.endRequested) {
-      // Chunked or of unknown length: uWS takes the rest whole (buffering it if it must).
-      this.publicState = PublicState.DONE;
-      const chunks = this.chunks;
+    const chunks = this.chunks;
+    if (chunks.length > 0) {
       this.chunks = [];
-      if (chunks.length === 0) this.res.end();
-      else {
-        for (let i = 0; i < chunks.length - 1; i++) this.res.write(chunks[i]!);
-        this.res.end(chunks[chunks.length - 1]);
+      for (const chunk of chunks) {
+        if (exchange.write(chunk)) this.consumed(chunk.byteLength);
+        else this.unacknowledged += chunk.byteLength;
       }
-      this.releaseConnectionCredit();
-      return true;
-    }
-    while (this.chunks.length > 0) {
-      const chunk = this.chunks[0]!;
-      const accepted = this.tryWrite(chunk);
-      if (this.publicState === PublicState.DONE) {
-        // The declared length is out (the stream refuses bytes beyond it, so nothing should be left).
-        this.chunks = [];
-        break;
-      }
-      if (accepted < chunk.byteLength) {
-        this.chunks[0] = chunk.subarray(accepted);
-        this.awaitWritable();
-        return false;
-      }
-      this.chunks.shift();
     }
     if (this.unacknowledged > 0) {
-      this.awaitWritable();
-      return false;
+      this.publicState = PublicState.DRAINING;
+      return;
     }
     if (this.endRequested) this.completeEnd();
-    return true;
   }
 
   private noBody(): boolean {
     const status = this.status;
-    return this.isHead || status === 204 || status === 304;
-  }
-
-  private writeHead(): void {
-    this.publicState = PublicState.STREAMING;
-    const res = this.res;
-    res.writeStatus(statusLine(this.status));
-    const headers = this.headers;
-    for (let i = 0; i < headers.length; i += 2) res.writeHeader(headers[i] as string, headers[i + 1]!);
-  }
-
-  /** Hands bytes to uWS; returns how many it took. */
-  private tryWrite(chunk: Uint8Array): number {
-    const res = this.res;
-    if (this.contentLength >= 0) {
-      const before = res.getWriteOffset();
-      const [ok, done] = res.tryEnd(chunk, this.contentLength);
-      const accepted = ok ? chunk.byteLength : res.getWriteOffset() - before;
-      if (done) this.publicState = PublicState.DONE;
-      this.consumed(accepted);
-      return accepted;
-    }
-    if (res.write(chunk)) this.consumed(chunk.byteLength);
-    else this.unacknowledged += chunk.byteLength;
-    return chunk.byteLength;
-  }
-
-  private awaitWritable(): void {
-    if (this.publicState === PublicState.DRAINING) return;
-    this.publicState = PublicState.DRAINING;
-    // Made only when the public client is slow, not for every response.
-    this.res.onWritable(() => this.onWritable());
-  }
-
-  /** uWS: the socket drained (its own callback, so it is corked). */
-  private onWritable(): boolean {
-    if (this.over) return true;
-    this.publicState = PublicState.STREAMING;
-    if (this.unacknowledged > 0) {
-      const bytes = this.unacknowledged;
-      this.unacknowledged = 0;
-      this.consumed(bytes);
-    }
-    return this.writeNow();
+    return this.head.method === 'HEAD' || status === 204 || status === 304;
   }
 
   /**
-   * Everything was handed over. tryEnd ends the response when the last declared byte goes out; what is
-   * left is an empty body (Content-Length: 0), ended here, or a body shorter than it declared, which
-   * cannot end cleanly: the connection is cut so the client sees the truncation.
+   * Everything was handed over: the response ends (with trailers after a chunked body). A body shorter
+   * than its declared length cannot end cleanly: the writer cuts the connection.
    */
   private completeEnd(): void {
     this.releaseConnectionCredit();
     if (this.over) return;
     this.publicState = PublicState.DONE;
-    if (this.bodyBytes === this.contentLength) this.res.end();
-    else this.res.close();
+    this.exchange.end(this.responseTrailers);
   }
-}
 
-const NO_BYTES = new Uint8Array(0);
+  // ---- after a 101 ----------------------------------------------------------------------------------
 
-/** The stream whose writes the cork callback performs: one shared function, no closure per response. */
-let corking: PublicHttpStream | null = null;
-function writeCorked(): void {
-  const stream = corking!;
-  corking = null;
-  stream.writeNow();
+  /** The handshake is captured: the 101 goes out, and the connection hands its socket over (onSwitched). */
+  protected switchProtocols(): void {
+    if (this.over) return;
+    this.publicState = PublicState.RAW;
+    const exchange = this.exchange;
+    exchange.cork();
+    const interims = this.interims;
+    this.interims = null;
+    if (interims !== null) for (const [status, reason, headers] of interims) exchange.writeInterim(status, reason, headers);
+    exchange.writeHead(101, this.reason, this.response!.headers, -1);
+    exchange.uncork();
+  }
+
+  onSwitched(socket: Socket, head: Buffer): void {
+    if (this.closed) {
+      socket.destroy();
+      return;
+    }
+    this.socket = socket;
+    socket.on('data', (chunk: Buffer) => this.onRawIn(chunk));
+    socket.on('end', () => this.onRawIn(null));
+    socket.on('drain', () => this.onRawDrain());
+    socket.on('close', () => this.onRawClosed());
+    socket.on('error', () => undefined);
+    const early = this.early;
+    this.early = null;
+    if (early !== null) for (const chunk of early) this.writeRaw(chunk, false);
+    if (this.earlyEnd) this.writeRaw(null, true);
+    if (head.byteLength > 0) this.onRawIn(head);
+    if (!this.requestPaused) socket.resume();
+  }
+
+  /** Bytes from the public client after the switch (null: its FIN). */
+  private onRawIn(chunk: Buffer | null): void {
+    if (!this.upgraded || this.requestFinished) return;
+    if (chunk === null) {
+      this.sendBody(EMPTY, true);
+      this.checkRawDone();
+      return;
+    }
+    this.bytesIn += chunk.byteLength;
+    this.sendBody(chunk, false);
+  }
+
+  /** Bytes (and the FIN) from the local server after the 101. */
+  protected writeRaw(chunk: Uint8Array | null, end: boolean): void {
+    const socket = this.socket;
+    if (socket === null) {
+      if (chunk !== null && chunk.byteLength > 0) (this.early ??= []).push(chunk);
+      if (end) this.earlyEnd = true;
+      return;
+    }
+    if (chunk !== null && chunk.byteLength > 0) {
+      this.bytesOut += chunk.byteLength;
+      if (socket.write(chunk)) this.consumed(chunk.byteLength);
+      else this.unacknowledged += chunk.byteLength;
+    }
+    if (end && !this.rawWriteEnded) {
+      this.rawWriteEnded = true;
+      socket.end();
+      this.checkRawDone();
+    }
+  }
+
+  private onRawDrain(): void {
+    const bytes = this.unacknowledged;
+    this.unacknowledged = 0;
+    this.consumed(bytes);
+    this.checkRawDone();
+  }
+
+  override drain(): void {
+    super.drain();
+    if (this.socket !== null) this.checkRawDone();
+  }
+
+  /** Both directions ended and every byte left: the stream is over (the socket closes after both FINs). */
+  private checkRawDone(): void {
+    if (!this.upgraded || !this.rawWriteEnded || !this.requestFinished || this.unacknowledged > 0 || this.bufferedRequestBytes > 0) return;
+    this.publicState = PublicState.DONE;
+    this.rawEnded();
+  }
+
+  private onRawClosed(): void {
+    if (this.upgraded) {
+      this.publicState = PublicState.ABORTED;
+      this.abandoned();
+    }
+  }
+
+  protected cutRaw(): void {
+    this.publicState = PublicState.DONE;
+    this.early = null;
+    this.socket?.destroy();
+    // Never switched (the 101 was not written yet): the exchange's connection goes instead.
+    if (this.socket === null) this.exchange.destroy();
+  }
 }

@@ -9,7 +9,7 @@ import { expandCapture, type CaptureRecord } from '../store/captures.js';
 import { EdgeHttpStream, type RequestHead } from './http-stream.js';
 import type { StreamHost } from './stream-host.js';
 
-/** Headers recomputed for the replayed body, whatever the original said. */
+/** Headers recomputed for the replayed body, whatever the original said (names of any case). */
 const RECOMPUTED = new Set(['content-length', 'transfer-encoding']);
 
 export function replayHead(capture: CaptureRecord, overrides: ReplayOverrides): { head: RequestHead; body: Buffer | null } {
@@ -22,21 +22,24 @@ export function replayHead(capture: CaptureRecord, overrides: ReplayOverrides): 
   const replaced = overrides.headers ?? {};
   const headers: string[] = [];
   const original = capture.requestHeaders;
+  const replacedNames = new Set(Object.keys(replaced).map((name) => name.toLowerCase()));
   for (let i = 0; i < original.length; i += 2) {
     const name = original[i]!;
-    if (RECOMPUTED.has(name) || Object.hasOwn(replaced, name)) continue;
+    const lower = name.toLowerCase();
+    if (RECOMPUTED.has(lower) || replacedNames.has(lower)) continue;
     headers.push(name, original[i + 1]!);
   }
   for (const [name, value] of Object.entries(replaced)) {
-    if (value !== null && !RECOMPUTED.has(name)) headers.push(name, value);
+    if (value !== null && !RECOMPUTED.has(name.toLowerCase())) headers.push(name, value);
   }
   if (body !== null && body.byteLength > 0) headers.push('content-length', String(body.byteLength));
   return {
     head: {
       method: overrides.method ?? capture.method,
-      path: overrides.path ?? capture.path,
+      target: overrides.path ?? capture.path,
       headers,
       clientAddress: capture.clientAddress,
+      upgrade: false,
     },
     body,
   };
@@ -69,6 +72,15 @@ export class ReplayHttpStream extends EdgeHttpStream {
   }
 
   protected startResponse(): void {}
+
+  protected interim(): void {}
+
+  // A replay never asks to upgrade, so it is never switched.
+  protected switchProtocols(): void {}
+
+  protected writeRaw(): void {}
+
+  protected cutRaw(): void {}
 
   protected writeBody(chunk: Uint8Array): void {
     // Kept only as far as the capture keeps it; credit returns at once.

@@ -1,17 +1,12 @@
 /**
- * Request framing at the edge (issue 11, findings 3 and 5): one strict check of the headers that say
- * where a request ends, before anything is forwarded, and the two refusals that must not leave bytes
- * behind on the connection (400 for bad framing, 413 for a body over the limit).
- *
- * uWebSockets.js 20.30 reads Content-Length and Transfer-Encoding its own lenient way (the first of two
- * Content-Lengths, an empty one as 0, any Transfer-Encoding as chunked), and everything after what it
- * took for the body is parsed as the next request. A proxy in front that reads the same bytes another
- * way would then carry a request of the attacker's choosing on a connection it shares with other users
- * (request smuggling). So every request whose framing headers are not unambiguous is refused, and its
- * connection closed, before a byte of it or of anything after it reaches a local server.
- * docs/security.md lists each rule and the test that checks it.
+ * Request framing at the edge (issue 11, findings 3 and 5; issue 24): llhttp, the public listener's
+ * parser, refuses every malformed framing itself (bad chunk sizes, CL with TE, two or bad
+ * Content-Lengths: 400 and the connection closed, src/http1). What it accepts and the edge still refuses
+ * is checked here on the header walk the edge does anyway: a Transfer-Encoding other than exactly
+ * `chunked` (`gzip, chunked` is valid HTTP, but the tunnel forwards the de-chunked bytes without the
+ * coding that would say how to read them), and two Hosts. docs/security.md lists each rule and its test.
  */
-import type { HttpRequest, HttpResponse } from '../uws.js';
+import type { ExchangeSink, ServerExchange } from '../http1/server.js';
 
 /**
  * Tallies the framing headers of one request as its headers are walked (the edge already walks every
@@ -71,105 +66,85 @@ export class FramingTally {
 
 const CONTENT_LENGTH = /^[0-9]{1,15}$/;
 
-/** A tally for requests whose headers are not otherwise walked (the API, unknown hosts): one shared, as uWS requests are synchronous. */
-const apiTally = new FramingTally();
-function tallyHeader(name: string, value: string): void {
-  if (name === 'content-length') apiTally.contentLengthHeader(value);
-  else if (name === 'transfer-encoding') apiTally.transferEncodingHeader(value);
-  else if (name === 'host') apiTally.hostCount++;
-}
-
-/** The framing problem of a request the edge does not otherwise walk, or null. */
-export function requestFramingProblem(req: HttpRequest): string | null {
-  apiTally.reset();
-  req.forEach(tallyHeader);
-  return apiTally.problem();
-}
-
-/**
- * Answers a refused request and closes its connection, so nothing that follows on it is read as
- * another request.
- *
- * Not at once: measured on uWS 20.30, an `end(body, true)` inside the request handler does not stop the
- * parser, which goes on with the bytes it already read and hands them to the handler as the next
- * request (and forgets the close). While a response is pending, uWS instead closes a connection on
- * which another request arrives. So the answer waits for the next turn of the event loop: bytes that
- * came with the refused request close the connection unanswered; otherwise the client gets the answer
- * and the connection closes after it.
- */
-export function refuseAndClose(res: HttpResponse, write: (res: HttpResponse) => void): void {
-  const state = { aborted: false };
-  res.onAborted(() => {
-    state.aborted = true;
-  });
-  setImmediate(() => {
-    if (!state.aborted) res.cork(() => write(res));
-  });
-}
-
-/**
- * Bounds of the lingering read before a 413 (as nginx's lingering close): the rest of a body over the
- * limit is read and thrown away, up to this many bytes or this long after the refusal, so an ordinary
- * client that sends its whole body before reading gets the 413 instead of a reset connection.
- */
-export const LINGER_MAX_BYTES = 32 * 1024 * 1024;
-export const LINGER_MAX_MS = 5_000;
-
-/**
- * Reads and discards the rest of a request body over the limit, then calls `answer` once: when the
- * whole body was read, or a bound was reached (the answer closes the connection either way). `already`
- * counts body bytes read before. The caller registered onAborted and says through `isAborted`.
- */
-export function discardBody(res: HttpResponse, isAborted: () => boolean, answer: () => void, already = 0): void {
-  let discarded = already;
-  let answered = false;
-  const finish = (): void => {
-    if (answered) return;
-    answered = true;
-    clearTimeout(timer);
-    if (!isAborted()) res.cork(answer);
-  };
-  const timer = setTimeout(finish, LINGER_MAX_MS);
-  timer.unref();
-  res.onData((chunk, isLast) => {
-    discarded += chunk.byteLength;
-    if (isLast || discarded > LINGER_MAX_BYTES) finish();
-  });
-}
-
 /**
  * Reads a whole request body of at most `limit` bytes into one Buffer, then calls `done` with it (null
- * when the request declares no body). A body over the limit, declared or found while reading, is read
- * and dropped (discardBody) and `tooLarge` answers it. The caller registered onAborted.
+ * when there is none). A body over the limit (declared, or found while reading) is read and dropped
+ * first, within the linger bounds (ServerExchange.discardBody: 32 MiB or 5 s), then `tooLarge` answers
+ * and the connection closes: a client that sends its whole body before it reads gets the answer.
+ * `aborted` is called when the connection ends first.
  */
 export function gatherBody(
-  res: HttpResponse,
+  exchange: ServerExchange,
   body: { contentLength: number; chunked: boolean },
   limit: number,
-  isAborted: () => boolean,
   tooLarge: () => void,
   done: (body: Buffer | null) => void,
+  aborted: () => void = () => undefined,
 ): void {
   if (body.contentLength > limit) {
-    discardBody(res, isAborted, tooLarge);
+    exchange.discardBody(tooLarge);
     return;
   }
-  if (body.contentLength <= 0 && !body.chunked) {
-    done(null);
-    return;
-  }
-  const chunks: Buffer[] = [];
-  let received = 0;
-  res.onData((chunk, isLast) => {
-    if (received < 0) return;
-    received += chunk.byteLength;
-    if (received > limit) {
-      if (isLast) res.cork(tooLarge);
-      else discardBody(res, isAborted, tooLarge, received);
-      received = -1;
-      return;
+  exchange.attach(new Gatherer(exchange, limit, { tooLarge, done }, aborted));
+}
+
+class Gatherer implements ExchangeSink {
+  private chunks: Buffer[] = [];
+  private received = 0;
+
+  constructor(
+    private readonly exchange: ServerExchange,
+    private readonly limit: number,
+    private then: { tooLarge: () => void; done: (body: Buffer | null) => void } | null,
+    private readonly aborted: () => void,
+  ) {}
+
+  onRequestBody(chunk: Buffer | null, last: boolean): void {
+    const then = this.then;
+    if (then === null) return;
+    if (chunk !== null && chunk.byteLength > 0) {
+      this.received += chunk.byteLength;
+      if (this.received > this.limit) {
+        this.then = null;
+        this.chunks = [];
+        if (last) then.tooLarge();
+        else this.exchange.discardBody(then.tooLarge);
+        return;
+      }
+      this.chunks.push(chunk);
     }
-    chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
-    if (isLast) done(Buffer.concat(chunks, received));
-  });
+    if (!last) return;
+    this.then = null;
+    const chunks = this.chunks;
+    this.chunks = [];
+    then.done(chunks.length === 0 ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.received));
+  }
+
+  onAborted(): void {
+    this.then = null;
+    this.aborted();
+  }
+}
+
+/** A request's framing as the API and unknown hosts need it (their headers are not otherwise walked). */
+export interface Framing {
+  problem: string | null;
+  contentLength: number;
+  chunked: boolean;
+}
+
+const ownTally = new FramingTally();
+
+export function requestFraming(fields: readonly string[]): Framing {
+  ownTally.reset();
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i]!;
+    const length = name.length;
+    if (length !== 4 && length !== 14 && length !== 17) continue;
+    const lower = name.toLowerCase();
+    if (lower === 'content-length') ownTally.contentLengthHeader(fields[i + 1]!);
+    else if (lower === 'transfer-encoding') ownTally.transferEncodingHeader(fields[i + 1]!);
+    else if (lower === 'host') ownTally.hostCount++;
+  }
+  return { problem: ownTally.problem(), contentLength: ownTally.contentLength, chunked: ownTally.transferEncodingCount > 0 };
 }

@@ -1,94 +1,107 @@
 /**
- * The one check of a response head a tunnel client sends (RESPONSE, and WS_RESPONSE when it refuses an
- * upgrade) before any of it reaches a public client. A tenant's client is not trusted: a head that
- * could misframe the public connection (a 1xx or 101 as the final answer, a header name that is not a
- * token, a value with CR, LF or NUL, a Content-Length that is not one number) is refused, and the
- * stream ends with 502 INVALID_RESPONSE and RESET PROTOCOL_ERROR (docs/protocol.md section 6).
+ * The one check of the heads a tunnel client sends (RESPONSE, INFO, TRAILERS) before any of it reaches a
+ * public client. A tenant's client is not trusted: a head that could misframe the public connection (a
+ * 1xx or 101 as the final answer, a header name that is not a token, a character that is not a byte, a
+ * Content-Length that is not one number) is refused, and the stream ends with 502 INVALID_RESPONSE and
+ * RESET PROTOCOL_ERROR (docs/protocol.md section 6). CR, LF and NUL never get this far: the decoder
+ * refuses a frame that holds them.
  *
- * Framing headers are the edge's own: Content-Length is checked here and enforced against the body
- * the client actually sends (EdgeHttpStream); Date, Transfer-Encoding, Connection, the other hop-by-hop
- * headers and those Connection names are dropped, since uWebSockets.js frames the public response.
- *
- * Header values are byte strings (docs/protocol.md section 12): each char code 0-255 of the string is
- * one byte. They go to uWS as bytes: a plain-ASCII value as the string itself (uWS's UTF-8 encoding of
- * ASCII is the same bytes, and a string costs no Buffer), any other as Buffer.from(value, 'latin1'),
- * so `caf\xE9` leaves as the four bytes it arrived as and UTF-8 is never encoded twice.
+ * Framing is the edge's own: Content-Length is taken out (the public writer writes the length it
+ * enforces against the body the client actually sends, src/http1/server.ts), and so are
+ * Transfer-Encoding, Connection, the other hop-by-hop fields and those Connection names. Everything else
+ * goes out as it came: names in their case, values byte for byte, `Date` included (docs/protocol.md 16).
  */
-import { connectionNamed, HOP_BY_HOP } from '../protocol/headers.js';
-
-/** A header value as uWS takes it: a string when ASCII, bytes otherwise. */
-export type HeaderValue = string | Uint8Array;
+import { connectionNamed, HOP_BY_HOP, isName } from '../protocol/headers.js';
 
 export interface ResponseHead {
-  /** The headers the public client gets: [name, value, ...] without framing headers. */
-  headers: HeaderValue[];
+  /** The fields the public client gets: [name, value, ...] without framing fields. */
+  headers: string[];
   /** The declared Content-Length, -1 when absent. */
   contentLength: number;
 }
 
-/** RFC 9110 section 5.6.2 token, lower-case (the decoder refuses upper-case names already). */
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
-/** The common case: visible ASCII, space and tab. */
-const PLAIN_VALUE = /^[\t\x20-\x7e]*$/;
-/** What no value may hold: CR, LF, NUL, or a char code that is not a byte. */
-const BAD_VALUE = /[\r\n\0]|[^\0-\xff]/;
+/** RFC 9110 section 5.6.2 token (names of any case: protocol 2 keeps them as sent). */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/**
+ * What no field value or reason phrase may hold (RFC 9110 5.5, RFC 9112 4: HTAB, SP, visible ASCII and
+ * bytes above 0x7F only): a control character, DEL, or a character that is not a byte.
+ */
+const NOT_FIELD_TEXT = /[^\t\x20-\x7e\x80-\xff]/;
 const DIGITS = /^[0-9]{1,15}$/;
 
 /** What the edge does with a RESPONSE's status. */
 export const enum StatusKind {
   /** 200-599: the answer. */
   FINAL,
-  /** 100, 102, 103, …: dropped; the final status follows. */
+  /** 100, 102, 103, …: only as INFO, before the final answer. */
   INFORMATIONAL,
-  /** 101 on an HTTP stream, or outside 100-599. */
+  /** 101: only to an upgrade request. */
+  SWITCHING,
+  /** Outside 100-599. */
   INVALID,
 }
 
 export function statusKind(status: number): StatusKind {
   if (status >= 200 && status <= 599) return StatusKind.FINAL;
-  if (status >= 100 && status <= 199 && status !== 101) return StatusKind.INFORMATIONAL;
+  if (status === 101) return StatusKind.SWITCHING;
+  if (status >= 100 && status <= 199) return StatusKind.INFORMATIONAL;
   return StatusKind.INVALID;
 }
 
+/** Why a reason phrase cannot go on a status line (a control character, one above \xFF), or null. */
+export function reasonProblem(reason: string): string | null {
+  return NOT_FIELD_TEXT.test(reason) ? 'the reason phrase holds a control character or a character above \\xFF' : null;
+}
+
 /**
- * Checks and cleans a final response head's headers. Returns the head, or why it is refused (a short
- * reason, sent in the RESET and in the 502's message).
+ * Checks and cleans a head's fields. `keepUpgrade`: the head of a 101, which keeps its Connection and
+ * Upgrade fields (they are what switches the public connection). Returns the head, or why it is
+ * refused (a short reason, sent in the RESET and in the 502's message).
  */
-export function checkResponseHeaders(headers: readonly string[]): ResponseHead | string {
+export function checkResponseHeaders(headers: readonly string[], keepUpgrade = false): ResponseHead | string {
   let contentLength = -1;
   let connection = '';
-  let keepAll = true;
-  let plain = true;
+  let dropSome = false;
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i]!;
     const value = headers[i + 1]!;
     if (!TOKEN.test(name)) return `the header name ${quote(name)} is not an HTTP token`;
-    if (!PLAIN_VALUE.test(value)) {
-      if (BAD_VALUE.test(value)) return `the value of ${name} holds CR, LF, NUL or a character above \\xFF`;
-      plain = false;
-    }
-    if (name === 'content-length') {
+    if (NOT_FIELD_TEXT.test(value)) return `the value of ${name} holds a control character or a character above \\xFF`;
+    const lower = name.length <= 17 ? name.toLowerCase() : '';
+    if (lower === 'content-length') {
       const length = parseContentLength(value);
       if (length < 0 || (contentLength >= 0 && length !== contentLength)) return `the content-length ${quote(value)} is not one number`;
       contentLength = length;
-      keepAll = false;
-    } else if (name === 'connection') {
+      dropSome = true;
+    } else if (lower === 'connection') {
       connection = connection === '' ? value : `${connection},${value}`;
-      keepAll = false;
-    } else if (name === 'date' || HOP_BY_HOP.has(name)) {
-      keepAll = false;
+      if (!keepUpgrade) dropSome = true;
+    } else if (HOP_BY_HOP.has(lower)) {
+      if (!keepUpgrade || lower !== 'upgrade') dropSome = true;
     }
   }
-  if (keepAll && plain) return { headers: headers as string[], contentLength };
   const named = connection === '' ? null : connectionNamed(connection);
-  const kept: HeaderValue[] = [];
+  if (!dropSome && named === null) return { headers: headers as string[], contentLength };
+  const kept: string[] = [];
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i]!;
-    if (name === 'content-length' || name === 'date' || HOP_BY_HOP.has(name) || (named !== null && named.includes(name))) continue;
-    const value = headers[i + 1]!;
-    kept.push(name, plain || PLAIN_VALUE.test(value) ? value : Buffer.from(value, 'latin1'));
+    const lower = name.toLowerCase();
+    if (lower === 'content-length' || (named !== null && named.includes(lower))) continue;
+    if (HOP_BY_HOP.has(lower) && !(keepUpgrade && (lower === 'connection' || lower === 'upgrade'))) continue;
+    kept.push(name, headers[i + 1]!);
   }
   return { headers: kept, contentLength };
+}
+
+/** Trailer fields: checked like a head's; framing and hop-by-hop names are left out. */
+export function checkTrailers(fields: readonly string[]): string[] | string {
+  const checked = checkResponseHeaders(fields);
+  if (typeof checked === 'string') return checked;
+  const kept = checked.headers;
+  for (let i = 0; i < kept.length; i += 2) {
+    if (isName(kept[i]!, 'host')) return 'a trailer field named Host';
+  }
+  return kept;
 }
 
 /** A Content-Length value: digits, or a list of equal numbers (RFC 9110 section 8.6); -1 otherwise. */
@@ -108,16 +121,4 @@ function parseContentLength(value: string): number {
 /** Short, printable, and safe inside a JSON error message. */
 function quote(text: string): string {
   return JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
-}
-
-/**
- * A WebSocket subprotocol chosen by the local server goes into Sec-WebSocket-Protocol: one token, and one
- * the public client offered (`offered`: its Sec-WebSocket-Protocol list), else the client fails the
- * handshake after the edge has completed it (RFC 6455 section 4.1). None at all is always allowed.
- */
-export function checkSubprotocol(protocol: string, offered: string): string | null {
-  if (protocol === '') return null;
-  if (!TOKEN.test(protocol.toLowerCase())) return `the subprotocol ${quote(protocol)} is not an HTTP token`;
-  for (const candidate of offered.split(',')) if (candidate.trim() === protocol) return null;
-  return `the subprotocol ${quote(protocol)} is not one the public client offered`;
 }

@@ -1,49 +1,43 @@
 /**
- * Status lines and error bodies, built once and reused: they are written on every response.
+ * The edge's own answers (errors, the API, the dashboard): whole responses written through the public
+ * listener's writer (src/http1/server.ts), with a `date` of the edge's (a tunnel's answer carries only
+ * what its local server sent). Error bodies are built once per code and reused.
  */
-import { STATUS_CODES } from 'node:http';
 import { defaultErrorJson, ERROR_CODES, type ErrorCode } from '../errors.js';
-import type { HttpResponse } from '../uws.js';
-
-const STATUS_LINES: string[] = [];
-for (let code = 100; code <= 999; code++) STATUS_LINES[code] = `${code} ${STATUS_CODES[code] ?? 'Status'}`;
-
-export function statusLine(status: number): string {
-  return STATUS_LINES[status] ?? `${status} Status`;
-}
+import { httpDate, standardReason } from '../http1/head.js';
+import type { ServerExchange } from '../http1/server.js';
 
 export function errorJson(code: ErrorCode, message: string): string {
   return message === ERROR_CODES[code].message ? defaultErrorJson(code) : JSON.stringify({ error: { code, message } });
 }
 
 /**
- * Answers an edge error on the public side at once (inside the request handler, so already corked).
- * `burrow-error` tells users the edge answered, not their app.
+ * Answers an edge error on the public side at once. `burrow-error` tells users the edge answered, not
+ * their app; `closeConnection` after a request whose body will not be read.
  */
 export function writePublicError(
-  res: HttpResponse,
+  exchange: ServerExchange,
   code: ErrorCode,
   message: string = ERROR_CODES[code].message,
   closeConnection = false,
-  extraHeaders: readonly [string, string][] = [],
+  extraHeaders: readonly (readonly [string, string])[] = [],
 ): void {
-  res.writeStatus(statusLine(ERROR_CODES[code].status));
-  for (const [name, value] of extraHeaders) res.writeHeader(name, value);
-  res.writeHeader('content-type', 'application/json').writeHeader('burrow-error', code).end(errorJson(code, message), closeConnection);
+  const status = ERROR_CODES[code].status;
+  const fields: string[] = [];
+  for (const [name, value] of extraHeaders) fields.push(name, value);
+  fields.push('content-type', 'application/json', 'burrow-error', code, 'date', httpDate());
+  if (closeConnection) exchange.closeAfter = true;
+  exchange.respond(status, standardReason(status), fields, errorJson(code, message));
 }
 
-/**
- * Ends the answer to a HEAD request: the head with `Content-Length: contentLength`, no body.
- *
- * Not `endWithoutBody(contentLength)`: uWS 20.30 then still waits for that many body bytes, so the
- * response never completes inside uWS. The connection stays "answering": the next request on it is
- * taken as pipelined and the connection closed without an answer, and with `closeConnection` the
- * connection is never closed (measured with a bare uWS app; docs/protocol.md section 17). Written as a
- * field of our own, in uWS's own case, the length is announced and the response is complete at once.
- * `Connection: close` is then ours too: the client closes the connection after the head.
- */
-export function endHeadResponse(res: HttpResponse, contentLength: number, closeConnection = false): void {
-  res.writeHeader('Content-Length', String(contentLength));
-  if (closeConnection) res.writeHeader('Connection', 'close');
-  res.endWithoutBody();
+/** A whole answer of the edge's own: the status's standard reason, the fields given and a `date`. */
+export function writeOwn(exchange: ServerExchange, status: number, fields: string[], body: string | Buffer | null, closeConnection = false): void {
+  fields.push('date', httpDate());
+  if (closeConnection) exchange.closeAfter = true;
+  exchange.respond(status, standardReason(status), fields, body);
+}
+
+/** `200 OK`: a status line's status and reason, as a uWebSockets.js app (the inspector, the agent port) writes it. */
+export function statusLine(status: number): string {
+  return `${status} ${standardReason(status)}`;
 }

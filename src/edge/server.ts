@@ -1,7 +1,9 @@
 /**
- * The edge: one uWebSockets.js app on one port (DESIGN.md section 1). Host dispatch sends API hosts to
- * the /api/v1 router and tunnel hosts to their session; WebSocket upgrades are either a tunnel client
- * connecting (/api/v1/connect on the API host) or a public WebSocket passed through to a tunnel.
+ * The edge (DESIGN.md section 1): two listeners. The public listener (node:net / node:tls with llhttp
+ * and our own response writer, src/http1) serves every host on the edge's port: host dispatch sends API
+ * hosts to the /api/v1 router and the dashboard, tunnel hosts to their session. The agent listener
+ * (uWebSockets.js, a port of its own, src/edge/agent-listener.ts) takes the tunnel clients' WebSockets
+ * at /api/v1/connect; its URL is advertised by `GET /api/v1/instance`.
  */
 import { join } from 'node:path';
 import { BurrowError, ERROR_CODES, type ErrorCode } from '../errors.js';
@@ -9,14 +11,18 @@ import { VERSION } from '../version.js';
 import { Api, errorResponse } from '../api/api.js';
 import { LocalCaptureLog } from '../api/capture-log.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
+import { fieldValue } from '../http1/head.js';
+import type { Http1ParseError } from '../http1/parser.js';
+import { ServerConnections, type Refusal, type ServerExchange, type ServerSettings } from '../http1/server.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
 import type { SessionOptions } from '../store/sessions.js';
 import { Store, type StoreOptions } from '../store/store.js';
-import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
+import type { HttpRequest, HttpResponse, us_socket_context_t, WebSocket } from '../uws.js';
 import { AccessLog } from './access-log.js';
 import { AdminServer, type AdminAddress } from './admin.js';
+import { AgentListener, uwsFields, uwsOrigin } from './agent-listener.js';
 import { TrustedProxies, requestOrigin } from './client-address.js';
 import { loadDashboard, serveDashboard } from './dashboard.js';
 import { readPublicRequestHead, type PublicRequestHead } from './headers.js';
@@ -24,17 +30,17 @@ import { HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
-import { discardBody, gatherBody, refuseAndClose, requestFramingProblem } from './request-framing.js';
-import { PassthroughStream } from './passthrough.js';
+import { DEFAULT_HANDSHAKE_LIMITS, PublicListener, type HandshakeLimits } from './public-listener.js';
+import { gatherBody, requestFraming } from './request-framing.js';
 import { TunnelRegistry, type EdgeRegistry } from './registry.js';
 import type { AccountStore, UsageCounter } from '../store/account-store.js';
 import { ClusterConnection } from './cluster/connection.js';
 import { ClusterRegistry, type ClusterTimings } from './cluster/registry.js';
 import type { ClusterOptions } from './cluster/types.js';
-import { endHeadResponse, statusLine, writePublicError } from './responses.js';
+import { errorJson, statusLine, writeOwn, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { HttpRedirectListener } from './http-redirect.js';
-import { TlsListener, type CertificateSummary, type TlsOptions } from './tls.js';
+import { PublicTls, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
 import { ClusterHop, NOT_OWNER, type ClusterHopOptions } from './cluster/hop.js';
 
@@ -44,6 +50,15 @@ export interface EdgeOptions {
   host?: string;
   /** Port to bind; 0 picks a free one. */
   port?: number;
+  /**
+   * The agent listener's port (the tunnel clients' WebSockets); 0 picks a free one (the default: it is
+   * advertised by GET /api/v1/instance). Bound on `host`.
+   */
+  agentPort?: number;
+  /** The public listener's HTTP limits and timeouts (head size and lines, pipelining, slowloris bounds). */
+  http?: Partial<ServerSettings>;
+  /** TLS handshakes in progress and waiting per client address (docs/security.md). */
+  handshakes?: Partial<HandshakeLimits>;
   /** The API answers on <domain> and api.<domain>, tunnels on <sub>.<domain>. */
   domain?: string;
   /** API requests per minute per token (spec section 8). */
@@ -63,7 +78,7 @@ export interface EdgeOptions {
   captureBodyLimit?: number;
   /** Commit every capture batch with an fsync (power-loss durability, ~0.5-1 ms per commit here). */
   captureFsync?: boolean;
-  /** Largest WebSocket message on the edge (passthrough messages, tunnel frames). */
+  /** Largest WebSocket message on the agent listener (tunnel frames). */
   maxWebSocketMessage?: number;
   settings?: Partial<Settings>;
   plans?: StoreOptions['plans'];
@@ -72,7 +87,7 @@ export interface EdgeOptions {
   publicPort?: number;
   /** Dashboard session lifetimes (docs/dashboard.md): 12 h idle, 7 days at most by default. */
   dashboardSessions?: SessionOptions;
-  /** Serve HTTPS and wss:// with these certificates (src/edge/tls.ts); public URLs are then https. */
+  /** Serve HTTPS and wss:// (both listeners) with these certificates (src/edge/tls.ts); public URLs are then https. */
   tls?: TlsOptions;
   /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
   httpRedirect?: { port: number; acmeWebroot?: string };
@@ -138,13 +153,14 @@ export class Edge {
   readonly api: Api;
   readonly domain: string;
   readonly settings: Settings;
-  /** The plain app, or null when `tls` owns the apps (one per certificate generation). */
-  private readonly app: TemplatedApp | null;
-  private readonly tls: TlsListener | null;
+  /** The public listener's HTTP connections, its listener and its certificates (null on plain HTTP). */
+  private readonly connections: ServerConnections;
+  private readonly publicListener: PublicListener;
+  private readonly tls: PublicTls | null;
+  private readonly agent: AgentListener;
   private redirect: HttpRedirectListener | null = null;
   private readonly hosts: HostDispatch;
   private readonly deps: SessionDeps;
-  private listenSocket: us_listen_socket | null = null;
   private timer: NodeJS.Timeout | null = null;
   private apiInFlight = 0;
   private closing: Promise<void> | null = null;
@@ -187,7 +203,26 @@ export class Edge {
     this.hop = options.clusterHop === undefined || cluster !== null ? null : new ClusterHop(options.clusterHop, this.log);
     this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
     // Certificates are checked before the data directory is taken: a wrong path costs nothing to undo.
-    this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
+    this.tls = options.tls === undefined ? null : new PublicTls(options.tls);
+    this.agent = new AgentListener(
+      {
+        connect: (res, req, context) => this.connectTunnel(res, req, context),
+        opened: (ws) => this.tunnelOpened(ws),
+        other: (res, req) => this.agentNotFound(res, req),
+        stopped: () => this.stopped,
+      },
+      options.maxWebSocketMessage ?? 4 * 1024 * 1024,
+      options.tls,
+    );
+    this.connections = new ServerConnections(
+      {
+        onRequest: (exchange) => this.onRequest(exchange),
+        refusal: (error) => this.refusal(error),
+        onInternalError: (error) => this.log(`public request: ${error.stack ?? error.message}`),
+      },
+      options.http,
+    );
+    this.publicListener = new PublicListener(this.connections, this.tls, { ...DEFAULT_HANDSHAKE_LIMITS, ...options.handshakes });
     // The dashboard's files are read now, before the data directory is taken, as certificates are.
     loadDashboard();
     this.releaseDataDir = lockDataDirectory(options.dataDir);
@@ -242,7 +277,7 @@ export class Edge {
       usage: this.usage,
       tunnels: clusterApi === null ? this.registry : clusterApi.tunnels,
       queue: this.offline,
-      instance: { build: VERSION, region: options.region ?? 'local' },
+      instance: { build: VERSION, region: options.region ?? 'local', agentUrl: (host) => this.agentUrl(host) },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
       ...(options.authFailureLimit === undefined ? {} : { authFailureLimit: options.authFailureLimit }),
@@ -261,8 +296,6 @@ export class Edge {
       observer: this.observer,
       log: this.log,
     };
-    this.app = this.tls === null ? uws.App() : null;
-    if (this.app !== null) this.routes(this.app);
   }
 
   /** Opens the store (and joins the cluster), binds the port and starts the coarse timer. */
@@ -301,6 +334,11 @@ export class Edge {
     return this.admin?.port ?? 0;
   }
 
+  /** The agent listener's port (the tunnel clients' WebSockets). */
+  get agentPort(): number {
+    return this.agent.port;
+  }
+
   /** The API's base URL as users see it. */
   get url(): string {
     return `${this.publicScheme}://${this.domain}${this.portSuffix()}`;
@@ -308,6 +346,22 @@ export class Edge {
 
   publicUrl(subdomain: string): string {
     return `${this.publicScheme}://${subdomain}.${this.domain}${this.portSuffix()}`;
+  }
+
+  /**
+   * Where tunnel clients connect, as `GET /api/v1/instance` tells them (`agent_url`). Behind a front proxy
+   * (`--public-url`, `--public-port`) it is the proxy's own address, which routes /api/v1/connect to the
+   * agent port (deploy/); otherwise the host the client asked by (`host`, its Host header), on the agent
+   * port. The scheme is wss exactly when the public one is https.
+   */
+  agentUrl(host: string): string {
+    const scheme = this.publicScheme === 'https' ? 'wss' : 'ws';
+    if (this.options.publicPort !== undefined) return `${scheme}://${this.domain}${this.portSuffix()}${CONNECT_PATH}`;
+    let name = host.toLowerCase();
+    if (name.startsWith('[')) name = name.slice(0, name.indexOf(']') + 1);
+    else if (name.lastIndexOf(':') !== -1) name = name.slice(0, name.lastIndexOf(':'));
+    if (name === '' || !/^[a-z0-9.\-[\]:]+$/.test(name)) name = this.domain;
+    return `${scheme}://${name}:${this.agent.port}${CONNECT_PATH}`;
   }
 
   private portSuffix(): string {
@@ -318,9 +372,9 @@ export class Edge {
 
   private async listen(host: string, port: number): Promise<void> {
     const failed = async (reason: string): Promise<never> => {
-      if (this.listenSocket !== null) uws.us_listen_socket_close(this.listenSocket);
-      this.listenSocket = null;
-      this.tls?.close();
+      this.publicListener.close();
+      this.connections.destroyAll();
+      this.agent.close();
       this.redirect?.close();
       await this.observer.close();
       await this.captures.close();
@@ -341,16 +395,10 @@ export class Edge {
   }
 
   private async bind(host: string, port: number): Promise<string | null> {
-    if (this.app !== null) {
-      const listening = await listenAlone(this.app, host, port);
-      if ('refused' in listening) return listening.refused;
-      this.listenSocket = listening.socket;
-      this.port = listenPort(listening.socket);
-      return null;
-    }
     try {
-      await this.tls!.listen(host, port);
-      this.port = this.tls!.port;
+      await this.publicListener.listen(host, port);
+      this.port = this.publicListener.port;
+      await this.agent.listen(host, this.options.agentPort ?? 0);
       if (this.options.httpRedirect !== undefined) {
         this.redirect = new HttpRedirectListener({
           hosts: this.hosts,
@@ -371,11 +419,14 @@ export class Edge {
   }
 
   /**
-   * SIGHUP: reads the certificate files again; new TLS connections get the new certificate, tunnels and
-   * other established connections are kept. A bad file is an error and the old certificate stays.
+   * SIGHUP: reads the certificate files again; new TLS connections (both listeners) get the new
+   * certificate, tunnels and other established connections are kept. A bad file is an error and the old
+   * certificate stays.
    */
   async reloadCertificates(): Promise<CertificateSummary> {
     if (this.tls === null) throw new Error('this edge serves plain HTTP: there are no certificates to reload');
+    // Both are read and checked before either changes: a bad file leaves both as they were.
+    await this.agent.reload();
     return this.tls.reload();
   }
 
@@ -411,139 +462,157 @@ export class Edge {
     await this.captures.sweep((accountId) => retention.get(accountId));
   }
 
-  // ---- routes -----------------------------------------------------------------------------------------
+  // ---- the public listener: dispatch ------------------------------------------------------------------
 
-  private routes(app: TemplatedApp): void {
-    app.ws<SocketData>('/*', {
-      compression: uws.DISABLED,
-      maxPayloadLength: this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
-      // Far above the session's high-water mark: with credit in force, a send is never dropped.
-      maxBackpressure: 64 * 1024 * 1024,
-      closeOnBackpressureLimit: 0,
-      idleTimeout: 32,
-      sendPingsAutomatically: true,
-      upgrade: (res, req, context) => {
-        if (this.stopped) res.close();
-        else this.onUpgrade(res, req, context);
-      },
-      open: (ws) => {
-        const data = ws.getUserData();
-        if (data.session !== null) {
-          data.session.attach(ws);
-          // Every tunnel socket is a TunnelSession (connectTunnel); SocketData names it by its socket interface.
-          this.offline.tunnelConnected(data.session as TunnelSession);
-        } else data.passthrough?.onPublicOpen(ws);
-      },
-      message: (ws, message, isBinary) => {
-        const data = ws.getUserData();
-        if (data.session !== null) data.session.onMessage(message, isBinary);
-        else data.passthrough?.onPublicMessage(message, isBinary);
-      },
-      drain: (ws) => {
-        const data = ws.getUserData();
-        if (data.session !== null) data.session.onDrain();
-        else data.passthrough?.onPublicDrain();
-      },
-      close: (ws, code, message) => {
-        const data = ws.getUserData();
-        // The reason is copied now: uWS reuses its memory when this callback returns.
-        if (data.session !== null) data.session.onClose(code, Buffer.from(message).toString());
-        else data.passthrough?.onPublicClose(code, message);
-      },
-    });
-    app.any('/*', (res, req) => {
-      if (this.stopped) {
-        // A kept-alive connection outlived the listener: the stores it would reach are closed.
-        res.close();
-        return;
-      }
-      const target = this.hosts.resolve(req.getHeader('host'));
-      // Public requests have their framing checked on the header walk they need anyway.
-      if (target.kind === 'tunnel') this.servePublic(res, req, target.subdomain);
-      else if (this.refusedFraming(res, req, target.kind === 'api' ? this.apiHostHeaders : NO_HEADERS)) return;
-      else if (this.hop !== null && this.hop.servesInternal(res, req)) return;
-      else if (target.kind === 'api') {
-        if (!serveDashboard(res, req, this.apiHostHeaders)) this.serveApi(res, req);
-      } else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
-    });
+  /** The answer to bytes llhttp refuses (the connection closes after it). */
+  private refusal(error: Http1ParseError): Refusal {
+    const code: ErrorCode = error.status === 431 ? 'HEADERS_TOO_LARGE' : error.status === 505 ? 'HTTP_VERSION_NOT_SUPPORTED' : 'INVALID_REQUEST';
+    const message =
+      error.status === 431
+        ? `The request head is over the edge's limits (${this.connections.settings.maxHeadBytes} bytes, ${this.connections.settings.maxFieldLines} field lines).`
+        : error.status === 505
+          ? 'The edge speaks HTTP/1.0 and HTTP/1.1.'
+          : `The request is not valid HTTP/1.1 (${error.reason}).`;
+    return { status: ERROR_CODES[code].status, fields: ['content-type', 'application/json', 'burrow-error', code], body: errorJson(code, message) };
   }
 
-  /** Refuses (400, connection closed) a request to the API or an unknown host whose framing is ambiguous. */
-  private refusedFraming(res: HttpResponse, req: HttpRequest, headers: readonly (readonly [string, string])[]): boolean {
-    const problem = requestFramingProblem(req);
-    if (problem === null) return false;
-    refuseAndClose(res, () => writeApiResponse(res, errorResponse(new BurrowError('INVALID_REQUEST', problem)), false, true, headers));
-    return true;
+  private onRequest(exchange: ServerExchange): void {
+    if (this.stopped) {
+      // A kept-alive connection outlived the listener: the stores it would reach are closed.
+      exchange.destroy();
+      return;
+    }
+    const head = exchange.head;
+    if (head.method === 'CONNECT') {
+      writePublicError(exchange, 'METHOD_NOT_ALLOWED', 'CONNECT is not forwarded: the edge is not a forward proxy (a tunnel carries requests to one local server).', true, ALLOW);
+      return;
+    }
+    let target = head.target;
+    let authority = '';
+    if (target.charCodeAt(0) !== 47 /* / */ && target !== '*') {
+      // Absolute-form (RFC 9112 section 3.2.2): routed by its authority, forwarded in origin-form.
+      const absolute = ABSOLUTE_FORM.exec(target);
+      if (absolute === null) {
+        writePublicError(exchange, 'INVALID_REQUEST', 'The request target must be a path, an absolute http(s) URL, or *.', true);
+        return;
+      }
+      authority = absolute[2]!;
+      target = absolute[3] === undefined || absolute[3] === '' ? '/' : absolute[3].charCodeAt(0) === 63 /* ? */ ? `/${absolute[3]}` : absolute[3];
+    }
+    const host = authority !== '' ? authority : fieldValue(head.fields, 'host');
+    if (host === undefined || host === '') {
+      writePublicError(exchange, 'INVALID_REQUEST', 'The request has no Host header: the edge cannot tell which tunnel or site it is for.', true);
+      return;
+    }
+    const where = this.hosts.resolve(host);
+    if (where.kind === 'tunnel') {
+      this.servePublic(exchange, where.subdomain, target, authority);
+      return;
+    }
+    const headers = where.kind === 'api' ? this.apiHostHeaders : NO_HEADERS;
+    const framing = requestFraming(head.fields);
+    if (framing.problem !== null) {
+      this.writeApiResponse(exchange, errorResponse(new BurrowError('INVALID_REQUEST', framing.problem)), true, headers);
+      return;
+    }
+    const query = target.indexOf('?');
+    const path = query === -1 ? target : target.slice(0, query);
+    const queryText = query === -1 ? '' : target.slice(query + 1);
+    if (exchange.upgrade) {
+      this.refuseUpgrade(exchange, where.kind === 'api' && path === CONNECT_PATH, path, headers);
+      return;
+    }
+    if (this.hop !== null && this.hop.servesInternal(exchange, path, queryText)) return;
+    if (where.kind === 'api') {
+      if (!serveDashboard(exchange, path, this.apiHostHeaders)) this.serveApi(exchange, path, queryText, framing);
+      return;
+    }
+    this.writeApiResponse(exchange, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false, NO_HEADERS);
+  }
+
+  /**
+   * An upgrade to the API host or an unknown host. At /api/v1/connect it is a tunnel client at the wrong
+   * port: a protocol 1 client (which connected here) is told both versions; a protocol 2 client is told
+   * where the agent listener is.
+   */
+  private refuseUpgrade(exchange: ServerExchange, connect: boolean, path: string, headers: readonly (readonly [string, string])[]): void {
+    let error = new BurrowError('NOT_FOUND', `No WebSocket endpoint at ${path}.`);
+    if (connect) {
+      const version = fieldValue(exchange.head.fields, PROTOCOL_HEADER) ?? '';
+      error =
+        version !== String(PROTOCOL_VERSION)
+          ? new BurrowError('INVALID_REQUEST', versionMismatch(version))
+          : new BurrowError('NOT_FOUND', `Tunnel clients connect to the agent endpoint, ${this.agentUrl(fieldValue(exchange.head.fields, 'host') ?? '')} (agent_url in GET /api/v1/instance).`);
+    }
+    this.writeApiResponse(exchange, errorResponse(error), false, headers);
   }
 
   // ---- the API ----------------------------------------------------------------------------------------
 
-  private serveApi(res: HttpResponse, req: HttpRequest): void {
-    const method = req.getCaseSensitiveMethod();
+  private serveApi(exchange: ServerExchange, path: string, query: string, framing: { contentLength: number; chunked: boolean }): void {
+    const head = exchange.head;
+    const fields = head.fields;
     // Behind a trusted proxy, the scheme and host the browser used are the forwarded ones (the
     // dashboard's CSRF rule compares the Origin with them).
-    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+    const origin = requestOrigin(exchange.connection, fields, this.proxies, this.publicScheme);
     const apiRequest: ApiRequest = {
-      method,
-      path: req.getUrl(),
-      query: req.getQuery() ?? '',
+      method: head.method,
+      path,
+      query,
       headers: {
-        authorization: req.getHeader('authorization'),
-        'content-type': req.getHeader('content-type'),
-        cookie: req.getHeader('cookie'),
-        origin: req.getHeader('origin'),
-        host: origin.forwardedHost === '' ? req.getHeader('host') : origin.forwardedHost,
-        'x-burrow-csrf': req.getHeader('x-burrow-csrf'),
+        authorization: fieldValue(fields, 'authorization') ?? '',
+        'content-type': fieldValue(fields, 'content-type') ?? '',
+        cookie: joinedValues(fields, 'cookie', '; '),
+        origin: fieldValue(fields, 'origin') ?? '',
+        host: origin.forwardedHost === '' ? (fieldValue(fields, 'host') ?? '') : origin.forwardedHost,
+        'x-burrow-csrf': fieldValue(fields, 'x-burrow-csrf') ?? '',
       },
       scheme: origin.proto,
       body: null,
       clientAddress: origin.client,
     };
-    const isHead = method === 'HEAD';
-    const lengthHeader = req.getHeader('content-length');
-    const chunked = req.getHeader('transfer-encoding') !== '';
-    const length = lengthHeader === '' ? 0 : Number(lengthHeader);
     const tooLarge = (): void =>
-      writeApiResponse(res, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), isHead, true, this.apiHostHeaders);
-    const exchange = { aborted: false };
-    res.onAborted(() => {
-      exchange.aborted = true;
-    });
-    gatherBody(res, { contentLength: length, chunked }, this.apiBodyLimit, () => exchange.aborted, tooLarge, (body) => {
+      this.writeApiResponse(exchange, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), true, this.apiHostHeaders);
+    gatherBody(exchange, framing, this.apiBodyLimit, tooLarge, (body) => {
       apiRequest.body = body;
-      this.dispatchApi(res, apiRequest, exchange, isHead);
+      this.dispatchApi(exchange, apiRequest);
     });
   }
 
-  private dispatchApi(res: HttpResponse, request: ApiRequest, exchange: { aborted: boolean }, isHead: boolean): void {
+  private dispatchApi(exchange: ServerExchange, request: ApiRequest): void {
     this.apiInFlight++;
     this.api.handle(request).then(
       (response) => {
         this.apiInFlight--;
         if (response.status >= 400) this.observer.refused('api', (response.body as { error?: { code?: string } } | undefined)?.error?.code ?? '');
-        if (!exchange.aborted) res.cork(() => writeApiResponse(res, response, isHead, false, this.apiHostHeaders));
+        if (!exchange.dead) this.writeApiResponse(exchange, response, false, this.apiHostHeaders);
       },
       (error: unknown) => {
         this.apiInFlight--;
         this.observer.refused('api', 'INTERNAL_ERROR');
         this.log(`api: ${(error as Error).stack ?? error}`);
-        if (!exchange.aborted) res.cork(() => writeApiResponse(res, errorResponse(new BurrowError('INTERNAL_ERROR')), isHead, false, this.apiHostHeaders));
+        if (!exchange.dead) this.writeApiResponse(exchange, errorResponse(new BurrowError('INTERNAL_ERROR')), false, this.apiHostHeaders);
       },
     );
+  }
+
+  /** Writes an API response: JSON, never cached; `extraHeaders` the edge's own (HSTS on the API host). */
+  private writeApiResponse(exchange: ServerExchange, response: ApiResponse, closeConnection: boolean, extraHeaders: readonly (readonly [string, string])[]): void {
+    writeApiResponse(exchange, response, closeConnection, extraHeaders);
   }
 
   // ---- public traffic ---------------------------------------------------------------------------------
 
   /** The live session of `subdomain` with room for a stream, or undefined once the refusal is written. */
-  private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string, forwarded = false): TunnelSession | undefined {
+  private sessionFor(exchange: ServerExchange, subdomain: string, path: string, clientAddress: string, forwarded: boolean): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
       // Asked as the owner by another edge: say so, and that edge forgets its cached owner (never forwarded again).
-      this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', this.notFoundMessage(subdomain), false, forwarded ? NOT_OWNER : undefined);
+      this.refusePublic(exchange, subdomain, path, clientAddress, 'TUNNEL_NOT_FOUND', this.notFoundMessage(subdomain), false, forwarded ? NOT_OWNER : undefined);
       return undefined;
     }
     if (!session.hasRoom()) {
-      this.refusePublic(res, req, subdomain, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
+      this.refusePublic(exchange, subdomain, path, clientAddress, 'TUNNEL_BUSY', undefined, false, RETRY_SOON);
       return undefined;
     }
     return session;
@@ -553,141 +622,95 @@ export class Edge {
     return `No tunnel is connected on ${subdomain}.${this.domain}.`;
   }
 
-  /** Answers a public request with the edge's error, counted and access-logged (inside the uWS handler). */
+  /** Answers a public request with the edge's error, counted and access-logged. */
   private refusePublic(
-    res: HttpResponse,
-    req: HttpRequest,
+    exchange: ServerExchange,
     subdomain: string,
+    path: string,
+    clientAddress: string,
     code: ErrorCode,
     message?: string,
     closeConnection = false,
     extraHeaders?: readonly [string, string][],
   ): void {
-    this.observeRefusal(res, req, subdomain, code);
-    writePublicError(res, code, message, closeConnection, extraHeaders);
+    if (this.observer.watching) this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, exchange.head.method, path, clientAddress);
+    writePublicError(exchange, code, message, closeConnection, extraHeaders);
   }
 
-  /** Counts and access-logs a public request the edge refuses (while `req` is valid: in the uWS handler). */
-  private observeRefusal(res: HttpResponse, req: HttpRequest, subdomain: string, code: ErrorCode): void {
-    if (!this.observer.watching) return;
-    const query = req.getQuery();
-    const url = req.getUrl();
-    const client = requestOrigin(res, req, this.proxies, this.publicScheme).client;
-    this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, req.getCaseSensitiveMethod(), query ? `${url}?${query}` : url, client);
-  }
-
-  private servePublic(res: HttpResponse, req: HttpRequest, subdomain: string): void {
+  private servePublic(exchange: ServerExchange, subdomain: string, target: string, authority: string): void {
+    const fields = exchange.head.fields;
+    const method = exchange.head.method;
+    const upgrade = exchange.upgrade;
     // A request another edge of the cluster forwarded (with the secret) carries the client's own origin.
-    const forwarded = this.hop === null ? null : this.hop.forwardedOrigin(req);
+    const forwarded = this.hop === null ? null : this.hop.forwardedOrigin(fields);
     let clientAddress: string;
     let head: PublicRequestHead;
     let proto: string;
     if (forwarded === null) {
-      const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
+      const origin = requestOrigin(exchange.connection, fields, this.proxies, this.publicScheme);
       ({ client: clientAddress, proto } = origin);
-      head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
+      head = readPublicRequestHead(fields, origin.hop, origin.proto, origin.forwardedHost, false, upgrade, authority);
     } else {
       ({ client: clientAddress, proto } = forwarded);
-      head = readPublicRequestHead(req, '', proto, '', true);
+      head = readPublicRequestHead(fields, '', proto, '', true, upgrade, authority);
     }
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
-      this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
-      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
+      this.refusePublic(exchange, subdomain, target, clientAddress, 'INVALID_REQUEST', framingProblem, true);
       return;
     }
-    if (this.offline.serves(res, req, head, subdomain, clientAddress)) return;
+    if (!upgrade && this.offline.serves(exchange, target, head, subdomain, clientAddress)) return;
     if (this.hop !== null && forwarded === null && this.registry.session(subdomain) === undefined) {
-      this.forwardPublic(res, req, subdomain, head, clientAddress, proto);
+      this.forwardPublic(exchange, subdomain, target, head, clientAddress, proto);
       return;
     }
-    const session = this.sessionFor(res, req, subdomain, forwarded !== null);
+    const session = this.sessionFor(exchange, subdomain, target, clientAddress, forwarded !== null);
     if (session === undefined) return;
-    const method = req.getCaseSensitiveMethod();
-    const url = req.getUrl();
-    const query = req.getQuery();
-    if (head.contentLength > this.maxRequestBody) {
-      this.observeRefusal(res, req, subdomain, 'PAYLOAD_TOO_LARGE');
-      const refusal = { aborted: false };
-      res.onAborted(() => {
-        refusal.aborted = true;
-      });
-      discardBody(
-        res,
-        () => refusal.aborted,
-        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true),
+    const requestHead = { method, target, headers: head.headers, clientAddress, upgrade };
+    if (upgrade) {
+      // No body (an upgrade with one is declined, src/http1/server.ts): one OPEN, then the answer.
+      const stream = session.openPublicHttp(exchange, requestHead, { gather: -1, limit: 0 });
+      stream.sendOpen(null, true);
+      exchange.attach(stream);
+      return;
+    }
+    const length = head.contentLength;
+    if (length > this.maxRequestBody) {
+      // Read and dropped first (bounded), so a client that sends its whole body before it reads gets the 413.
+      exchange.discardBody(() =>
+        this.refusePublic(exchange, subdomain, target, clientAddress, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true),
       );
       return;
     }
-    const stream = session.openPublicHttp(
-      res,
-      { method, path: query ? `${url}?${query}` : url, headers: head.headers, clientAddress },
-      method === 'HEAD',
-    );
-    res.onAborted(() => stream.onAborted());
-    const length = head.contentLength;
-    if (length <= 0 && !head.chunked) {
-      stream.sendOpen(null, true);
-      return;
-    }
-    if (length > 0 && length <= this.settings.maxFrameBody) {
-      // The fast path: gather the body (usually one chunk, passed on without a copy) into one OPEN.
-      let gathered: Buffer | null = null;
-      let offset = 0;
-      res.onData((chunk, isLast) => {
-        if (gathered === null && isLast) {
-          stream.sendOpen(new Uint8Array(chunk), true);
-          return;
-        }
-        gathered ??= Buffer.allocUnsafe(length);
-        const bytes = new Uint8Array(chunk);
-        gathered.set(bytes.subarray(0, Math.min(bytes.byteLength, length - offset)), offset);
-        offset += bytes.byteLength;
-        if (isLast) stream.sendOpen(gathered.subarray(0, Math.min(offset, length)), true);
-      });
-      return;
-    }
-    stream.sendOpen(null, false);
-    let received = 0;
-    const limit = this.maxRequestBody;
-    res.onData((chunk, isLast) => {
-      if (stream.closed) return;
-      received += chunk.byteLength;
-      if (received > limit) {
-        // The 413 waits until the rest of the body was read and dropped (bounded), as above.
-        const refuse = (): void => stream.cancel('PAYLOAD_TOO_LARGE', `The request body is larger than ${limit} bytes.`);
-        if (isLast) refuse();
-        else discardBody(res, () => stream.closed, refuse, received);
-        return;
-      }
-      stream.sendBody(new Uint8Array(chunk), isLast);
-    });
+    // The fast path gathers a small body into one OPEN; with Expect: 100-continue the body comes only
+    // after the local server's 100, so the OPEN goes first.
+    const gather = length > 0 && length <= this.settings.maxFrameBody && !head.expectContinue ? length : -1;
+    const stream = session.openPublicHttp(exchange, requestHead, { gather, limit: this.maxRequestBody });
+    if (length <= 0 && !head.chunked) stream.sendOpen(null, true);
+    else if (gather < 0) stream.sendOpen(null, false);
+    exchange.attach(stream);
   }
 
   /** No session here, in cluster mode: the edge holding the tunnel answers, through the internal hop. */
-  private forwardPublic(res: HttpResponse, req: HttpRequest, subdomain: string, head: PublicRequestHead, clientAddress: string, proto: string): void {
-    const method = req.getCaseSensitiveMethod();
-    const url = req.getUrl();
-    const query = req.getQuery();
-    const path = query ? `${url}?${query}` : url;
+  private forwardPublic(exchange: ServerExchange, subdomain: string, path: string, head: PublicRequestHead, clientAddress: string, proto: string): void {
+    const method = exchange.head.method;
+    const refused = (code: ErrorCode): void => {
+      if (this.observer.watching) this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, method, path, clientAddress);
+    };
+    const notFound = this.notFoundMessage(subdomain);
+    if (exchange.upgrade) {
+      this.hop!.forwardUpgrade(exchange, { subdomain, method, path, headers: head.headers, clientAddress, proto, notFound }, refused);
+      return;
+    }
     this.hop!.forwardHttp(
-      res,
-      { subdomain, method, path, headers: head.headers, contentLength: head.contentLength, chunked: head.chunked, clientAddress, proto, notFound: this.notFoundMessage(subdomain) },
+      exchange,
+      { subdomain, method, path, headers: head.headers, contentLength: head.contentLength, chunked: head.chunked, expectContinue: head.expectContinue, clientAddress, proto, notFound },
       { maxRequestBody: this.maxRequestBody, requestTimeoutMs: this.deps.requestTimeoutMs },
-      (code) => this.observer.watching && this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, method, path, clientAddress),
+      refused,
     );
   }
 
-  // ---- WebSockets -------------------------------------------------------------------------------------
-
-  private onUpgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const target = this.hosts.resolve(req.getHeader('host'));
-    const headers = target.kind === 'api' ? this.apiHostHeaders : NO_HEADERS;
-    if (this.refusedFraming(res, req, headers)) return;
-    if (target.kind === 'api' && req.getUrl() === CONNECT_PATH) this.connectTunnel(res, req, context);
-    else if (target.kind === 'tunnel') this.upgradePublic(res, req, context, target.subdomain);
-    else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', `No WebSocket endpoint at ${req.getUrl()}.`)), false, false, headers);
-  }
+  // ---- the agent listener: tunnel clients ---------------------------------------------------------------
 
   /**
    * A tunnel client connects: every check happens here, and a refusal is a plain HTTP error. The checks
@@ -695,7 +718,7 @@ export class Edge {
    * so two connects of one account cannot both pass its tunnel cap in between.
    */
   private connectTunnel(res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
-    const clientAddress = requestOrigin(res, req, this.proxies, this.publicScheme).client;
+    const clientAddress = requestOrigin(uwsOrigin(res), uwsFields(req), this.proxies, this.publicScheme).client;
     const authorization = req.getHeader('authorization');
     const version = req.getHeader(PROTOCOL_HEADER);
     const key = req.getHeader('sec-websocket-key');
@@ -710,18 +733,13 @@ export class Edge {
       const refusal = error instanceof BurrowError ? error : new BurrowError('INTERNAL_ERROR');
       this.observer.refused('connect', refusal.code);
       if (!(error instanceof BurrowError)) this.log(`connect: ${(error as Error).stack ?? error}`);
-      if (!connect.aborted) res.cork(() => writeApiResponse(res, errorResponse(refusal), false, false, this.apiHostHeaders));
+      if (!connect.aborted) res.cork(() => writeUwsError(res, errorResponse(refusal)));
     };
     const admit = async (): Promise<void> => {
       const principal = await this.api.authorize(authorization, clientAddress);
       if (principal instanceof BurrowError) throw principal;
       this.accounts.touchToken(principal.token.idSegment).catch(() => undefined);
-      if (version !== String(PROTOCOL_VERSION)) {
-        throw new BurrowError(
-          'INVALID_REQUEST',
-          `This edge speaks tunnel protocol ${PROTOCOL_VERSION} and the client sent ${version === '' ? 'none' : version}; update the client.`,
-        );
-      }
+      if (version !== String(PROTOCOL_VERSION)) throw new BurrowError('INVALID_REQUEST', versionMismatch(version));
       const portText = query.get('port') ?? '';
       const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
       if (port < 1 || port > 65535) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
@@ -744,62 +762,22 @@ export class Edge {
       const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring);
       res.cork(() => {
         res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
-        res.upgrade<SocketData>({ session, passthrough: null }, key, protocol, extensions, context);
+        res.upgrade<SocketData>({ session }, key, protocol, extensions, context);
       });
     };
     admit().catch(refuse);
   }
 
-  private upgradePublic(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
-    const forwarded = this.hop === null ? null : this.hop.forwardedOrigin(req);
-    if (this.hop !== null && forwarded === null && this.registry.session(subdomain) === undefined) {
-      this.forwardUpgrade(res, req, context, subdomain);
-      return;
-    }
-    const session = this.sessionFor(res, req, subdomain, forwarded !== null);
-    if (session === undefined) return;
-    let clientAddress: string;
-    let head: PublicRequestHead;
-    if (forwarded === null) {
-      const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
-      clientAddress = origin.client;
-      head = readPublicRequestHead(req, origin.hop, origin.proto, origin.forwardedHost);
-    } else {
-      clientAddress = forwarded.client;
-      head = readPublicRequestHead(req, '', forwarded.proto, '', true);
-    }
-    const url = req.getUrl();
-    const query = req.getQuery();
-    const stream = new PassthroughStream(
-      session.newStreamId(),
-      session,
-      { method: 'GET', path: query ? `${url}?${query}` : url, headers: head.headers, clientAddress },
-      res,
-      context,
-      { key: head.secWebSocketKey, protocol: head.secWebSocketProtocol, extensions: head.secWebSocketExtensions },
-      this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
-    );
-    res.onAborted(() => stream.upgradeAborted());
-    session.registerPassthrough(stream);
-    stream.start();
+  private tunnelOpened(ws: WebSocket<SocketData>): void {
+    const session = ws.getUserData().session;
+    if (session === null) return;
+    session.attach(ws);
+    // Every tunnel socket is a TunnelSession (connectTunnel); SocketData names it by its socket interface.
+    this.offline.tunnelConnected(session as TunnelSession);
   }
 
-  /** No session here, in cluster mode: the upgrade goes to the edge holding the tunnel. */
-  private forwardUpgrade(res: HttpResponse, req: HttpRequest, context: us_socket_context_t, subdomain: string): void {
-    const origin = requestOrigin(res, req, this.proxies, this.publicScheme);
-    const clientAddress = origin.client;
-    const proto = origin.proto;
-    const head = readPublicRequestHead(req, origin.hop, proto, origin.forwardedHost);
-    const url = req.getUrl();
-    const query = req.getQuery();
-    const path = query ? `${url}?${query}` : url;
-    this.hop!.forwardUpgrade(
-      res,
-      context,
-      { subdomain, path, headers: head.headers, key: head.secWebSocketKey, protocol: head.secWebSocketProtocol, clientAddress, proto, notFound: this.notFoundMessage(subdomain) },
-      this.options.maxWebSocketMessage ?? 4 * 1024 * 1024,
-      (code) => this.observer.watching && this.observer.publicRefused(code, ERROR_CODES[code].status, subdomain, 'GET', path, clientAddress),
-    );
+  private agentNotFound(res: HttpResponse, req: HttpRequest): void {
+    writeUwsError(res, errorResponse(new BurrowError('NOT_FOUND', `The agent port serves tunnel clients at ${CONNECT_PATH} only; ${req.getUrl()} is not there.`)));
   }
 
   // ---- lifecycle --------------------------------------------------------------------------------------
@@ -825,11 +803,8 @@ export class Edge {
     this.draining = true;
     // In a cluster, a closed listener reads as "gone" to the other edges' takeovers: serve nothing new from here.
     this.cluster?.quiesce();
-    if (this.listenSocket !== null) {
-      uws.us_listen_socket_close(this.listenSocket);
-      this.listenSocket = null;
-    }
-    this.tls?.close();
+    this.publicListener.close();
+    this.agent.close();
     this.redirect?.close();
     const deadline = Date.now() + drainMs;
     while ((this.openStreams() > 0 || this.apiInFlight > 0) && Date.now() < deadline) {
@@ -841,6 +816,9 @@ export class Edge {
     // Streams cut by the GOAWAY still write their captures; give their batch a turn to queue.
     await new Promise((resolve) => setImmediate(resolve));
     this.stopped = true;
+    // Answers of that last turn go out before the connections are cut.
+    await new Promise((resolve) => setImmediate(resolve));
+    this.connections.destroyAll();
     // The ended tunnels' grace holds are written to the cluster before it is left.
     await this.cluster?.stop();
     // Counted usage goes to the account store (Redis in cluster mode) before its connection closes; a
@@ -857,33 +835,51 @@ export class Edge {
   }
 }
 
+/** `http://authority/path?query` (any case of the scheme); the authority is what routes the request. */
+const ABSOLUTE_FORM = /^([Hh][Tt][Tt][Pp][Ss]?):\/\/([^/?#\s]+)([/?][^#\s]*)?$/;
+const ALLOW: readonly [string, string][] = [['allow', 'GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS']];
+
+/** The refusal of a client of another protocol version, naming both (docs/protocol.md section 2). */
+function versionMismatch(sent: string): string {
+  return `This edge speaks tunnel protocol ${PROTOCOL_VERSION} and the client sent ${sent === '' ? 'none' : sent}; update the client${sent !== '' && Number(sent) > PROTOCOL_VERSION ? ' or the edge' : ''}.`;
+}
+
+/** Every value of a field, joined (Cookie may come in several lines: RFC 6265 joins them with "; "). */
+function joinedValues(fields: readonly string[], lowerCaseName: string, separator: string): string {
+  let joined = '';
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i]!;
+    if (name.length === lowerCaseName.length && name.toLowerCase() === lowerCaseName) joined = joined === '' ? fields[i + 1]! : `${joined}${separator}${fields[i + 1]!}`;
+  }
+  return joined;
+}
+
 /**
- * Writes an API response (inside a cork). JSON, never cached; `closeConnection` after an unread body;
- * `extraHeaders` the edge's own (HSTS on the API host).
+ * Writes an API response through the public writer: JSON, never cached; `closeConnection` after an
+ * unread body; `extraHeaders` the edge's own (HSTS on the API host).
  */
 export function writeApiResponse(
-  res: HttpResponse,
+  exchange: ServerExchange,
   response: ApiResponse,
-  isHead: boolean,
   closeConnection = false,
   extraHeaders: readonly (readonly [string, string])[] = NO_HEADERS,
 ): void {
-  res.writeStatus(statusLine(response.status));
-  if (response.headers !== undefined) {
-    for (const [name, value] of response.headers) res.writeHeader(name, value);
-  }
-  for (const [name, value] of extraHeaders) res.writeHeader(name, value);
-  res.writeHeader('cache-control', 'no-store');
+  const fields: string[] = [];
+  if (response.headers !== undefined) for (const [name, value] of response.headers) fields.push(name, value);
+  for (const [name, value] of extraHeaders) fields.push(name, value);
+  fields.push('cache-control', 'no-store');
   if (response.status === 204 || response.body === undefined) {
-    // No length argument at all: uWS reads an explicit `undefined` as a huge Content-Length (or aborts),
-    // and a 204 must carry no Content-Length.
-    if (closeConnection) res.endWithoutBody(0, true);
-    else res.endWithoutBody();
+    writeOwn(exchange, response.status, fields, null, closeConnection);
     return;
   }
-  const body = JSON.stringify(response.body);
-  res.writeHeader('content-type', 'application/json; charset=utf-8');
-  if (isHead) endHeadResponse(res, Buffer.byteLength(body), closeConnection);
-  else res.end(body, closeConnection);
+  fields.push('content-type', 'application/json; charset=utf-8');
+  writeOwn(exchange, response.status, fields, JSON.stringify(response.body), closeConnection);
 }
 
+/** An API error on the agent listener (uWS), before any upgrade (inside a cork or its handler). */
+function writeUwsError(res: HttpResponse, response: ApiResponse): void {
+  res.writeStatus(statusLine(response.status));
+  for (const [name, value] of response.headers ?? []) res.writeHeader(name, value);
+  res.writeHeader('cache-control', 'no-store').writeHeader('content-type', 'application/json; charset=utf-8');
+  res.end(JSON.stringify(response.body));
+}

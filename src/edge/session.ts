@@ -21,11 +21,11 @@ import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import type { CaptureRecord, CaptureStore, RingHandle } from '../store/captures.js';
 import type { UsageCounter } from '../store/account-store.js';
 import type { ReplayOverrides, TunnelInfo } from '../api/types.js';
-import type { HttpResponse, WebSocket } from '../uws.js';
+import type { ServerExchange } from '../http1/server.js';
+import type { WebSocket } from '../uws.js';
 import type { EdgeHttpStream, RequestHead } from './http-stream.js';
 import type { EdgeObserver } from './observer.js';
-import type { PassthroughStream } from './passthrough.js';
-import { PublicHttpStream } from './public-stream.js';
+import { PublicHttpStream, type RequestIntake } from './public-stream.js';
 import { ReplayHttpStream } from './replay-stream.js';
 import type { HostedStream, SocketData, StreamHost } from './stream-host.js';
 import type { Captured, Turn, Writable } from './turn.js';
@@ -56,7 +56,7 @@ export interface SessionDeps {
 /** Above this many buffered bytes in uWS, frames wait in the session's backlog for `drain`. */
 export const HIGH_WATER_MARK = 1024 * 1024;
 
-type Stream = EdgeHttpStream | PassthroughStream;
+type Stream = EdgeHttpStream;
 
 export class TunnelSession implements StreamHost {
   ws: WebSocket<SocketData> | null = null;
@@ -133,7 +133,8 @@ export class TunnelSession implements StreamHost {
   capture(exchange: Captured, requestBytes: number, responseBytes: number): void {
     const deps = this.deps;
     deps.usage.count(this.accountId, requestBytes, responseBytes);
-    if (deps.observer.watching && exchange instanceof PublicHttpStream) deps.observer.exchangeEnded(exchange);
+    // An upgraded connection is logged when it ends (upgradeEnded), with the bytes that passed.
+    if (deps.observer.watching && exchange instanceof PublicHttpStream && !exchange.upgraded) deps.observer.exchangeEnded(exchange);
     if (deps.capture.enabled) deps.turn.capture(exchange);
     else exchange.afterCapture();
   }
@@ -178,7 +179,7 @@ export class TunnelSession implements StreamHost {
     for (const frame of this.backlog) frameBytes += frame.byteLength;
     for (const frame of this.outbox) frameBytes += frame.byteLength;
     let requestBytes = 0;
-    for (const stream of this.streams.values()) if (stream.kind === 'http') requestBytes += stream.bufferedRequestBytes;
+    for (const stream of this.streams.values()) requestBytes += stream.bufferedRequestBytes;
     // Response bytes are counted by the connection window: it also covers finished responses still
     // draining to a slow public client, which have left the stream table.
     return { streams: this.streams.size, frameBytes, requestBytes, responseBytes: this.connectionReceive.held };
@@ -205,18 +206,10 @@ export class TunnelSession implements StreamHost {
     return !this.closed && this.streams.size < this.deps.settings.maxStreams;
   }
 
-  openPublicHttp(res: HttpResponse, head: RequestHead, isHead: boolean): PublicHttpStream {
-    const stream = new PublicHttpStream(this.allocateStreamId(), this, head, res, isHead);
+  openPublicHttp(exchange: ServerExchange, head: RequestHead, intake: RequestIntake): PublicHttpStream {
+    const stream = new PublicHttpStream(this.allocateStreamId(), this, head, exchange, intake);
     this.streams.set(stream.id, stream);
     return stream;
-  }
-
-  registerPassthrough(stream: PassthroughStream): void {
-    this.streams.set(stream.id, stream);
-  }
-
-  newStreamId(): number {
-    return this.allocateStreamId();
   }
 
   /** Replays a captured request through this tunnel; resolves with the new capture. */
@@ -229,12 +222,12 @@ export class TunnelSession implements StreamHost {
 
   /** A stream finished or failed (its state says so): it leaves the table, and frames for it are ignored. */
   endStream(stream: HostedStream): void {
-    if (this.streams.get(stream.id) === stream) {
-      this.streams.delete(stream.id);
-      const hosted = stream as Stream;
-      if (hosted.kind === 'passthrough' && this.deps.observer.watching) this.deps.observer.passthroughEnded(hosted);
-    }
+    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
     this.blocked.delete(stream as Stream);
+  }
+
+  upgradeEnded(stream: HostedStream): void {
+    if (this.deps.observer.watching && stream instanceof PublicHttpStream) this.deps.observer.exchangeEnded(stream, { bytesIn: stream.bytesIn, bytesOut: stream.bytesOut });
   }
 
   /** Response bytes written out (or dropped): return connection credit to the client. */
@@ -245,7 +238,7 @@ export class TunnelSession implements StreamHost {
 
   checkDeadlines(now: number): void {
     for (const stream of this.streams.values()) {
-      if (stream.kind === 'http' && stream.deadline <= now) stream.checkDeadline(now);
+      if (stream.deadline <= now) stream.checkDeadline(now);
     }
   }
 
@@ -271,17 +264,21 @@ export class TunnelSession implements StreamHost {
   private dispatch(frame: Frame, bytes: Buffer): void {
     switch (frame[0]) {
       case FrameType.RESPONSE: {
-        const body = frame[4];
-        this.httpStream(frame[1], body)?.onResponse(frame[2], frame[3], body, frame[5], bytes);
+        const body = frame[5];
+        this.httpStream(frame[1], body)?.onResponse(frame[2], frame[3], frame[4], body, frame[6], bytes);
         return;
       }
       case FrameType.DATA: {
         const chunk = frame[2];
-        const stream = this.streams.get(frame[1]);
-        if (stream !== undefined && stream.kind === 'passthrough') throw new ProtocolError('DATA on a WebSocket stream');
         this.httpStream(frame[1], chunk)?.onData(chunk, frame[3]);
         return;
       }
+      case FrameType.INFO:
+        this.httpStream(frame[1], null)?.onInfo(frame[2], frame[3], frame[4]);
+        return;
+      case FrameType.TRAILERS:
+        this.httpStream(frame[1], null)?.onTrailers(frame[2]);
+        return;
       case FrameType.WINDOW: {
         if (frame[1] === 0) {
           this.connectionSend.grant(frame[2]);
@@ -300,27 +297,6 @@ export class TunnelSession implements StreamHost {
         this.close(CLOSE_CODE_BASE + frame[2], frame[3] === '' ? 'client closed the tunnel' : frame[3]);
         return;
       }
-      case FrameType.WS_MESSAGE: {
-        const size = frame[2].byteLength;
-        if (size > this.deps.settings.maxFrameBody) throw new ProtocolError(`a message fragment of ${size} bytes exceeds maxFrameBody`);
-        if (!this.connectionReceive.receive(size)) throw new ProtocolError('the client exceeded the connection window');
-        const stream = this.streams.get(frame[1]);
-        if (stream === undefined) {
-          this.consumedConnection(size);
-          return;
-        }
-        if (stream.kind !== 'passthrough') throw new ProtocolError(`WebSocket frame on HTTP stream ${frame[1]}`);
-        stream.onFrame(frame);
-        return;
-      }
-      case FrameType.WS_RESPONSE:
-      case FrameType.WS_CLOSE: {
-        const stream = this.streams.get(frame[1]);
-        if (stream === undefined) return;
-        if (stream.kind !== 'passthrough') throw new ProtocolError(`WebSocket frame on HTTP stream ${frame[1]}`);
-        stream.onFrame(frame);
-        return;
-      }
       default:
         throw new ProtocolError(`a client may not send frame type ${frame[0]}`);
     }
@@ -335,7 +311,7 @@ export class TunnelSession implements StreamHost {
     if (size > this.deps.settings.maxFrameBody) throw new ProtocolError(`a body chunk of ${size} bytes exceeds maxFrameBody`);
     if (size > 0 && !this.connectionReceive.receive(size)) throw new ProtocolError('the client exceeded the connection window');
     const stream = this.streams.get(id);
-    if (stream === undefined || stream.kind !== 'http') {
+    if (stream === undefined) {
       if (size > 0) this.consumedConnection(size);
       if (stream === undefined && !this.wrapped && id >= this.nextStreamId) {
         throw new ProtocolError(`frame for stream ${id}, which the edge never opened`);
@@ -392,10 +368,7 @@ export class TunnelSession implements StreamHost {
     this.closed = true;
     this.ws = null;
     const failure: ErrorCode = 'TUNNEL_CLOSED';
-    for (const stream of [...this.streams.values()]) {
-      if (stream.kind === 'http') stream.fail(failure);
-      else stream.tunnelClosed();
-    }
+    for (const stream of [...this.streams.values()]) stream.fail(failure);
     this.outbox = [];
     this.backlog = [];
     this.blocked.clear();

@@ -41,14 +41,15 @@ export interface StreamHost {
   endStream(stream: HostedStream): void;
   /** A public response has bytes to write: it is written at the end of this loop turn, corked. */
   deferWrite(stream: Writable): void;
+  /** An upgraded stream ended (both directions, or cut): its access-log line and metrics. */
+  upgradeEnded(stream: HostedStream): void;
   /** Counts a finished exchange, then commits its capture this turn (or finishes it at once when capture is off). */
   capture(exchange: Captured, requestBytes: number, responseBytes: number): void;
 }
 
-/** What uWS keeps on each WebSocket: a tunnel session or a public passthrough socket. */
+/** What uWS keeps on each WebSocket of the agent listener: its tunnel session. */
 export interface SocketData {
   session: TunnelSocket | null;
-  passthrough: PublicSocket | null;
 }
 
 /** The tunnel side of a WebSocket (TunnelSession). */
@@ -57,12 +58,4 @@ export interface TunnelSocket {
   onMessage(message: ArrayBuffer, isBinary: boolean): void;
   onDrain(): void;
   onClose(code: number, message?: string): void;
-}
-
-/** The public side of a passed-through WebSocket (PassthroughStream). */
-export interface PublicSocket {
-  onPublicOpen(ws: WebSocket<SocketData>): void;
-  onPublicMessage(message: ArrayBuffer, isBinary: boolean): void;
-  onPublicDrain(): void;
-  onPublicClose(code: number, message: ArrayBuffer): void;
 }

@@ -1,16 +1,20 @@
 /**
- * HTTPS and wss:// in the edge itself: uWebSockets.js SSLApps built from PEM files, SNI for more names,
- * and certificates reloaded (SIGHUP) without dropping a connection.
+ * HTTPS and wss:// in the edge itself, on both listeners, from the same PEM files: SNI for more names,
+ * the TLS 1.2 cipher rules, and certificates reloaded (SIGHUP) without dropping a connection.
  *
- * uWS cannot swap the certificate of a running SSL context, and removing an SNI name frees the routes
- * that live connections on it still use. So a reload builds a new SSLApp from the new files, binds it to
- * the same port beside the old one (SO_REUSEPORT, which is why the TLS port is bound that way) and closes
- * only the old listen socket: new connections get the new certificate, established ones (tunnels,
- * public WebSockets, keep-alive requests) stay on the old app until they end.
+ * The public listener (node:tls, `PublicTls`): a reload builds new secure contexts, which new
+ * connections get; established ones keep theirs.
+ *
+ * The agent listener (uWebSockets.js, `TlsListener`): uWS cannot swap the certificate of a running SSL
+ * context, and removing an SNI name frees the routes that live connections on it still use. So a reload
+ * builds a new SSLApp from the new files, binds it to the same port beside the old one (SO_REUSEPORT,
+ * which is why that port is bound that way) and closes only the old listen socket: new connections get
+ * the new certificate, established ones (tunnels) stay on the old app until they end.
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { createSecureContext, type SecureContext } from 'node:tls';
 import { listenPort, uws, type TemplatedApp, type us_listen_socket } from '../uws.js';
 
 /** A certificate (full chain, PEM) and its private key (PEM). */
@@ -102,7 +106,70 @@ export function certificateCovers(names: string[], host: string): boolean {
 }
 
 /**
- * The HTTPS listener: one SSLApp per certificate generation, `install` putting the edge's routes on
+ * The public listener's certificates: a secure context for the default certificate and one per SNI name,
+ * rebuilt from the files on `reload` (new connections get the new ones).
+ */
+export class PublicTls {
+  private context: SecureContext;
+  private names: { name: string; context: SecureContext }[];
+  private current: CertificateSummary;
+
+  constructor(private options: TlsOptions) {
+    this.current = checkAll(options);
+    [this.context, this.names] = buildContexts(options);
+  }
+
+  /** The context of a new connection to `servername` (SNI): its own name's, else the default. */
+  readonly sni = (servername: string, callback: (error: Error | null, context?: SecureContext) => void): void => {
+    callback(null, this.contextFor(servername));
+  };
+
+  contextFor(servername: string | undefined): SecureContext {
+    if (servername !== undefined && servername !== '' && this.names.length > 0) {
+      const lower = servername.toLowerCase();
+      for (const entry of this.names) if (certificateCovers([entry.name], lower)) return entry.context;
+    }
+    return this.context;
+  }
+
+  get defaultContext(): SecureContext {
+    return this.context;
+  }
+
+  /** Reads the files again; a bad file throws and leaves the running certificates in place. */
+  reload(next: TlsOptions = this.options): CertificateSummary {
+    const summary = checkAll(next);
+    [this.context, this.names] = buildContexts(next);
+    this.options = next;
+    this.current = summary;
+    return summary;
+  }
+
+  summary(): CertificateSummary {
+    return this.current;
+  }
+}
+
+function checkAll(options: TlsOptions): CertificateSummary {
+  const summary = checkCertificate(options);
+  for (const extra of options.serverNames ?? []) checkCertificate(extra);
+  return summary;
+}
+
+function secureContext(files: CertificateFiles): SecureContext {
+  try {
+    return createSecureContext({ cert: readFileSync(files.certFile), key: readFileSync(files.keyFile), ciphers: TLS12_CIPHERS, minVersion: 'TLSv1.2', honorCipherOrder: true });
+  } catch (error) {
+    throw new Error(`cannot start TLS with ${files.certFile} and ${files.keyFile}: ${(error as Error).message}`);
+  }
+}
+
+function buildContexts(options: TlsOptions): [SecureContext, { name: string; context: SecureContext }[]] {
+  return [secureContext(options), (options.serverNames ?? []).map((extra) => ({ name: extra.name.toLowerCase(), context: secureContext(extra) }))];
+}
+
+/**
+ * The agent listener's HTTPS: one SSLApp per certificate generation, `install` putting the edge's routes on
  * each (on its default router and on every SNI name's own router, which uWS keeps apart).
  */
 export class TlsListener {

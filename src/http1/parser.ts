@@ -156,6 +156,8 @@ export class Http1Parser {
   private pauseAsked = false;
   private paused = false;
   private closed = false;
+  /** Inside llhttp (execute or finish): `close` then frees the native parser only once it returns. */
+  private running = false;
 
   constructor(
     private readonly kind: MessageKindValue,
@@ -231,7 +233,14 @@ export class Http1Parser {
     let offset = 0;
     for (;;) {
       const input = offset === 0 ? chunk : chunk.subarray(offset);
+      this.running = true;
       const result = this.native.execute(input);
+      this.running = false;
+      if (this.closed) {
+        // Closed by a handler inside its callback: freed now that llhttp has returned.
+        this.native.close();
+        return this.failure ?? ALL;
+      }
       if (this.paused) {
         // Our own stop after a head (not an error): llhttp says how far it got.
         this.failure = null;
@@ -257,21 +266,31 @@ export class Http1Parser {
    */
   finish(): Http1ParseError | null {
     if (this.closed || this.upgraded) return null;
+    this.running = true;
     const result = this.native.finish();
+    this.running = false;
+    if (this.closed) {
+      this.native.close();
+      return this.failure;
+    }
     if (this.failure !== null) return this.failure;
     return result === undefined ? null : toParseError(result);
   }
 
-  /** Frees the native parser; the instance is dead afterwards. */
+  /**
+   * Frees the native parser; the instance is dead afterwards. Safe from inside a handler's callback:
+   * the native parser is then freed when llhttp returns (freeing it under llhttp would crash the process).
+   */
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.native.close();
+    if (!this.running) this.native.close();
   }
 
   // ---- llhttp's callbacks (arrow properties: llhttp calls them with the native parser as `this`) ----------
 
   private readonly onFlushedFields = (fields: string[], target: string | undefined): void => {
+    if (this.closed) return;
     if (this.flushed === null) this.flushed = fields;
     else for (let i = 0; i < fields.length; i++) this.flushed.push(fields[i]!);
     // Trailers come with the finished message's target again: only a head's flushes build the target.
@@ -290,7 +309,7 @@ export class Http1Parser {
     upgrade: boolean,
     keepAlive: boolean,
   ): number => {
-    if (this.failure !== null) return STOP;
+    if (this.failure !== null || this.closed) return STOP;
     const head = new MessageHead();
     let all = fields ?? [];
     if (this.flushed !== null) {
@@ -325,11 +344,11 @@ export class Http1Parser {
   };
 
   private readonly onBody = (chunk: Buffer): void => {
-    if (this.failure === null) this.handler.onBody(chunk);
+    if (this.failure === null && !this.closed) this.handler.onBody(chunk);
   };
 
   private readonly onMessageComplete = (): void => {
-    if (this.failure !== null) return;
+    if (this.failure !== null || this.closed) return;
     // Trailers arrive flushed just before this call, with no head of their own.
     const trailers = this.headComplete ? this.flushed : null;
     this.flushed = null;

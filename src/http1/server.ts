@@ -74,6 +74,15 @@ export interface Refusal {
   body: string;
 }
 
+/**
+ * Reads what comes before HTTP on a connection (a PROXY protocol header): given every byte so far,
+ * returns how many to drop before HTTP begins, PREFACE_MORE to wait for more, or PREFACE_REFUSED to
+ * close the connection.
+ */
+export type Preface = (connection: ServerConnection, bytes: Buffer) => number;
+export const PREFACE_MORE = -1;
+export const PREFACE_REFUSED = -2;
+
 export interface ConnectionHandler {
   /** A request head arrived: set `exchange.sink` now to take its body (bytes wait until then). */
   onRequest(exchange: ServerExchange): void;
@@ -133,6 +142,7 @@ export class ServerExchange {
   private wantsWritable = false;
   /** The answer is 101 and the socket goes to the sink once it is written. */
   private switching = false;
+  private corked = false;
 
   constructor(
     readonly connection: ServerConnection,
@@ -198,6 +208,19 @@ export class ServerExchange {
     if (this.state >= ResponseState.ENDED) return;
     if (this.sink === null) this.earlyTrailers = fields;
     else this.sink.onRequestTrailers?.(fields);
+  }
+
+  /**
+   * Reads and drops the rest of this request's body, then calls `then` (which answers): when the body
+   * ended, or after `lingerBytes` or `lingerMs`, whichever comes first. A refusal written this way (413)
+   * reaches a client that sends its whole body before it reads, instead of a connection closed under its
+   * writes; the bounds keep a client from holding the connection with an endless body.
+   */
+  discardBody(then: () => void): void {
+    const discard = new DiscardedBody(this, then, this.connection.settings);
+    this.sink = discard;
+    if (this.bodyPaused) this.resumeBody();
+    if (this.requestEnded) discard.finish();
   }
 
   /** Stop reading this request's body until `resumeBody` (no more bytes than one socket read arrive meanwhile). */
@@ -317,11 +340,16 @@ export class ServerExchange {
 
   /** Corks the socket while this exchange may write (one syscall for a head and its body). */
   cork(): void {
-    if (this.connection.front === this) this.connection.socket.cork();
+    if (this.corked || this.connection.front !== this) return;
+    this.corked = true;
+    this.connection.socket.cork();
   }
 
+  /** Uncorks what `cork` corked (even when the answer ended meanwhile and the next one is at the front). */
   uncork(): void {
-    if (this.connection.front === this) this.connection.socket.uncork();
+    if (!this.corked) return;
+    this.corked = false;
+    this.connection.socket.uncork();
   }
 
   /** Bytes handed to `write` and waiting (at the front: in the socket's buffer; else kept here). */
@@ -376,6 +404,39 @@ export class ServerExchange {
   }
 }
 
+/** The sink of a body being read and dropped before its refusal (`ServerExchange.discardBody`). */
+class DiscardedBody implements ExchangeSink {
+  private read = 0;
+  private done = false;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly exchange: ServerExchange,
+    private readonly then: () => void,
+    private readonly settings: ServerSettings,
+  ) {
+    this.timer = setTimeout(() => this.finish(), settings.lingerMs);
+    this.timer.unref();
+  }
+
+  onRequestBody(chunk: Buffer | null, last: boolean): void {
+    this.read += chunk?.byteLength ?? 0;
+    if (last || this.read > this.settings.lingerBytes) this.finish();
+  }
+
+  onAborted(): void {
+    this.done = true;
+    clearTimeout(this.timer);
+  }
+
+  finish(): void {
+    if (this.done) return;
+    this.done = true;
+    clearTimeout(this.timer);
+    if (!this.exchange.dead) this.then();
+  }
+}
+
 /**
  * One accepted socket: the parser, the queue, the pauses, the timers. Created by `ServerConnections`,
  * which also runs the coarse timer over them all.
@@ -416,14 +477,17 @@ export class ServerConnection implements MessageHandler {
   /** Free for the owner: whatever it keeps per connection (the TLS server name, say). */
   tag: unknown = null;
 
+  /** Bytes of a preface read so far (while `preface` is set). */
+  private prefaceBytes: Buffer | null = null;
+
   constructor(
     readonly socket: Socket,
     private readonly handler: ConnectionHandler,
-    private readonly settings: ServerSettings,
+    readonly settings: ServerSettings,
     private readonly registry: ServerConnections,
     remoteAddress: string,
-    /** Bytes read before HTTP began (after a PROXY header): parsed first. */
-    initial: Buffer | null = null,
+    /** What is read off the connection before HTTP (a PROXY header), or null. */
+    private preface: Preface | null = null,
   ) {
     this.remoteAddress = remoteAddress;
     this.parser = new Http1Parser(MessageKind.REQUEST, this, settings);
@@ -433,7 +497,6 @@ export class ServerConnection implements MessageHandler {
     socket.on('close', this.onClose);
     socket.on('error', this.onError);
     socket.on('drain', this.onDrain);
-    if (initial !== null && initial.byteLength > 0) this.onData(initial);
   }
 
   /** The exchange whose answer is being written. */
@@ -447,13 +510,30 @@ export class ServerConnection implements MessageHandler {
 
   // ---- reading --------------------------------------------------------------------------------------
 
-  private readonly onData = (chunk: Buffer): void => {
+  private readonly onData = (data: Buffer): void => {
+    let chunk = data;
     if (this.lingering) {
       this.lingered += chunk.byteLength;
       if (this.lingered > this.settings.lingerBytes) this.destroy();
       return;
     }
     if (this.destroyed || this.switched) return;
+    if (this.preface !== null) {
+      const bytes = this.prefaceBytes === null ? chunk : Buffer.concat([this.prefaceBytes, chunk]);
+      const taken = this.preface(this, bytes);
+      if (taken === PREFACE_MORE) {
+        this.prefaceBytes = bytes;
+        return;
+      }
+      this.preface = null;
+      this.prefaceBytes = null;
+      if (taken === PREFACE_REFUSED) {
+        this.destroy();
+        return;
+      }
+      if (taken >= bytes.byteLength) return;
+      chunk = bytes.subarray(taken);
+    }
     const now = Date.now();
     this.lastReadAt = now;
     if (this.queue.length === 0 && this.parsing === null) this.headStarted = true;
@@ -527,17 +607,20 @@ export class ServerConnection implements MessageHandler {
     if (this.pauses === 0 && this.stash === null) this.finishRead();
   };
 
-  /** The client sent its FIN: nothing more to parse. */
+  /**
+   * The client sent its FIN. With requests still unanswered it went away (a FIN is how clients give up
+   * on a request; nginx and Node's http server read it so too): they are aborted and the connection cut.
+   * An idle connection ends cleanly.
+   */
   private finishRead(): void {
     if (this.destroyed || this.switched) return;
     const failure = this.parser.finish();
-    if (this.parsing !== null || failure !== null) {
-      // Cut inside a request: it can never be answered.
+    if (this.parsing !== null || failure !== null || this.queue.length > 0) {
       this.destroy();
       return;
     }
     this.closing = true;
-    if (this.queue.length === 0) this.endSocket();
+    this.endSocket();
   }
 
   // ---- the parser's callbacks -------------------------------------------------------------------------
@@ -590,8 +673,10 @@ export class ServerConnection implements MessageHandler {
     if (exchange === null) return;
     this.parsing = null;
     if (exchange.bodyPaused) {
+      // The body ended while its consumer had paused reading: the pause was the body's, the next
+      // request (or the end of the connection) is read again.
       exchange.bodyPaused = false;
-      this.pauses &= ~Pause.BODY;
+      this.resumeFrom(Pause.BODY);
     }
     exchange.takeBody(null, true);
   }
@@ -792,9 +877,9 @@ export class ServerConnections {
     return this.connections.size;
   }
 
-  accept(socket: Socket, remoteAddress: string, initial: Buffer | null = null): ServerConnection {
+  accept(socket: Socket, remoteAddress: string, preface: Preface | null = null): ServerConnection {
     socket.setNoDelay(true);
-    const connection = new ServerConnection(socket, this.handler, this.settings, this, remoteAddress, initial);
+    const connection = new ServerConnection(socket, this.handler, this.settings, this, remoteAddress, preface);
     this.connections.add(connection);
     if (this.timer === null) {
       this.timer = setInterval(() => this.tick(), this.tickMs);

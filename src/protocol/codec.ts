@@ -10,10 +10,13 @@
  * once.
  */
 import { Packr, Unpackr } from 'msgpackr';
-import { FrameType, GoAwayCode, MAX_FRAME_TYPE, MAX_WINDOW, type GoAwayCodeValue, type Settings } from './constants.js';
+import { FrameType, GoAwayCode, MAX_FRAME_TYPE, MAX_WINDOW, RETIRED_FRAME_TYPES, type GoAwayCodeValue, type Settings } from './constants.js';
 
 export type Bytes = Uint8Array;
-/** Header pairs flattened: [name0, value0, name1, value1, ...]; names are lower-case; no CR, LF or NUL. */
+/**
+ * Header pairs flattened: [name0, value0, name1, value1, ...]; names as they were sent (any case); no
+ * CR, LF or NUL; each character one byte (docs/protocol.md section 12).
+ */
 export type HeaderList = string[];
 
 export type ReadyFrame = [typeof FrameType.READY, 0, subdomain: string, publicUrl: string, settings: Settings];
@@ -22,17 +25,19 @@ export type OpenFrame = [
   stream: number,
   requestId: string,
   method: string,
-  path: string,
+  target: string,
   headers: HeaderList,
   clientAddress: string,
   body: Bytes | null,
   end: boolean,
+  upgrade: boolean,
 ];
 export type DataFrame = [typeof FrameType.DATA, stream: number, chunk: Bytes | null, end: boolean];
 export type ResponseFrame = [
   typeof FrameType.RESPONSE,
   stream: number,
   status: number,
+  reason: string,
   headers: HeaderList,
   body: Bytes | null,
   end: boolean,
@@ -40,30 +45,10 @@ export type ResponseFrame = [
 export type WindowFrame = [typeof FrameType.WINDOW, stream: number, credit: number];
 export type ResetFrame = [typeof FrameType.RESET, stream: number, code: number, message: string];
 export type GoAwayFrame = [typeof FrameType.GOAWAY, 0, code: number, message: string];
-export type WsOpenFrame = [
-  typeof FrameType.WS_OPEN,
-  stream: number,
-  requestId: string,
-  path: string,
-  headers: HeaderList,
-  clientAddress: string,
-];
-export type WsResponseFrame = [typeof FrameType.WS_RESPONSE, stream: number, status: number, protocol: string, headers: HeaderList];
-export type WsMessageFrame = [typeof FrameType.WS_MESSAGE, stream: number, data: Bytes, binary: boolean, fin: boolean];
-export type WsCloseFrame = [typeof FrameType.WS_CLOSE, stream: number, code: number, reason: string];
+export type InfoFrame = [typeof FrameType.INFO, stream: number, status: number, reason: string, headers: HeaderList];
+export type TrailersFrame = [typeof FrameType.TRAILERS, stream: number, headers: HeaderList];
 
-export type Frame =
-  | ReadyFrame
-  | OpenFrame
-  | DataFrame
-  | ResponseFrame
-  | WindowFrame
-  | ResetFrame
-  | GoAwayFrame
-  | WsOpenFrame
-  | WsResponseFrame
-  | WsMessageFrame
-  | WsCloseFrame;
+export type Frame = ReadyFrame | OpenFrame | DataFrame | ResponseFrame | WindowFrame | ResetFrame | GoAwayFrame | InfoFrame | TrailersFrame;
 
 export class ProtocolError extends Error {
   readonly code: GoAwayCodeValue = GoAwayCode.PROTOCOL_ERROR;
@@ -213,22 +198,21 @@ const isStream = (value: unknown): boolean => isUint(value) && (value as number)
 const isZero = (value: unknown): boolean => value === 0;
 const isString = (value: unknown): boolean => typeof value === 'string';
 const isBool = (value: unknown): boolean => typeof value === 'boolean';
-const isBytes = (value: unknown): boolean => value instanceof Uint8Array;
 const isBytesOrNull = (value: unknown): boolean => value === null || value instanceof Uint8Array;
 const isStatus = (value: unknown): boolean => typeof value === 'number' && Number.isInteger(value) && value >= 100 && value <= 999;
-const isCloseCode = (value: unknown): boolean => typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 4999;
 const isWindow = (value: unknown): boolean => isStream(value) && (value as number) <= MAX_WINDOW;
-/** Header names: no upper-case letters, and nothing that could end a header line (CR, LF, NUL). */
-const BAD_NAME = /[A-Z\r\n\0]/;
-/** Header values and the WebSocket subprotocol: nothing that could end a header line. */
-const BAD_VALUE = /[\r\n\0]/;
-const isHeaderValue = (value: unknown): boolean => typeof value === 'string' && !BAD_VALUE.test(value);
+/**
+ * Nothing in a header name or value, or a reason phrase, may end a line of a head (CR, LF) or a C string
+ * (NUL): a frame with one is refused whole. Whether a name is a token and every character a byte is the
+ * receiving stream's check (docs/protocol.md section 12), so one bad head resets one stream, not the tunnel.
+ */
+const BAD_LINE = /[\r\n\0]/;
+const isLineSafe = (value: unknown): boolean => typeof value === 'string' && !BAD_LINE.test(value);
 const isHeaders = (value: unknown): boolean => {
   if (!Array.isArray(value) || value.length % 2 !== 0) return false;
-  for (let i = 0; i < value.length; i += 2) {
-    const name: unknown = value[i];
-    const text: unknown = value[i + 1];
-    if (typeof name !== 'string' || typeof text !== 'string' || BAD_NAME.test(name) || BAD_VALUE.test(text)) return false;
+  for (let i = 0; i < value.length; i++) {
+    const item: unknown = value[i];
+    if (typeof item !== 'string' || BAD_LINE.test(item)) return false;
   }
   return true;
 };
@@ -247,16 +231,14 @@ const isSettings = (value: unknown): boolean => {
 /** Field checks after the type, indexed by frame type; the first checks the stream id. */
 const SHAPES: (readonly Check[] | undefined)[] = [];
 SHAPES[FrameType.READY] = [isZero, isString, isString, isSettings];
-SHAPES[FrameType.OPEN] = [isStream, isString, isString, isString, isHeaders, isString, isBytesOrNull, isBool];
+SHAPES[FrameType.OPEN] = [isStream, isString, isLineSafe, isLineSafe, isHeaders, isString, isBytesOrNull, isBool, isBool];
 SHAPES[FrameType.DATA] = [isStream, isBytesOrNull, isBool];
-SHAPES[FrameType.RESPONSE] = [isStream, isStatus, isHeaders, isBytesOrNull, isBool];
+SHAPES[FrameType.RESPONSE] = [isStream, isStatus, isLineSafe, isHeaders, isBytesOrNull, isBool];
 SHAPES[FrameType.WINDOW] = [isUint, isStream];
 SHAPES[FrameType.RESET] = [isStream, isUint, isString];
 SHAPES[FrameType.GOAWAY] = [isZero, isUint, isString];
-SHAPES[FrameType.WS_OPEN] = [isStream, isString, isString, isHeaders, isString];
-SHAPES[FrameType.WS_RESPONSE] = [isStream, isStatus, isHeaderValue, isHeaders];
-SHAPES[FrameType.WS_MESSAGE] = [isStream, isBytes, isBool, isBool];
-SHAPES[FrameType.WS_CLOSE] = [isStream, isCloseCode, isString];
+SHAPES[FrameType.INFO] = [isStream, isStatus, isLineSafe, isHeaders];
+SHAPES[FrameType.TRAILERS] = [isStream, isHeaders];
 
 export const FRAME_NAMES: readonly string[] = Object.freeze(
   Object.entries(FrameType).reduce<string[]>((names, [name, type]) => {
@@ -280,10 +262,12 @@ export function decode(bytes: Uint8Array): Frame {
   }
   if (!Array.isArray(value) || value.length < 2) throw new ProtocolError('a frame must be an array [type, stream, ...]');
   const type = value[0];
-  if (typeof type !== 'number' || !Number.isInteger(type) || type < 1 || type > MAX_FRAME_TYPE) {
+  const shape = typeof type === 'number' && Number.isInteger(type) && type >= 1 && type <= MAX_FRAME_TYPE ? SHAPES[type] : undefined;
+  if (shape === undefined) {
+    const retired = typeof type === 'number' ? RETIRED_FRAME_TYPES[type] : undefined;
+    if (retired !== undefined) throw new ProtocolError(`frame type ${type} (${retired}) is protocol 1's; protocol 2 has no such frame`);
     throw new ProtocolError(`unknown frame type ${typeof type === 'number' ? type : typeof type}`);
   }
-  const shape = SHAPES[type]!;
   if (value.length !== shape.length + 1) {
     throw new ProtocolError(`${FRAME_NAMES[type]} frame has ${value.length} elements, expected ${shape.length + 1}`);
   }

@@ -1,24 +1,24 @@
 /**
- * Wire constants of the tunnel protocol, version 1 (docs/protocol.md). A test pins every value: they
+ * Wire constants of the tunnel protocol, version 2 (docs/protocol.md). A test pins every value: they
  * are a contract with clients that may be written in other languages, so a number here never changes
- * meaning. New frame types or codes get new numbers.
+ * meaning. New frame types or codes get new numbers; retired numbers are never used again.
  */
 
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 /** The header that carries the protocol version on the upgrade request and the 101 response. */
 export const PROTOCOL_HEADER = 'burrow-protocol';
-/** The path of the tunnel endpoint on the API host. */
+/** The path of the tunnel endpoint on the edge's agent listener. */
 export const CONNECT_PATH = '/api/v1/connect';
 
 /** Frame types: the first element of every frame array. */
 export const FrameType = {
   /** edge → client: the tunnel is live. [1, 0, subdomain, publicUrl, settings] */
   READY: 1,
-  /** edge → client: a new public request. [2, stream, requestId, method, path, headers, clientAddress, body, end] */
+  /** edge → client: a new public request. [2, stream, requestId, method, target, headers, clientAddress, body, end, upgrade] */
   OPEN: 2,
-  /** both: a body chunk. [3, stream, chunk, end] */
+  /** both: a body chunk, or after a 101 the switched protocol's bytes. [3, stream, chunk, end] */
   DATA: 3,
-  /** client → edge: the response head. [4, stream, status, headers, body, end] */
+  /** client → edge: the final response head. [4, stream, status, reason, headers, body, end] */
   RESPONSE: 4,
   /** both: flow-control credit in bytes; stream 0 is the connection. [5, stream, credit] */
   WINDOW: 5,
@@ -26,17 +26,24 @@ export const FrameType = {
   RESET: 6,
   /** both: the sender is closing the tunnel. [7, 0, code, message] */
   GOAWAY: 7,
-  /** edge → client: a public WebSocket upgrade. [8, stream, requestId, path, headers, clientAddress] */
-  WS_OPEN: 8,
-  /** client → edge: the local server's answer to the upgrade; 101 accepts. [9, stream, status, protocol, headers] */
-  WS_RESPONSE: 9,
-  /** both: a WebSocket message or a fragment of one; `fin` ends the message. [10, stream, data, binary, fin] */
-  WS_MESSAGE: 10,
-  /** both: the WebSocket closed on the sender's side. [11, stream, code, reason] */
-  WS_CLOSE: 11,
+  /** client → edge: an interim (1xx) response before the final one. [12, stream, status, reason, headers] */
+  INFO: 12,
+  /** both: trailer fields; they end the sender's body on that stream. [13, stream, headers] */
+  TRAILERS: 13,
 } as const;
 export type FrameTypeValue = (typeof FrameType)[keyof typeof FrameType];
-export const MAX_FRAME_TYPE = 11;
+export const MAX_FRAME_TYPE = 13;
+
+/**
+ * Frame types of protocol 1 that protocol 2 retired (WebSockets now pass as an upgraded stream's raw
+ * bytes): never used again, and a protocol error if received.
+ */
+export const RETIRED_FRAME_TYPES: Readonly<Record<number, string>> = Object.freeze({
+  8: 'WS_OPEN',
+  9: 'WS_RESPONSE',
+  10: 'WS_MESSAGE',
+  11: 'WS_CLOSE',
+});
 
 /** RESET codes: why one stream ended early. */
 export const ResetCode = {

@@ -10,7 +10,7 @@
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { Packr, Unpackr } from 'msgpackr';
-import { decode, type OpenFrame, type ResponseFrame } from '../protocol/codec.js';
+import { decode, type OpenFrame } from '../protocol/codec.js';
 
 /** What every capture records besides its heads and bodies. */
 export interface CaptureFields {
@@ -72,21 +72,38 @@ interface CaptureParts {
   responseBody: Uint8Array | null;
 }
 
+/**
+ * A stored OPEN or RESPONSE frame. Captures written by an edge of protocol 1 hold that protocol's frames
+ * (OPEN without `upgrade`, RESPONSE without `reason`), which protocol 2's decoder refuses: they are read
+ * as plain msgpack arrays, so a data directory keeps its history across the upgrade (docs/protocol.md 2).
+ */
+function storedFrame(bytes: Uint8Array): unknown[] {
+  try {
+    return decode(bytes) as unknown[];
+  } catch {
+    const value = recordUnpackr.unpack(bytes as Buffer) as unknown;
+    return Array.isArray(value) ? value : [];
+  }
+}
+
 /** A stored capture's headers and bodies, read out of the frames they travel in (views, no copies). */
 function captureParts(stored: StoredCapture): CaptureParts {
   let requestHeaders = stored.requestHeaders ?? [];
   let requestBody = stored.requestBody;
   if (stored.open !== null) {
-    const open = decode(stored.open) as OpenFrame;
-    requestHeaders = open[5];
-    requestBody ??= open[7];
+    // OPEN keeps its headers and body at 5 and 7 in both protocols.
+    const open = storedFrame(stored.open) as OpenFrame;
+    requestHeaders = open[5] ?? [];
+    requestBody ??= open[7] ?? null;
   }
   let responseHeaders = stored.responseHeaders ?? [];
   let responseBody = stored.responseBody;
   if (stored.response !== null) {
-    const response = decode(stored.response) as ResponseFrame;
-    responseHeaders = response[3];
-    responseBody ??= response[4];
+    const response = storedFrame(stored.response);
+    // Protocol 2's RESPONSE has 7 elements (its reason at 3); protocol 1's had 6.
+    const at = response.length === 7 ? 4 : 3;
+    responseHeaders = (response[at] as string[] | undefined) ?? [];
+    responseBody ??= (response[at + 1] as Uint8Array | null | undefined) ?? null;
   }
   return { requestHeaders, requestBody, responseHeaders, responseBody };
 }

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -32,8 +33,10 @@ test('OPEN frames pointing elsewhere still reach only the configured ports', asy
   });
 
   // The hostile edge: accepts the tunnel, says READY, then asks for requests aimed at `elsewhere`.
-  const edge = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  await once(edge, 'listening');
+  const http = createServer((_req, res) => res.end(JSON.stringify({ agent_url: `ws://127.0.0.1:${(http.address() as AddressInfo).port}/api/v1/connect` })));
+  const edge = new WebSocketServer({ server: http });
+  http.listen(0, '127.0.0.1');
+  await once(http, 'listening');
   const answers = new Map<number, number>();
   edge.on('connection', (socket: WebSocket) => {
     socket.on('message', (data: Buffer) => {
@@ -49,12 +52,12 @@ test('OPEN frames pointing elsewhere still reach only the configured ports', asy
       ['//127.0.0.1/double-slash', ['host', target]],
     ];
     attempts.forEach(([path, headers], index) => {
-      socket.send(encode([FrameType.OPEN, index + 1, `req_${index}`, 'GET', path, headers, '203.0.113.1', null, true]));
+      socket.send(encode([FrameType.OPEN, index + 1, `req_${index}`, 'GET', path, headers, '203.0.113.1', null, true, false]));
     });
   });
 
   const client = new TunnelClient({
-    edge: `http://127.0.0.1:${(edge.address() as AddressInfo).port}`,
+    edge: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
     token: 'svc_pat_00000000_000000000000000000000000000000000000',
     routes: new RouteTable(own.port, [{ prefix: '/api', port: routed.port }]),
   });
@@ -67,6 +70,8 @@ test('OPEN frames pointing elsewhere still reach only the configured ports', asy
 
   await client.close();
   edge.close();
+  http.closeAllConnections();
+  http.close();
   await own.close();
   await routed.close();
   await elsewhere.close();

@@ -5,6 +5,7 @@
  * than the local server, so the client's flow control (undici paused) is exercised.
  */
 import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { RouteTable, type LocalTarget } from '../../src/client/routes.js';
@@ -46,11 +47,22 @@ export class FrameEdge {
   creditDelayMs = 0;
   /** Every RESPONSE and DATA frame (each one WebSocket message) per stream, in order. */
   readonly frames = new Map<number, FrameRecord[]>();
-  readonly wsResponses = new Map<number, { status: number; protocol: string; headers: string[] }>();
-  /** RESETs on WebSocket streams: stream → [code, message]. */
-  readonly wsResets = new Map<number, [number, string]>();
+  /** RESETs on streams nobody waits for: stream → [code, message]. */
+  readonly resets = new Map<number, [number, string]>();
+  /** Answers to upgrades (`openUpgrade`): stream → status, reason and fields of the RESPONSE. */
+  readonly upgrades = new Map<number, { status: number; reason: string; headers: string[] }>();
+  /** Raw bytes the client sent on upgraded streams after their 101. */
+  readonly raw = new Map<number, Buffer[]>();
 
-  private constructor(private readonly server: WebSocketServer) {
+  private constructor(
+    private readonly http: Server,
+    private readonly server: WebSocketServer,
+  ) {
+    // What a client asks first: where tunnel clients connect (here, on the same port).
+    http.on('request', (_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ build: 'frame-edge', region: 'test', server_time: new Date().toISOString(), agent_url: `ws://127.0.0.1:${this.port}/api/v1/connect` }));
+    });
     server.on('connection', (socket: WebSocket) => {
       this.socket = socket;
       socket.on('message', (data: Buffer) => this.onFrame(decode(data)));
@@ -59,13 +71,19 @@ export class FrameEdge {
   }
 
   static async start(): Promise<FrameEdge> {
-    const server = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-    await once(server, 'listening');
-    return new FrameEdge(server);
+    const http = createServer();
+    const server = new WebSocketServer({ server: http });
+    http.listen(0, '127.0.0.1');
+    await once(http, 'listening');
+    return new FrameEdge(http, server);
+  }
+
+  private get port(): number {
+    return (this.http.address() as AddressInfo).port;
   }
 
   get url(): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return `http://127.0.0.1:${this.port}`;
   }
 
   /** The real client, connected to this edge. */
@@ -91,27 +109,54 @@ export class FrameEdge {
     this.frames.set(id, []);
     const result = new Promise<StreamResult>((resolve) => {
       this.pending.set(id, { status: 0, headers: [], chunks: [], resolve });
-      this.socket!.send(encode([FrameType.OPEN, id, `req_${id}`, method, path, headers, '203.0.113.7', body, true]));
+      this.socket!.send(encode([FrameType.OPEN, id, `req_${id}`, method, path, headers, '203.0.113.7', body, true, false]));
     });
     return { id, result };
   }
 
-  /** Opens a WebSocket passthrough stream; the answer lands in `wsResponses`. */
-  openWebSocket(path: string, headers: string[]): number {
+  /** Opens an upgrade stream (OPEN with `upgrade`); its answer lands in `upgrades`, later bytes in `raw`. */
+  openUpgrade(path: string, headers: string[]): number {
     const id = this.nextId++;
-    this.socket!.send(encode([FrameType.WS_OPEN, id, `req_${id}`, path, headers, '203.0.113.7']));
+    this.frames.set(id, []);
+    this.socket!.send(encode([FrameType.OPEN, id, `req_${id}`, 'GET', path, headers, '203.0.113.7', null, true, true]));
     return id;
   }
 
+  /** Raw bytes (or the FIN) toward the local server on an upgraded stream. */
+  sendRaw(id: number, data: Buffer | null, end = false): void {
+    this.socket!.send(encode([FrameType.DATA, id, data, end]));
+    if (data !== null) this.socket!.send(encode([FrameType.WINDOW, 0, data.byteLength]));
+  }
+
   private onFrame(frame: Frame): void {
+    if (this.upgrades.has(frame[1] as number) && frame[0] === FrameType.DATA) {
+      const chunk = frame[2];
+      if (chunk !== null) {
+        const list = this.raw.get(frame[1]) ?? [];
+        list.push(Buffer.from(chunk));
+        this.raw.set(frame[1], list);
+        this.socket?.send(encode([FrameType.WINDOW, frame[1], chunk.byteLength]));
+        this.socket?.send(encode([FrameType.WINDOW, 0, chunk.byteLength]));
+      }
+      return;
+    }
     switch (frame[0]) {
       case FrameType.RESPONSE: {
-        this.frames.get(frame[1])?.push({ type: 'RESPONSE', end: frame[5], bytes: frame[4]?.byteLength ?? 0 });
+        if (!this.pending.has(frame[1]) && !this.upgrades.has(frame[1])) {
+          this.upgrades.set(frame[1], { status: frame[2], reason: frame[3], headers: frame[4] });
+          return;
+        }
+        this.frames.get(frame[1])?.push({ type: 'RESPONSE', end: frame[6], bytes: frame[5]?.byteLength ?? 0 });
         const pending = this.pending.get(frame[1]);
         if (pending === undefined) return;
         pending.status = frame[2];
-        pending.headers = frame[3];
-        this.body(frame[1], pending, frame[4], frame[5]);
+        pending.headers = frame[4];
+        this.body(frame[1], pending, frame[5], frame[6]);
+        return;
+      }
+      case FrameType.TRAILERS: {
+        const pending = this.pending.get(frame[1]);
+        if (pending !== undefined) this.body(frame[1], pending, null, true);
         return;
       }
       case FrameType.DATA: {
@@ -123,16 +168,13 @@ export class FrameEdge {
       case FrameType.RESET: {
         const pending = this.pending.get(frame[1]);
         if (pending === undefined) {
-          this.wsResets.set(frame[1], [frame[2], frame[3]]);
+          this.resets.set(frame[1], [frame[2], frame[3]]);
           return;
         }
         this.pending.delete(frame[1]);
         pending.resolve({ status: pending.status, headers: pending.headers, body: Buffer.concat(pending.chunks), ending: 'reset', resetCode: frame[2], resetMessage: frame[3] });
         return;
       }
-      case FrameType.WS_RESPONSE:
-        this.wsResponses.set(frame[1], { status: frame[2], protocol: frame[3], headers: frame[4] });
-        return;
       default:
     }
   }
@@ -158,11 +200,13 @@ export class FrameEdge {
   async close(): Promise<void> {
     for (const client of this.server.clients) client.terminate();
     await new Promise((resolve) => this.server.close(resolve));
+    this.http.closeAllConnections();
+    await new Promise((resolve) => this.http.close(resolve));
   }
 }
 
-/** Header value of `name` in a flat list (first one). */
+/** Header value of `name` (any case) in a flat list (first one). */
 export function header(headers: string[], name: string): string | undefined {
-  for (let i = 0; i < headers.length; i += 2) if (headers[i] === name) return headers[i + 1];
+  for (let i = 0; i < headers.length; i += 2) if (headers[i]!.toLowerCase() === name) return headers[i + 1];
   return undefined;
 }

@@ -67,7 +67,7 @@ test('request header values from the edge reach the local server byte for byte',
   }
 });
 
-test('a WebSocket upgrade whose header the local socket cannot carry fails alone: the tunnel stays up', async () => {
+test('an upgrade whose header is not bytes (a character above \\xFF) fails alone: the tunnel stays up', async () => {
   const local = await startRawLocal({
     '/bytes': (socket) => {
       socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
@@ -77,9 +77,9 @@ test('a WebSocket upgrade whose header the local socket cannot carry fails alone
   const edge = await FrameEdge.start();
   const client = await edge.client(local.port);
   try {
-    const id = edge.openWebSocket('/live', ['host', 'frames.localhost', 'x-check', '\u2713']);
-    await waitFor(() => edge.wsResets.has(id), 5_000, 'the RESET');
-    assert.match(edge.wsResets.get(id)![1], /^local WebSocket at ws:\/\/localhost:\d+: /);
+    const id = edge.openUpgrade('/live', ['host', 'frames.localhost', 'x-check', '\u2713', 'Upgrade', 'websocket', 'Connection', 'Upgrade']);
+    await waitFor(() => edge.resets.has(id), 5_000, 'the RESET');
+    assert.match(edge.resets.get(id)![1], /^local server at http:\/\/localhost:\d+: the request field x-check is not bytes/);
     const after = await edge.request('GET', '/bytes', ['host', 'frames.localhost']);
     assert.equal(after.status, 200);
     assert.ok(client.connected);

@@ -78,9 +78,9 @@ test('localhost reaches a server listening on ::1 only, for HTTP and WebSocket; 
     assert.equal(viaLocalhost.body.toString(), 'v6 frames.localhost');
     const viaAddress = await edge.request('GET', '/named', ['host', 'frames.localhost']);
     assert.equal(viaAddress.body.toString(), 'v6 frames.localhost');
-    const id = edge.openWebSocket('/live', ['host', 'frames.localhost', 'sec-websocket-version', '13']);
-    await waitFor(() => edge.wsResponses.has(id), 5_000, 'the WebSocket answer');
-    assert.equal(edge.wsResponses.get(id)!.status, 101);
+    const id = edge.openUpgrade('/live', ['host', 'frames.localhost', 'Upgrade', 'websocket', 'Connection', 'Upgrade', 'Sec-WebSocket-Key', 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-version', '13']);
+    await waitFor(() => edge.upgrades.has(id), 5_000, 'the WebSocket answer');
+    assert.equal(edge.upgrades.get(id)!.status, 101);
   } finally {
     await client.close();
     await edge.close();

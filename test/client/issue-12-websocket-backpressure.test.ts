@@ -1,21 +1,18 @@
 /**
- * The tunnel client closed a local WebSocket with 1008 ("the tunnel cannot keep up") once the local app
- * had sent more than the client's 4 MiB queue ahead of a slow public reader: the client kept reading
- * the local socket whatever the credit. It now pauses reading the local socket past WS_PAUSE_BYTES
- * queued and resumes when the queue drains, so the slow public reader slows the local app down (its
- * own send buffer grows) and nothing is dropped or closed.
- *
- * The other direction is bounded and closes by design: uWebSockets.js 20.30 cannot pause reading a
- * public WebSocket, so a public client that sends faster than the local app reads gets 1008 once the
- * edge's 4 MiB queue for it is full (docs/protocol.md sections 13 and 17); the client holds at most one
- * stream window toward a slow local app (credit returns only when the local socket took the bytes).
+ * Issue 12, then issue 24: WebSocket backpressure through the tunnel, both ways. The tunnel client
+ * closed a local WebSocket with 1008 once the local app had sent more than its queue ahead of a slow
+ * public reader; and the edge (uWebSockets.js 20.30, which cannot pause reading a WebSocket) closed a
+ * public client with 1008 that sent faster than the local app read. With protocol 2 an upgraded stream
+ * is raw bytes under credit: each side stops reading its socket while the other side's reader is slow,
+ * so the slow reader slows the sender down (its own send buffer grows), nothing is dropped or closed,
+ * and neither the client nor the edge holds more than about a window and a socket read.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
-import { ClientWsStream, MAX_WS_MESSAGE, WS_PAUSE_BYTES } from '../../src/client/ws-stream.js';
+import { ClientUpgradeStream, UPGRADE_PAUSE_BYTES } from '../../src/client/upgrade-stream.js';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
 import { createAccount, startClient, startEdge, waitFor, type TestEdge } from '../helpers.js';
 
@@ -52,15 +49,15 @@ function numbered(index: number): Buffer {
   return message;
 }
 
-/** Bytes the client's passthrough streams hold for the edge right now (read from the live client). */
+/** Bytes the client's upgraded streams hold for the edge right now (read from the live client). */
 function clientQueuedBytes(): number {
   const streams = (client as unknown as { streams: Map<number, unknown> }).streams;
   let bytes = 0;
-  for (const stream of streams.values()) if (stream instanceof ClientWsStream) bytes += stream.queuedBytes;
+  for (const stream of streams.values()) if (stream instanceof ClientUpgradeStream) bytes += stream.queuedBytes;
   return bytes;
 }
 
-/** A public client that takes one message per timer turn: much slower than loopback. */
+/** A reader that takes one message per timer turn: much slower than loopback. */
 function readSlowly(ws: WebSocket, onMessage: (data: Buffer) => void): void {
   ws.on('message', (data: Buffer) => {
     onMessage(data);
@@ -69,8 +66,8 @@ function readSlowly(ws: WebSocket, onMessage: (data: Buffer) => void): void {
   });
 }
 
-describe('issue 12: WebSocket backpressure through the tunnel', () => {
-  test('16 MiB from the local app to a slow public reader: every message, in order, no 1008, the client queue bounded', async () => {
+describe('issue 12 and 24: WebSocket backpressure through the tunnel', () => {
+  test('16 MiB from the local app to a slow public reader: every message, in order, no close, the client queue bounded', async () => {
     const closes: string[] = [];
     let localPeakBuffered = 0;
     onLocal = (ws) => {
@@ -95,22 +92,35 @@ describe('issue 12: WebSocket backpressure through the tunnel', () => {
     }
     assert.deepEqual(closes, [], 'no socket was closed');
     assert.deepEqual(received, Array.from({ length: COUNT }, (_, i) => i), 'every message, in order');
-    // Paused past WS_PAUSE_BYTES; what `ws` had already read when paused comes on top (one read).
-    assert.ok(peakQueued <= WS_PAUSE_BYTES + MAX_WS_MESSAGE, `the client held at most ${peakQueued} bytes`);
-    assert.ok(localPeakBuffered > WS_PAUSE_BYTES, `the pressure reached the local app (its bufferedAmount peaked at ${localPeakBuffered})`);
+    // Paused past UPGRADE_PAUSE_BYTES; what the socket had already read when paused comes on top.
+    assert.ok(peakQueued <= UPGRADE_PAUSE_BYTES + 1024 * 1024, `the client held at most ${peakQueued} bytes`);
+    assert.ok(localPeakBuffered > UPGRADE_PAUSE_BYTES, `the pressure reached the local app (its bufferedAmount peaked at ${localPeakBuffered})`);
     pub.close();
     await once(pub, 'close');
   });
 
-  test('a public client that outruns a slow local app: bounded at the edge, closed with 1008 (uWS cannot pause a WebSocket)', async () => {
+  test('16 MiB from a public client to a slow local app: every message, in order, no 1008; the public sender is slowed', async () => {
     const localReceived: number[] = [];
-    onLocal = (ws) => readSlowly(ws, (data) => localReceived.push(data.readUInt32BE(0)));
+    const closes: string[] = [];
+    onLocal = (ws) => {
+      ws.on('close', (code) => closes.push(`local ${code}`));
+      readSlowly(ws, (data) => localReceived.push(data.readUInt32BE(0)));
+    };
     const pub = new WebSocket(`ws://127.0.0.1:${edge.port}/burst`, { headers: { host } });
+    pub.on('close', (code) => closes.push(`public ${code}`));
     await once(pub, 'open');
     for (let i = 0; i < COUNT; i++) pub.send(numbered(i));
-    const [code] = (await once(pub, 'close')) as [number, Buffer];
-    assert.equal(code, 1008);
-    assert.ok(localReceived.length < COUNT);
-    assert.deepEqual(localReceived, Array.from({ length: localReceived.length }, (_, i) => i), 'what arrived came in order, none skipped');
+    let publicPeakBuffered = 0;
+    const sampler = setInterval(() => (publicPeakBuffered = Math.max(publicPeakBuffered, pub.bufferedAmount)), 5);
+    try {
+      await waitFor(() => localReceived.length === COUNT || closes.length > 0, 60_000, 'all messages or a close');
+    } finally {
+      clearInterval(sampler);
+    }
+    assert.deepEqual(closes, [], 'no socket was closed');
+    assert.deepEqual(localReceived, Array.from({ length: COUNT }, (_, i) => i), 'every message, in order');
+    assert.ok(publicPeakBuffered > 1024 * 1024, `the pressure reached the public client (its bufferedAmount peaked at ${publicPeakBuffered})`);
+    pub.close();
+    await once(pub, 'close');
   });
 });

@@ -103,7 +103,7 @@ async function publicRequest(
 describe('a well-behaved handshake', () => {
   test('101 carries the protocol version; READY carries the subdomain, URL and settings', async () => {
     const { tunnel, ready, upgradeHeaders } = await openRaw('port=1234&subdomain=raw-handshake');
-    assert.equal(upgradeHeaders[PROTOCOL_HEADER], '1');
+    assert.equal(upgradeHeaders[PROTOCOL_HEADER], '2');
     assert.deepEqual(ready, [FrameType.READY, 0, 'raw-handshake', `http://raw-handshake.localhost:${target.port}`, { ...DEFAULT_SETTINGS }]);
     // A well-formed GOAWAY from the client closes the tunnel as the client asked.
     tunnel.send(encode([FrameType.GOAWAY, 0, GoAwayCode.CLIENT_CLOSING, 'bye']));
@@ -142,14 +142,21 @@ describe('a bad message ends that tunnel, never the edge', () => {
 
   test('an unknown frame type', async () => {
     const { tunnel, ready } = await openRaw();
-    tunnel.send(raw.pack([12, 1]));
-    await expectProtocolError(tunnel, /unknown frame type 12/);
+    tunnel.send(raw.pack([14, 1]));
+    await expectProtocolError(tunnel, /unknown frame type 14/);
+    await expectEdgeServing(ready[2]);
+  });
+
+  test("protocol 1's WebSocket frames (retired in protocol 2) end the tunnel, named as such", async () => {
+    const { tunnel, ready } = await openRaw();
+    tunnel.send(raw.pack([10, 1, Buffer.from('hi'), false, true]));
+    await expectProtocolError(tunnel, /frame type 10 \(WS_MESSAGE\) is protocol 1's/);
     await expectEdgeServing(ready[2]);
   });
 
   test('a frame type only the edge sends', async () => {
     const { tunnel, ready } = await openRaw();
-    tunnel.send(encode([FrameType.OPEN, 1, 'req_x', 'GET', '/', [], '127.0.0.1', null, true]));
+    tunnel.send(encode([FrameType.OPEN, 1, 'req_x', 'GET', '/', [], '127.0.0.1', null, true, false]));
     await expectProtocolError(tunnel, /may not send frame type 2/);
     await expectEdgeServing(ready[2]);
   });
@@ -185,7 +192,7 @@ describe('a bad message ends that tunnel, never the edge', () => {
 
   test('a RESPONSE for a stream the edge never opened', async () => {
     const { tunnel, ready } = await openRaw();
-    tunnel.send(encode([FrameType.RESPONSE, 77, 200, [], Buffer.from('hi'), true]));
+    tunnel.send(encode([FrameType.RESPONSE, 77, 200, '', [], Buffer.from('hi'), true]));
     await expectProtocolError(tunnel, /stream 77, which the edge never opened/);
     await expectEdgeServing(ready[2]);
   });
@@ -193,8 +200,8 @@ describe('a bad message ends that tunnel, never the edge', () => {
   test('a header that would split the public response head', async () => {
     const { tunnel, ready } = await openRaw();
     const { open, response } = await publicRequest(tunnel, ready[2]);
-    tunnel.send(raw.pack([FrameType.RESPONSE, open[1], 200, ['x-a', 'b\r\nx-injected: 1'], Buffer.from('hi'), true]));
-    await expectProtocolError(tunnel, /RESPONSE frame: element 3/);
+    tunnel.send(raw.pack([FrameType.RESPONSE, open[1], 200, '', ['x-a', 'b\r\nx-injected: 1'], Buffer.from('hi'), true]));
+    await expectProtocolError(tunnel, /RESPONSE frame: element 4/);
     const answered = await response;
     assert.equal(answered.status, 502);
     assert.equal(answered.error, 'TUNNEL_CLOSED');
@@ -225,7 +232,7 @@ describe('a bad message ends that tunnel, never the edge', () => {
   test('a body chunk larger than maxFrameBody', async () => {
     const { tunnel, ready } = await openRaw();
     const { open, response } = await publicRequest(tunnel, ready[2]);
-    tunnel.send(encode([FrameType.RESPONSE, open[1], 200, [], Buffer.alloc(DEFAULT_SETTINGS.maxFrameBody + 1, 0x61), true]));
+    tunnel.send(encode([FrameType.RESPONSE, open[1], 200, '', [], Buffer.alloc(DEFAULT_SETTINGS.maxFrameBody + 1, 0x61), true]));
     await expectProtocolError(tunnel, /exceeds maxFrameBody/);
     assert.equal((await response).status, 502);
     await expectEdgeServing(ready[2]);
@@ -242,7 +249,7 @@ describe('a bad message ends that tunnel, never the edge', () => {
         () => 0,
       );
       const open = await tunnel.next<OpenFrame>(FrameType.OPEN);
-      tunnel.send(encode([FrameType.RESPONSE, open[1], 200, [], null, false]));
+      tunnel.send(encode([FrameType.RESPONSE, open[1], 200, '', [], null, false]));
       tunnel.send(encode([FrameType.DATA, open[1], Buffer.alloc(16 * 1024 + 1), false]));
       await expectProtocolError(tunnel, /exceeded the window of stream/);
       await response; // the public side was mid-response: cut, or 502
@@ -254,8 +261,8 @@ describe('a bad message ends that tunnel, never the edge', () => {
   test('a second RESPONSE on one stream resets that stream, not the tunnel', async () => {
     const { tunnel, ready } = await openRaw();
     const { open, response } = await publicRequest(tunnel, ready[2]);
-    tunnel.send(encode([FrameType.RESPONSE, open[1], 200, [], null, false]));
-    tunnel.send(encode([FrameType.RESPONSE, open[1], 200, [], null, true]));
+    tunnel.send(encode([FrameType.RESPONSE, open[1], 200, '', [], null, false]));
+    tunnel.send(encode([FrameType.RESPONSE, open[1], 200, '', [], null, true]));
     const reset = await tunnel.next<ResetFrame>(FrameType.RESET);
     assert.deepEqual(reset.slice(0, 3), [FrameType.RESET, open[1], ResetCode.PROTOCOL_ERROR]);
     assert.match(reset[3], /second RESPONSE/);
@@ -284,7 +291,7 @@ describe('a bad message ends that tunnel, never the edge', () => {
       const { open, response } = await publicRequest(tunnel, ready[2]);
       const headers: string[] = [];
       while (headers.length * 16 < DEFAULT_SETTINGS.maxMessage) headers.push('x-filler', 'v'.repeat(30));
-      const frame = encode([FrameType.RESPONSE, open[1], 200, headers, null, true]);
+      const frame = encode([FrameType.RESPONSE, open[1], 200, '', headers, null, true]);
       assert.ok(frame.byteLength > DEFAULT_SETTINGS.maxMessage && frame.byteLength < 4 * 1024 * 1024);
       tunnel.send(frame);
       const outcome = await tunnel.barrier();
@@ -337,15 +344,23 @@ describe('the upgrade refuses with plain HTTP errors in the spec shape', () => {
       headers: () => ({ host: `localhost:${target.port}`, authorization: `Bearer ${account.token}` }),
       status: 400,
       code: 'INVALID_REQUEST',
-      message: /speaks tunnel protocol 1 and the client sent none; update the client/,
+      message: /speaks tunnel protocol 2 and the client sent none; update the client/,
     },
     {
-      name: 'another protocol version',
+      name: 'a protocol 1 client',
       query: 'port=1234',
-      headers: () => ({ ...tunnelHeaders(), [PROTOCOL_HEADER]: '2' }),
+      headers: () => ({ ...tunnelHeaders(), [PROTOCOL_HEADER]: '1' }),
       status: 400,
       code: 'INVALID_REQUEST',
-      message: /speaks tunnel protocol 1 and the client sent 2/,
+      message: /^This edge speaks tunnel protocol 2 and the client sent 1; update the client\.$/,
+    },
+    {
+      name: 'a later protocol version',
+      query: 'port=1234',
+      headers: () => ({ ...tunnelHeaders(), [PROTOCOL_HEADER]: '3' }),
+      status: 400,
+      code: 'INVALID_REQUEST',
+      message: /speaks tunnel protocol 2 and the client sent 3; update the client or the edge/,
     },
     {
       name: 'a bad token',
@@ -358,7 +373,7 @@ describe('the upgrade refuses with plain HTTP errors in the spec shape', () => {
     {
       name: 'no Authorization header',
       query: 'port=1234',
-      headers: () => ({ host: `localhost:${target.port}`, [PROTOCOL_HEADER]: '1' }),
+      headers: () => ({ host: `localhost:${target.port}`, [PROTOCOL_HEADER]: '2' }),
       status: 401,
       code: 'UNAUTHORIZED',
       message: /Authorization header is missing/,
@@ -387,6 +402,26 @@ describe('the upgrade refuses with plain HTTP errors in the spec shape', () => {
       if (item.status === 401) assert.match(String(answer.headers['www-authenticate']), /^Bearer/);
     });
   }
+
+  test('at the public port, where protocol 1 connected: a protocol 1 client is told both versions, a protocol 2 client where to go', async () => {
+    const atPublicPort = (version: string): Promise<Refusal> =>
+      new Promise((resolve, reject) => {
+        const ws = new WebSocket(`ws://127.0.0.1:${target.port}/api/v1/connect?port=1234`, { headers: { ...tunnelHeaders(), [PROTOCOL_HEADER]: version } });
+        ws.on('open', () => reject(new Error('the public port accepted a tunnel')));
+        ws.on('error', () => undefined);
+        ws.on('unexpected-response', (_request, response) => {
+          let text = '';
+          response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: JSON.parse(text) }));
+        });
+      });
+    const v1 = await atPublicPort('1');
+    assert.equal(v1.status, 400);
+    assert.equal(v1.body.error.message, 'This edge speaks tunnel protocol 2 and the client sent 1; update the client.');
+    const v2 = await atPublicPort('2');
+    assert.equal(v2.status, 404);
+    assert.match(v2.body.error.message, new RegExp(`agent endpoint, ws://localhost:${target.edge.agentPort}/api/v1/connect`));
+  });
 
   test('after the refusals, a correct upgrade still works', async () => {
     const { tunnel, ready } = await openRaw();

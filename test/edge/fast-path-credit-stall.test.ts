@@ -41,7 +41,7 @@ test(
 
       // The client writes out the first body and returns its connection credit.
       tunnel.send(encode([FrameType.WINDOW, 0, 60_000]));
-      tunnel.send(encode([FrameType.RESPONSE, open1[1], 200, ['content-length', '2'], Buffer.from('ok'), true]));
+      tunnel.send(encode([FrameType.RESPONSE, open1[1], 200, '', ['content-length', '2'], Buffer.from('ok'), true]));
       assert.equal((await first).status, 200);
 
       let received = 0;
@@ -56,7 +56,7 @@ test(
         if (next.frame[3]) break;
       }
       assert.equal(received, 50_000);
-      tunnel.send(encode([FrameType.RESPONSE, open2[1], 201, ['content-length', '2'], Buffer.from('ok'), true]));
+      tunnel.send(encode([FrameType.RESPONSE, open2[1], 201, '', ['content-length', '2'], Buffer.from('ok'), true]));
       assert.equal((await second).status, 201);
       tunnel.ws.close(1000);
       await tunnel.closed;

@@ -30,7 +30,7 @@ test('a head without a body byte reaches the public client at once (raw tunnel)'
   try {
     const answer = request(`${target.base}/slow`, { headers: { host: `${ready[2]}.localhost:${target.port}` } });
     const open = await tunnel.next<OpenFrame>(FrameType.OPEN);
-    tunnel.send(encode([FrameType.RESPONSE, open[1], 200, ['content-length', '5', 'x-flushed', 'yes'], null, false]));
+    tunnel.send(encode([FrameType.RESPONSE, open[1], 200, '', ['content-length', '5', 'x-flushed', 'yes'], null, false]));
     // The body is sent only once the public client holds the head: before the fix this never resolved.
     const response = await answer;
     assert.equal(response.statusCode, 200);

@@ -128,7 +128,7 @@ describe('GET /metrics', () => {
   test('a tunnel connect refused is counted by reason', async () => {
     const before = await scrape(target);
     const answer = await rawRequest(
-      target.port,
+      target.edge.agentPort,
       `GET /api/v1/connect?port=3000 HTTP/1.1\r\nHost: localhost:${target.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
         'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
       500,

@@ -9,7 +9,7 @@ export interface RawResponse {
   bytes: Buffer;
   /** The first status code, 0 when nothing parsable arrived. */
   status: number;
-  /** The head as latin1 text (one char per byte), without the blank line. */
+  /** The final head as latin1 text (one char per byte), without the blank line. */
   head: string;
   body: Buffer;
   /** Every status line received (more than one means the edge answered twice). */
@@ -20,7 +20,7 @@ export interface RawResponse {
  * Sends one request with `Connection: close` and reads until the edge closes. `guardMs` only keeps a
  * broken edge from hanging the test: a healthy one answers long before.
  */
-export function rawRequest(port: number, host: string, method: string, path: string, guardMs = 10_000): Promise<RawResponse> {
+export function rawRequest(port: number, host: string, method: string, path: string, guardMs = 10_000, fields: string[] = []): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
@@ -28,7 +28,9 @@ export function rawRequest(port: number, host: string, method: string, path: str
       socket.destroy();
       reject(new Error(`no end of the response within ${guardMs} ms: ${JSON.stringify(Buffer.concat(chunks).toString('latin1'))}`));
     }, guardMs);
-    socket.on('connect', () => socket.write(`${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`));
+    const extra = fields.map((field) => `${field}\r\n`).join('');
+    const connection = fields.some((field) => /^connection:/i.test(field)) ? '' : 'Connection: close\r\n';
+    socket.on('connect', () => socket.write(`${method} ${path} HTTP/1.1\r\nHost: ${host}\r\n${connection}${extra}\r\n`));
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     socket.on('error', () => {
       // A reset ends the response like a close does; 'close' follows.
@@ -37,8 +39,11 @@ export function rawRequest(port: number, host: string, method: string, path: str
       clearTimeout(guard);
       const bytes = Buffer.concat(chunks);
       const text = bytes.toString('latin1');
-      const split = text.indexOf('\r\n\r\n');
-      const head = split < 0 ? text : text.slice(0, split);
+      // Interim (1xx) heads come first: the final head is the first that is not one.
+      let start = 0;
+      while (/^HTTP\/1\.1 1\d\d/.test(text.slice(start)) && text.indexOf('\r\n\r\n', start) >= 0) start = text.indexOf('\r\n\r\n', start) + 4;
+      const split = text.indexOf('\r\n\r\n', start);
+      const head = split < 0 ? text.slice(start) : text.slice(start, split);
       const match = /^HTTP\/1\.1 (\d{3})/.exec(text);
       resolve({
         bytes,

@@ -1,11 +1,12 @@
 /**
  * A tunnel client by hand, for tests that play a (mis)behaving client against a real edge: a raw `ws`
- * WebSocket at /api/v1/connect that records every frame the edge sends and lets the test send anything.
+ * WebSocket at /api/v1/connect on the edge's agent port that records every frame the edge sends and
+ * lets the test send anything.
  */
 import assert from 'node:assert/strict';
 import WebSocket from 'ws';
 import { decode, type Frame, type ReadyFrame } from '../../src/protocol/codec.js';
-import { FrameType, PROTOCOL_HEADER } from '../../src/protocol/constants.js';
+import { FrameType, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../../src/protocol/constants.js';
 import type { TestEdge } from '../helpers.js';
 
 export interface Closed {
@@ -66,12 +67,13 @@ export class RawTunnel {
   }
 }
 
+/** The agent listener's connect URL (where tunnel clients connect; GET /api/v1/instance names it). */
 export function connectUrl(target: TestEdge, query: string): string {
-  return `ws://127.0.0.1:${target.port}/api/v1/connect${query === '' ? '' : `?${query}`}`;
+  return `ws://127.0.0.1:${target.edge.agentPort}/api/v1/connect${query === '' ? '' : `?${query}`}`;
 }
 
 export function tunnelHeaders(target: TestEdge, token: string): Record<string, string> {
-  return { host: `localhost:${target.port}`, authorization: `Bearer ${token}`, [PROTOCOL_HEADER]: '1' };
+  return { host: `localhost:${target.port}`, authorization: `Bearer ${token}`, [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) };
 }
 
 /** Opens a tunnel by hand; resolves once READY arrived. */

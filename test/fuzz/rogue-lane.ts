@@ -11,7 +11,7 @@ import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promi
 import { Packr } from 'msgpackr';
 import WebSocket from 'ws';
 import { decode, type Frame } from '../../src/protocol/codec.js';
-import { CONNECT_PATH, DEFAULT_SETTINGS, FrameType, PROTOCOL_HEADER, ResetCode } from '../../src/protocol/constants.js';
+import { CONNECT_PATH, DEFAULT_SETTINGS, FrameType, PROTOCOL_HEADER, PROTOCOL_VERSION, ResetCode } from '../../src/protocol/constants.js';
 import { bodyBytes, isBody, type PublicAction, type PublicRequest, type Sequence, type Step } from './sequences.js';
 
 /** The same msgpack options as the codec, but no type checks: the rogue sends what the sequence says. */
@@ -57,7 +57,10 @@ interface Connection {
 }
 
 export interface LaneTarget {
+  /** The edge's public port (public requests). */
   port: number;
+  /** Its agent port (the rogue's tunnel). */
+  agentPort: number;
   token: string;
 }
 
@@ -101,9 +104,9 @@ export class RogueLane {
   }
 
   private connectOnce(): Promise<Connection> {
-    const { port, token } = this.target();
-    const ws = new WebSocket(`ws://127.0.0.1:${port}${CONNECT_PATH}?port=1&subdomain=${this.subdomain}`, {
-      headers: { host: `localhost:${port}`, authorization: `Bearer ${token}`, [PROTOCOL_HEADER]: '1' },
+    const { port, agentPort, token } = this.target();
+    const ws = new WebSocket(`ws://127.0.0.1:${agentPort}${CONNECT_PATH}?port=1&subdomain=${this.subdomain}`, {
+      headers: { host: `localhost:${port}`, authorization: `Bearer ${token}`, [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) },
       perMessageDeflate: false,
       maxPayload: 64 * 1024 * 1024,
       handshakeTimeout: 5_000,
@@ -150,11 +153,10 @@ export class RogueLane {
 
   private onFrame(connection: Connection, frame: Frame): void {
     switch (frame[0]) {
-      case FrameType.OPEN:
-      case FrameType.WS_OPEN: {
+      case FrameType.OPEN: {
         if (frame[1] > connection.lastOpened) connection.lastOpened = frame[1];
-        const path = frame[0] === FrameType.OPEN ? frame[4] : frame[3];
-        if (frame[0] === FrameType.OPEN && frame[7] !== null) this.received(connection, frame[7].byteLength);
+        const path = frame[4];
+        if (frame[7] !== null) this.received(connection, frame[7].byteLength);
         const waiter = connection.openWaiter;
         if (waiter !== null && waiter.path === path) {
           connection.openWaiter = null;
@@ -166,9 +168,6 @@ export class RogueLane {
       }
       case FrameType.DATA:
         if (frame[2] !== null) this.received(connection, frame[2].byteLength);
-        return;
-      case FrameType.WS_MESSAGE:
-        this.received(connection, frame[2].byteLength);
         return;
       case FrameType.WINDOW:
         if (frame[1] === 0) connection.credit += frame[2];

@@ -1,9 +1,11 @@
 /**
  * The rogue tenant's moves for the stateful protocol fuzzer (test/fuzz/protocol-fuzzer.ts): one public
- * request to the rogue's subdomain and the frames a hostile tunnel client answers its OPEN (or WS_OPEN)
- * with. Mostly valid-looking answers with one or two things wrong (a body past its declared length, a
- * 1xx or 101 status, a header name that is not a token, DATA after the end, a RESET at some point), and
- * some sequences of random frames.
+ * request to the rogue's subdomain and the frames a hostile tunnel client answers its OPEN with (an
+ * upgrade's OPEN too: a WebSocket is raw bytes after a 101 in protocol 2). Mostly valid-looking answers
+ * with one or two things wrong (a body past its declared length, a 1xx in RESPONSE or a 101 to a request
+ * that asked for no upgrade, INFO after the head, a header name that is not a token, DATA after the end,
+ * TRAILERS at odd times, a RESET at some point, protocol 1's retired frames), and some sequences of
+ * random frames.
  *
  * A sequence is plain JSON and a pure function of its seed, so a failure is replayed from the seed alone
  * or from the printed (minimised) JSON: stream ids are symbolic (`"s"` is the stream the edge opened for
@@ -103,7 +105,7 @@ const status = fc.oneof(
   { weight: 6, arbitrary: fc.constantFrom(...ODD_STATUSES) },
   { weight: 2, arbitrary: fc.integer({ min: 100, max: 999 }) },
 );
-const wsStatus = fc.oneof(
+const upgradeStatus = fc.oneof(
   { weight: 24, arbitrary: fc.constant(101) },
   { weight: 6, arbitrary: fc.constantFrom(200, 204, 302, 400, 403, 404, 426, 500) },
   { weight: 4, arbitrary: fc.constantFrom(...ODD_STATUSES) },
@@ -128,7 +130,7 @@ export const FRAMING_NAMES = [
   'host',
   'burrow-error',
 ];
-/** Not tokens, yet the decoder lets them through (lower-case, no CR, LF or NUL): the edge must refuse them. */
+/** Not tokens, yet the decoder lets them through (no CR, LF or NUL): the edge must refuse them. */
 const BAD_NAMES = [
   '',
   ' ',
@@ -146,17 +148,20 @@ const BAD_NAMES = [
   'x'.repeat(300),
   'a@b',
 ];
-/** Refused by the decoder (upper case, CR, LF, NUL): the tunnel ends. */
-const REFUSED_NAMES = ['X-Upper', 'Content-Length', 'a\r\nb', 'nul\0', 'x\nb'];
+/** Names of any case are tokens in protocol 2 (kept as sent): the edge passes them on or treats them as framing. */
+const CASED_NAMES = ['X-Upper', 'Content-Length', 'Transfer-Encoding', 'Connection', 'Set-Cookie', 'DATE'];
+/** Refused by the decoder (CR, LF, NUL): the tunnel ends. */
+const REFUSED_NAMES = ['a\r\nb', 'nul\0', 'x\nb'];
 const GOOD_VALUES = ['text/plain', 'application/json', '', 'a=1; Path=/', 'no-store', '/next', '"abc"', 'gzip', '0', '1', 'close', 'chunked', 'keep-alive', 'x-a'];
 const BAD_VALUES = [' padded ', 'ü', '\t', '\x7f', '\x01', 'chunked, chunked', 'close, x-a', 'x'.repeat(8000)];
 const REFUSED_VALUES = ['a\r\nx-injected: 1', 'nul\0', 'cr\r', 'lf\n'];
 
 const headerName = fc.oneof(
   { weight: 24, arbitrary: fc.constantFrom(...GOOD_NAMES) },
+  { weight: 4, arbitrary: fc.constantFrom(...CASED_NAMES) },
   { weight: 9, arbitrary: fc.constantFrom(...FRAMING_NAMES) },
   { weight: 9, arbitrary: fc.constantFrom(...BAD_NAMES) },
-  { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 10 }).map((name) => name.replace(/[A-Z\r\n\0]/g, '')) },
+  { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 10 }).map((name) => name.replace(/[\r\n\0]/g, '')) },
 );
 const headerValue = fc.oneof(
   { weight: 18, arbitrary: fc.constantFrom(...GOOD_VALUES) },
@@ -175,14 +180,15 @@ const streamRef: fc.Arbitrary<StreamRef> = fc.oneof(
 /** Credit that passes the decoder; a total past MAX_WINDOW is a protocol error, so those are rarer. */
 const credit = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(1, 4, 65_536, 262_144) }, { weight: 1, arbitrary: fc.constantFrom(MAX_WINDOW, 0xffffffff) });
 const resetCode = fc.constantFrom(0, 1, 2, 3, 4, 5, 6, 7, 99, 0xffffffff);
-const closeCode = fc.constantFrom(1000, 1001, 1004, 1005, 1006, 1011, 1015, 0, 999, 2999, 3000, 4999);
 const message = fc.oneof(
   { weight: 3, arbitrary: fc.constantFrom('', 'bye') },
   { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 30 }) },
   { weight: 1, arbitrary: fc.constant('x'.repeat(300)) },
 );
-const subprotocol = fc.oneof(
-  { weight: 12, arbitrary: fc.constantFrom('', '', 'chat', 'x y', 'ü', 'chat, superchat', 'x'.repeat(200)) },
+/** Reason phrases: ordinary, empty, odd bytes, one character that is not a byte (refused by the edge). */
+const reason = fc.oneof(
+  { weight: 12, arbitrary: fc.constantFrom('OK', '', 'Fine Thanks', 'Switching Protocols', 'Early Hints') },
+  { weight: 2, arbitrary: fc.constantFrom('caf\xe9', '\t', 'x'.repeat(300), '\u2713') },
 );
 
 const frame = (...elements: unknown[]): Step => ({ frame: elements });
@@ -193,9 +199,11 @@ const chaosStep: fc.Arbitrary<Step> = fc.oneof(
   {
     weight: 3,
     arbitrary: fc
-      .tuple(streamRef, status, headers, bodyOrNull, fc.boolean())
-      .map(([ref, code, list, chunk, end]) => frame(FrameType.RESPONSE, ref, code, list, chunk, end)),
+      .tuple(streamRef, status, reason, headers, bodyOrNull, fc.boolean())
+      .map(([ref, code, text, list, chunk, end]) => frame(FrameType.RESPONSE, ref, code, text, list, chunk, end)),
   },
+  { weight: 2, arbitrary: fc.tuple(streamRef, status, reason, headers).map(([ref, code, text, list]) => frame(FrameType.INFO, ref, code, text, list)) },
+  { weight: 1, arbitrary: fc.tuple(streamRef, headers).map(([ref, list]) => frame(FrameType.TRAILERS, ref, list)) },
   { weight: 3, arbitrary: fc.tuple(streamRef, resetCode, message).map(([ref, code, text]) => frame(FrameType.RESET, ref, code, text)) },
   {
     weight: 2,
@@ -203,19 +211,11 @@ const chaosStep: fc.Arbitrary<Step> = fc.oneof(
       .tuple(fc.oneof(streamRef, fc.constant(0)), credit)
       .map(([ref, amount]) => frame(FrameType.WINDOW, ref, amount)),
   },
+  // Protocol 1's WebSocket frames (retired): a protocol error that ends the tunnel.
   {
     weight: 1,
-    arbitrary: fc
-      .tuple(streamRef, wsStatus, subprotocol, headers)
-      .map(([ref, code, protocol, list]) => frame(FrameType.WS_RESPONSE, ref, code, protocol, list)),
+    arbitrary: fc.tuple(streamRef, body).map(([ref, data]) => frame(10, ref, data, true, true)),
   },
-  {
-    weight: 1,
-    arbitrary: fc
-      .tuple(streamRef, body, fc.boolean(), fc.boolean())
-      .map(([ref, data, binary, fin]) => frame(FrameType.WS_MESSAGE, ref, data, binary, fin)),
-  },
-  { weight: 1, arbitrary: fc.tuple(streamRef, closeCode, message).map(([ref, code, reason]) => frame(FrameType.WS_CLOSE, ref, code, reason)) },
   // A GOAWAY ends the rogue's tunnel (it reconnects): rare, and with any code and stream.
   {
     weight: 1,
@@ -227,7 +227,7 @@ const chaosStep: fc.Arbitrary<Step> = fc.oneof(
     weight: 1,
     arbitrary: fc.oneof(
       fc.uint8Array({ minLength: 1, maxLength: 12 }).map((bytes): Step => ({ raw: Buffer.from(bytes).toString('hex') })),
-      fc.constantFrom<Step>({ text: '[4,1,200,[],null,true]' }, { frame: [12, 's'] }, { frame: [FrameType.OPEN, 's', 'req', 'GET', '/', [], '::1', null, true] }),
+      fc.constantFrom<Step>({ text: '[4,1,200,"OK",[],null,true]' }, { frame: [14, 's'] }, { frame: [FrameType.OPEN, 's', 'req', 'GET', '/', [], '::1', null, true, false] }),
     ),
   },
 );
@@ -241,7 +241,7 @@ const wait: fc.Arbitrary<Step> = fc.oneof(
 // ---- an HTTP answer ------------------------------------------------------------------------------------
 
 type LengthMode = 'none' | 'exact' | 'fewer' | 'more' | 'zero' | 'garbage' | 'twice';
-type EndMode = 'last' | 'none' | 'early' | 'empty-data';
+type EndMode = 'last' | 'none' | 'early' | 'empty-data' | 'trailers';
 
 const lengthMode = fc.oneof(
   { weight: 4, arbitrary: fc.constant<LengthMode>('none') },
@@ -257,6 +257,7 @@ const endMode = fc.oneof(
   { weight: 1, arbitrary: fc.constant<EndMode>('none') },
   { weight: 2, arbitrary: fc.constant<EndMode>('early') },
   { weight: 2, arbitrary: fc.constant<EndMode>('empty-data') },
+  { weight: 2, arbitrary: fc.constant<EndMode>('trailers') },
 );
 const GARBAGE_LENGTHS = ['abc', '-1', '1e3', ' 5', '', '5, 5', '0x10', '99999999999999999999', '+3', '3 ', '٣'];
 
@@ -267,7 +268,9 @@ const chaos = (max: number, weight: number): fc.Arbitrary<Step[]> =>
 const httpAnswer: fc.Arbitrary<Step[]> = fc
   .record({
     prefix: chaos(2, 1),
+    interim: fc.array(fc.tuple(fc.constantFrom(100, 102, 103), headers), { maxLength: 2 }),
     status,
+    reason,
     headerPairs,
     lengthMode,
     lengthDelta: fc.integer({ min: 1, max: 100 }),
@@ -309,33 +312,35 @@ const httpAnswer: fc.Arbitrary<Step[]> = fc
     const bodies = plan.chunks.map(bodyOf);
     const inline = plan.inline && bodies.length > 0 ? bodies.shift()! : null;
     const steps: Step[] = [...plan.prefix];
+    for (const [code, fields] of plan.interim) steps.push(frame(FrameType.INFO, 's', code, '', fields));
     const endsAt = plan.end === 'early' ? 0 : plan.end === 'last' ? bodies.length : -1;
-    steps.push(frame(FrameType.RESPONSE, 's', plan.status, list, inline, endsAt === 0 && (bodies.length === 0 || plan.end === 'early')));
+    steps.push(frame(FrameType.RESPONSE, 's', plan.status, plan.reason, list, inline, endsAt === 0 && (bodies.length === 0 || plan.end === 'early')));
     // 'early' ends in RESPONSE and again at the last DATA: body frames after the end.
     bodies.forEach((chunk, i) => steps.push(frame(FrameType.DATA, 's', chunk, endsAt === i + 1 || (plan.end === 'early' && i === bodies.length - 1))));
     if (plan.end === 'empty-data') steps.push(frame(FrameType.DATA, 's', null, true));
+    if (plan.end === 'trailers') steps.push(frame(FrameType.TRAILERS, 's', plan.headerPairs.flat()));
     steps.push(...plan.suffix);
     return steps;
   });
 
-// ---- a WebSocket answer ----------------------------------------------------------------------------------
+// ---- an answer to an upgrade -------------------------------------------------------------------------------
 
-const wsAnswer: fc.Arbitrary<Step[]> = fc
+/** A 101 (or a refusal), then raw bytes toward the public client, a FIN, sometimes a RESET. */
+const upgradeAnswer: fc.Arbitrary<Step[]> = fc
   .record({
     prefix: chaos(2, 1),
-    status: wsStatus,
-    protocol: subprotocol,
+    status: upgradeStatus,
+    reason,
     headers,
-    messages: fc.array(fc.tuple(body, fc.boolean(), fc.oneof({ weight: 4, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) })), {
-      maxLength: 4,
-    }),
-    close: fc.option(fc.tuple(closeCode, message), { freq: 2 }),
+    bytes: fc.array(body, { maxLength: 4 }),
+    fin: fc.boolean(),
     suffix: chaos(3, 6),
   })
   .map((plan) => {
-    const steps: Step[] = [...plan.prefix, frame(FrameType.WS_RESPONSE, 's', plan.status, plan.protocol, plan.headers)];
-    for (const [data, binary, fin] of plan.messages) steps.push(frame(FrameType.WS_MESSAGE, 's', data, binary, fin));
-    if (plan.close !== null) steps.push(frame(FrameType.WS_CLOSE, 's', plan.close[0], plan.close[1]));
+    const switching = plan.status === 101;
+    const steps: Step[] = [...plan.prefix, frame(FrameType.RESPONSE, 's', plan.status, plan.reason, switching ? ['Upgrade', 'websocket', 'Connection', 'Upgrade', ...plan.headers] : plan.headers, null, false)];
+    for (const chunk of plan.bytes) steps.push(frame(FrameType.DATA, 's', chunk, false));
+    if (plan.fin) steps.push(frame(FrameType.DATA, 's', null, true));
     steps.push(...plan.suffix);
     return steps;
   });
@@ -374,7 +379,6 @@ const REFUSED: readonly unknown[] = [
   'x',
   {},
   [],
-  ['X-Upper', 'v'],
   ['a\r\nb', 'v'],
   ['x-a', 'a\r\nx-injected: 1'],
   ['nul\0', 'v'],
@@ -443,8 +447,8 @@ function withPublicAction(steps: fc.Arbitrary<Step[]>): fc.Arbitrary<Step[]> {
 }
 
 const sequenceBody: fc.Arbitrary<Omit<Sequence, 'seed'>> = request.chain((req) => {
-  const own = req.kind === 'WS' ? wsAnswer : httpAnswer;
-  const other = req.kind === 'WS' ? httpAnswer : wsAnswer;
+  const own = req.kind === 'WS' ? upgradeAnswer : httpAnswer;
+  const other = req.kind === 'WS' ? httpAnswer : upgradeAnswer;
   const answer = fc.oneof({ weight: 16, arbitrary: own }, { weight: 1, arbitrary: other }, { weight: 2, arbitrary: randomSteps });
   const steps = fc
     .tuple(answer, fc.oneof({ weight: 9, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: corruption }))
@@ -465,8 +469,8 @@ export function sequenceSeed(runSeed: number, index: number): number {
 
 // ---- what a sequence does -------------------------------------------------------------------------------
 
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
-const FIELD_VALUE = /^[\t\x20-\x7e\x80-\uffff]*$/;
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 /**
  * The kinds of misbehaviour a sequence contains, by name: a crash report lists them, and a local run can
@@ -486,10 +490,10 @@ export const FEATURES = [
   'second-response',
   'reset',
   'window',
-  'ws-frame-on-http',
-  'http-frame-on-ws',
-  'ws-message-before-accept',
-  'ws-close',
+  'info',
+  'trailers',
+  'upgrade-raw-bytes',
+  'retired-frame',
   'unknown-stream',
   'oversize-body',
   'goaway',
@@ -500,10 +504,10 @@ export type Feature = (typeof FEATURES)[number];
 
 export function featuresOf(sequence: Sequence): Set<Feature> {
   const found = new Set<Feature>();
-  const isWs = sequence.request.kind === 'WS';
+  const upgrade = sequence.request.kind === 'WS';
   let responses = 0;
   let ended = false;
-  let accepted = false;
+  let switched = false;
   let declared = -1;
   let bodyTotal = 0;
   const checkHeaders = (list: unknown): void => {
@@ -512,14 +516,14 @@ export function featuresOf(sequence: Sequence): Set<Feature> {
       const name = list[i];
       const value = list[i + 1];
       if (typeof name !== 'string' || !TOKEN.test(name)) found.add('bad-header-name');
-      else if (name !== 'content-length' && FRAMING_NAMES.includes(name)) found.add('framing-header');
+      else if (name.toLowerCase() !== 'content-length' && FRAMING_NAMES.includes(name.toLowerCase())) found.add('framing-header');
       if (typeof value !== 'string' || !FIELD_VALUE.test(value)) found.add('bad-header-value');
     }
   };
-  const checkStatus = (code: unknown, ws: boolean): void => {
+  const checkStatus = (code: unknown): void => {
     if (typeof code !== 'number' || code < 100 || code > 599 || !Number.isInteger(code)) found.add('status-out-of-range');
     else if (code === 101) {
-      if (!ws) found.add('status-101');
+      if (!upgrade) found.add('status-101');
     } else if (code < 200) found.add('status-1xx');
   };
   for (const step of sequence.steps) {
@@ -531,43 +535,51 @@ export function featuresOf(sequence: Sequence): Set<Feature> {
     if (ref === 'unopened') found.add('unknown-stream');
     if (type === FrameType.GOAWAY) found.add('goaway');
     if (type === FrameType.WINDOW) found.add('window');
-    if (typeof type !== 'number' || type < 3 || type > 11 || type === FrameType.GOAWAY || type === FrameType.WINDOW) {
+    if (typeof type === 'number' && type >= 8 && type <= 11) {
+      found.add('retired-frame');
+      continue;
+    }
+    const known = type === FrameType.RESPONSE || type === FrameType.DATA || type === FrameType.RESET || type === FrameType.INFO || type === FrameType.TRAILERS;
+    if (!known) {
       if (type !== FrameType.GOAWAY && type !== FrameType.WINDOW) found.add('garbage');
       continue;
     }
     if (ref !== 's') continue;
     if (type === FrameType.RESET) found.add('reset');
-    const httpFrame = type === FrameType.RESPONSE || type === FrameType.DATA;
-    if (httpFrame && isWs) found.add('http-frame-on-ws');
-    if (!httpFrame && type !== FrameType.RESET && !isWs) found.add('ws-frame-on-http');
+    if (type === FrameType.INFO) {
+      found.add('info');
+      checkStatus(fields[0]);
+      checkHeaders(fields[2]);
+    }
+    if (type === FrameType.TRAILERS) {
+      found.add('trailers');
+      checkHeaders(fields[0]);
+      if (responses === 0) found.add('data-before-response');
+      ended = true;
+    }
     if (type === FrameType.RESPONSE) {
       responses++;
       if (responses > 1) found.add('second-response');
       if (ended && responses > 1) found.add('data-after-end');
-      checkStatus(fields[0], false);
-      checkHeaders(fields[1]);
-      if (responses === 1 && Array.isArray(fields[1])) {
-        for (let i = 0; i < fields[1].length; i += 2) {
-          if (fields[1][i] === 'content-length' && /^[0-9]+$/.test(String(fields[1][i + 1]))) declared = Number(fields[1][i + 1]);
+      checkStatus(fields[0]);
+      checkHeaders(fields[2]);
+      if (fields[0] === 101 && upgrade && responses === 1) switched = true;
+      if (responses === 1 && Array.isArray(fields[2])) {
+        for (let i = 0; i < fields[2].length; i += 2) {
+          if (String(fields[2][i]).toLowerCase() === 'content-length' && /^[0-9]+$/.test(String(fields[2][i + 1]))) declared = Number(fields[2][i + 1]);
         }
       }
     }
     if (type === FrameType.DATA) {
-      if (responses === 0) found.add('data-before-response');
+      if (switched) found.add('upgrade-raw-bytes');
+      else if (responses === 0) found.add('data-before-response');
       else if (ended) found.add('data-after-end');
     }
-    if (httpFrame && responses > 0) {
-      const chunk = type === FrameType.RESPONSE ? fields[2] : fields[0];
+    if ((type === FrameType.RESPONSE || type === FrameType.DATA) && responses > 0 && !switched) {
+      const chunk = type === FrameType.RESPONSE ? fields[3] : fields[0];
       if (isBody(chunk)) bodyTotal += bodySize(chunk);
-      if ((type === FrameType.RESPONSE ? fields[3] : fields[1]) === true) ended = true;
+      if ((type === FrameType.RESPONSE ? fields[4] : fields[1]) === true) ended = true;
     }
-    if (type === FrameType.WS_RESPONSE) {
-      checkStatus(fields[0], true);
-      checkHeaders(fields[2]);
-      if (fields[0] === 101) accepted = true;
-    }
-    if (type === FrameType.WS_MESSAGE && !accepted) found.add('ws-message-before-accept');
-    if (type === FrameType.WS_CLOSE) found.add('ws-close');
   }
   if (declared >= 0 && bodyTotal > declared) found.add('body-past-length');
   if (declared >= 0 && ended && bodyTotal < declared) found.add('body-short-of-length');

@@ -65,12 +65,46 @@ class Collector implements ExchangeSink {
   onAborted(): void {}
 }
 
+let aborted = false;
+
 function serve(exchange: ServerExchange): void {
   const target = exchange.head.target;
   const delay = /^\/delay\/(\d+)/.exec(target);
   if (delay !== null) {
     exchange.attach(new Collector(() => undefined));
     setTimeout(() => exchange.respond(200, 'OK', ['X-Target', target], target), Number(delay[1]));
+    return;
+  }
+  if (target === '/corked') {
+    // Written corked, as the edge's end-of-turn flush does: the answer ends inside the cork.
+    exchange.attach(new Collector(() => {
+      exchange.cork();
+      exchange.writeHead(200, 'OK', [], 2);
+      exchange.write(Buffer.from('ok'));
+      exchange.end();
+      exchange.uncork();
+    }));
+    return;
+  }
+  if (target === '/slow-reader') {
+    // Pauses reading at every chunk and resumes a moment later, as a stream without credit does.
+    let received = 0;
+    exchange.attach({
+      onRequestBody(chunk, last) {
+        received += chunk?.byteLength ?? 0;
+        if (last) {
+          exchange.respond(200, 'OK', [], String(received));
+          return;
+        }
+        exchange.pauseBody();
+        setTimeout(() => exchange.resumeBody(), 2);
+      },
+      onAborted() {},
+    });
+    return;
+  }
+  if (target === '/abandon') {
+    exchange.attach({ onRequestBody() {}, onAborted: () => (aborted = true) });
     return;
   }
   if (target === '/echo') {
@@ -101,6 +135,7 @@ function serve(exchange: ServerExchange): void {
       onSwitched(socket: Socket, head: Buffer) {
         socket.write(`head:${head.toString('latin1')};`);
         socket.on('data', (chunk: Buffer) => socket.write(chunk.toString('latin1').toUpperCase()));
+        socket.on('end', () => socket.end());
         socket.resume();
       },
     };
@@ -223,6 +258,26 @@ describe('the HTTP/1 server connection', () => {
     const idle = await exchangeBytes(harness.port, get('/a'), 3_000);
     assert.ok(idle.closed);
     assert.match(idle.text, /^HTTP\/1\.1 200 OK/);
+  });
+
+  test('a body whose last bytes arrive while its reader has paused: the connection reads on (the next request is served)', async () => {
+    const body = 'x'.repeat(300_000);
+    const { text } = await exchangeBytes(harness.port, `POST /slow-reader HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`, 3_000, (socket) =>
+      setTimeout(() => socket.write(get('/after', 'Connection: close\r\n')), 300),
+    );
+    assert.match(text, /^HTTP\/1\.1 200 OK\r\nContent-Length: 6\r\n\r\n300000HTTP\/1\.1 200 OK\r\nX-Target: \/after/);
+  });
+
+  test('an answer that ends while corked goes out on a kept-alive connection (the uncork follows its exchange)', async () => {
+    const { text } = await exchangeBytes(harness.port, get('/corked'), 500);
+    assert.equal(text, 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
+  });
+
+  test('a FIN while a request waits for its answer aborts it (the client gave up), as nginx and Node read it', async () => {
+    aborted = false;
+    const { closed } = await exchangeBytes(harness.port, get('/abandon'), 1_000, (socket) => socket.end());
+    assert.ok(closed);
+    assert.equal(aborted, true);
   });
 
   test('101 header lines are refused with 431, a bad version with 505', async () => {

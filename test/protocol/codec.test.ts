@@ -69,13 +69,15 @@ describe('round trip', () => {
       [FrameType.DATA, 0xffffffff, null, true],
       [FrameType.WINDOW, 0, MAX_WINDOW],
       [FrameType.WINDOW, 0, 0xffffffff], // the codec allows it; the flow-control arithmetic refuses it
-      [FrameType.RESPONSE, 1, 100, [], null, false],
-      [FrameType.RESPONSE, 1, 999, [], null, true],
-      [FrameType.WS_CLOSE, 1, 0, ''],
-      [FrameType.WS_CLOSE, 1, 4999, ''],
+      [FrameType.RESPONSE, 1, 100, '', [], null, false],
+      [FrameType.RESPONSE, 1, 999, 'Any Reason \u00e9', [], null, true],
+      [FrameType.INFO, 1, 100, '', []],
+      [FrameType.INFO, 1, 999, '', []],
       [FrameType.RESET, 1, 0xffffffff, ''],
       [FrameType.READY, 0, '', '', { ...DEFAULT_SETTINGS, streamWindow: MAX_WINDOW, connectionWindow: MAX_WINDOW }],
-      [FrameType.OPEN, 1, 'r', 'GET', '/', ['x-tab', 'a\tb', 'x-latin', 'caf\u00e9', 'x-del', 'a\u007fb', 'x-empty', ''], '', null, true],
+      [FrameType.OPEN, 1, 'r', 'GET', '/', ['x-tab', 'a\tb', 'X-Latin', 'caf\u00e9', 'x-del', 'a\u007fb', 'x-empty', ''], '', null, true, false],
+      // Names of any case (protocol 2 keeps them); whether one is a token is the receiving stream's check.
+      [FrameType.TRAILERS, 1, ['X-Checksum', '1', 'not a token', 'v']],
     ];
     for (const frame of cases) assert.deepEqual(decode(pack(frame)), frame);
   });
@@ -83,10 +85,9 @@ describe('round trip', () => {
 
 describe('binary fields are views of the input', () => {
   const binaryFields: [Frame, number][] = [
-    [[FrameType.OPEN, 1, 'r', 'POST', '/', [], '', Buffer.from('open body'), true], 7],
+    [[FrameType.OPEN, 1, 'r', 'POST', '/', [], '', Buffer.from('open body'), true, false], 7],
     [[FrameType.DATA, 1, Buffer.from('data chunk'), false], 2],
-    [[FrameType.RESPONSE, 1, 200, [], Buffer.from('response body'), true], 4],
-    [[FrameType.WS_MESSAGE, 1, Buffer.from('message'), true, true], 2],
+    [[FrameType.RESPONSE, 1, 200, 'OK', [], Buffer.from('response body'), true], 5],
   ];
   for (const [frame, index] of binaryFields) {
     test(`${FRAME_NAMES[frame[0]]}: element ${index}`, () => {
@@ -108,7 +109,7 @@ describe('binary fields are views of the input', () => {
   }
 
   test('an empty binary field decodes as an empty Uint8Array', () => {
-    const frame = decode(encode([FrameType.WS_MESSAGE, 1, Buffer.alloc(0), true, true]));
+    const frame = decode(encode([FrameType.DATA, 1, Buffer.alloc(0), true]));
     assert.ok(frame[2] instanceof Uint8Array);
     assert.equal((frame[2] as Uint8Array).byteLength, 0);
   });
@@ -145,14 +146,24 @@ describe('refused', () => {
   });
 
   test('unknown frame types', () => {
-    for (const type of [0, 12, 13, 255, -1, 1.5, '1', null, true, [1], { type: 1 }, Buffer.from([1])]) {
+    for (const type of [0, 14, 255, -1, 1.5, '1', null, true, [1], { type: 1 }, Buffer.from([1])]) {
       refused(pack([type, 1]), `type ${JSON.stringify(type)} with a stream`);
       refused(pack([type, 1, 'a', 'b', null, true]), `type ${JSON.stringify(type)} with fields`);
     }
   });
 
+  test("protocol 1's WebSocket frames (8-11) are retired: refused, named as protocol 1's", () => {
+    const v1: [number, unknown[]][] = [
+      [8, [8, 9, 'req_1', '/ws', [], '198.51.100.2']],
+      [9, [9, 9, 101, 'chat', []]],
+      [10, [10, 9, Buffer.from('hi'), false, true]],
+      [11, [11, 9, 1000, 'bye']],
+    ];
+    for (const [type, frame] of v1) assert.match(refused(pack(frame), `type ${type}`), new RegExp(`frame type ${type} \\(WS_[A-Z]+\\) is protocol 1's`));
+  });
+
   test('stream 0 where a stream is required, and a non-zero stream on READY or GOAWAY', () => {
-    for (const type of [FrameType.OPEN, FrameType.DATA, FrameType.RESPONSE, FrameType.RESET, FrameType.WS_OPEN, FrameType.WS_MESSAGE, FrameType.WS_CLOSE]) {
+    for (const type of [FrameType.OPEN, FrameType.DATA, FrameType.RESPONSE, FrameType.RESET, FrameType.INFO, FrameType.TRAILERS]) {
       const sample = SAMPLES.find((frame) => frame[0] === type)!;
       const broken: unknown[] = [...sample];
       broken[1] = 0;
@@ -163,10 +174,10 @@ describe('refused', () => {
     refused(pack([FrameType.WINDOW, 1, 0]), 'WINDOW of 0 bytes');
   });
 
-  test('header lists that could break an HTTP head', () => {
+  test('header lists and reasons that could break an HTTP head', () => {
     const bad: unknown[] = [
-      ['Content-Type', 'text/plain'],
       ['x-a', 'b\r\nx-injected: 1'],
+      ['x-a\r\nx-injected', 'b'],
       ['x-a', 'b\nc'],
       ['x-a', 'b\rc'],
       ['x-a\0', 'b'],
@@ -176,10 +187,17 @@ describe('refused', () => {
       [1, 'x'],
     ];
     for (const headers of bad) {
-      refused(pack([FrameType.RESPONSE, 1, 200, headers, null, true]), `RESPONSE headers ${JSON.stringify(headers)}`);
-      refused(pack([FrameType.OPEN, 1, 'r', 'GET', '/', headers, '', null, true]), `OPEN headers ${JSON.stringify(headers)}`);
+      refused(pack([FrameType.RESPONSE, 1, 200, 'OK', headers, null, true]), `RESPONSE headers ${JSON.stringify(headers)}`);
+      refused(pack([FrameType.OPEN, 1, 'r', 'GET', '/', headers, '', null, true, false]), `OPEN headers ${JSON.stringify(headers)}`);
+      refused(pack([FrameType.INFO, 1, 103, '', headers]), `INFO headers ${JSON.stringify(headers)}`);
+      refused(pack([FrameType.TRAILERS, 1, headers]), `TRAILERS ${JSON.stringify(headers)}`);
     }
-    refused(pack([FrameType.WS_RESPONSE, 1, 101, 'chat\r\nx-injected: 1', []]), 'a subprotocol with CRLF');
+    for (const reason of ['OK\r\nx-injected: 1', 'O\nK', 'O\0K']) {
+      refused(pack([FrameType.RESPONSE, 1, 200, reason, [], null, true]), `RESPONSE reason ${JSON.stringify(reason)}`);
+      refused(pack([FrameType.INFO, 1, 103, reason, []]), `INFO reason ${JSON.stringify(reason)}`);
+    }
+    refused(pack([FrameType.OPEN, 1, 'r', 'GET', '/\r\nx: 1', [], '', null, true, false]), 'a target with CRLF');
+    refused(pack([FrameType.OPEN, 1, 'r', 'GET\n', '/', [], '', null, true, false]), 'a method with LF');
   });
 
   test('settings that are not a settings map', () => {
@@ -286,7 +304,7 @@ describe('refused', () => {
     // Nesting within the limit reaches the layout check, which refuses it for what it is.
     let value: unknown = 'x';
     for (let i = 0; i < MAX_NESTING - 2; i++) value = [value];
-    assert.match(refused(pack([FrameType.RESPONSE, 1, 200, [value, value], null, true]), 'nested headers'), /RESPONSE/);
+    assert.match(refused(pack([FrameType.RESPONSE, 1, 200, '', [value, value], null, true]), 'nested headers'), /RESPONSE/);
   });
 
   test('large input: junk, and large valid frames (size limits are the session\'s, not the codec\'s)', () => {
@@ -295,7 +313,7 @@ describe('refused', () => {
     refused(junk, '8 MiB of junk');
     const headers: string[] = [];
     for (let i = 0; i < 50_000; i++) headers.push(`x-h${i}`, 'v');
-    const big: Frame = [FrameType.RESPONSE, 1, 200, headers, Buffer.alloc(4 * 1024 * 1024), true];
+    const big: Frame = [FrameType.RESPONSE, 1, 200, 'OK', headers, Buffer.alloc(4 * 1024 * 1024), true];
     assert.deepEqual(decode(encode(big)), big);
   });
 

@@ -1,5 +1,5 @@
 /**
- * Every wire constant of tunnel protocol 1, pinned by value. These numbers are a contract with clients
+ * Every wire constant of tunnel protocol 2, pinned by value. These numbers are a contract with clients
  * written in other languages (docs/protocol.md): a change to any of them must fail here first. A new
  * frame type or code gets a new number and a new row.
  */
@@ -17,10 +17,11 @@ import {
   PROTOCOL_HEADER,
   PROTOCOL_VERSION,
   ResetCode,
+  RETIRED_FRAME_TYPES,
 } from '../../src/protocol/constants.js';
 
 test('protocol version, header and path', () => {
-  assert.equal(PROTOCOL_VERSION, 1);
+  assert.equal(PROTOCOL_VERSION, 2);
   assert.equal(PROTOCOL_HEADER, 'burrow-protocol');
   assert.equal(CONNECT_PATH, '/api/v1/connect');
 });
@@ -36,18 +37,21 @@ test('frame types', () => {
       WINDOW: 5,
       RESET: 6,
       GOAWAY: 7,
-      WS_OPEN: 8,
-      WS_RESPONSE: 9,
-      WS_MESSAGE: 10,
-      WS_CLOSE: 11,
+      INFO: 12,
+      TRAILERS: 13,
     },
   );
-  assert.equal(MAX_FRAME_TYPE, 11);
+  assert.equal(MAX_FRAME_TYPE, 13);
   assert.equal(MAX_FRAME_TYPE, Math.max(...Object.values(FrameType)));
 });
 
-test('frame types are distinct and contiguous from 1', () => {
-  const values = Object.values(FrameType).sort((a, b) => a - b);
+test("protocol 1's WebSocket frame types are retired, never reused", () => {
+  assert.deepEqual({ ...RETIRED_FRAME_TYPES }, { 8: 'WS_OPEN', 9: 'WS_RESPONSE', 10: 'WS_MESSAGE', 11: 'WS_CLOSE' });
+  for (const type of Object.keys(RETIRED_FRAME_TYPES)) assert.ok(!(Object.values(FrameType) as number[]).includes(Number(type)), type);
+});
+
+test('frame types are distinct, and with the retired ones contiguous from 1', () => {
+  const values = [...Object.values(FrameType), ...Object.keys(RETIRED_FRAME_TYPES).map(Number)].sort((a, b) => a - b);
   assert.deepEqual(values, Array.from({ length: MAX_FRAME_TYPE }, (_, i) => i + 1));
 });
 

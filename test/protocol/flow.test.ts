@@ -1,15 +1,14 @@
 /**
- * The pure parts of the protocol around the codec: credit arithmetic (flow.ts), the hop-by-hop header
- * rule (headers.ts), and WebSocket message relaying (ws-relay.ts).
+ * The pure parts of the protocol around the codec: credit arithmetic (flow.ts) and the hop-by-hop header
+ * rule (headers.ts), names of any case.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { decode, ProtocolError, type WsMessageFrame } from '../../src/protocol/codec.js';
-import { DEFAULT_SETTINGS, FrameType, MAX_WINDOW, type Settings } from '../../src/protocol/constants.js';
+import { ProtocolError } from '../../src/protocol/codec.js';
+import { DEFAULT_SETTINGS, MAX_WINDOW } from '../../src/protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../../src/protocol/flow.js';
 import { connectionNamed, dropHopByHop, HOP_BY_HOP, removeNamed } from '../../src/protocol/headers.js';
-import { MessageRelay } from '../../src/protocol/ws-relay.js';
 
 describe('SendCredit', () => {
   test('take never exceeds the credit', () => {
@@ -194,6 +193,15 @@ describe('hop-by-hop headers', () => {
     assert.deepEqual(dropHopByHop(headers), ['content-type', 'text/html', 'set-cookie', 'a=1', 'set-cookie', 'b=2']);
   });
 
+  test('names of any case: Connection, TE and what Connection names go, case kept on the rest', () => {
+    const headers = ['Content-Type', 'text/html', 'Connection', 'Keep-Alive, X-Secret', 'X-SECRET', 's', 'TE', 'trailers', 'Set-Cookie', 'a=1'];
+    assert.deepEqual(dropHopByHop(headers), ['Content-Type', 'text/html', 'Set-Cookie', 'a=1']);
+    assert.deepEqual(dropHopByHop(['Connection', 'Upgrade', 'Upgrade', 'websocket', 'X-A', '1'], ['connection', 'upgrade']), ['Connection', 'Upgrade', 'Upgrade', 'websocket', 'X-A', '1']);
+    const list = ['B', '1', 'a', '2'];
+    removeNamed(list, ['b']);
+    assert.deepEqual(list, ['a', '2']);
+  });
+
   test('headers named in Connection are dropped too', () => {
     const headers = ['x-keep', '1', 'connection', 'close, X-Secret ,x-other', 'x-secret', 's', 'x-other', 'o', 'connection', 'x-third', 'x-third', 't'];
     assert.deepEqual(dropHopByHop(headers), ['x-keep', '1']);
@@ -222,168 +230,6 @@ describe('hop-by-hop headers', () => {
   });
 });
 
-describe('MessageRelay (WebSocket passthrough)', () => {
-  const settings: Settings = { maxFrameBody: 10, streamWindow: 25, connectionWindow: 1000, maxStreams: 8, maxMessage: 100 };
-  const STREAM = 7;
-
-  function collector(): { frames: WsMessageFrame[]; send: (frame: Buffer) => void } {
-    const frames: WsMessageFrame[] = [];
-    return {
-      frames,
-      send: (bytes) => {
-        const frame = decode(bytes);
-        assert.equal(frame[0], FrameType.WS_MESSAGE);
-        frames.push(frame as WsMessageFrame);
-      },
-    };
-  }
-  const sizes = (frames: WsMessageFrame[]): [number, boolean][] => frames.map((frame) => [frame[2].byteLength, frame[4]]);
-
-  test('a message is cut into fragments of at most maxFrameBody, within the stream credit', () => {
-    const relay = new MessageRelay(STREAM, settings, 1000, 1000);
-    const connection = new SendCredit(1000);
-    const { frames, send } = collector();
-    const message = Buffer.from('abcdefghijklmnopqrstuvwxyz0123456789'); // 36 bytes
-    assert.equal(relay.push(message, true, connection, send), true);
-    assert.deepEqual(sizes(frames), [[10, false], [10, false], [5, false]], 'the 25 bytes of stream credit');
-    assert.equal(relay.waiting, 11);
-    assert.equal(relay.sendCredit.available, 0);
-    assert.equal(connection.available, 975);
-    assert.equal(relay.flush(connection, send), false, 'still waiting for credit');
-    relay.sendCredit.grant(100);
-    assert.equal(relay.flush(connection, send), true);
-    assert.deepEqual(sizes(frames), [[10, false], [10, false], [5, false], [10, false], [1, true]]);
-    assert.equal(relay.waiting, 0);
-    for (const frame of frames) {
-      assert.equal(frame[1], STREAM);
-      assert.equal(frame[3], true, 'binary');
-    }
-    assert.deepEqual(Buffer.concat(frames.map((frame) => frame[2])), message);
-  });
-
-  test('the connection credit is respected too', () => {
-    const relay = new MessageRelay(STREAM, settings, 1000, 1000);
-    const connection = new SendCredit(4);
-    const { frames, send } = collector();
-    relay.push(Buffer.from('hello world'), false, connection, send);
-    assert.deepEqual(sizes(frames), [[4, false]]);
-    assert.equal(connection.available, 0);
-    assert.equal(relay.sendCredit.available, 21);
-    connection.grant(100);
-    assert.equal(relay.flush(connection, send), true);
-    assert.deepEqual(sizes(frames), [[4, false], [7, true]]);
-    assert.equal(frames[0]![3], false, 'text');
-  });
-
-  test('an empty message is one empty final fragment', () => {
-    const relay = new MessageRelay(STREAM, settings, 1000, 1000);
-    const { frames, send } = collector();
-    relay.push(Buffer.alloc(0), false, new SendCredit(0), send);
-    assert.deepEqual(sizes(frames), [[0, true]]);
-  });
-
-  test('messages queue in order behind one waiting for credit', () => {
-    const relay = new MessageRelay(STREAM, settings, 1000, 1000);
-    const connection = new SendCredit(1000);
-    const { frames, send } = collector();
-    relay.push(Buffer.alloc(30, 1), true, connection, send);
-    relay.push(Buffer.alloc(3, 2), false, connection, send);
-    assert.equal(relay.waiting, 8);
-    relay.sendCredit.grant(50);
-    relay.flush(connection, send);
-    assert.deepEqual(sizes(frames), [[10, false], [10, false], [5, false], [5, true], [3, true]]);
-    assert.equal(frames[4]![2][0], 2);
-    assert.equal(frames[4]![3], false);
-  });
-
-  test('push refuses once too much waits for credit (the caller closes the socket)', () => {
-    const relay = new MessageRelay(STREAM, settings, 40, 1000);
-    const connection = new SendCredit(0);
-    const { send } = collector();
-    assert.equal(relay.push(Buffer.alloc(30), true, connection, send), true);
-    assert.equal(relay.push(Buffer.alloc(10), true, connection, send), true, 'exactly at the limit');
-    assert.equal(relay.push(Buffer.alloc(1), true, connection, send), false);
-    assert.equal(relay.waiting, 40);
-    // One message larger than the limit is still taken when nothing waits: it is bounded by the socket.
-    const lone = new MessageRelay(STREAM, settings, 40, 1000);
-    assert.equal(lone.push(Buffer.alloc(100), true, connection, send), true);
-  });
-
-  test('a single final fragment comes back as is (no copy)', () => {
-    const relay = new MessageRelay(STREAM, settings, 1000, 100);
-    const data = Buffer.from('whole');
-    const message = relay.receive(data, false, true);
-    assert.ok(message !== null);
-    assert.equal(message.data, data);
-    assert.equal(message.binary, false);
-  });
-
-  test('fragments are put back together, copied, with the first fragment\'s binary flag', () => {
-    const relay = new MessageRelay(STREAM, settings, 1000, 100);
-    const first = Buffer.from('hello ');
-    assert.equal(relay.receive(first, true, false), null);
-    first.fill(0); // the frame's memory is reused once the callback returns
-    assert.equal(relay.receive(Buffer.from('wide '), false, false), null);
-    const message = relay.receive(Buffer.from('world'), false, true);
-    assert.ok(message !== null);
-    assert.equal(Buffer.from(message.data).toString(), 'hello wide world');
-    assert.equal(message.binary, true);
-    // The next message starts afresh.
-    assert.deepEqual(relay.receive(Buffer.from('x'), false, true), { data: Buffer.from('x'), binary: false });
-  });
-
-  test('a message over the size limit is a protocol error, fragmented or not', () => {
-    const fragmented = new MessageRelay(STREAM, settings, 1000, 25);
-    assert.equal(fragmented.receive(Buffer.alloc(10), true, false), null);
-    assert.equal(fragmented.receive(Buffer.alloc(10), true, false), null);
-    assert.throws(() => fragmented.receive(Buffer.alloc(10), true, true), ProtocolError);
-    const single = new MessageRelay(STREAM, settings, 1000, 25);
-    assert.ok(single.receive(Buffer.alloc(25), true, true) !== null, 'exactly the limit');
-    assert.throws(() => single.receive(Buffer.alloc(26), true, true), ProtocolError);
-  });
-
-  test('property: messages relayed through fragments arrive whole and in order, within credit', () => {
-    fc.assert(
-      fc.property(
-        fc.array(fc.record({ data: fc.uint8Array({ maxLength: 80 }), binary: fc.boolean() }), { maxLength: 12 }),
-        fc.integer({ min: 1, max: 5 }),
-        (messages, batch) => {
-          const sender = new MessageRelay(STREAM, settings, 10_000, 10_000);
-          const receiver = new MessageRelay(STREAM, settings, 10_000, 100);
-          const connection = new SendCredit(settings.connectionWindow);
-          const wire: Buffer[] = [];
-          const send = (bytes: Buffer): void => {
-            wire.push(bytes);
-          };
-          const received: { data: Buffer; binary: boolean }[] = [];
-          for (const message of messages) assert.ok(sender.push(message.data, message.binary, connection, send));
-          let rounds = 0;
-          // The receiver takes up to `batch` frames per round, writes them out and grants credit back.
-          while (wire.length > 0 || sender.waiting > 0) {
-            for (const bytes of wire.splice(0, batch)) {
-              const frame = decode(bytes) as WsMessageFrame;
-              const size = frame[2].byteLength;
-              assert.ok(size <= settings.maxFrameBody);
-              assert.ok(receiver.receiveWindow.receive(size), 'the sender stayed within the stream window');
-              const message = receiver.receive(frame[2], frame[3], frame[4]);
-              if (message !== null) received.push({ data: Buffer.from(message.data), binary: message.binary });
-              const grant = receiver.receiveWindow.consume(size);
-              if (grant > 0) sender.sendCredit.grant(grant);
-              connection.grant(size > 0 ? size : 1);
-            }
-            sender.flush(connection, send);
-            assert.ok(rounds++ < 10_000, 'stalled');
-          }
-          assert.deepEqual(
-            received,
-            messages.map((message) => ({ data: Buffer.from(message.data), binary: message.binary })),
-          );
-        },
-      ),
-      { numRuns: 300 },
-    );
-  });
-});
 
 test('takeFrameCredit takes the smallest of wanted, maxFrame, stream and connection credit from both', async () => {
   const { SendCredit, takeFrameCredit, takeWholeCredit } = await import('../../src/protocol/flow.js');

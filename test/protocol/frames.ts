@@ -7,11 +7,11 @@ import { DEFAULT_SETTINGS, FrameType, MAX_WINDOW } from '../../src/protocol/cons
 import type { Frame } from '../../src/protocol/codec.js';
 
 export const HEADERS = [
-  'host',
+  'Host',
   'quiet-river-42.example.com',
   'content-type',
   'application/json',
-  'user-agent',
+  'User-Agent',
   'GitHub-Hookshot/abc123',
   'x-github-event',
   'push',
@@ -24,24 +24,23 @@ export const HEADERS = [
 /** Valid frames, at least one of each type, with binary fields as Buffers (what decode returns). */
 export const SAMPLES: readonly Frame[] = [
   [FrameType.READY, 0, 'quiet-river-42', 'https://quiet-river-42.example.com', { ...DEFAULT_SETTINGS }],
-  [FrameType.OPEN, 1, 'req_01HZX', 'POST', '/hooks/github?x=1', HEADERS, '203.0.113.7', Buffer.from('{"ok":true}'), true],
-  [FrameType.OPEN, 2, 'req_01HZY', 'GET', '/', [], '::1', null, false],
+  [FrameType.OPEN, 1, 'req_01HZX', 'POST', '/hooks/github?x=1', HEADERS, '203.0.113.7', Buffer.from('{"ok":true}'), true, false],
+  [FrameType.OPEN, 2, 'req_01HZY', 'GET', '/', [], '::1', null, false, false],
+  [FrameType.OPEN, 9, 'req_01HZZ', 'GET', '/_next/webpack-hmr', ['Upgrade', 'websocket', 'Connection', 'Upgrade', 'Sec-WebSocket-Key', 'dGhlIHNhbXBsZSBub25jZQ=='], '198.51.100.2', null, true, true],
   [FrameType.DATA, 2, Buffer.alloc(300, 0xab), false],
   [FrameType.DATA, 2, null, true],
-  [FrameType.RESPONSE, 1, 200, ['content-type', 'text/plain', 'content-length', '2'], Buffer.from('ok'), true],
-  [FrameType.RESPONSE, 2, 204, [], null, false],
+  [FrameType.RESPONSE, 1, 200, 'OK', ['Content-Type', 'text/plain', 'content-length', '2'], Buffer.from('ok'), true],
+  [FrameType.RESPONSE, 2, 204, '', [], null, false],
+  [FrameType.RESPONSE, 9, 101, 'Switching Protocols', ['Upgrade', 'websocket', 'Connection', 'Upgrade', 'Sec-WebSocket-Accept', 's3pPLMBiTxaQ9kYGzzhZRbK+xOo='], null, false],
   [FrameType.WINDOW, 0, 65_536],
   [FrameType.WINDOW, 7, MAX_WINDOW],
   [FrameType.RESET, 3, 1, 'the public client closed the connection'],
   [FrameType.RESET, 0xffffffff, 0, ''],
-  [FrameType.GOAWAY, 0, 5, 'unknown frame type 12'],
-  [FrameType.WS_OPEN, 9, 'req_01HZZ', '/_next/webpack-hmr', ['origin', 'http://localhost:3000', 'sec-websocket-protocol', 'chat'], '198.51.100.2'],
-  [FrameType.WS_RESPONSE, 9, 101, 'chat', []],
-  [FrameType.WS_RESPONSE, 9, 403, '', ['content-type', 'text/plain']],
-  [FrameType.WS_MESSAGE, 9, Buffer.from('{"type":"hash"}'), false, true],
-  [FrameType.WS_MESSAGE, 9, Buffer.alloc(0), true, false],
-  [FrameType.WS_CLOSE, 9, 1000, 'bye'],
-  [FrameType.WS_CLOSE, 9, 1005, ''],
+  [FrameType.GOAWAY, 0, 5, 'unknown frame type 14'],
+  [FrameType.INFO, 1, 103, 'Early Hints', ['Link', '</style.css>; rel=preload; as=style']],
+  [FrameType.INFO, 1, 100, 'Continue', []],
+  [FrameType.TRAILERS, 2, ['X-Checksum', 'sha256=abc']],
+  [FrameType.TRAILERS, 2, []],
 ];
 
 // ---- the documented layouts -------------------------------------------------------------------------
@@ -53,17 +52,12 @@ const streamId = (v: unknown): boolean => uint32(v) && (v as number) >= 1;
 const zero = (v: unknown): boolean => v === 0;
 const str = (v: unknown): boolean => typeof v === 'string';
 const bool = (v: unknown): boolean => v === true || v === false;
-const bin = (v: unknown): boolean => v instanceof Uint8Array;
 const binOrNil = (v: unknown): boolean => v === null || v instanceof Uint8Array;
 const status = (v: unknown): boolean => typeof v === 'number' && Number.isInteger(v) && v >= 100 && v <= 999;
-const closeCode = (v: unknown): boolean => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 4999;
 const credit = (v: unknown): boolean => uint32(v) && (v as number) >= 1;
 const window = (v: unknown): boolean => uint32(v) && (v as number) >= 1 && (v as number) <= MAX_WINDOW;
 const lineSafe = (v: unknown): boolean => typeof v === 'string' && !/[\r\n\0]/.test(v);
-const headers = (v: unknown): boolean =>
-  Array.isArray(v) &&
-  v.length % 2 === 0 &&
-  v.every((item, i) => typeof item === 'string' && !/[\r\n\0]/.test(item) && (i % 2 === 1 || !/[A-Z]/.test(item)));
+const headers = (v: unknown): boolean => Array.isArray(v) && v.length % 2 === 0 && v.every((item) => typeof item === 'string' && !/[\r\n\0]/.test(item));
 const settings = (v: unknown): boolean => {
   if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return false;
   const s = v as Record<string, unknown>;
@@ -73,16 +67,14 @@ const settings = (v: unknown): boolean => {
 /** docs/protocol.md, "Frames": the elements after the type, starting with the stream id. */
 export const LAYOUTS: Readonly<Record<number, readonly Spec[]>> = {
   [FrameType.READY]: [zero, str, str, settings],
-  [FrameType.OPEN]: [streamId, str, str, str, headers, str, binOrNil, bool],
+  [FrameType.OPEN]: [streamId, str, lineSafe, lineSafe, headers, str, binOrNil, bool, bool],
   [FrameType.DATA]: [streamId, binOrNil, bool],
-  [FrameType.RESPONSE]: [streamId, status, headers, binOrNil, bool],
+  [FrameType.RESPONSE]: [streamId, status, lineSafe, headers, binOrNil, bool],
   [FrameType.WINDOW]: [uint32, credit],
   [FrameType.RESET]: [streamId, uint32, str],
   [FrameType.GOAWAY]: [zero, uint32, str],
-  [FrameType.WS_OPEN]: [streamId, str, str, headers, str],
-  [FrameType.WS_RESPONSE]: [streamId, status, lineSafe, headers],
-  [FrameType.WS_MESSAGE]: [streamId, bin, bool, bool],
-  [FrameType.WS_CLOSE]: [streamId, closeCode, str],
+  [FrameType.INFO]: [streamId, status, lineSafe, headers],
+  [FrameType.TRAILERS]: [streamId, headers],
 };
 
 /** Whether `value` is a frame as docs/protocol.md describes it. */

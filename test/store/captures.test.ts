@@ -41,7 +41,7 @@ function record(ring: RingHandle, seq: number, id: string, receivedAt: number, p
     requestTruncated: false,
     responseBodySize: 0,
     responseTruncated: false,
-    open: encode([FrameType.OPEN, 1, id, 'POST', path, ['content-type', 'application/json'], '127.0.0.1', Buffer.from('{}'), true]),
+    open: encode([FrameType.OPEN, 1, id, 'POST', path, ['content-type', 'application/json'], '127.0.0.1', Buffer.from('{}'), true, false]),
     requestHeaders: null,
     requestBody: null,
     response: null,
@@ -158,7 +158,7 @@ test('the stored format round-trips every field and section, null sections inclu
     open: null,
     requestHeaders: ['x-a', '1', 'x-a', '2'],
     requestBody: Buffer.from('partial body'),
-    response: encode([FrameType.RESPONSE, 3, 200, ['content-type', 'text/plain'], Buffer.from('hello'), true]),
+    response: encode([FrameType.RESPONSE, 3, 200, 'OK', ['content-type', 'text/plain'], Buffer.from('hello'), true]),
     responseHeaders: null,
     responseBody: null,
   };

@@ -24,7 +24,7 @@ function capture(ring: RingHandle, seq: number, id: string, path: string): Store
     id, seq, subdomain: ring.subdomain, accountId: ring.accountId, tokenId: 'tok_00000000', clientAddress: '127.0.0.1',
     method: 'POST', path, status: 200, receivedAt: Date.now(), durationMs: 1, error: null, replayOf: null,
     requestBodySize: 0, requestTruncated: false, responseBodySize: 0, responseTruncated: false,
-    open: encode([FrameType.OPEN, 1, id, 'POST', path, [], '127.0.0.1', null, true]),
+    open: encode([FrameType.OPEN, 1, id, 'POST', path, [], '127.0.0.1', null, true, false]),
     requestHeaders: null, requestBody: null, response: null, responseHeaders: [], responseBody: null,
   };
 }

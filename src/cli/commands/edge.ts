@@ -9,17 +9,25 @@ import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError }
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
-Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
+Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--agent-port N] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
                    [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
                    [--trust-proxy CIDR[,CIDR...]]
                    [--cluster redis://HOST:PORT[/DB] --node-id ID --advertise URL [--cluster-secret-file F]]
 
-Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
+Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port;
+tunnel clients connect to the agent port, which GET /api/v1/instance names (clients need only the edge URL).
 
 Options:
   --host ADDR            address to bind (default 127.0.0.1)
-  --port N               port to bind (default 8080; 0 picks a free one)
+  --port N               the public port: HTTP/1.x for every host (default 8080; 0 picks a free one)
+  --agent-port N         the agent port, where tunnel clients connect (default: --port + 1, so 8081;
+                         a free one with --port 0). Behind a front proxy, route /api/v1/connect on the
+                         API host to it (deploy/)
+  --max-header-size BYTES
+                         largest request head (request line and fields) on the public port, 431 beyond
+                         (default 32768)
+  --max-header-lines N   most field lines in a request head, 431 beyond (default 100)
   --domain NAME          the edge's domain (default localhost)
   --data DIR             LMDB data directory (default ./.burrow); one edge per directory
   --rate-limit N         API requests per minute per token (default 100)
@@ -88,6 +96,9 @@ export async function edgeCommand(args: string[]): Promise<number> {
     {
       host: { type: 'string' },
       port: { type: 'string' },
+      'agent-port': { type: 'string' },
+      'max-header-size': { type: 'string' },
+      'max-header-lines': { type: 'string' },
       domain: { type: 'string' },
       data: { type: 'string' },
       'rate-limit': { type: 'string' },
@@ -162,12 +173,22 @@ export async function edgeCommand(args: string[]): Promise<number> {
     }
   }
   const cluster = clusterOptions(values);
+  const port = intOption(values.port, 'port', 8080, 0, 65535);
+  // The agent port sits next to the public one, so a fixed --port gives a fixed, predictable pair.
+  const agentPort = intOption(values['agent-port'], 'agent-port', port === 0 || port === 65535 ? 0 : port + 1, 0, 65535);
+  if (agentPort !== 0 && agentPort === port) throw new UsageError('--agent-port must differ from --port');
+  const http = {
+    maxHeadBytes: intOption(values['max-header-size'], 'max-header-size', 32 * 1024, 1024, 1024 * 1024),
+    maxFieldLines: intOption(values['max-header-lines'], 'max-header-lines', 100, 8, 10_000),
+  };
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     ...(cluster === undefined ? {} : { cluster }),
     dataDir,
     host: values.host ?? '127.0.0.1',
-    port: intOption(values.port, 'port', 8080, 0, 65535),
+    port,
+    agentPort,
+    http,
     domain,
     rateLimit: intOption(values['rate-limit'], 'rate-limit', 100, 1, 1_000_000),
     requestTimeoutMs: intOption(values.timeout, 'timeout', 30_000, 1, 3_600_000),
@@ -231,6 +252,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
     { event: 'listening', url: edge.url, message: `listening on ${edge.url}`, host, port: edge.port, data: dataDir },
     `burrow edge listening on ${edge.url} (bound to ${host}:${edge.port}, data in ${dataDir})\n`,
   );
+  const agentUrl = edge.agentUrl(edge.domain);
+  say({ event: 'agent', url: agentUrl, host, port: edge.agentPort }, `burrow edge tunnel clients connect on ${host}:${edge.agentPort} (advertised as ${agentUrl})\n`);
   if (edge.httpPort !== 0) {
     say({ event: 'redirecting', host, port: edge.httpPort }, `burrow edge redirecting http on ${host}:${edge.httpPort} to HTTPS\n`);
   }

@@ -5,7 +5,10 @@
  * order as from a direct request.
  */
 
-/** Moves `host` and `content-length` back to the pair indices in `order` ("H,C", -1 when absent). In place. */
+/**
+ * Moves `host` and `content-length` (names of any case) back to the pair indices in `order` ("H,C", -1
+ * when absent). In place.
+ */
 export function restoreHeaderOrder(headers: string[], order: string): void {
   const comma = order.indexOf(',');
   if (comma === -1) return;
@@ -16,9 +19,9 @@ export function restoreHeaderOrder(headers: string[], order: string): void {
   for (const [name, at] of [['host', hostAt], ['content-length', lengthAt]] as const) {
     if (at < 0) continue;
     let index = 0;
-    while (index < headers.length && headers[index] !== name) index += 2;
+    while (index < headers.length && headers[index]!.toLowerCase() !== name) index += 2;
     if (index >= headers.length) continue;
-    moved.push([at, name, headers[index + 1]!]);
+    moved.push([at, headers[index]!, headers[index + 1]!]);
     headers.splice(index, 2);
   }
   moved.sort((a, b) => a[0] - b[0]);

@@ -3,20 +3,21 @@
  * hop"). The request's head is the one this edge read (readPublicRequestHead: X-Forwarded-* already
  * the edge's), sent with the cluster secret and the client's address and scheme; the owner takes it as
  * a public request and captures it. Bodies stream both ways under backpressure: a full hop pauses the
- * public upload (uWS pause/resume), a slow public reader pauses the owner's response (undici's
+ * public upload (the exchange's pauseBody), a slow public reader pauses the owner's response (undici's
  * controller), so memory stays bounded by the socket buffers.
  *
- * Nothing of the owner's answer is changed but its framing: status line and headers go out as received
- * (Date, Content-Length and Transfer-Encoding are this edge's uWS's own, written the way the owner's
- * were), so a client sees the same bytes through any edge.
+ * Nothing of the owner's answer is changed but its framing: status line (with its reason phrase),
+ * fields in their case, trailers, so a client sees the same answer through any edge. The hop is undici
+ * (measured against src/http1 on raw sockets in issue 24: see docs/cluster.md); what it cannot carry is
+ * listed there: 1xx other than the 100 this edge answers itself for `Expect: 100-continue` (undici
+ * refuses to send Expect), and request trailers.
  */
 import { Readable } from 'node:stream';
-import { STATUS_CODES } from 'node:http';
 import type { Agent, Dispatcher } from 'undici';
 import type { ErrorCode } from '../../errors.js';
-import type { HttpResponse } from '../../uws.js';
-import { discardBody } from '../request-framing.js';
-import { statusLine, writePublicError } from '../responses.js';
+import { standardReason } from '../../http1/head.js';
+import type { ExchangeSink, ServerExchange } from '../../http1/server.js';
+import { writePublicError } from '../responses.js';
 import { CLIENT_HEADER, CLUSTER_HEADER_PREFIX, NOT_OWNER_HEADER, ORDER_HEADER, PROTO_HEADER, SECRET_HEADER } from './secret.js';
 import { connectionRefused } from './peer-link.js';
 import type { ClusterDirectory } from './types.js';
@@ -24,12 +25,13 @@ import type { ClusterDirectory } from './types.js';
 export interface ForwardedRequest {
   subdomain: string;
   method: string;
-  /** Path and query as received. */
+  /** The request target as sent to the local server (origin-form). */
   path: string;
   /** readPublicRequestHead's headers: [name, value, ...], hop-by-hop ones already dropped. */
   headers: string[];
   contentLength: number;
   chunked: boolean;
+  expectContinue: boolean;
   clientAddress: string;
   proto: string;
   /** The 404's message when no edge holds the tunnel: the one the edge gives for a local miss. */
@@ -42,35 +44,33 @@ export interface ForwardLimits {
   requestTimeoutMs: number;
 }
 
-/** Response headers that are this edge's to write (framing, its own Date, uWS's mark) or the hop's. */
-const OWN_RESPONSE_HEADERS = new Set(['date', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'uwebsockets']);
-/** Request headers undici refuses to carry (it frames the hop itself); uWS already answered any 100-continue. */
+/** Response fields that are this edge's writer's to write (framing) or the hop's own. */
+const OWN_RESPONSE_HEADERS = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive']);
+/** Request fields undici refuses to carry (it frames the hop itself; it cannot send Expect). */
 const UNSENDABLE = new Set(['expect', 'host', 'content-length']);
-const NO_BYTES = new Uint8Array(0);
 const RETRY_SOON: [string, string][] = [['retry-after', '1']];
 
 /** The public upload as the hop's request body: pushes pause the public socket when the hop is full. */
 class PublicUpload extends Readable {
-  constructor(private readonly res: HttpResponse, private readonly isAborted: () => boolean) {
+  constructor(private readonly exchange: ServerExchange) {
     super({ highWaterMark: 64 * 1024 });
   }
 
   paused = false;
 
   override _read(): void {
-    if (this.paused && !this.isAborted()) {
+    if (this.paused) {
       this.paused = false;
-      this.res.resume();
+      this.exchange.resumeBody();
     }
   }
 
-  takeChunk(chunk: ArrayBuffer, isLast: boolean): void {
-    // uWS neuters the chunk when the callback returns: the one copy of the body.
-    const more = this.push(Buffer.from(new Uint8Array(chunk)));
-    if (isLast) this.push(null);
+  feed(chunk: Buffer | null, last: boolean): void {
+    const more = chunk === null || chunk.byteLength === 0 ? true : this.push(chunk);
+    if (last) this.push(null);
     else if (!more && !this.paused) {
       this.paused = true;
-      this.res.pause();
+      this.exchange.pauseBody();
     }
   }
 }
@@ -83,22 +83,16 @@ const enum Phase {
   DONE,
 }
 
-export class ForwardedExchange implements Dispatcher.DispatchHandler {
+export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSink {
   private phase = Phase.WAITING;
   private aborted = false;
   private upload: PublicUpload | null = null;
   private uploadDone = true;
   private received = 0;
   private controller: Dispatcher.DispatchController | null = null;
-  private contentLength = -1;
-  private noBody = false;
-  /** A Content-Length body's bytes uWS did not take yet (the public reader is slow). */
-  private pending: Uint8Array | null = null;
-  private ended = false;
-  private waitingWritable = false;
 
   constructor(
-    private readonly res: HttpResponse,
+    private readonly exchange: ServerExchange,
     private readonly request: ForwardedRequest,
     private readonly directory: ClusterDirectory,
     private readonly agent: Agent,
@@ -107,32 +101,24 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
     private readonly refused: (code: ErrorCode) => void,
   ) {}
 
-  /** Inside the uWS handler: takes the body as it comes, then asks who holds the tunnel. */
+  /** When the request arrives: takes the body as it comes, then asks who holds the tunnel. */
   start(): void {
-    const res = this.res;
+    const exchange = this.exchange;
     const request = this.request;
-    res.onAborted(() => this.onAborted());
+    exchange.attach(this);
     if (request.contentLength > this.limits.maxRequestBody) {
       this.refused('PAYLOAD_TOO_LARGE');
       this.phase = Phase.DONE;
-      discardBody(res, () => this.aborted, () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.limits.maxRequestBody} bytes.`, true));
+      exchange.discardBody(() => writePublicError(exchange, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.limits.maxRequestBody} bytes.`, true));
       return;
     }
     if (request.contentLength > 0 || request.chunked) {
-      const upload = new PublicUpload(res, () => this.aborted);
+      const upload = new PublicUpload(exchange);
       this.upload = upload;
       this.uploadDone = false;
       upload.on('error', () => undefined);
-      res.onData((chunk, isLast) => {
-        if (this.phase === Phase.DONE && this.uploadDone) return;
-        this.received += chunk.byteLength;
-        if (this.received > this.limits.maxRequestBody) {
-          this.overLimit(isLast);
-          return;
-        }
-        if (isLast) this.uploadDone = true;
-        upload.takeChunk(chunk, isLast);
-      });
+      // undici cannot send Expect, so the owner never sees it: the 100 is this edge's.
+      if (request.expectContinue) exchange.writeInterim(100, 'Continue', []);
     }
     this.directory.ownerOf(request.subdomain).then(
       (owner) => {
@@ -147,25 +133,57 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
     );
   }
 
+  // ---- the public request (ExchangeSink) -----------------------------------------------------------
+
+  onRequestBody(chunk: Buffer | null, last: boolean): void {
+    const upload = this.upload;
+    if (upload === null || (this.phase === Phase.DONE && this.uploadDone)) return;
+    if (chunk !== null) {
+      this.received += chunk.byteLength;
+      if (this.received > this.limits.maxRequestBody) {
+        this.overLimit(last);
+        return;
+      }
+    }
+    if (last) this.uploadDone = true;
+    upload.feed(chunk, last);
+  }
+
+  onAborted(): void {
+    this.aborted = true;
+    this.phase = Phase.DONE;
+    this.upload?.destroy();
+    this.controller?.abort(new Error('the public client went away'));
+  }
+
+  onWritable(): void {
+    if (this.phase === Phase.STREAMING) this.controller?.resume();
+  }
+
   private dispatch(origin: string): void {
     const request = this.request;
     const headers: string[] = [];
     let hostAt = -1;
     let lengthAt = -1;
-    let host = '';
+    let host: [string, string] | null = null;
+    let length: string | null = null;
     for (let i = 0, pair = 0; i < request.headers.length; i += 2, pair++) {
       const name = request.headers[i]!;
-      if (name === 'host') {
+      const lower = name.toLowerCase();
+      if (lower === 'host') {
         hostAt = pair;
-        host = request.headers[i + 1]!;
-      } else if (name === 'content-length') lengthAt = pair;
-      if (UNSENDABLE.has(name)) continue;
+        host = [name, request.headers[i + 1]!];
+      } else if (lower === 'content-length') {
+        lengthAt = pair;
+        length = name;
+      }
+      if (UNSENDABLE.has(lower)) continue;
       headers.push(name, request.headers[i + 1]!);
     }
     // undici writes Host first and Content-Length last: the owner puts them back where they were.
     headers.push(SECRET_HEADER, this.secret, CLIENT_HEADER, request.clientAddress, PROTO_HEADER, request.proto, ORDER_HEADER, `${hostAt},${lengthAt}`);
-    if (host !== '') headers.push('host', host);
-    if (request.contentLength >= 0) headers.push('content-length', String(request.contentLength));
+    if (host !== null) headers.push(host[0], host[1]);
+    if (request.contentLength >= 0) headers.push(length ?? 'content-length', String(request.contentLength));
     this.agent.dispatch(
       {
         origin,
@@ -175,9 +193,6 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
         body: this.upload,
         headersTimeout: this.limits.requestTimeoutMs + 1_000,
         bodyTimeout: 0,
-        // uWS 20.30 resets the next request on a connection that carried a chunked body (measured:
-        // test/cluster/hop-http.test.ts): such a request gets a connection of its own.
-        reset: request.chunked,
       },
       this,
     );
@@ -193,55 +208,37 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, _headers: unknown, statusMessage?: string): void {
     if (this.aborted || this.phase === Phase.DONE) return;
     const raw = (controller as unknown as { rawHeaders: Buffer[] | null }).rawHeaders ?? [];
-    const res = this.res;
     let contentLength = -1;
+    const fields: string[] = [];
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i]!.toString('latin1');
+      const lower = name.toLowerCase();
+      const value = raw[i + 1]!.toString('latin1');
+      if (lower === 'content-length') contentLength = Number(value);
+      if (OWN_RESPONSE_HEADERS.has(lower)) continue;
+      if (lower.startsWith(CLUSTER_HEADER_PREFIX)) {
+        // The owner does not hold the tunnel (any more): the cached owner was wrong.
+        if (lower === NOT_OWNER_HEADER) this.directory.forget(this.request.subdomain);
+        continue;
+      }
+      fields.push(name, value);
+    }
     this.phase = Phase.STREAMING;
-    res.cork(() => {
-      res.writeStatus(statusMessage !== undefined && statusMessage !== STATUS_CODES[statusCode] ? `${statusCode} ${statusMessage}` : statusLine(statusCode));
-      for (let i = 0; i < raw.length; i += 2) {
-        const name = raw[i]!.toString('latin1').toLowerCase();
-        if (name === 'content-length') contentLength = Number(raw[i + 1]!.toString('latin1'));
-        if (OWN_RESPONSE_HEADERS.has(name)) continue;
-        if (name.startsWith(CLUSTER_HEADER_PREFIX)) {
-          // The owner does not hold the tunnel (any more): the cached owner was wrong.
-          if (name === NOT_OWNER_HEADER) this.directory.forget(this.request.subdomain);
-          continue;
-        }
-        res.writeHeader(name, raw[i + 1]!);
-      }
-      this.contentLength = contentLength;
-      this.noBody = this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304;
-      if (this.noBody) {
-        this.phase = Phase.DONE;
-        // No length argument at all when there is none: uWS reads an explicit undefined as a huge one.
-        if (this.request.method === 'HEAD' && contentLength >= 0) res.endWithoutBody(contentLength, !this.uploadDone);
-        else if (this.uploadDone) res.endWithoutBody();
-        else res.endWithoutBody(0, true);
-      } else if (contentLength > 0) {
-        // The head leaves at once, with its length, as it did from the owner.
-        res.tryEnd(NO_BYTES, contentLength);
-      }
-    });
+    this.exchange.writeHead(statusCode, statusMessage ?? standardReason(statusCode), fields, contentLength);
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.phase !== Phase.STREAMING || this.aborted) return;
-    const res = this.res;
-    res.cork(() => {
-      if (this.contentLength >= 0) {
-        if (!this.offer(chunk)) controller.pause();
-      } else if (!res.write(chunk)) {
-        controller.pause();
-        this.awaitWritable();
-      }
-    });
+    if (!this.exchange.write(chunk)) controller.pause();
   }
 
-  onResponseEnd(): void {
-    this.ended = true;
+  onResponseEnd(controller: Dispatcher.DispatchController): void {
     if (this.phase !== Phase.STREAMING || this.aborted) return;
-    if (this.pending !== null) return; // onWritable ends it
-    this.finish();
+    this.phase = Phase.DONE;
+    const raw = (controller as unknown as { rawTrailers: Buffer[] | null }).rawTrailers ?? [];
+    const trailers: string[] = [];
+    for (const item of raw) trailers.push(item.toString('latin1'));
+    this.exchange.end(trailers);
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
@@ -249,7 +246,7 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
     if (this.aborted || this.phase === Phase.DONE) return;
     if (this.phase === Phase.STREAMING) {
       this.phase = Phase.DONE;
-      this.res.close();
+      this.exchange.destroy();
       return;
     }
     const code = (error as { code?: string }).code;
@@ -264,54 +261,11 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
 
   // ---- the public side ---------------------------------------------------------------------------
 
-  /** Hands a Content-Length chunk to uWS; false when the socket is full (the rest waits in `pending`). */
-  private offer(chunk: Uint8Array): boolean {
-    const res = this.res;
-    const before = res.getWriteOffset();
-    const [ok, done] = res.tryEnd(chunk, this.contentLength);
-    if (done) {
-      this.phase = Phase.DONE;
-      return true;
-    }
-    if (ok) return true;
-    this.pending = chunk.subarray(res.getWriteOffset() - before);
-    this.awaitWritable();
-    return false;
-  }
-
-  private awaitWritable(): void {
-    if (this.waitingWritable) return;
-    this.waitingWritable = true;
-    this.res.onWritable(() => {
-      this.waitingWritable = false;
-      if (this.phase !== Phase.STREAMING || this.aborted) return true;
-      const pending = this.pending;
-      if (pending !== null) {
-        this.pending = null;
-        if (!this.offer(pending)) return false;
-      }
-      if (this.ended && this.phase === Phase.STREAMING) this.finish();
-      else this.controller?.resume();
-      return true;
-    });
-  }
-
-  /** The owner's body ended: a Content-Length body that fell short is cut, as the owner would have. */
-  private finish(): void {
-    if (this.phase !== Phase.STREAMING) return;
-    this.phase = Phase.DONE;
-    const res = this.res;
-    res.cork(() => {
-      if (this.contentLength <= 0) res.end('', !this.uploadDone);
-      else res.close();
-    });
-  }
-
-  private overLimit(isLast: boolean): void {
+  private overLimit(last: boolean): void {
     if (this.phase === Phase.STREAMING) {
       this.phase = Phase.DONE;
       this.controller?.abort(new Error('the request body is over the limit'));
-      this.res.close();
+      this.exchange.destroy();
       return;
     }
     // DONE first: the abort calls onResponseError at once, which must not answer.
@@ -320,9 +274,9 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
     this.controller?.abort(new Error('the request body is over the limit'));
     this.upload?.destroy();
     this.refused('PAYLOAD_TOO_LARGE');
-    const answer = (): void => writePublicError(this.res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.limits.maxRequestBody} bytes.`, true);
-    if (isLast) this.res.cork(answer);
-    else discardBody(this.res, () => this.aborted, answer, this.received);
+    const answer = (): void => writePublicError(this.exchange, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.limits.maxRequestBody} bytes.`, true);
+    if (last) answer();
+    else this.exchange.discardBody(answer);
   }
 
   /** The edge's own answer, while nothing was written. */
@@ -332,13 +286,6 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
     this.upload?.destroy();
     this.refused(code);
     // A body still arriving cannot be read to its end: the connection closes after the answer.
-    this.res.cork(() => writePublicError(this.res, code, message, !this.uploadDone, extraHeaders));
-  }
-
-  private onAborted(): void {
-    this.aborted = true;
-    this.phase = Phase.DONE;
-    this.upload?.destroy();
-    this.controller?.abort(new Error('the public client went away'));
+    writePublicError(this.exchange, code, message, !this.uploadDone, extraHeaders);
   }
 }

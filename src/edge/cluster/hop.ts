@@ -4,8 +4,9 @@
  */
 import type { Agent } from 'undici';
 import type { ErrorCode } from '../../errors.js';
-import type { HttpRequest, HttpResponse, us_socket_context_t } from '../../uws.js';
-import { ForwardedWebSocket, type ForwardedUpgrade } from './hop-websocket.js';
+import { fieldValue } from '../../http1/head.js';
+import type { ServerExchange } from '../../http1/server.js';
+import { ForwardedUpgradeExchange, type ForwardedUpgrade } from './hop-upgrade.js';
 import type { LocalCaptureLog } from '../../api/capture-log.js';
 import type { CaptureLog, TunnelDirectory } from '../../api/types.js';
 import type { RingIdSpace } from '../../store/captures.js';
@@ -55,21 +56,21 @@ export class ClusterHop {
    * secret, else null (then its burrow-cluster-* headers are dropped like hop-by-hop ones). Such a
    * request is served here or refused, never forwarded again.
    */
-  forwardedOrigin(req: HttpRequest): { client: string; proto: string } | null {
-    const presented = req.getHeader(SECRET_HEADER);
+  forwardedOrigin(fields: readonly string[]): { client: string; proto: string } | null {
+    const presented = fieldValue(fields, SECRET_HEADER) ?? '';
     if (presented === '' || !this.secret.matches(presented)) return null;
-    const proto = req.getHeader(PROTO_HEADER);
-    return { client: req.getHeader(CLIENT_HEADER), proto: proto === 'https' ? 'https' : 'http' };
+    const proto = fieldValue(fields, PROTO_HEADER);
+    return { client: fieldValue(fields, CLIENT_HEADER) ?? '', proto: proto === 'https' ? 'https' : 'http' };
   }
 
   /** Forwards a public request this edge holds no session for to the edge that does (or answers 404). */
-  forwardHttp(res: HttpResponse, request: ForwardedRequest, limits: ForwardLimits, refused: (code: ErrorCode) => void): void {
-    new ForwardedExchange(res, request, this.directory, this.agent, this.secret.value, limits, refused).start();
+  forwardHttp(exchange: ServerExchange, request: ForwardedRequest, limits: ForwardLimits, refused: (code: ErrorCode) => void): void {
+    new ForwardedExchange(exchange, request, this.directory, this.agent, this.secret.value, limits, refused).start();
   }
 
-  /** Forwards a public WebSocket upgrade this edge holds no session for to the edge that does. */
-  forwardUpgrade(res: HttpResponse, context: us_socket_context_t, upgrade: ForwardedUpgrade, maxMessage: number, refused: (code: ErrorCode) => void): void {
-    new ForwardedWebSocket(res, context, upgrade, this.directory, this.secret.value, maxMessage, refused).start();
+  /** Forwards a public upgrade this edge holds no session for to the edge that does. */
+  forwardUpgrade(exchange: ServerExchange, upgrade: ForwardedUpgrade, refused: (code: ErrorCode) => void): void {
+    new ForwardedUpgradeExchange(exchange, upgrade, this.directory, this.secret.value, refused).start();
   }
 
   /**
@@ -82,9 +83,9 @@ export class ClusterHop {
     return { captureLog, tunnels: new ClusterTunnels(localTunnels, this.directory, captureLog) };
   }
 
-  /** Serves an internal call (secret checked first); false leaves `res` to the ordinary routes. */
-  servesInternal(res: HttpResponse, req: HttpRequest): boolean {
-    return this.internal.serves(res, req);
+  /** Serves an internal call (secret checked first); false leaves the exchange to the ordinary routes. */
+  servesInternal(exchange: ServerExchange, path: string, query: string): boolean {
+    return this.internal.serves(exchange, path, query);
   }
 
   async close(): Promise<void> {

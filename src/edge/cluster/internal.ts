@@ -7,9 +7,10 @@
 import { BurrowError } from '../../errors.js';
 import { errorResponse } from '../../api/api.js';
 import type { ApiResponse } from '../../api/types.js';
-import type { HttpRequest, HttpResponse } from '../../uws.js';
-import { gatherBody } from '../request-framing.js';
-import { statusLine } from '../responses.js';
+import { fieldValue } from '../../http1/head.js';
+import type { ServerExchange } from '../../http1/server.js';
+import { gatherBody, requestFraming } from '../request-framing.js';
+import { writeOwn } from '../responses.js';
 import type { ReleaseCall } from './peer-link.js';
 import { INTERNAL_PREFIX, RELEASE_PATH, SECRET_HEADER, type ClusterSecret } from './secret.js';
 import type { ClusterDirectory, LocalTunnels } from './types.js';
@@ -47,30 +48,24 @@ export class InternalEndpoints {
   }
 
   /**
-   * Serves `req` when it is an internal call with the right secret (then true); otherwise false and
-   * `res` is untouched. Inside the uWS handler.
+   * Serves the request when it is an internal call with the right secret (then true); otherwise false
+   * and the exchange is untouched. `path` and `query` are the target's two parts.
    */
-  serves(res: HttpResponse, req: HttpRequest): boolean {
-    const path = req.getUrl();
+  serves(exchange: ServerExchange, path: string, query: string): boolean {
     if (!path.startsWith(INTERNAL_PREFIX)) return false;
-    if (!this.secret.matches(req.getHeader(SECRET_HEADER))) return false;
-    const method = req.getCaseSensitiveMethod();
+    const fields = exchange.head.fields;
+    if (!this.secret.matches(fieldValue(fields, SECRET_HEADER) ?? '')) return false;
+    const method = exchange.head.method;
     const handler = this.routes.get(`${method} ${path}`);
-    const request: InternalRequest = { method, path, query: req.getQuery() ?? '', body: null };
-    const lengthHeader = req.getHeader('content-length');
-    const exchange = { aborted: false };
-    res.onAborted(() => {
-      exchange.aborted = true;
-    });
+    const request: InternalRequest = { method, path, query, body: null };
     const answer = (response: ApiResponse): void => {
-      if (!exchange.aborted) res.cork(() => writeInternal(res, response));
+      if (!exchange.dead) writeInternal(exchange, response);
     };
     gatherBody(
-      res,
-      { contentLength: lengthHeader === '' ? 0 : Number(lengthHeader), chunked: req.getHeader('transfer-encoding') !== '' },
+      exchange,
+      requestFraming(fields),
       INTERNAL_BODY_LIMIT,
-      () => exchange.aborted,
-      () => writeInternal(res, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE')), true),
+      () => writeInternal(exchange, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE')), true),
       (body) => {
         if (handler === undefined) {
           answer(errorResponse(new BurrowError('NOT_FOUND', `No internal endpoint ${method} ${path}.`)));
@@ -111,15 +106,15 @@ export function parseJson(body: Buffer | null): unknown {
   throw new BurrowError('INVALID_REQUEST', 'The body must be a JSON object.');
 }
 
-function writeInternal(res: HttpResponse, response: ApiResponse, closeConnection = false): void {
-  res.writeStatus(statusLine(response.status));
-  for (const [name, value] of response.headers ?? []) res.writeHeader(name, value);
-  res.writeHeader('cache-control', 'no-store');
+function writeInternal(exchange: ServerExchange, response: ApiResponse, closeConnection = false): void {
+  const fields: string[] = [];
+  for (const [name, value] of response.headers ?? []) fields.push(name, value);
+  fields.push('cache-control', 'no-store');
   // Captures travel as msgpack (bodies as bytes); everything else is JSON.
   if (Buffer.isBuffer(response.body)) {
-    res.end(response.body, closeConnection);
+    writeOwn(exchange, response.status, fields, response.body, closeConnection);
     return;
   }
-  res.writeHeader('content-type', 'application/json; charset=utf-8');
-  res.end(response.body === undefined ? '' : JSON.stringify(response.body), closeConnection);
+  fields.push('content-type', 'application/json; charset=utf-8');
+  writeOwn(exchange, response.status, fields, response.body === undefined ? '' : JSON.stringify(response.body), closeConnection);
 }

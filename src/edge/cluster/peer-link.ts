@@ -65,7 +65,7 @@ export class HttpPeerLink implements PeerLink {
 
 /**
  * Keep-alive connections to the peers, one pool per advertised origin. Idle ones are dropped after 4 s,
- * well before uWS closes an idle HTTP connection (10 s), so a request never goes out on a socket the
+ * well before the public listener closes an idle connection (10 s), so a request never goes out on a socket the
  * peer is closing.
  */
 export function peerAgent(): Agent {
