@@ -286,8 +286,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   /**
    * The edge's agent endpoint, from `GET /api/v1/instance` on its base URL (through the endpoint's
-   * pinned address). An edge that names none (protocol 1) is asked on the base URL itself, where it
-   * refuses this client's version with a message naming both. The endpoint must keep the base URL's
+   * pinned address). An edge that names none (protocol 1, or not a Burrow edge) is asked on the base URL
+   * itself, where a protocol 1 edge refuses this client's version with a message naming both. The endpoint must keep the base URL's
    * security: no ws:// for an https:// edge, no token in clear text across a network.
    */
   private async discoverAgent(endpoint: EdgeEndpoint): Promise<URL> {
@@ -303,9 +303,13 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     try {
       const response = await request(new URL('/api/v1/instance', base), { dispatcher, headersTimeout: 15_000, bodyTimeout: 15_000 });
       const text = await response.body.text();
-      if (response.statusCode !== 200) throw new Error(`the edge answered GET /api/v1/instance with ${response.statusCode}`);
-      const instance = JSON.parse(text) as { agent_url?: unknown };
-      agentUrl = typeof instance.agent_url === 'string' ? instance.agent_url : undefined;
+      // Anything but the instance's JSON (an older edge, something else at the URL): the base URL is asked.
+      try {
+        const instance = response.statusCode === 200 ? (JSON.parse(text) as { agent_url?: unknown }) : {};
+        agentUrl = typeof instance.agent_url === 'string' ? instance.agent_url : undefined;
+      } catch {
+        agentUrl = undefined;
+      }
     } catch (error) {
       throw new Error(describeTlsError(error as Error) ?? (error as NodeJS.ErrnoException).code ?? (error as Error).message);
     } finally {

@@ -55,6 +55,12 @@ export interface EdgeOptions {
    * advertised by GET /api/v1/instance). Bound on `host`.
    */
   agentPort?: number;
+  /**
+   * The agent endpoint as advertised to clients (`agent_url` of GET /api/v1/instance), when it is not
+   * this edge's own host on `agentPort` nor a front proxy's route at `publicScheme`/`publicPort`: e.g.
+   * `wss://agent.example.com/api/v1/connect` on a name of its own.
+   */
+  agentUrl?: string;
   /** The public listener's HTTP limits and timeouts (head size and lines, pipelining, slowloris bounds). */
   http?: Partial<ServerSettings>;
   /** TLS handshakes in progress and waiting per client address (docs/security.md). */
@@ -349,12 +355,14 @@ export class Edge {
   }
 
   /**
-   * Where tunnel clients connect, as `GET /api/v1/instance` tells them (`agent_url`). Behind a front proxy
+   * Where tunnel clients connect, as `GET /api/v1/instance` tells them (`agent_url`): `agentUrl` when
+   * given. Behind a front proxy
    * (`--public-url`, `--public-port`) it is the proxy's own address, which routes /api/v1/connect to the
    * agent port (deploy/); otherwise the host the client asked by (`host`, its Host header), on the agent
    * port. The scheme is wss exactly when the public one is https.
    */
   agentUrl(host: string): string {
+    if (this.options.agentUrl !== undefined) return this.options.agentUrl;
     const scheme = this.publicScheme === 'https' ? 'wss' : 'ws';
     if (this.options.publicPort !== undefined) return `${scheme}://${this.domain}${this.portSuffix()}${CONNECT_PATH}`;
     let name = host.toLowerCase();

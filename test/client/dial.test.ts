@@ -38,6 +38,7 @@ test('OPEN frames pointing elsewhere still reach only the configured ports', asy
   http.listen(0, '127.0.0.1');
   await once(http, 'listening');
   const answers = new Map<number, number>();
+  edge.on('headers', (headers) => headers.push('burrow-protocol: 2'));
   edge.on('connection', (socket: WebSocket) => {
     socket.on('message', (data: Buffer) => {
       const frame: Frame = decode(data);

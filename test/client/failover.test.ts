@@ -184,8 +184,9 @@ describe('a client with several edges', () => {
     const { first, second, account } = await edgesSharingAnAccount();
     // An edge whose cluster store is down answers the upgrade with the spec's error shape.
     let refusals = 0;
-    const unavailable = createServer((_req, res) => {
-      refusals++;
+    const unavailable = createServer((req, res) => {
+      // The client asks GET /api/v1/instance first (answered 503 too, so it connects at the base URL).
+      if (req.headers.upgrade !== undefined) refusals++;
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '1' });
       res.end(JSON.stringify({ error: { code: 'STORE_UNAVAILABLE', message: 'The shared store of the cluster is unreachable.' } }));
     });

@@ -63,6 +63,7 @@ export class FrameEdge {
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ build: 'frame-edge', region: 'test', server_time: new Date().toISOString(), agent_url: `ws://127.0.0.1:${this.port}/api/v1/connect` }));
     });
+    server.on('headers', (headers) => headers.push('burrow-protocol: 2'));
     server.on('connection', (socket: WebSocket) => {
       this.socket = socket;
       socket.on('message', (data: Buffer) => this.onFrame(decode(data)));

@@ -16,6 +16,8 @@ import { FrameType, GoAwayCode } from '../../src/protocol/constants.js';
 test('start() rejects, naming the code, when the edge sends a final GOAWAY before READY', async () => {
   const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   await once(server, 'listening');
+  // No GET /api/v1/instance here (ws answers it 426): the client falls back to the base URL.
+  server.on('headers', (headers) => headers.push('burrow-protocol: 2'));
   server.on('connection', (socket) => {
     socket.send(encode([FrameType.GOAWAY, 0, GoAwayCode.TOKEN_REVOKED, 'the token of this tunnel was revoked']));
     socket.close();

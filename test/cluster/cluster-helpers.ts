@@ -52,7 +52,7 @@ export async function refusedConnect(
   const { default: WebSocket } = await import('ws');
   const { PROTOCOL_HEADER, PROTOCOL_VERSION, CONNECT_PATH } = await import('../../src/protocol/constants.js');
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`ws://127.0.0.1:${target.port}${CONNECT_PATH}?port=3000&subdomain=${subdomain}`, {
+    const ws = new WebSocket(`ws://127.0.0.1:${target.edge.agentPort}${CONNECT_PATH}?port=3000&subdomain=${subdomain}`, {
       headers: { host: `localhost:${target.port}`, authorization: `Bearer ${token}`, [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) },
     });
     ws.on('open', () => {

@@ -36,6 +36,7 @@ const SUBDOMAIN = 'cluster-hooks';
 const PUBLIC_CLIENT = '127.0.0.2';
 /** docs/cluster.md's edge addresses in the shipped file, each replaced by a loopback edge. */
 const EDGE_PLACEHOLDERS = ['10.0.0.11:8080', '10.0.0.12:8080', '10.0.0.13:8080'];
+const AGENT_PLACEHOLDERS = ['10.0.0.11:8081', '10.0.0.12:8081', '10.0.0.13:8081'];
 const makeDir = tempDirs('burrow-front-proxy-cluster-');
 
 interface Seen {
@@ -84,7 +85,10 @@ test('nginx round-robins over three cluster edges: a tunnel on one edge answers 
         webroot,
         httpsPort,
         httpPort,
-        edges: EDGE_PLACEHOLDERS.map((placeholder, index): [RegExp, string] => [new RegExp(placeholder.replace(/\./g, '\\.'), 'g'), `127.0.0.1:${edges[index]!.port}`]),
+        edges: [
+          ...EDGE_PLACEHOLDERS.map((placeholder, index): [RegExp, string] => [new RegExp(placeholder.replace(/\./g, '\\.'), 'g'), `127.0.0.1:${edges[index]!.port}`]),
+          ...AGENT_PLACEHOLDERS.map((placeholder, index): [RegExp, string] => [new RegExp(placeholder.replace(/\./g, '\\.'), 'g'), `127.0.0.1:${edges[index]!.edge.agentPort}`]),
+        ],
       },
       // Which edge served each request: the test's own log line, beside the shipped file.
       ["log_format upstreams '$request_uri $status $upstream_addr';", `access_log ${nginxLog} upstreams;`],

@@ -169,7 +169,7 @@ test('the local server gets the same request through the hop as from the owning 
   const capturedDirect = (await capturedOnOwner('/echo?x=1&y=%20&via=direct')).request.headers;
   const capturedHopped = (await capturedOnOwner('/echo?x=1&y=%20&via=hop')).request.headers;
   assert.deepEqual(capturedHopped, capturedDirect);
-  assert.deepEqual(capturedHopped.slice(0, 3), [['x-first', '1'], ['host', hostOf(tunnel.subdomain)], ['cookie', 'a=1']]);
+  assert.deepEqual(capturedHopped.slice(0, 3), [['X-First', '1'], ['Host', hostOf(tunnel.subdomain)], ['Cookie', 'a=1']]);
   // The tunnel client's own connection headers aside, the lists are the same, in the same order.
   assert.deepEqual(hopped, direct);
   assert.ok(!hopped.some((name) => name.toLowerCase().startsWith('burrow-cluster')), hopped.join('|'));
@@ -185,7 +185,7 @@ test('the owner captures a forwarded request with the client\'s address as the f
     assert.equal(response.status, 200);
     const capture = await capturedOnOwner('/captured-here?n=1');
     assert.equal(capture.client_address, '203.0.113.5');
-    assert.deepEqual((capture.request.headers as [string, string][]).find(([name]) => name === 'x-forwarded-proto'), ['x-forwarded-proto', 'https']);
+    assert.deepEqual((capture.request.headers as [string, string][]).find(([name]) => name.toLowerCase() === 'x-forwarded-proto'), ['X-Forwarded-Proto', 'https']);
   } finally {
     await behindProxy.close();
   }

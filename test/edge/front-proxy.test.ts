@@ -101,8 +101,11 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip }, () =
       webroot,
       httpsPort,
       httpPort,
-      // The guide's own: the edge's address.
-      edges: [[/127\.0\.0\.1:8080/g, `127.0.0.1:${target.port}`]],
+      // The guide's own: the edge's address and its agent port.
+      edges: [
+        [/127\.0\.0\.1:8080/g, `127.0.0.1:${target.port}`],
+        [/127\.0\.0\.1:8081/g, `127.0.0.1:${target.edge.agentPort}`],
+      ],
     });
 
     publicClient = new Agent({ localAddress: PUBLIC_CLIENT, connect: { ca } });
@@ -159,7 +162,7 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip }, () =
     assert.equal(got.headers['x-forwarded-host'], `${SUBDOMAIN}.${DOMAIN}:${httpsPort}`);
     const capture = await captureOf('/hook?x=1');
     assert.equal(capture.client_address, PUBLIC_CLIENT);
-    assert.ok(capture.request.headers.some(([name, value]) => name === 'x-forwarded-proto' && value === 'https'));
+    assert.ok(capture.request.headers.some(([name, value]) => name.toLowerCase() === 'x-forwarded-proto' && value === 'https'));
     // The access log names the same client, not nginx.
     let line: { client: string } | undefined;
     await waitFor(() => {

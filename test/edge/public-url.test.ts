@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
-import { runCli, spawnCli, startLocal, tempDirs } from '../helpers.js';
+import { freePort, runCli, spawnCli, startLocal, tempDirs } from '../helpers.js';
 
 const freshDir = tempDirs('burrow-public-url-');
 
@@ -17,9 +17,18 @@ test('--public-url https://tunnels.burrow.test: printed URL, READY and X-Forward
   const dir = freshDir();
   const data = join(dir, 'data');
   const env = { XDG_CONFIG_HOME: join(dir, 'config'), BURROW_TOKEN: '', BURROW_EDGE: '' };
-  const edge = await spawnCli(['edge', '--port', '0', '--data', data, '--public-url', 'https://tunnels.burrow.test'], env, /listening on (\S+) \(bound to 127\.0\.0\.1:(\d+)/);
+  // No proxy in this test: the client is sent straight to the agent port (--agent-url); behind a real
+  // proxy the advertised wss://tunnels.burrow.test/api/v1/connect is the proxy's route to it.
+  const agentPort = await freePort();
+  const edge = await spawnCli(
+    ['edge', '--port', '0', '--agent-port', String(agentPort), '--agent-url', `ws://127.0.0.1:${agentPort}/api/v1/connect`, '--data', data, '--public-url', 'https://tunnels.burrow.test'],
+    env,
+    /listening on (\S+) \(bound to 127\.0\.0\.1:(\d+)/,
+  );
   assert.equal(edge.match[1], 'https://tunnels.burrow.test');
   const port = Number(edge.match[2]);
+  const instance = await request(`http://127.0.0.1:${port}/api/v1/instance`, { headers: { host: 'tunnels.burrow.test' } });
+  assert.equal(((await instance.body.json()) as { agent_url: string }).agent_url, `ws://127.0.0.1:${agentPort}/api/v1/connect`);
   const local = await startLocal((req, res) => res.end(JSON.stringify({ proto: req.headers['x-forwarded-proto'], host: req.headers['x-forwarded-host'] })));
   const created = await runCli(['admin', 'create-account', '--email', 'proxy@example.test', '--data', data, '--json'], env);
   const token = JSON.parse(created.stdout).token.token as string;

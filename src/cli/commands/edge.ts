@@ -24,6 +24,9 @@ Options:
   --agent-port N         the agent port, where tunnel clients connect (default: --port + 1, so 8081;
                          a free one with --port 0). Behind a front proxy, route /api/v1/connect on the
                          API host to it (deploy/)
+  --agent-url URL        the agent endpoint as clients are told it (GET /api/v1/instance), when it is
+                         neither this host on --agent-port nor the --public-url's route, e.g.
+                         wss://agent.example.com/api/v1/connect
   --max-header-size BYTES
                          largest request head (request line and fields) on the public port, 431 beyond
                          (default 32768)
@@ -97,6 +100,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       host: { type: 'string' },
       port: { type: 'string' },
       'agent-port': { type: 'string' },
+      'agent-url': { type: 'string' },
       'max-header-size': { type: 'string' },
       'max-header-lines': { type: 'string' },
       domain: { type: 'string' },
@@ -177,6 +181,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
   // The agent port sits next to the public one, so a fixed --port gives a fixed, predictable pair.
   const agentPort = intOption(values['agent-port'], 'agent-port', port === 0 || port === 65535 ? 0 : port + 1, 0, 65535);
   if (agentPort !== 0 && agentPort === port) throw new UsageError('--agent-port must differ from --port');
+  const advertisedAgent = values['agent-url'] === undefined ? undefined : parseAgentUrl(values['agent-url']);
   const http = {
     maxHeadBytes: intOption(values['max-header-size'], 'max-header-size', 32 * 1024, 1024, 1024 * 1024),
     maxFieldLines: intOption(values['max-header-lines'], 'max-header-lines', 100, 8, 10_000),
@@ -188,6 +193,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     host: values.host ?? '127.0.0.1',
     port,
     agentPort,
+    ...(advertisedAgent === undefined ? {} : { agentUrl: advertisedAgent }),
     http,
     domain,
     rateLimit: intOption(values['rate-limit'], 'rate-limit', 100, 1, 1_000_000),
@@ -341,6 +347,17 @@ export function clusterOptions(values: {
     if (secret.length < 16) throw new CliError('the cluster secret (first line of --cluster-secret-file) must be at least 16 characters');
   }
   return { redis, nodeId, advertise: advertised.origin, ...(secret === undefined ? {} : { secret }) };
+}
+
+function parseAgentUrl(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`--agent-url "${text}" is not a URL; use e.g. wss://agent.example.com/api/v1/connect`);
+  }
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new UsageError('--agent-url must be a ws:// or wss:// URL');
+  return url.href;
 }
 
 function parsePublicUrl(text: string): { scheme: 'http' | 'https'; hostname: string; port: number } {

@@ -19,6 +19,7 @@ import { standardReason } from '../../http1/head.js';
 import type { ExchangeSink, ServerExchange } from '../../http1/server.js';
 import { writePublicError } from '../responses.js';
 import { CLIENT_HEADER, CLUSTER_HEADER_PREFIX, NOT_OWNER_HEADER, ORDER_HEADER, PROTO_HEADER, SECRET_HEADER } from './secret.js';
+import { headerOrder } from './forwarded-head.js';
 import { connectionRefused } from './peer-link.js';
 import type { ClusterDirectory } from './types.js';
 
@@ -181,7 +182,7 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
       headers.push(name, request.headers[i + 1]!);
     }
     // undici writes Host first and Content-Length last: the owner puts them back where they were.
-    headers.push(SECRET_HEADER, this.secret, CLIENT_HEADER, request.clientAddress, PROTO_HEADER, request.proto, ORDER_HEADER, `${hostAt},${lengthAt}`);
+    headers.push(SECRET_HEADER, this.secret, CLIENT_HEADER, request.clientAddress, PROTO_HEADER, request.proto, ORDER_HEADER, headerOrder(hostAt, lengthAt, host?.[0] ?? 'host', length ?? 'content-length'));
     if (host !== null) headers.push(host[0], host[1]);
     if (request.contentLength >= 0) headers.push(length ?? 'content-length', String(request.contentLength));
     this.agent.dispatch(
