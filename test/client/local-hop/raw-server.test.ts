@@ -180,6 +180,7 @@ describe('the local-hop table (docs/protocol.md section 6)', () => {
       check(await send(pool, { method: 'GET', target: `/row-${index}`, fields: HOST }), row.expect);
       const next = await send(pool, { method: 'GET', target: '/ok', fields: HOST });
       assert.equal(next.body.toString(), 'ok', 'the next request works');
+      assert.equal(pool.stats.open, pool.stats.idle, 'no connection is left half-used');
     });
   });
 });
