@@ -85,8 +85,11 @@ export class LocalConnection implements MessageHandler {
     return !this.closed && now < this.idleDeadline && this.socket.writable && !this.socket.readableEnded;
   }
 
-  /** The idle deadline from now: the pool's idle timeout, or the server's announced one if shorter. */
+  /** Idle from `now` until the pool's idle timeout, or the server's announced one if shorter. */
   idleFrom(now: number, idleTimeoutMs: number): void {
+    this.socket.unref();
+    // Reading goes on while idle: a FIN or stray bytes retire the connection at once.
+    if (this.socket.isPaused()) this.socket.resume();
     this.idleDeadline = now + (this.serverIdleMs >= 0 && this.serverIdleMs < idleTimeoutMs ? this.serverIdleMs : idleTimeoutMs);
   }
 
@@ -95,7 +98,10 @@ export class LocalConnection implements MessageHandler {
     this.exchange = exchange;
     this.status = 0;
     this.reusable = false;
-    if (this.socket.isPaused()) this.socket.resume();
+    // An idle connection does not keep the process alive; one carrying a request does.
+    this.socket.ref();
+    if (exchange.paused) this.socket.pause();
+    else if (this.socket.isPaused()) this.socket.resume();
     exchange.sendRequest(this);
   }
 

@@ -108,6 +108,8 @@ export class LocalExchange implements RequestPlan {
   /** Sent again once after a reused connection closed under it (connection.ts, the retry rule). */
   retried = false;
   private needDrain = false;
+  /** The caller paused the response: a connection given to the exchange later starts paused. */
+  paused = false;
 
   constructor(
     readonly pool: TargetPool,
@@ -180,10 +182,12 @@ export class LocalExchange implements RequestPlan {
 
   /** Stop reading the response (the caller cannot take more now): at most one socket read follows. */
   pause(): void {
+    this.paused = true;
     this.connection?.socket.pause();
   }
 
   resume(): void {
+    this.paused = false;
     if (this.state !== ExchangeState.FINISHED) this.connection?.socket.resume();
   }
 
@@ -214,7 +218,7 @@ export class LocalExchange implements RequestPlan {
     if (this.expectContinue) {
       socket.write(this.head, 'latin1');
       this.bodyHeld = true;
-      this.continueTimer ??= setTimeout(this.continueWaited, this.pool.options.continueTimeoutMs);
+      this.continueTimer ??= setTimeout(continueWaited, this.pool.options.continueTimeoutMs, this);
       return;
     }
     if (inline === null) socket.write(this.head, 'latin1');
@@ -314,11 +318,11 @@ export class LocalExchange implements RequestPlan {
     this.clearContinueTimer();
   }
 
-  private readonly continueWaited = (): void => {
+  /** As curl does: a server that ignores Expect gets the body after a second anyway. */
+  continueWaited(): void {
     this.continueTimer = null;
-    // As curl does: a server that ignores Expect gets the body after a second anyway.
     if (this.bodyHeld && this.connection !== null && this.state === ExchangeState.ACTIVE) this.releaseBody(this.connection);
-  };
+  }
 
   private releaseBody(connection: LocalConnection): void {
     this.bodyHeld = false;
@@ -367,6 +371,11 @@ export class LocalExchange implements RequestPlan {
     clearTimeout(this.continueTimer);
     this.continueTimer = null;
   }
+}
+
+/** A module function, not a closure per exchange. */
+function continueWaited(exchange: LocalExchange): void {
+  exchange.continueWaited();
 }
 
 /** Bodies up to this size leave with their head or chunk framing in one buffer, one write. */
