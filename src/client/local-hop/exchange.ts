@@ -191,6 +191,13 @@ export class LocalExchange implements RequestPlan {
     if (this.state !== ExchangeState.FINISHED) this.connection?.socket.resume();
   }
 
+  /** Request bytes accepted and not yet handed to the kernel (held, queued, or in the socket's buffer). */
+  get bufferedRequestBytes(): number {
+    let held = 0;
+    if (this.pending !== null) for (const chunk of this.pending) held += chunk.byteLength;
+    return held + (this.connection?.socket.writableLength ?? 0);
+  }
+
   /** Response bytes read from the socket and not yet parsed (paused): what backpressure holds here. */
   get bufferedResponseBytes(): number {
     return this.connection?.socket.readableLength ?? 0;
