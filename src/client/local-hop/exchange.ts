@@ -206,11 +206,7 @@ export class LocalExchange implements RequestPlan {
   /** The caller is done with the exchange (the public client left): the connection is closed, never reused. */
   abort(): void {
     if (this.state === ExchangeState.FINISHED) return;
-    this.finish();
-    const connection = this.connection;
-    this.connection = null;
-    if (connection !== null) connection.destroy();
-    else this.pool.unqueue(this);
+    this.close();
   }
 
   // ---- the connection's side --------------------------------------------------------------------------
@@ -303,12 +299,17 @@ export class LocalExchange implements RequestPlan {
   /** Ends the exchange with `error` (after onEnd the handler hears nothing: the response was whole). */
   fail(error: LocalHopError): void {
     if (this.state === ExchangeState.FINISHED) return;
+    this.close();
+    if (!this.responseDone) this.handler.onError(error);
+  }
+
+  /** Finished, off its connection (which is closed, its framing unknown) or out of the pool's line. */
+  private close(): void {
     this.finish();
     const connection = this.connection;
     this.connection = null;
     if (connection !== null) connection.destroy();
     else this.pool.unqueue(this);
-    if (!this.responseDone) this.handler.onError(error);
   }
 
   get finished(): boolean {

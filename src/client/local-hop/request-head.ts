@@ -157,29 +157,27 @@ function wellFormed(text: string, lines: number): boolean {
 const FieldKind = { OTHER: 0, CONNECTION: 1, HOP_BY_HOP: 2, UPGRADE: 3, CONTENT_LENGTH: 4, HOST: 5, EXPECT: 6 } as const;
 type FieldKindValue = (typeof FieldKind)[keyof typeof FieldKind];
 
-/** Sorted by length first, so most names are told apart without lower-casing them. */
+/** The names the head looks at, indexed by length: most names are told apart without lower-casing them. */
+const NAMES_BY_LENGTH: (readonly (readonly [string, FieldKindValue])[] | undefined)[] = [];
+for (const [name, kind] of [
+  ['te', FieldKind.HOP_BY_HOP],
+  ['host', FieldKind.HOST],
+  ['expect', FieldKind.EXPECT],
+  ['upgrade', FieldKind.UPGRADE],
+  ['connection', FieldKind.CONNECTION],
+  ['keep-alive', FieldKind.HOP_BY_HOP],
+  ['content-length', FieldKind.CONTENT_LENGTH],
+  ['proxy-connection', FieldKind.HOP_BY_HOP],
+  ['transfer-encoding', FieldKind.HOP_BY_HOP],
+] as const) {
+  NAMES_BY_LENGTH[name.length] = [...(NAMES_BY_LENGTH[name.length] ?? []), [name, kind]];
+}
+
 function kindOf(name: string): FieldKindValue {
-  switch (name.length) {
-    case 2:
-      return is(name, 'te') ? FieldKind.HOP_BY_HOP : FieldKind.OTHER;
-    case 4:
-      return is(name, 'host') ? FieldKind.HOST : FieldKind.OTHER;
-    case 6:
-      return is(name, 'expect') ? FieldKind.EXPECT : FieldKind.OTHER;
-    case 7:
-      return is(name, 'upgrade') ? FieldKind.UPGRADE : FieldKind.OTHER;
-    case 10:
-      if (is(name, 'connection')) return FieldKind.CONNECTION;
-      return is(name, 'keep-alive') ? FieldKind.HOP_BY_HOP : FieldKind.OTHER;
-    case 14:
-      return is(name, 'content-length') ? FieldKind.CONTENT_LENGTH : FieldKind.OTHER;
-    case 16:
-      return is(name, 'proxy-connection') ? FieldKind.HOP_BY_HOP : FieldKind.OTHER;
-    case 17:
-      return is(name, 'transfer-encoding') ? FieldKind.HOP_BY_HOP : FieldKind.OTHER;
-    default:
-      return FieldKind.OTHER;
-  }
+  const candidates = NAMES_BY_LENGTH[name.length];
+  if (candidates === undefined) return FieldKind.OTHER;
+  for (let i = 0; i < candidates.length; i++) if (is(name, candidates[i]![0])) return candidates[i]![1];
+  return FieldKind.OTHER;
 }
 
 function is(name: string, lowerCase: string): boolean {

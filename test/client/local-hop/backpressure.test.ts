@@ -8,13 +8,26 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { createServer, type ServerResponse } from 'node:http';
+import { createServer, type RequestListener, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
-import { LocalHop } from '../../../src/client/local-hop/pool.js';
-import { localTarget } from '../../../src/client/routes.js';
+import { localTarget, type LocalTarget } from '../../../src/client/routes.js';
 import { readBody, waitFor } from '../../helpers.js';
-import { Recorder } from './record.js';
+import { Recorder, withPool } from './record.js';
+
+/** A Node server with `listener` on a loopback port, and its target. */
+async function serve(listener: RequestListener): Promise<{ target: LocalTarget; close(): void }> {
+  const server = createServer(listener);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    target: localTarget((server.address() as AddressInfo).port, '127.0.0.1'),
+    close() {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
 
 const TOTAL = 32 * 1024 * 1024;
 const PIECE = Buffer.alloc(256 * 1024, 0x62);
@@ -23,7 +36,7 @@ const ONE_READ = 64 * 1024;
 
 test('a paused exchange stops the socket: bounded bytes here, the server waits', { timeout: 60_000 }, async () => {
   let serverBlocked = 0;
-  const server = createServer((_req, res: ServerResponse) => {
+  const server = await serve((_req, res: ServerResponse) => {
     res.writeHead(200, { 'Content-Length': String(TOTAL) });
     let sent = 0;
     const pump = (): void => {
@@ -39,13 +52,9 @@ test('a paused exchange stops the socket: bounded bytes here, the server waits',
     };
     pump();
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const target = localTarget((server.address() as AddressInfo).port, '127.0.0.1');
-  const hop = new LocalHop([target]);
-  try {
+  await withPool(server.target, async (pool) => {
     const recorder = new Recorder();
-    const exchange = hop.pool(target).request({ method: 'GET', target: '/big', fields: ['Host', 'x'] }, null, true, recorder);
+    const exchange = pool.request({ method: 'GET', target: '/big', fields: ['Host', 'x'] }, null, true, recorder);
     let paused = false;
     let held = 0;
     let sincePause = 0;
@@ -81,18 +90,14 @@ test('a paused exchange stops the socket: bounded bytes here, the server waits',
     assert.ok(maxSincePause <= ONE_READ, `${maxSincePause} bytes reached the handler while paused (at most the rest of one read)`);
     assert.ok(maxBuffered <= 16 * 1024 + ONE_READ, `${maxBuffered} bytes sat in the paused socket's buffer`);
     assert.ok(serverBlocked > 0, 'the server felt the backpressure');
-  } finally {
-    hop.close();
-    server.closeAllConnections();
-    server.close();
-  }
+  }).finally(() => server.close());
 });
 
 test('request body: write() says when the local socket is full, onRequestDrain when it takes more; nothing is lost', { timeout: 60_000 }, async () => {
   const UPLOAD = 16 * 1024 * 1024;
   const CHUNK = Buffer.alloc(64 * 1024, 0x75);
   let received = 0;
-  const server = createServer((req, res) => {
+  const server = await serve((req, res) => {
     // A slow reader: the upload waits in the kernel's buffers, then in the socket's.
     req.pause();
     const read = (): void => {
@@ -103,13 +108,9 @@ test('request body: write() says when the local socket is full, onRequestDrain w
     req.once('end', () => res.end(String(received)));
     setTimeout(read, 50);
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const target = localTarget((server.address() as AddressInfo).port, '127.0.0.1');
-  const hop = new LocalHop([target]);
-  try {
+  await withPool(server.target, async (pool) => {
     const recorder = new Recorder();
-    const exchange = hop.pool(target).request({ method: 'PUT', target: '/upload', fields: ['Host', 'x', 'Content-Length', String(UPLOAD)] }, null, false, recorder);
+    const exchange = pool.request({ method: 'PUT', target: '/upload', fields: ['Host', 'x', 'Content-Length', String(UPLOAD)] }, null, false, recorder);
     // The caller's side of credit: it writes while allowed and waits for the drain otherwise.
     let written = 0;
     let refused = 0;
@@ -129,43 +130,34 @@ test('request body: write() says when the local socket is full, onRequestDrain w
     assert.equal(outcome.body.toString(), String(UPLOAD), 'the server read every byte');
     assert.ok(refused > 0, 'the socket filled at least once');
     assert.ok(mostOutstanding <= 16 * 1024 + CHUNK.length + 64 * 1024, `${mostOutstanding} bytes waited in the socket at most`);
-  } finally {
-    hop.close();
-    server.closeAllConnections();
-    server.close();
-  }
+  }).finally(() => server.close());
 });
 
 test('a request waiting for a connection holds its body (write() false) until it has one, then drains', { timeout: 30_000 }, async () => {
   let release: (() => void) | null = null;
-  const server = createServer((req, res) => {
+  const server = await serve((req, res) => {
     void readBody(req).then((body) => {
       if (req.url === '/first') release = () => res.end('first');
       else res.end(`second ${body.length}`);
     });
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const target = localTarget((server.address() as AddressInfo).port, '127.0.0.1');
-  const hop = new LocalHop([target], { connectionsPerTarget: 1 });
-  try {
-    const pool = hop.pool(target);
-    const first = new Recorder();
-    pool.request({ method: 'GET', target: '/first', fields: ['Host', 'x'] }, null, true, first);
-    await waitFor(() => release !== null, 5_000, 'the first request at the server');
-    const second = new Recorder();
-    const exchange = pool.request({ method: 'POST', target: '/second', fields: ['Host', 'x'] }, null, false, second);
-    assert.equal(pool.stats.queued, 1);
-    assert.equal(exchange.write(Buffer.from('waits for a connection')), false);
-    exchange.end();
-    assert.equal(second.drains, 0);
-    release!();
-    assert.equal((await first.done).body.toString(), 'first');
-    assert.equal((await second.done).body.toString(), 'second 22');
-    assert.equal(second.drains, 1, 'the held bytes went out: their credit can go back');
-  } finally {
-    hop.close();
-    server.closeAllConnections();
-    server.close();
-  }
+  await withPool(
+    server.target,
+    async (pool) => {
+      const first = new Recorder();
+      pool.request({ method: 'GET', target: '/first', fields: ['Host', 'x'] }, null, true, first);
+      await waitFor(() => release !== null, 5_000, 'the first request at the server');
+      const second = new Recorder();
+      const exchange = pool.request({ method: 'POST', target: '/second', fields: ['Host', 'x'] }, null, false, second);
+      assert.equal(pool.stats.queued, 1);
+      assert.equal(exchange.write(Buffer.from('waits for a connection')), false);
+      exchange.end();
+      assert.equal(second.drains, 0);
+      release!();
+      assert.equal((await first.done).body.toString(), 'first');
+      assert.equal((await second.done).body.toString(), 'second 22');
+      assert.equal(second.drains, 1, 'the held bytes went out: their credit can go back');
+    },
+    { connectionsPerTarget: 1 },
+  ).finally(() => server.close());
 });

@@ -13,11 +13,11 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { LocalHop, type TargetPool } from '../../../src/client/local-hop/pool.js';
 import { ResponseFraming, type ResponseFramingValue } from '../../../src/client/local-hop/exchange.js';
-import { localTarget } from '../../../src/client/routes.js';
+import { localTarget, type LocalTarget } from '../../../src/client/routes.js';
 import { ResetCode } from '../../../src/protocol/constants.js';
 import { freePort, waitFor } from '../../helpers.js';
 import { OK, startRawLocal, type RawLocal, type Script } from '../raw-local.js';
-import { field, send, type Outcome } from './record.js';
+import { field, send, withPool, type Outcome } from './record.js';
 
 const BIG = randomBytes(2_000_000);
 const SMALL = randomBytes(1000);
@@ -216,44 +216,18 @@ test('a refused upgrade: its status and body reach the caller, and its connectio
 });
 
 describe('could not connect: LOCAL_UNREACHABLE, the message names the target', () => {
-  test('nothing listening', async () => {
-    const port = await freePort();
-    const target = localTarget(port, '127.0.0.1');
-    const closed = new LocalHop([target]);
-    try {
-      const outcome = await send(closed.pool(target), { method: 'GET', target: '/', fields: HOST });
+  const cases: [string, () => Promise<LocalTarget>, RegExp][] = [
+    ['nothing listening', async () => localTarget(await freePort(), '127.0.0.1'), /^local server at http:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED/],
+    ['localhost with nothing on either loopback', async () => localTarget(await freePort()), /^local server at http:\/\/localhost:\d+: .*ECONNREFUSED/],
+    ['a name that does not resolve', async () => localTarget(80, 'nothing-here.invalid'), /^local server at http:\/\/nothing-here\.invalid:80: .*ENOTFOUND/],
+  ];
+  for (const [name, targetOf, message] of cases) {
+    test(name, async () => {
+      const outcome = await withPool(await targetOf(), (pool) => send(pool, { method: 'GET', target: '/', fields: HOST }));
       assert.equal(outcome.error?.resetCode, ResetCode.LOCAL_UNREACHABLE);
-      assert.equal(outcome.error?.code, 'ECONNREFUSED');
-      assert.match(outcome.error!.message, new RegExp(`^local server at http://127\\.0\\.0\\.1:${port}: .*ECONNREFUSED`));
-    } finally {
-      closed.close();
-    }
-  });
-
-  test('localhost with nothing on either loopback', async () => {
-    const port = await freePort();
-    const target = localTarget(port);
-    const closed = new LocalHop([target]);
-    try {
-      const outcome = await send(closed.pool(target), { method: 'GET', target: '/', fields: HOST });
-      assert.equal(outcome.error?.resetCode, ResetCode.LOCAL_UNREACHABLE);
-      assert.match(outcome.error!.message, new RegExp(`^local server at http://localhost:${port}: .*ECONNREFUSED`));
-    } finally {
-      closed.close();
-    }
-  });
-
-  test('a name that does not resolve', async () => {
-    const target = localTarget(80, 'nothing-here.invalid');
-    const unknown = new LocalHop([target]);
-    try {
-      const outcome = await send(unknown.pool(target), { method: 'GET', target: '/', fields: HOST });
-      assert.equal(outcome.error?.resetCode, ResetCode.LOCAL_UNREACHABLE);
-      assert.match(outcome.error!.message, /^local server at http:\/\/nothing-here\.invalid:80: .*ENOTFOUND/);
-    } finally {
-      unknown.close();
-    }
-  });
+      assert.match(outcome.error!.message, message);
+    });
+  }
 });
 
 /**
@@ -310,44 +284,31 @@ async function closingServer(options: { idleCloseMs?: number; closeOnRequest?: n
 describe('idle connections and the close race', () => {
   test('a connection the server closes while idle is replaced, and no request fails', async () => {
     const server = await closingServer({ idleCloseMs: 100 });
-    const target = localTarget(server.port, '127.0.0.1');
-    const idleHop = new LocalHop([target]);
-    try {
-      const first = await send(idleHop.pool(target), { method: 'POST', target: '/', fields: HOST }, 'a');
+    await withPool(localTarget(server.port, '127.0.0.1'), async (pool) => {
+      const first = await send(pool, { method: 'POST', target: '/', fields: HOST }, 'a');
       assert.equal(first.body.toString(), 'ok');
-      await waitFor(() => idleHop.pool(target).stats.idle === 0, 5_000, 'the server closing the idle connection');
-      const second = await send(idleHop.pool(target), { method: 'POST', target: '/', fields: HOST }, 'b');
+      await waitFor(() => pool.stats.idle === 0, 5_000, 'the server closing the idle connection');
+      const second = await send(pool, { method: 'POST', target: '/', fields: HOST }, 'b');
       assert.equal(second.error, null, second.error?.message);
       assert.equal(second.body.toString(), 'ok');
       assert.equal(server.connections(), 2);
-    } finally {
-      idleHop.close();
-      server.close();
-    }
+    }).finally(() => server.close());
   });
 
   test('an idempotent request that meets a reused connection closing is sent again on a new one', async () => {
     const server = await closingServer({ closeOnRequest: 2 });
-    const target = localTarget(server.port, '127.0.0.1');
-    const raceHop = new LocalHop([target]);
-    try {
-      assert.equal((await send(raceHop.pool(target), { method: 'GET', target: '/', fields: HOST })).body.toString(), 'ok');
-      const raced = await send(raceHop.pool(target), { method: 'PUT', target: '/', fields: HOST }, 'replayable inline body');
+    await withPool(localTarget(server.port, '127.0.0.1'), async (pool) => {
+      assert.equal((await send(pool, { method: 'GET', target: '/', fields: HOST })).body.toString(), 'ok');
+      const raced = await send(pool, { method: 'PUT', target: '/', fields: HOST }, 'replayable inline body');
       assert.equal(raced.error, null, raced.error?.message);
       assert.equal(raced.body.toString(), 'ok');
       assert.equal(server.connections(), 2, 'sent again on a second connection');
-    } finally {
-      raceHop.close();
-      server.close();
-    }
+    }).finally(() => server.close());
   });
 
   test('a POST that meets it fails (a proxy must not retry it), and so does a streamed body', async () => {
     const server = await closingServer({ closeOnRequest: 2 });
-    const target = localTarget(server.port, '127.0.0.1');
-    const raceHop = new LocalHop([target]);
-    try {
-      const pool = raceHop.pool(target);
+    await withPool(localTarget(server.port, '127.0.0.1'), async (pool) => {
       assert.equal((await send(pool, { method: 'GET', target: '/', fields: HOST })).body.toString(), 'ok');
       const post = await send(pool, { method: 'POST', target: '/', fields: HOST }, 'not sent twice');
       assert.equal(post.error?.resetCode, ResetCode.LOCAL_ERROR);
@@ -358,10 +319,7 @@ describe('idle connections and the close race', () => {
         exchange.end();
       });
       assert.equal(streamed.error?.resetCode, ResetCode.LOCAL_ERROR, 'a streamed body is not kept to be sent again');
-    } finally {
-      raceHop.close();
-      server.close();
-    }
+    }).finally(() => server.close());
   });
 
   test('a body held for 100 Continue goes after a second when the server does not answer the Expect', async () => {
@@ -375,14 +333,8 @@ describe('idle connections and the close race', () => {
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     const target = localTarget((server.address() as AddressInfo).port, '127.0.0.1');
-    const continueHop = new LocalHop([target], { continueTimeoutMs: 200 });
-    try {
-      const outcome = await send(continueHop.pool(target), { method: 'POST', target: '/', fields: [...HOST, 'Expect', '100-continue', 'Content-Length', '5'] }, 'hello');
-      assert.equal(outcome.head?.status, 200);
-      assert.match(outcome.body.toString(), /Expect: 100-continue\r\nContent-Length: 5\r\n\r\nhello$/);
-    } finally {
-      continueHop.close();
-      server.close();
-    }
+    const outcome = await withPool(target, (pool) => send(pool, { method: 'POST', target: '/', fields: [...HOST, 'Expect', '100-continue', 'Content-Length', '5'] }, 'hello'), { continueTimeoutMs: 200 }).finally(() => server.close());
+    assert.equal(outcome.head?.status, 200);
+    assert.match(outcome.body.toString(), /Expect: 100-continue\r\nContent-Length: 5\r\n\r\nhello$/);
   });
 });

@@ -6,7 +6,8 @@ import type { Duplex } from 'node:stream';
 import type { MessageHead } from '../../../src/http1/parser.js';
 import type { LocalHopError } from '../../../src/client/local-hop/errors.js';
 import type { LocalExchange, LocalRequest, LocalResponseHandler, ResponseFramingValue } from '../../../src/client/local-hop/exchange.js';
-import type { TargetPool } from '../../../src/client/local-hop/pool.js';
+import { LocalHop, type LocalHopOptions, type TargetPool } from '../../../src/client/local-hop/pool.js';
+import type { LocalTarget } from '../../../src/client/routes.js';
 
 export interface Outcome {
   interims: MessageHead[];
@@ -113,4 +114,14 @@ export async function send(
 export function field(fields: readonly string[], name: string): string | undefined {
   for (let i = 0; i < fields.length; i += 2) if (fields[i]!.toLowerCase() === name) return fields[i + 1];
   return undefined;
+}
+
+/** A local hop to one target for the length of `use`, closed afterwards. */
+export async function withPool<T>(target: LocalTarget, use: (pool: TargetPool) => Promise<T>, options: Partial<LocalHopOptions> = {}): Promise<T> {
+  const hop = new LocalHop([target], options);
+  try {
+    return await use(hop.pool(target));
+  } finally {
+    hop.close();
+  }
 }
