@@ -256,6 +256,7 @@ export class LocalConnection implements MessageHandler {
           return true;
         }
         exchange.continued();
+        if (exchange.finished) return true;
       }
       exchange.handler.onInterim(head);
       return true;
@@ -282,7 +283,8 @@ export class LocalConnection implements MessageHandler {
     }
     this.reusable = head.keepAlive && framing !== ResponseFraming.CLOSE && !exchange.upgrade;
     exchange.finalHead();
-    exchange.handler.onHead(head, framing, length);
+    // The handler may have ended the exchange from onRequestDrain.
+    if (!exchange.finished) exchange.handler.onHead(head, framing, length);
     return noBody;
   }
 
