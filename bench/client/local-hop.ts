@@ -9,7 +9,7 @@
  * client's options and connector, `dispatch` with a handler object. The local hop as http-stream.ts is
  * to drive it: `pool.request` with a handler object. Both send the same fields.
  *
- * Run: npx tsc -p . && node dist/bench/client/local-hop.js [--rounds 5] [--ms 1500]
+ * Run: npx tsc -p . && node dist/bench/client/local-hop.js [--rounds 5] [--ms 1500] [--only 'c=1']
  * On a busy shared machine take the numbers as rough; compare the two columns of one run only.
  */
 import { spawn } from 'node:child_process';
@@ -21,7 +21,7 @@ import { LocalHop, type TargetPool } from '../../src/client/local-hop/pool.js';
 import type { LocalResponseHandler } from '../../src/client/local-hop/exchange.js';
 import { localTarget, type LocalTarget } from '../../src/client/routes.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, ms: { type: 'string', default: '1500' } } });
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '5' }, ms: { type: 'string', default: '1500' }, only: { type: 'string' } } });
 const ROUNDS = Number(values.rounds);
 const RUN_MS = Number(values.ms);
 
@@ -44,12 +44,14 @@ interface Scenario {
   concurrency: number;
 }
 
-const SCENARIOS: Scenario[] = [
+const ALL_SCENARIOS: Scenario[] = [
   { name: 'POST 1 KiB, c=1', method: 'POST', path: '/bench/length/0', concurrency: 1 },
   { name: 'POST 1 KiB, c=50', method: 'POST', path: '/bench/length/0', concurrency: 50 },
   { name: 'GET 1 KiB, c=1', method: 'GET', path: '/bench/length/1024', concurrency: 1 },
   { name: 'GET 1 KiB, c=50', method: 'GET', path: '/bench/length/1024', concurrency: 50 },
 ];
+/** `--only TEXT` keeps the scenarios whose name contains it (`--only c=1`). */
+const SCENARIOS = values.only === undefined ? ALL_SCENARIOS : ALL_SCENARIOS.filter((scenario) => scenario.name.includes(values.only!));
 
 /** Runs requests back to back on `concurrency` lanes until `deadline`; calls `done` when all lanes stop. */
 interface Driver {
