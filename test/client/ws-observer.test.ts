@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { constants as zlib, deflateRawSync as deflateRaw } from 'node:zlib';
 import { after, describe, test } from 'node:test';
 import { WebSocket, WebSocketServer, type PerMessageDeflateOptions } from 'ws';
 import { LocalHop } from '../../src/client/local-hop/pool.js';
@@ -153,22 +154,25 @@ async function exchangeMessages(peers: Peers, compressed: boolean): Promise<void
   const { client, local, observed } = peers;
   client.send(TEXT_SMALL);
   client.send(TEXT_16);
+  // The same text again: with context takeover it compresses to references into the previous message.
+  client.send(TEXT_16);
   client.send(BINARY_64);
   client.send('first fragment, ', { fin: false });
   client.send('second fragment', { fin: true });
   client.ping(Buffer.from('are you there'));
   local.send(TEXT_BIG);
   local.send(Buffer.from([1, 2, 3]));
-  await waitFor(() => peers.localReceived.length === 4 && peers.clientReceived.length === 2, 10_000, 'the messages');
+  await waitFor(() => peers.localReceived.length === 5 && peers.clientReceived.length === 2, 10_000, 'the messages');
   local.close(4001, 'bye for now');
   await waitFor(() => observed.filter((entry) => entry.message.opcode === WsOpcode.CLOSE).length === 2, 10_000, 'both close frames observed');
 
   const inbound = observed.filter((entry) => entry.direction === 'in').map((entry) => entry.message);
   const outbound = observed.filter((entry) => entry.direction === 'out').map((entry) => entry.message);
-  assert.deepEqual(inbound.map((message) => message.opcode), [1, 1, 2, 1, 9, 8]);
+  assert.deepEqual(inbound.map((message) => message.opcode), [1, 1, 1, 2, 1, 9, 8]);
   assert.deepEqual(outbound.map((message) => message.opcode), [1, 2, 10, 8]);
 
-  const [small, sixteen, binary, fragmented, ping, clientClose] = inbound as [ObservedWsMessage, ObservedWsMessage, ObservedWsMessage, ObservedWsMessage, ObservedWsMessage, ObservedWsMessage];
+  const [small, sixteen, again, binary, fragmented, ping, clientClose] = inbound as [ObservedWsMessage, ObservedWsMessage, ObservedWsMessage, ObservedWsMessage, ObservedWsMessage, ObservedWsMessage, ObservedWsMessage];
+  assert.equal(again.data.toString(), TEXT_16);
   assert.equal(small.data.toString(), TEXT_SMALL);
   assert.equal(small.truncated, false);
   assert.equal(sixteen.data.toString(), TEXT_16);
@@ -190,7 +194,7 @@ async function exchangeMessages(peers: Peers, compressed: boolean): Promise<void
   assert.equal(serverClose.closeCode, 4001);
   assert.equal(serverClose.closeReason, 'bye for now');
 
-  for (const message of [small, sixteen, binary, fragmented, big, bytes]) {
+  for (const message of [small, sixteen, again, binary, fragmented, big, bytes]) {
     assert.equal(message.compressed, compressed, `compressed: ${message.data.subarray(0, 20).toString()}`);
     assert.equal(message.note, '');
   }
@@ -199,7 +203,7 @@ async function exchangeMessages(peers: Peers, compressed: boolean): Promise<void
 
   // The traffic itself was never touched.
   assert.equal(peers.localReceived[0]!.data.toString(), TEXT_SMALL);
-  assert.ok(peers.localReceived[2]!.data.equals(BINARY_64));
+  assert.ok(peers.localReceived[3]!.data.equals(BINARY_64));
   assert.equal(peers.clientReceived[0]!.data.toString(), TEXT_BIG);
 }
 
@@ -286,6 +290,18 @@ describe('the frame reader alone', () => {
     assert.deepEqual([...messages[0]!.data], [0xff, 0xfe, 0xfd, 0xfc]);
     assert.match(messages[0]!.note, /could not be inflated/);
     assert.equal(messages[1]!.data.toString(), 'plain after it');
+  });
+
+  test('with context takeover, a message after one that did not inflate is shown compressed too (its context is lost)', async () => {
+    const messages: ObservedWsMessage[] = [];
+    const reader = new WsFrameReader(CAP, { noContextTakeover: false, maxWindowBits: 15 }, (message) => messages.push(message));
+    reader.push(frame(WsOpcode.BINARY, Buffer.from([0xff, 0xfe, 0xfd, 0xfc]), { rsv1: true }));
+    await waitFor(() => messages.length === 1, 5_000, 'the first message');
+    reader.push(frame(WsOpcode.TEXT, deflateRaw('later', { finishFlush: zlib.Z_SYNC_FLUSH }).subarray(0, -4), { rsv1: true }));
+    await waitFor(() => messages.length === 2, 5_000, 'the second message');
+    assert.match(messages[0]!.note, /could not be inflated/);
+    assert.match(messages[1]!.note, /an earlier message of this direction could not be/);
+    assert.equal(messages[1]!.compressed, true);
   });
 
   test('RSV1 without a negotiated permessage-deflate: shown as sent, with a note', () => {
