@@ -13,13 +13,17 @@ export interface RawLocal {
   port: number;
   /** Request heads as received, bytes exact. */
   heads: Buffer[];
+  /** Connections accepted so far. */
+  readonly connections: number;
   close(): Promise<void>;
 }
 
 export async function startRawLocal(scripts: Record<string, Script>, host = '127.0.0.1'): Promise<RawLocal> {
   const heads: Buffer[] = [];
   const sockets = new Set<Socket>();
+  let connections = 0;
   const server: Server = createServer((socket) => {
+    connections++;
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => {});
@@ -47,6 +51,9 @@ export async function startRawLocal(scripts: Record<string, Script>, host = '127
   return {
     port: (server.address() as AddressInfo).port,
     heads,
+    get connections() {
+      return connections;
+    },
     async close() {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => server.close(resolve));
