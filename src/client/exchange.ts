@@ -51,6 +51,8 @@ export interface WebSocketMessage {
   size: number;
   /** The first WS_MESSAGE_BYTES_KEPT bytes. */
   data: Buffer;
+  /** Set when the message is shown otherwise than the application saw it (compressed, not inflated), saying why. */
+  note?: string;
 }
 
 export interface WebSocketLog {
@@ -68,12 +70,12 @@ export interface WebSocketLog {
  * Records one message of a WebSocket connection: O(1) amortised, a copy of at most 4 KiB. `size` is the
  * whole message's (the data may be only its first bytes).
  */
-export function logWebSocketMessage(log: WebSocketLog, direction: 'in' | 'out', data: Uint8Array, binary: boolean, size = data.byteLength): void {
+export function logWebSocketMessage(log: WebSocketLog, direction: 'in' | 'out', data: Uint8Array, binary: boolean, size = data.byteLength, note = ''): void {
   if (direction === 'in') log.messagesIn++;
   else log.messagesOut++;
   const kept = Buffer.copyBytesFrom(data, 0, Math.min(data.byteLength, WS_MESSAGE_BYTES_KEPT));
   if (log.messages.length >= WS_MESSAGES_KEPT) log.messages.splice(0, log.messages.length - WS_MESSAGES_KEPT + 1);
-  log.messages.push({ at: Date.now(), direction, binary, size, data: kept });
+  log.messages.push(note === '' ? { at: Date.now(), direction, binary, size, data: kept } : { at: Date.now(), direction, binary, size, data: kept, note });
 }
 
 /**

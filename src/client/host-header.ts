@@ -24,31 +24,27 @@ export function hostFor(target: LocalTarget, mode: HostHeader): string | null {
 
 /**
  * Request headers for the local server (names of any case, as the public client sent them): Host per
- * `mode`, X-Forwarded-Host kept or added with the public host; `dropExpect` leaves `Expect` out (undici
- * refuses to send it; the client then answers 100-continue itself, src/client/http-stream.ts).
- * Returns `headers` itself when nothing changes.
+ * `mode`, X-Forwarded-Host kept or added with the public host. Returns `headers` itself when nothing
+ * changes.
  */
-export function localRequestHeaders(headers: string[], target: LocalTarget, mode: HostHeader, dropExpect = false): string[] {
+export function localRequestHeaders(headers: string[], target: LocalTarget, mode: HostHeader): string[] {
   const host = hostFor(target, mode);
-  let touched = host !== null;
-  if (!touched && dropExpect) for (let i = 0; i < headers.length; i += 2) if (isName(headers[i]!, 'expect')) touched = true;
-  if (!touched) return headers;
+  if (host === null) return headers;
   const kept: string[] = [];
   let publicHost: string | null = null;
   let forwardedHost = false;
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i]!;
     const value = headers[i + 1]!;
-    if (dropExpect && isName(name, 'expect')) continue;
     if (isName(name, 'x-forwarded-host')) forwardedHost = true;
-    if (host !== null && isName(name, 'host')) {
+    if (isName(name, 'host')) {
       publicHost = value;
       kept.push(name, host);
       continue;
     }
     kept.push(name, value);
   }
-  if (host !== null && publicHost === null) kept.push('Host', host);
+  if (publicHost === null) kept.push('Host', host);
   if (publicHost !== null && !forwardedHost) kept.push('X-Forwarded-Host', publicHost);
   return kept;
 }

@@ -1,35 +1,39 @@
 /**
- * One HTTP exchange on the client's side: an OPEN frame becomes an undici dispatch to the local port;
- * the response goes back as RESPONSE (+ DATA, + TRAILERS) within credit, with the local server's field
- * names in their case and its reason phrase.
-
- * Until the raw-socket local hop replaces undici here (issue 24, item 3), what undici cannot do is
- * done this way: it refuses to send `Expect`, so a request with `Expect: 100-continue` goes without it
- * and the client answers INFO 100 at once (the local server cannot refuse before the body); it drops
- * 1xx answers, so no INFO is sent for them; it cannot send request trailers, so TRAILERS from the edge
- * end the body and are dropped (docs/protocol.md section 16).
- * What undici hands over during one loop turn
- * is framed at the turn's end: a response whose head, body and end come in one turn is one RESPONSE
- * frame whatever its framing (Content-Length or chunked; a close-delimited body's end, the FIN, is read a
- * turn later); otherwise the head leaves at the end of the turn it came in and each later turn's bytes
- * as one DATA frame, so nothing is held back (a flushed head, a slow body). undici is paused while the
- * edge has not granted credit, so a slow public reader slows the local server instead of filling the
- * client's memory.
+ * One stream on the client's side (docs/protocol.md sections 5-7, 12 and 13): an OPEN becomes a request
+ * on the local hop (src/client/local-hop/, raw sockets and llhttp), and the local server's answer goes
+ * back as it was sent: INFO for each 1xx but 101, RESPONSE with its status, reason phrase and fields
+ * (names in their case, values byte for byte, hop-by-hop ones left out), DATA, TRAILERS, all within
+ * credit. A request body goes to the local socket as the edge sends it, and its credit goes back only
+ * once the local socket took the bytes. `Expect: 100-continue` reaches the local server, whose 100 (or
+ * refusal) comes back.
+ *
+ * What the local hop hands over during one loop turn is framed at the turn's end: a response whose
+ * head, body and end come in one turn is one RESPONSE frame whatever its framing; otherwise the head
+ * leaves at the end of the turn it came in, and each later turn's bytes as one DATA frame, so nothing is
+ * held back (a flushed head, a slow body). The local socket is not read while bytes wait for credit, so
+ * a slow public reader slows the local server instead of filling the client's memory.
+ *
+ * An upgrade (OPEN with `upgrade`): a 101 goes back as RESPONSE 101 with the local server's fields
+ * (Connection, Upgrade, the extensions and subprotocol it chose; no framing fields), and from then on the
+ * socket's bytes pass both ways as DATA, untouched, under the same credit; each direction's FIN is DATA
+ * `end`, and the stream ends when both directions ended. Any other answer to an upgrade is an ordinary
+ * response, body and all. A WebSocket's messages are read for the inspector as they pass
+ * (src/client/ws-observer.ts), never changed.
  */
-import { Readable } from 'node:stream';
-import type { Dispatcher } from 'undici';
+import type { Duplex } from 'node:stream';
+import type { MessageHead } from '../http1/parser.js';
 import { encode } from '../protocol/codec.js';
-import { FrameType, ResetCode } from '../protocol/constants.js';
+import { FrameType } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
-import { connectionNamed, dropHopByHop, isHopByHop, isName, removeNamed } from '../protocol/headers.js';
+import { dropHopByHop, isName } from '../protocol/headers.js';
 import { CaptureBuffer } from '../capture-buffer.js';
-import { edgeResetText, type Exchange } from './exchange.js';
+import { edgeResetText, logWebSocketMessage, webSocketExchange, WS_MESSAGE_BYTES_KEPT, type Exchange } from './exchange.js';
 import { localRequestHeaders } from './host-header.js';
+import { failed, LocalHopError } from './local-hop/errors.js';
+import type { LocalExchange, LocalResponseHandler, ResponseFramingValue } from './local-hop/exchange.js';
 import type { LocalTarget } from './routes.js';
 import type { StreamHost } from './stream-host.js';
-
-/** Certificate errors of an https:// target: the message says how to accept a self-signed one. */
-const CERTIFICATE_ERROR = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS/;
+import { WsObserver, WsOpcode, type ObservedWsMessage } from './ws-observer.js';
 
 export interface OpenRequest {
   requestId: string;
@@ -39,36 +43,37 @@ export interface OpenRequest {
   headers: string[];
   clientAddress: string;
   replayOf: string | null;
+  /** OPEN's `upgrade`: the request asks to switch protocols (a WebSocket or any other). */
+  upgrade: boolean;
 }
 
-export class ClientHttpStream implements Dispatcher.DispatchHandler {
-  readonly kind = 'http';
+/** Response fields that are each hop's own framing: a 101 has no body, and the edge writes its own. */
+const FRAMING = ['content-length', 'transfer-encoding'];
+
+export class ClientHttpStream implements LocalResponseHandler {
   closed = false;
   readonly port: number;
   readonly target: LocalTarget;
   private readonly startedAt = Date.now();
   private readonly startedHr = performance.now();
+  private exchange: LocalExchange | null = null;
 
   // Request body, edge → local.
-  private body: Readable | null = null;
   private readonly requestWindow: ReceiveWindow;
-  private pushed = 0;
-  private accounted = 0;
-  /** Body bytes each way, for the counters and the inspector. */
+  private requestEnded = false;
+  /** Body bytes the edge sent that the local socket has not taken yet: their credit waits. */
+  private uncredited = 0;
+  /** Body bytes each way (raw bytes after a 101), for the counters and the inspector. */
   private requestBytes = 0;
   private responseBytes = 0;
-  private requestEnded = false;
 
   // Response, local → edge.
-  private controller: Dispatcher.DispatchController | null = null;
   private readonly sendCredit: SendCredit;
   private status = 0;
   private reason = '';
   private responseHeaders: string[] = [];
   /** Trailer fields after the local server's chunked body: they end the response (TRAILERS). */
   private trailers: string[] | null = null;
-  /** The Content-Length the local server declared, -1 when none: a body that ends short is reset. */
-  private declaredLength = -1;
   /**
    * Body bytes of the current loop turn, not yet framed. The head, too, waits for the turn's end: a
    * response that ends in the turn its head came leaves as one RESPONSE frame with its body and end=true
@@ -78,14 +83,24 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   private heldBytes = 0;
   private turnEndPending = false;
   private headSent = false;
-  /** Framed in turn, waiting for credit (undici paused meanwhile). */
+  /** Framed in turn, waiting for credit (the local socket is not read meanwhile). */
   private queue: Buffer[] = [];
+  private queued = 0;
   private endPending = false;
+  private sentEnd = false;
+  private localPaused = false;
   private finished = false;
+
+  // After a 101: the local socket, the edge's FIN, and edge bytes not yet on the socket.
+  private socket: Duplex | null = null;
+  private edgeEnded = false;
+  private unwritten = 0;
 
   // Recording, for the inspector.
   private readonly requestRecorder: CaptureBuffer | null;
   private readonly responseRecorder: CaptureBuffer | null;
+  private upgradeLog: Exchange | null = null;
+  private observer: WsObserver | null = null;
 
   constructor(
     readonly id: number,
@@ -97,179 +112,140 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     const settings = host.settings;
     this.requestWindow = new ReceiveWindow(settings.streamWindow);
     this.sendCredit = new SendCredit(settings.streamWindow);
-    const recording = host.recordLimit;
+    const recording = request.upgrade ? 0 : host.recordLimit;
     this.requestRecorder = recording > 0 ? new CaptureBuffer(recording) : null;
     this.responseRecorder = recording > 0 ? new CaptureBuffer(recording) : null;
   }
 
-  /** Starts the local request: `body` is the inline first chunk (owned), `end` says it is all. */
+  /** Starts the local request: `body` is the inline first chunk (a view of the frame, owned), `end` says it is all. */
   start(body: Uint8Array | null, end: boolean): void {
-    let payload: Buffer | Readable | null = null;
-    if (body !== null && body.byteLength > 0) {
-      this.requestBytes += body.byteLength;
-      if (!this.requestWindow.receive(body.byteLength)) {
+    const request = this.request;
+    let size = body === null ? 0 : body.byteLength;
+    if (request.upgrade && size > 0) {
+      // An upgrade's OPEN ends its request (the edge declines an upgrade with a body): nothing to send.
+      this.host.consumedConnection(size);
+      size = 0;
+    }
+    if (size > 0) {
+      if (!this.requestWindow.receive(size)) {
         this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
         return;
       }
-      this.requestRecorder?.addOwned(body);
+      this.requestBytes += size;
+      this.requestRecorder?.addOwned(body!);
     }
-    if (end) {
-      payload = body === null || body.byteLength === 0 ? null : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-      if (body !== null) this.host.consumedConnection(body.byteLength);
-    } else {
-      const stream = new Readable({ read() {}, highWaterMark: 64 * 1024 });
-      // Credit goes back as undici takes each chunk (it pauses the body while its socket is full). Not
-      // from read(): Node calls it before the chunk leaves the buffer and not again until the next
-      // push, so with a stream window no larger than what one read drains, no credit ever went back
-      // and the upload hung. Paused first, so this listener does not start the flow before undici's.
-      stream.pause();
-      stream.on('data', (chunk: Buffer) => this.returnRequestCredit(chunk.byteLength));
-      this.body = stream;
-      if (body !== null && body.byteLength > 0) this.pushBody(body);
-      payload = this.body;
-    }
+    const whole = end || request.upgrade;
+    if (whole) this.requestEnded = true;
+    const fields = localRequestHeaders(request.headers, this.target, this.host.hostHeader);
+    const inline = whole && size > 0 ? viewOf(body!) : null;
     try {
-      const forwarded = localRequestHeaders(this.request.headers, this.target, this.host.hostHeader, true);
-      // undici cannot send Expect: the 100 is the client's (the body comes from the edge as it arrives).
-      if (!end && expectsContinue(this.request.headers)) this.host.send(encode([FrameType.INFO, this.id, 100, 'Continue', []]));
-      this.host.pool(this.target).dispatch(
-        { path: this.request.path, method: this.request.method, headers: forwarded, body: payload, blocking: false },
-        this,
-      );
+      this.exchange = this.host.pool(this.target).request({ method: request.method, target: request.path, fields, upgrade: request.upgrade }, inline, whole, this);
     } catch (error) {
-      this.onResponseError(null, error as Error);
+      this.onError(error instanceof LocalHopError ? error : failed(this.target, (error as Error).message));
+      return;
     }
+    // A whole body is the exchange's now (kept for a retry): its share of the connection window goes back.
+    if (inline !== null) this.host.consumedConnection(size);
+    else if (size > 0) this.writeBody(viewOf(body!));
   }
 
-  // ---- request body ---------------------------------------------------------------------------------
+  // ---- request body -----------------------------------------------------------------------------------
 
-  /** A DATA frame from the edge: more request body (a view of the frame, which we own). */
+  /** A DATA frame from the edge: request body, or after a 101 raw bytes (a view of the frame, which we own). */
   onRequestData(chunk: Uint8Array | null, end: boolean): void {
     if (this.closed) return;
-    if (this.body === null || this.body.readableEnded || this.requestEnded) {
+    const size = chunk === null ? 0 : chunk.byteLength;
+    if (this.socket !== null || this.request.upgrade) {
+      this.rawFromEdge(chunk, end);
+      return;
+    }
+    if (this.requestEnded) {
       this.host.protocolError(`DATA after the end of the request body on stream ${this.id}`);
       return;
     }
-    if (end) this.requestEnded = true;
-    if (chunk !== null && chunk.byteLength > 0) {
-      this.requestBytes += chunk.byteLength;
-      if (!this.requestWindow.receive(chunk.byteLength)) {
+    if (size > 0) {
+      if (!this.requestWindow.receive(size)) {
         this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
         return;
       }
-      this.requestRecorder?.addOwned(chunk);
-      this.pushBody(chunk);
+      this.requestBytes += size;
+      this.requestRecorder?.addOwned(chunk!);
+      this.writeBody(viewOf(chunk!));
     }
-    if (end) this.body.push(null);
+    if (end) this.endRequest(null);
   }
 
-  /** TRAILERS from the edge: the request body ends (undici cannot send trailer fields: they are dropped). */
-  onRequestTrailers(): void {
-    this.onRequestData(null, true);
-  }
-
-  private pushBody(chunk: Uint8Array): void {
-    this.pushed += chunk.byteLength;
-    this.body!.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-  }
-
-  /**
-   * The exchange is over: request bytes that reached this stream but were never read by undici (the
-   * public client left, the local server answered without reading) are dropped, and their share of the
-   * tunnel's connection window goes back to the edge. Without this, each abandoned upload kept up to a
-   * stream window of it, and the tunnel's request bodies hung once the window was gone.
-   */
-  private releaseConnectionCredit(): void {
-    const unread = this.pushed - this.accounted;
-    if (unread <= 0) return;
-    this.accounted = this.pushed;
-    this.host.consumedConnection(unread);
-  }
-
-  /** undici took `bytes` of the body: they go back to the edge as credit. */
-  private returnRequestCredit(bytes: number): void {
+  /** TRAILERS from the edge: they end the request body and follow it to the local server. */
+  onRequestTrailers(fields: string[]): void {
     if (this.closed) return;
-    this.accounted += bytes;
-    const grant = this.requestWindow.consume(bytes);
-    if (grant > 0) this.host.send(encode([FrameType.WINDOW, this.id, grant]));
+    if (this.requestEnded || this.request.upgrade) {
+      this.host.protocolError(`TRAILERS after the end of the request body on stream ${this.id}`);
+      return;
+    }
+    this.endRequest(fields);
+  }
+
+  private writeBody(chunk: Buffer): void {
+    this.uncredited += chunk.byteLength;
+    if (this.exchange !== null && this.exchange.write(chunk)) this.creditTaken();
+  }
+
+  private endRequest(trailers: string[] | null): void {
+    this.requestEnded = true;
+    this.exchange?.end(trailers);
+  }
+
+  /** The local socket took the body bytes written so far: their credit goes back to the edge. */
+  onRequestDrain(): void {
+    this.creditTaken();
+  }
+
+  private creditTaken(): void {
+    const bytes = this.uncredited;
+    if (bytes === 0) return;
+    this.uncredited = 0;
+    if (!this.closed) {
+      const grant = this.requestWindow.consume(bytes);
+      if (grant > 0) this.host.send(encode([FrameType.WINDOW, this.id, grant]));
+    }
     this.host.consumedConnection(bytes);
   }
 
-  // ---- undici's handler -----------------------------------------------------------------------------
+  // ---- the local hop's handler ------------------------------------------------------------------------
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.closed) controller.abort(new Error('cancelled by the edge'));
+  onInterim(head: MessageHead): void {
+    if (this.closed) return;
+    this.host.send(encode([FrameType.INFO, this.id, head.status, head.reason, dropHopByHop(head.fields)]));
   }
 
-  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
-    if (statusCode < 200) return; // 1xx informational: the final response follows.
-    this.status = statusCode;
-    this.reason = statusMessage ?? '';
-    // Header bytes cross as they came: each byte one char (latin1), in the server's order, names in
-    // their case; hop-by-hop ones left out (Node servers always send two of them).
-    const raw = (controller as { rawHeaders?: (Buffer | string)[] | null }).rawHeaders;
-    const flat: string[] = [];
-    let connection = '';
-    let length = '';
-    if (raw !== null && raw !== undefined) {
-      for (let i = 0; i + 1 < raw.length; i += 2) {
-        const name = latin1(raw[i]!);
-        const value = latin1(raw[i + 1]!);
-        if (isHopByHop(name)) {
-          if (isName(name, 'connection')) connection = connection === '' ? value : `${connection},${value}`;
-          continue;
-        }
-        if (isName(name, 'content-length')) length = value;
-        flat.push(name, value);
-      }
-    } else {
-      for (const name in headers) {
-        const value = headers[name];
-        if (value === undefined) continue;
-        if (isHopByHop(name)) {
-          if (name === 'connection') connection = Array.isArray(value) ? value.join(',') : value;
-          continue;
-        }
-        if (name === 'content-length') length = Array.isArray(value) ? value[0]! : value;
-        if (typeof value === 'string') flat.push(name, value);
-        else for (const item of value) flat.push(name, item);
-      }
-    }
-    if (connection !== '') {
-      const named = connectionNamed(connection);
-      if (named.length > 0) removeNamed(flat, named);
-    }
-    this.responseHeaders = flat;
-    const noBody = this.request.method === 'HEAD' || statusCode === 204 || statusCode === 304;
-    const known = /^[0-9]{1,15}$/.test(length) ? Number(length) : -1;
-    this.declaredLength = noBody ? -1 : known;
+  onHead(head: MessageHead, _framing: ResponseFramingValue, _contentLength: number): void {
+    if (this.closed) return;
+    this.status = head.status;
+    this.reason = head.reason;
+    // Content-Length stays: the edge checks the body against it and frames the public answer by it.
+    this.responseHeaders = dropHopByHop(head.fields);
+    if (this.request.upgrade) this.recordUpgrade(head.status, this.responseHeaders, null);
     this.holdUntilTurnEnd();
   }
 
-  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onBody(chunk: Buffer): void {
     if (this.closed || chunk.byteLength === 0) return;
     this.responseBytes += chunk.byteLength;
     this.held.push(chunk);
     this.heldBytes += chunk.byteLength;
     // A turn that brings more than a frame's worth does not wait for its end: the frame goes now, and
-    // undici is paused when credit runs out, so a fast local server never piles up bytes here.
+    // the socket is paused when credit runs out, so a fast local server never piles up bytes here.
     if (this.heldBytes >= this.host.settings.maxFrameBody) this.release();
     else this.holdUntilTurnEnd();
   }
 
-  onResponseEnd(controller?: Dispatcher.DispatchController): void {
+  onTrailers(fields: string[]): void {
+    const kept = dropHopByHop(fields);
+    if (kept.length > 0) this.trailers = kept;
+  }
+
+  onEnd(): void {
     if (this.closed) return;
-    const rawTrailers = (controller as { rawTrailers?: (Buffer | string)[] | null } | undefined)?.rawTrailers;
-    if (rawTrailers !== null && rawTrailers !== undefined && rawTrailers.length > 0) {
-      const fields = dropHopByHop(rawTrailers.map(latin1));
-      if (fields.length > 0) this.trailers = fields;
-    }
-    if (this.declaredLength >= 0 && this.responseBytes !== this.declaredLength) {
-      // undici checks this too; a short body must never reach the public client as a whole one.
-      this.onResponseError(null, new Error(`the body ended after ${this.responseBytes} of ${this.declaredLength} bytes (Content-Length)`));
-      return;
-    }
     if (!this.headSent) {
       // Head, body and end in one turn: one frame, given the credit.
       const body = this.takeHeld();
@@ -281,29 +257,119 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
         return;
       }
       this.sendHead(null);
-      this.queue.push(body);
+      this.enqueue(body);
     } else {
       const body = this.takeHeld();
-      if (body !== null) this.queue.push(body);
+      if (body !== null) this.enqueue(body);
     }
     this.endPending = true;
     this.flush();
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController | null, failure: Error): void {
-    if (this.closed) return;
-    const error = plainError(failure);
-    const code = (error as { code?: string }).code ?? '';
-    const unreachable = !this.headSent && this.status === 0 && /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ECONNRESET|UND_ERR_SOCKET|UND_ERR_CONNECT/.test(`${code} ${error.message}`);
-    const certificate = this.target.scheme === 'https' && CERTIFICATE_ERROR.test(`${code} ${error.message}`);
-    // undici calls a 100 it did not ask for (it never sends Expect) a "bad response".
-    const hint = certificate ? ' (a self-signed certificate? --local-insecure accepts it)' : error.message === 'bad response' ? ' (an unrequested 100 Continue, or bytes before the request)' : '';
-    const message = `local server at ${this.target.origin}: ${error.message}${hint}`;
-    this.host.send(encode([FrameType.RESET, this.id, unreachable ? ResetCode.LOCAL_UNREACHABLE : ResetCode.LOCAL_ERROR, message]));
-    this.complete(message);
+  onUpgrade(head: MessageHead, socket: Duplex, leftover: Buffer): void {
+    if (this.closed) {
+      socket.destroy();
+      return;
+    }
+    this.exchange = null;
+    this.socket = socket;
+    this.status = 101;
+    this.reason = head.reason;
+    this.responseHeaders = withoutFraming(head.fields);
+    this.headSent = true;
+    this.host.send(encode([FrameType.RESPONSE, this.id, 101, head.reason, this.responseHeaders, null, false]));
+    this.recordUpgrade(101, this.responseHeaders, null);
+    // Each direction ends on its own (a FIN each way), as on the public connection.
+    (socket as { allowHalfOpen: boolean }).allowHalfOpen = true;
+    socket.on('data', this.onRawData);
+    socket.on('end', this.onRawEnd);
+    socket.on('error', this.onRawError);
+    socket.on('close', this.onRawClose);
+    if (leftover.byteLength > 0) this.onRawData(leftover);
+    if (!this.localPaused) socket.resume();
   }
 
-  // ---- response body within credit ------------------------------------------------------------------
+  onError(error: LocalHopError): void {
+    if (this.closed) return;
+    this.host.send(encode([FrameType.RESET, this.id, error.resetCode, error.message]));
+    if (this.request.upgrade) this.recordUpgrade(0, [], error.message);
+    this.complete(error.message);
+  }
+
+  // ---- after a 101: raw bytes ---------------------------------------------------------------------------
+
+  private readonly onRawData = (chunk: Buffer): void => {
+    if (this.closed || chunk.byteLength === 0) return;
+    this.responseBytes += chunk.byteLength;
+    this.observer?.fromServer.push(chunk);
+    this.enqueue(chunk);
+    this.flush();
+  };
+
+  private readonly onRawEnd = (): void => {
+    if (this.closed) return;
+    this.endPending = true;
+    this.flush();
+  };
+
+  private readonly onRawError = (error: Error): void => {
+    this.rawFailed(`the connection failed: ${error.message}`);
+  };
+
+  private readonly onRawClose = (): void => {
+    // A close after both FINs is the stream's end (complete() ran); anything else cut it short.
+    this.rawFailed('closed the connection');
+  };
+
+  private rawFailed(what: string): void {
+    if (this.closed) return;
+    this.onError(failed(this.target, what));
+    this.socket?.destroy();
+  }
+
+  private rawFromEdge(chunk: Uint8Array | null, end: boolean): void {
+    const size = chunk === null ? 0 : chunk.byteLength;
+    if (size > 0 && !this.requestWindow.receive(size)) {
+      this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
+      return;
+    }
+    const socket = this.socket;
+    if (socket === null || this.edgeEnded) {
+      // Nothing may come before the 101 (the upgrade's OPEN ended its request) or after the FIN: dropped.
+      if (size > 0) this.host.consumedConnection(size);
+      return;
+    }
+    if (size > 0) {
+      const bytes = viewOf(chunk!);
+      this.requestBytes += size;
+      this.observer?.fromClient.push(bytes);
+      this.unwritten += size;
+      socket.write(bytes, () => this.rawWritten(size));
+    }
+    if (end) {
+      this.edgeEnded = true;
+      if (this.unwritten === 0) this.rawEdgeFinished();
+    }
+  }
+
+  /** The local socket took `bytes` of the edge's: their credit goes back. */
+  private rawWritten(bytes: number): void {
+    this.unwritten -= bytes;
+    if (!this.closed) {
+      const grant = this.requestWindow.consume(bytes);
+      if (grant > 0) this.host.send(encode([FrameType.WINDOW, this.id, grant]));
+    }
+    this.host.consumedConnection(bytes);
+    if (this.edgeEnded && this.unwritten === 0 && !this.closed) this.rawEdgeFinished();
+  }
+
+  /** The public client's FIN, after its last bytes: the local server gets it; both FINs end the stream. */
+  private rawEdgeFinished(): void {
+    this.socket?.end();
+    if (this.sentEnd) this.complete(null);
+  }
+
+  // ---- response bytes within credit -------------------------------------------------------------------
 
   private holdUntilTurnEnd(): void {
     if (this.turnEndPending) return;
@@ -329,7 +395,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       this.sendHead(null);
     }
     if (body === null) return;
-    this.queue.push(body);
+    this.enqueue(body);
     this.flush();
   }
 
@@ -354,7 +420,17 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, body, false]));
   }
 
-  /** Sends queued response bytes within credit; pauses undici while bytes wait. */
+  private enqueue(chunk: Buffer): void {
+    this.queue.push(chunk);
+    this.queued += chunk.byteLength;
+  }
+
+  /** Bytes from the local server waiting for credit (about one socket read at most: it is paused meanwhile). */
+  get queuedBytes(): number {
+    return this.queued;
+  }
+
+  /** Sends queued response bytes within credit; the local socket is not read while bytes wait. */
   flush(): void {
     if (this.closed) return;
     const maxFrame = this.host.settings.maxFrameBody;
@@ -364,27 +440,49 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
       const size = takeFrameCredit(chunk.byteLength, maxFrame, this.sendCredit, connection);
       if (size === 0) {
         if (connection.available === 0) this.host.blocked.add(this);
-        if (this.controller !== null && !this.controller.paused) this.controller.pause();
+        this.pauseLocal();
         return;
       }
       const last = this.endPending && this.queue.length === 1 && size === chunk.byteLength;
       const trailers = this.trailers;
       this.host.send(encode([FrameType.DATA, this.id, size === chunk.byteLength ? chunk : chunk.subarray(0, size), last && trailers === null]));
+      this.queued -= size;
       if (size === chunk.byteLength) this.queue.shift();
       else this.queue[0] = chunk.subarray(size);
       if (last) {
         if (trailers !== null) this.host.send(encode([FrameType.TRAILERS, this.id, trailers]));
-        this.complete(null);
+        this.sentAll();
         return;
       }
     }
     if (this.endPending) {
       const trailers = this.trailers;
       this.host.send(trailers === null ? encode([FrameType.DATA, this.id, null, true]) : encode([FrameType.TRAILERS, this.id, trailers]));
-      this.complete(null);
+      this.sentAll();
       return;
     }
-    if (this.controller !== null && this.controller.paused) this.controller.resume();
+    this.resumeLocal();
+  }
+
+  /** This side's last frame went: an answer is over; a switched stream waits for the edge's FIN too. */
+  private sentAll(): void {
+    this.sentEnd = true;
+    if (this.socket === null) this.complete(null);
+    else if (this.edgeEnded && this.unwritten === 0) this.complete(null);
+  }
+
+  private pauseLocal(): void {
+    if (this.localPaused) return;
+    this.localPaused = true;
+    if (this.socket !== null) this.socket.pause();
+    else this.exchange?.pause();
+  }
+
+  private resumeLocal(): void {
+    if (!this.localPaused) return;
+    this.localPaused = false;
+    if (this.socket !== null) this.socket.resume();
+    else this.exchange?.resume();
   }
 
   onWindow(credit: number): void {
@@ -396,8 +494,8 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
   onReset(code?: number, message?: string): void {
     if (this.closed) return;
     this.complete(edgeResetText(code, message));
-    this.controller?.abort(new Error('cancelled by the edge'));
-    this.body?.destroy();
+    this.exchange?.abort();
+    this.socket?.destroy();
   }
 
   /** The tunnel dropped. */
@@ -410,10 +508,27 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     this.finished = true;
     this.closed = true;
     this.host.endStream(this);
-    this.releaseConnectionCredit();
-    if (this.body !== null && !this.body.readableEnded) this.body.destroy();
+    // Body bytes that reached this stream and never reached the local socket give their share of the
+    // connection window back: an abandoned upload must not keep a window of it.
+    const unread = this.uncredited;
+    this.uncredited = 0;
+    if (unread > 0) this.host.consumedConnection(unread);
+    // An answer that ended before the request body did: the rest of the body has nowhere to go, and
+    // the connection, mid-request, cannot be used again.
+    if (!this.requestEnded || error !== null) this.exchange?.abort();
+    if (error !== null) this.socket?.destroy();
+    this.observer?.close();
     this.host.count(this.requestBytes, this.responseBytes, error !== null || this.status >= 500);
-    if (!this.host.observed) return;
+    const upgradeLog = this.upgradeLog;
+    if (upgradeLog !== null) {
+      const websocket = upgradeLog.websocket!;
+      if (websocket.closedAt === null) {
+        websocket.closedAt = Date.now();
+        this.host.recordWebSocket?.(upgradeLog);
+      }
+      return;
+    }
+    if (!this.host.observed || this.request.upgrade) return;
     const requestRecorder = this.requestRecorder;
     const responseRecorder = this.responseRecorder;
     // Bytes of an exchange that ended before they were framed (an error, a reset) are recorded too.
@@ -440,26 +555,44 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     };
     this.host.record(exchange);
   }
+
+  /** The inspector's view of an upgrade: the handshake's answer, then (for a WebSocket) its messages and close. */
+  private recordUpgrade(status: number, responseHeaders: string[], error: string | null): void {
+    if (this.upgradeLog !== null || this.host.recordLimit === 0 || this.host.recordWebSocket === undefined) return;
+    const request = this.request;
+    const log = webSocketExchange(request.requestId, request.method, request.path, this.port, request.headers, request.clientAddress, status, responseHeaders, error);
+    this.upgradeLog = log;
+    this.host.recordWebSocket(log);
+    if (status !== 101 || !isWebSocket(request.headers)) return;
+    const websocket = log.websocket!;
+    this.observer = new WsObserver(responseHeaders, WS_MESSAGE_BYTES_KEPT, (direction: 'in' | 'out', message: ObservedWsMessage) => {
+      if (message.opcode === WsOpcode.CLOSE) {
+        websocket.closeCode ??= message.closeCode;
+        if (websocket.closeReason === '') websocket.closeReason = message.closeReason;
+        return;
+      }
+      if (message.opcode !== WsOpcode.TEXT && message.opcode !== WsOpcode.BINARY) return;
+      logWebSocketMessage(websocket, direction, message.data, message.opcode === WsOpcode.BINARY, message.size, message.note);
+    });
+  }
 }
 
-/**
- * `localhost` is dialled on both loopbacks; when both fail, Node reports an AggregateError with an empty
- * message: one error carrying its parts' messages and first code reads better.
- */
-export function plainError(error: Error): Error {
-  const parts = (error as { errors?: unknown }).errors;
-  if (error.message !== '' || !Array.isArray(parts) || parts.length === 0) return error;
-  const plain = new Error(parts.map((part) => (part as Error).message).join('; ')) as Error & { code?: string };
-  plain.code = (error as { code?: string }).code ?? (parts[0] as { code?: string }).code;
-  return plain;
+/** A Buffer over the same bytes (frames are decoded to Uint8Array views the stream owns). */
+function viewOf(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-function latin1(item: Buffer | string): string {
-  return typeof item === 'string' ? item : item.toString('latin1');
+/** A 101's fields without body framing (a 101 has no body; the fields are otherwise the server's). */
+function withoutFraming(fields: string[]): string[] {
+  let framed = false;
+  for (let i = 0; i < fields.length; i += 2) if (FRAMING.includes(fields[i]!.toLowerCase())) framed = true;
+  if (!framed) return fields;
+  const result: string[] = [];
+  for (let i = 0; i < fields.length; i += 2) if (!FRAMING.includes(fields[i]!.toLowerCase())) result.push(fields[i]!, fields[i + 1]!);
+  return result;
 }
 
-/** Whether a request's fields ask `Expect: 100-continue`. */
-export function expectsContinue(headers: readonly string[]): boolean {
-  for (let i = 0; i < headers.length; i += 2) if (isName(headers[i]!, 'expect') && headers[i + 1]!.toLowerCase() === '100-continue') return true;
+function isWebSocket(headers: readonly string[]): boolean {
+  for (let i = 0; i < headers.length; i += 2) if (isName(headers[i]!, 'upgrade') && headers[i + 1]!.toLowerCase() === 'websocket') return true;
   return false;
 }

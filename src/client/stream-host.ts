@@ -2,11 +2,11 @@
  * What a client stream needs from its tunnel: the settings the edge announced, the routes and local
  * pools, a way to send frames, and the connection's credit.
  */
-import type { Dispatcher } from 'undici';
 import type { Settings } from '../protocol/constants.js';
 import type { SendCredit } from '../protocol/flow.js';
 import type { Exchange } from './exchange.js';
 import type { HostHeader } from './host-header.js';
+import type { TargetPool } from './local-hop/pool.js';
 import type { LocalTarget, RouteTable } from './routes.js';
 
 export interface FlushableStream {
@@ -25,15 +25,13 @@ export interface StreamHost {
   readonly routes: RouteTable;
   /** The Host local servers see (`--host-header`). */
   readonly hostHeader: HostHeader;
-  /** Whether an https:// target's certificate goes unchecked (`--local-insecure`). */
-  readonly localInsecure: boolean;
   /** Bytes of each body recorded for the inspector; 0 when nobody records. */
   readonly recordLimit: number;
   readonly connectionSend: SendCredit;
   /** Streams waiting for connection credit. */
   readonly blocked: Set<FlushableStream>;
-  /** The pool of one of the route table's targets; throws for any other. */
-  pool(target: LocalTarget): Dispatcher;
+  /** The local hop's pool of one of the route table's targets; throws for any other. */
+  pool(target: LocalTarget): TargetPool;
   send(frame: Buffer): void;
   /** Calls `stream.turnEnded()` at the end of this loop turn, before the turn's frames are written. */
   atTurnEnd(stream: TurnEndStream): void;

@@ -17,7 +17,7 @@
  */
 import { closeReason } from '../protocol/close-reason.js';
 import { EventEmitter } from 'node:events';
-import { Agent, Pool, request, type Dispatcher } from 'undici';
+import { Agent, request } from 'undici';
 import WebSocket from 'ws';
 import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
 import {
@@ -36,9 +36,9 @@ import { endpointLabel, pinnedLookup, resolveEndpoints, type EdgeEndpoint } from
 import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
-import { ClientUpgradeStream } from './upgrade-stream.js';
 import type { HostHeader } from './host-header.js';
-import { localConnector } from './local-connector.js';
+import { LocalHop } from './local-hop/pool.js';
+import type { TargetPool } from './local-hop/pool.js';
 import type { LocalTarget, RouteTable } from './routes.js';
 import type { FlushableStream, StreamHost, TurnEndStream } from './stream-host.js';
 
@@ -55,7 +55,7 @@ export interface TunnelClientOptions {
   subdomain?: string;
   /** Bytes of each body kept for `exchange` events; 0 turns recording off. */
   recordLimit?: number;
-  /** Connections per local port (undici pool). */
+  /** Connections per local target (the local hop's bound, 128). */
   connectionsPerPort?: number;
   /** Reconnect backoff bounds. */
   minBackoffMs?: number;
@@ -111,8 +111,6 @@ export interface TunnelClientEvents {
   websocket: [Exchange];
 }
 
-type Stream = ClientHttpStream | ClientUpgradeStream;
-
 const GOAWAY_NAMES = Object.fromEntries(Object.entries(GoAwayCode).map(([name, code]) => [code, name])) as Record<number, string>;
 
 export class TunnelClient extends EventEmitter<TunnelClientEvents> implements StreamHost {
@@ -124,9 +122,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   connectionSend = new SendCredit(DEFAULT_SETTINGS.connectionWindow);
   private connectionReceive = new ReceiveWindow(DEFAULT_SETTINGS.connectionWindow);
   readonly blocked = new Set<FlushableStream>();
-  private readonly streams = new Map<number, Stream>();
-  /** One pool per target origin. */
-  private readonly pools = new Map<string, Pool>();
+  private readonly streams = new Map<number, ClientHttpStream>();
+  /** The local hop: one pool of connections per target origin. */
+  private readonly localHop: LocalHop;
   private socket: WebSocket | null = null;
   private outbox: Buffer[] = [];
   /** Streams holding this turn's response bytes, framed in the check phase before the outbox goes. */
@@ -176,19 +174,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.edges = typeof options.edge === 'string' ? [options.edge] : [...options.edge];
     if (this.edges.length === 0) throw new Error('TunnelClient needs at least one edge');
     this.endpoints = this.edges.map((edge) => ({ edge, address: null }));
-    for (const target of this.routes.targets()) {
-      this.pools.set(
-        target.origin,
-        new Pool(target.origin, {
-          connections: options.connectionsPerPort ?? 128,
-          pipelining: 1,
-          keepAliveTimeout: 10_000,
-          headersTimeout: 0,
-          bodyTimeout: 0,
-          connect: localConnector(target, this.localInsecure),
-        }),
-      );
-    }
+    this.localHop = new LocalHop(this.routes.targets(), {
+      insecure: this.localInsecure,
+      ...(options.connectionsPerPort === undefined ? {} : { connectionsPerTarget: options.connectionsPerPort }),
+    });
   }
 
   /** The edge in use, or the one being tried. */
@@ -217,7 +206,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         const refusal = cleartextRefusal(edge, this.options.insecure === true);
         if (refusal === null) continue;
         this.stopped = true;
-        void Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
+        this.localHop.close();
         reject(new Error(refusal));
         return;
       }
@@ -239,7 +228,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       socket?.terminate();
     }
     this.failStreams();
-    await Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
+    this.localHop.close();
     this.emit('closed', { reason, code: 'CLIENT_CLOSING', byUser: true });
   }
 
@@ -411,7 +400,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.firstConnect = null;
       this.stopped = true;
       this.clearTimers();
-      void Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
+      this.localHop.close();
       reject(error);
       return;
     }
@@ -456,7 +445,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.firstConnect = null;
       this.stopped = true;
       this.clearTimers();
-      void Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
+      this.localHop.close();
       if (this.endpoints.length > 1) reject(new Error(`cannot connect to any edge: ${this.roundCauses.join('; ')}`));
       else if (this.refusal !== null) reject(this.refusal);
       else reject(new Error(`cannot connect to the edge at ${endpointLabel(endpoint)}: ${this.socketError ?? (reason === '' ? `the connection closed (${code})` : reason)}`));
@@ -504,7 +493,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.clearTimers();
     this.socket?.terminate();
     this.failStreams();
-    void Promise.all([...this.pools.values()].map((pool) => pool.destroy().catch(() => undefined)));
+    this.localHop.close();
     // A final GOAWAY before the first READY (the name taken over at once, the token revoked meanwhile):
     // whoever waits on start() learns it too, not only the 'closed' listeners.
     const first = this.firstConnect;
@@ -560,15 +549,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         const [, id, requestId, method, target, headers, clientAddress, body, end, upgrade] = frame;
         if (this.streams.has(id)) throw new ProtocolError(`OPEN for stream ${id}, which is already open`);
         if (body !== null && body.byteLength > 0) this.receiveConnection(body.byteLength);
-        const request = { requestId, method, path: target, headers, clientAddress, replayOf: null };
+        const request = { requestId, method, path: target, headers, clientAddress, replayOf: null, upgrade };
         this.stats.requests++;
-        if (upgrade) {
-          if (body !== null && body.byteLength > 0) this.consumedConnection(body.byteLength);
-          const stream = new ClientUpgradeStream(id, this, request);
-          this.streams.set(id, stream);
-          stream.start();
-          return;
-        }
         const stream = new ClientHttpStream(id, this, request);
         this.streams.set(id, stream);
         stream.start(body, end);
@@ -587,7 +569,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         return;
       }
       case FrameType.TRAILERS:
-        this.streams.get(frame[1])?.onRequestTrailers();
+        this.streams.get(frame[1])?.onRequestTrailers(frame[2]);
         return;
       case FrameType.WINDOW:
         if (frame[1] === 0) {
@@ -641,11 +623,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   // ---- StreamHost -----------------------------------------------------------------------------------
 
-  pool(target: LocalTarget): Dispatcher {
-    const pool = this.pools.get(target.origin);
+  pool(target: LocalTarget): TargetPool {
     // Routes decide targets; anything outside them is never dialled.
-    if (pool === undefined) throw new Error(`${target.origin} is not one of this tunnel's local targets`);
-    return pool;
+    return this.localHop.pool(target);
   }
 
   /**

@@ -61,6 +61,8 @@ export interface WebSocketMessageJson {
   data: string;
   data_encoding: 'utf8' | 'base64';
   truncated: boolean;
+  /** Present when the message is shown otherwise than the application saw it (a compressed message not inflated), saying why. */
+  note?: string;
 }
 
 export interface ExchangeJson extends ExchangeSummaryJson {
@@ -118,7 +120,9 @@ function webSocketSummary(log: WebSocketLog): WebSocketSummaryJson {
 
 function messageJson(message: WebSocketMessage): WebSocketMessageJson {
   const body = bodyJson(message.data, message.size, message.size > message.data.byteLength);
-  return { at: nowIso(message.at), direction: message.direction, binary: message.binary, size: message.size, data: body.body, data_encoding: body.body_encoding, truncated: body.truncated };
+  const json: WebSocketMessageJson = { at: nowIso(message.at), direction: message.direction, binary: message.binary, size: message.size, data: body.body, data_encoding: body.body_encoding, truncated: body.truncated };
+  if (message.note !== undefined) json.note = message.note;
+  return json;
 }
 
 export function exchangeJson(exchange: Exchange): ExchangeJson {
