@@ -16,7 +16,7 @@ import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import type { RingHandle, StoredCapture } from '../store/captures.js';
 import { CaptureBuffer } from '../capture-buffer.js';
-import { checkResponseHeaders, checkTrailers, reasonProblem, statusKind, StatusKind, type ResponseHead } from './response-head.js';
+import { checkResponseHeaders, checkTrailers, reasonProblem, statusKind, StatusKind, withoutLength, type ResponseHead } from './response-head.js';
 import type { StreamHost } from './stream-host.js';
 
 const EMPTY: string[] = [];
@@ -344,7 +344,7 @@ export abstract class EdgeHttpStream {
     }
     // An interim answer is progress: the local server is working on it.
     this.deadline = Date.now() + this.session.requestTimeoutMs;
-    this.interim(status, reason, checked.headers);
+    this.interim(status, reason, withoutLength(checked));
   }
 
   /** A TRAILERS frame from the client: trailer fields, and the end of the response body. */

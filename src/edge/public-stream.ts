@@ -287,7 +287,7 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
         length = 0;
         for (const chunk of this.chunks) length += chunk.byteLength;
       }
-      exchange.writeHead(this.status, this.reason, response.headers, length);
+      exchange.writeHead(this.status, this.reason, response.headers, length, response.lengthInFields);
     }
     if (this.endRequested && this.noBody()) {
       this.publicState = PublicState.DONE;

@@ -6,10 +6,12 @@
  * RESET PROTOCOL_ERROR (docs/protocol.md section 6). CR, LF and NUL never get this far: the decoder
  * refuses a frame that holds them.
  *
- * Framing is the edge's own: Content-Length is taken out (the public writer writes the length it
- * enforces against the body the client actually sends, src/http1/server.ts), and so are
- * Transfer-Encoding, Connection, the other hop-by-hop fields and those Connection names. Everything else
- * goes out as it came: names in their case, values byte for byte, `Date` included (docs/protocol.md 16).
+ * Framing is the edge's own: Transfer-Encoding, Connection, the other hop-by-hop fields and those
+ * Connection names are taken out. A Content-Length that is one plain number stays where it was (the
+ * public writer enforces it against the body the client actually sends, src/http1/server.ts); a list
+ * form (`5, 5`) or a repeated one is replaced by one line the writer adds after the fields. Everything
+ * else goes out as it came: names in their case, values byte for byte, `Date` included
+ * (docs/protocol.md 16).
  */
 import { connectionNamed, HOP_BY_HOP, isName } from '../protocol/headers.js';
 
@@ -18,6 +20,8 @@ export interface ResponseHead {
   headers: string[];
   /** The declared Content-Length, -1 when absent. */
   contentLength: number;
+  /** `headers` hold the Content-Length field (one plain number, in its place). */
+  lengthInFields: boolean;
 }
 
 /** RFC 9110 section 5.6.2 token (names of any case: protocol 2 keeps them as sent). */
@@ -60,6 +64,8 @@ export function reasonProblem(reason: string): string | null {
  */
 export function checkResponseHeaders(headers: readonly string[], keepUpgrade = false): ResponseHead | string {
   let contentLength = -1;
+  let lengthFields = 0;
+  let plainLength = true;
   let connection = '';
   let dropSome = false;
   for (let i = 0; i < headers.length; i += 2) {
@@ -72,7 +78,8 @@ export function checkResponseHeaders(headers: readonly string[], keepUpgrade = f
       const length = parseContentLength(value);
       if (length < 0 || (contentLength >= 0 && length !== contentLength)) return `the content-length ${quote(value)} is not one number`;
       contentLength = length;
-      dropSome = true;
+      lengthFields++;
+      if (!DIGITS.test(value)) plainLength = false;
     } else if (lower === 'connection') {
       connection = connection === '' ? value : `${connection},${value}`;
       if (!keepUpgrade) dropSome = true;
@@ -81,26 +88,38 @@ export function checkResponseHeaders(headers: readonly string[], keepUpgrade = f
     }
   }
   const named = connection === '' ? null : connectionNamed(connection);
-  if (!dropSome && named === null) return { headers: headers as string[], contentLength };
+  // A 101 has no body: a length there is dropped; elsewhere one plain number keeps its place (unless
+  // Connection names it, which drops it).
+  const lengthInFields = lengthFields === 1 && plainLength && !keepUpgrade && !(named !== null && named.includes('content-length'));
+  if (lengthFields > 0 && !lengthInFields) dropSome = true;
+  if (!dropSome && named === null) return { headers: headers as string[], contentLength, lengthInFields };
   const kept: string[] = [];
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i]!;
     const lower = name.toLowerCase();
-    if (lower === 'content-length' || (named !== null && named.includes(lower))) continue;
+    if ((lower === 'content-length' && !lengthInFields) || (named !== null && named.includes(lower))) continue;
     if (HOP_BY_HOP.has(lower) && !(keepUpgrade && (lower === 'connection' || lower === 'upgrade'))) continue;
     kept.push(name, headers[i + 1]!);
   }
-  return { headers: kept, contentLength };
+  return { headers: kept, contentLength, lengthInFields };
 }
 
 /** Trailer fields: checked like a head's; framing and hop-by-hop names are left out. */
 export function checkTrailers(fields: readonly string[]): string[] | string {
   const checked = checkResponseHeaders(fields);
   if (typeof checked === 'string') return checked;
-  const kept = checked.headers;
+  const kept = withoutLength(checked);
   for (let i = 0; i < kept.length; i += 2) {
     if (isName(kept[i]!, 'host')) return 'a trailer field named Host';
   }
+  return kept;
+}
+
+/** A checked head's fields without its Content-Length (interim answers and trailers have no body of their own). */
+export function withoutLength(checked: ResponseHead): string[] {
+  if (!checked.lengthInFields) return checked.headers;
+  const kept: string[] = [];
+  for (let i = 0; i < checked.headers.length; i += 2) if (!isName(checked.headers[i]!, 'content-length')) kept.push(checked.headers[i]!, checked.headers[i + 1]!);
   return kept;
 }
 

@@ -248,9 +248,11 @@ export class ServerExchange {
    * The final head. `contentLength` is the body's length, or -1 when unknown (then chunked, or until the
    * connection ends for HTTP/1.0); for HEAD, 204 and 304 it is only announced (no body follows; 204
    * announces none). 101 to an upgrade request: the fields go out as given and the socket is handed to
-   * the sink (`onSwitched`) once written.
+   * the sink (`onSwitched`) once written. `lengthInFields`: `fields` already hold one `Content-Length`
+   * equal to `contentLength`, where the answer's author put it (a tunnel's answer keeps its field order);
+   * else the writer adds the line after the fields.
    */
-  writeHead(status: number, reason: string, fields: readonly string[], contentLength: number): void {
+  writeHead(status: number, reason: string, fields: readonly string[], contentLength: number, lengthInFields = false): void {
     if (this.state !== ResponseState.IDLE) return;
     this.state = ResponseState.HEAD_WRITTEN;
     if (status === 101) {
@@ -264,11 +266,13 @@ export class ServerExchange {
     let framingLines = '';
     if (this.isHead || status === 204 || status === 304) {
       this.framing = Framing.NONE;
-      if (contentLength >= 0 && status !== 204) framingLines = `Content-Length: ${contentLength}${CRLF}`;
+      // A 204 announces no length at all (RFC 9110 section 8.6).
+      if (status === 204 && lengthInFields) fields = withoutContentLength(fields);
+      else if (contentLength >= 0 && status !== 204 && !lengthInFields) framingLines = `Content-Length: ${contentLength}${CRLF}`;
     } else if (contentLength >= 0) {
       this.framing = Framing.LENGTH;
       this.declared = contentLength;
-      framingLines = `Content-Length: ${contentLength}${CRLF}`;
+      if (!lengthInFields) framingLines = `Content-Length: ${contentLength}${CRLF}`;
     } else if (request.versionMinor >= 1) {
       this.framing = Framing.CHUNKED;
       framingLines = `Transfer-Encoding: chunked${CRLF}`;
@@ -908,6 +912,12 @@ export class ServerConnections {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
   }
+}
+
+function withoutContentLength(fields: readonly string[]): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < fields.length; i += 2) if (fields[i]!.toLowerCase() !== 'content-length') kept.push(fields[i]!, fields[i + 1]!);
+  return kept;
 }
 
 /** Whether a request head announces a body (Content-Length above 0, or Transfer-Encoding). */

@@ -60,7 +60,14 @@ const RAW: Record<string, string> = {
   'reason-phrase': 'HTTP/1.1 200 Very Fine Thanks\r\nContent-Length: 2\r\n\r\nok',
   'unknown-status': 'HTTP/1.1 299 Whatever\r\nContent-Length: 2\r\n\r\nok',
   'connection-named': 'HTTP/1.1 200 OK\r\nConnection: x-hop\r\nX-Hop: private\r\nX-Public: yes\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nok',
+  'mixed-case': 'HTTP/1.1 200 OK\r\ncontent-TYPE: text/plain\r\nX-lower-UPPER: Value With Case\r\nETAG: "x"\r\nset-cookie: a=1\r\nSet-Cookie: b=2\r\nCONTENT-LENGTH: 2\r\n\r\nok',
+  processing: 'HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.js>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone',
 };
+
+/** A message as the suite compares it: its bytes in hex, or for a long one its length and digest. */
+export function messageData(data: Buffer): string {
+  return data.length <= 4096 ? data.toString('hex') : `${data.length} bytes, sha256 ${createHash('sha256').update(data).digest('hex')}`;
+}
 
 export interface NodeApp {
   port: number;
@@ -106,10 +113,21 @@ export async function startNodeApp(address: '127.0.0.1' | '::1' = '127.0.0.1'): 
     });
   });
 
-  const wss = new WebSocketServer({
-    noServer: true,
-    perMessageDeflate: false,
-    handleProtocols: (offered) => (offered.has('chat.v1') ? 'chat.v1' : false),
+  const handleProtocols = (offered: Set<string>): string | false => (offered.has('chat.v1') ? 'chat.v1' : false);
+  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, handleProtocols, maxPayload: 64 * 1024 * 1024 });
+  // /deflate negotiates permessage-deflate (with its defaults: both sides keep their context).
+  const deflating = new WebSocketServer({ noServer: true, perMessageDeflate: { threshold: 0 }, handleProtocols, maxPayload: 64 * 1024 * 1024 });
+
+  // Expect: 100-continue: /expect-refused answers 417 before the body; anything else gets its 100.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (req.url === '/expect-refused') {
+      last = { method: req.method!, target: req.url, version: req.httpVersion, headers: pairs(req.rawHeaders), bodyLength: 0, bodySha256: '', trailers: [] };
+      res.writeHead(417, 'Expectation Failed', ['Content-Type', 'text/plain', 'Content-Length', '13']);
+      res.end('too large, no');
+      return;
+    }
+    res.writeContinue();
+    server.emit('request', req, res);
   });
   server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     if (req.url === '/ws-refuse') {
@@ -117,7 +135,8 @@ export async function startNodeApp(address: '127.0.0.1' | '::1' = '127.0.0.1'): 
       last = { method: req.method!, target: req.url, version: req.httpVersion, headers: pairs(req.rawHeaders), bodyLength: 0, bodySha256: '' };
       return;
     }
-    wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
+    const upgrader = req.url === '/deflate' ? deflating : wss;
+    upgrader.handleUpgrade(req, socket, head, (ws: WebSocket) => {
       const record: RequestRecord = {
         method: req.method!,
         target: req.url!,
@@ -129,7 +148,7 @@ export async function startNodeApp(address: '127.0.0.1' | '::1' = '127.0.0.1'): 
       };
       last = record;
       ws.on('message', (data: Buffer, binary: boolean) => {
-        record.messages!.push({ data: data.toString('hex'), binary });
+        record.messages!.push({ data: messageData(data), binary });
         const text = binary ? '' : data.toString('utf8');
         const close = /^close:([0-9]+):(.*)$/.exec(text);
         if (close !== null) ws.close(Number(close[1]), close[2]);
@@ -148,8 +167,9 @@ export async function startNodeApp(address: '127.0.0.1' | '::1' = '127.0.0.1'): 
     port,
     async close() {
       for (const release of held.values()) release();
-      for (const client of wss.clients) client.terminate();
+      for (const client of [...wss.clients, ...deflating.clients]) client.terminate();
       wss.close();
+      deflating.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
@@ -216,6 +236,15 @@ function route(req: IncomingMessage, res: ServerResponse, url: URL, bodyLength: 
     held.set(id, () => {
       held.delete(id);
       res.end('id: 3\nevent: end\ndata: three\n\n');
+    });
+  } else if (path === '/sse-late') {
+    // The head alone, flushed: the first event waits for /__release (a client must see the head first).
+    res.writeHead(200, ['Content-Type', 'text/event-stream', 'Cache-Control', 'no-cache']);
+    res.flushHeaders();
+    const id = url.searchParams.get('id') ?? '';
+    held.set(id, () => {
+      held.delete(id);
+      res.end('id: 1\ndata: the first event\n\n');
     });
   } else if (path === '/many-headers') {
     const headers: string[] = [];

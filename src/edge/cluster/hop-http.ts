@@ -216,7 +216,8 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
       const lower = name.toLowerCase();
       const value = raw[i + 1]!.toString('latin1');
       if (lower === 'content-length') contentLength = Number(value);
-      if (OWN_RESPONSE_HEADERS.has(lower)) continue;
+      // The owner wrote one Content-Length where the local server had it: it stays there.
+      else if (OWN_RESPONSE_HEADERS.has(lower)) continue;
       if (lower.startsWith(CLUSTER_HEADER_PREFIX)) {
         // The owner does not hold the tunnel (any more): the cached owner was wrong.
         if (lower === NOT_OWNER_HEADER) this.directory.forget(this.request.subdomain);
@@ -225,7 +226,7 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
       fields.push(name, value);
     }
     this.phase = Phase.STREAMING;
-    this.exchange.writeHead(statusCode, statusMessage ?? standardReason(statusCode), fields, contentLength);
+    this.exchange.writeHead(statusCode, statusMessage ?? standardReason(statusCode), fields, contentLength, contentLength >= 0);
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {

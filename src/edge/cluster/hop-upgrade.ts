@@ -133,7 +133,8 @@ export class ForwardedUpgradeExchange implements ExchangeSink {
         continue;
       }
       if (lower === 'content-length') contentLength = Number(head.fields[i + 1]);
-      if (status !== 101 && FRAMING.has(lower)) continue;
+      // The owner wrote one Content-Length where the local server had it: it stays there.
+      if (status !== 101 && FRAMING.has(lower) && lower !== 'content-length') continue;
       fields.push(name, head.fields[i + 1]!);
     }
     if (status >= 100 && status < 200 && status !== 101) {
@@ -146,7 +147,7 @@ export class ForwardedUpgradeExchange implements ExchangeSink {
       this.switching = { reason: head.reason, fields };
       return false;
     }
-    this.exchange.writeHead(status, head.reason, fields, contentLength);
+    this.exchange.writeHead(status, head.reason, fields, contentLength, contentLength >= 0);
     return false;
   }
 
