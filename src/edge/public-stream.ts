@@ -50,6 +50,8 @@ export interface RequestIntake {
 }
 
 const EMPTY = new Uint8Array(0);
+/** An upgraded public connection idle both ways this long is cut (docs/security.md, "Timeouts"). */
+export const RAW_IDLE_TIMEOUT_MS = 10 * 60 * 1000;
 
 export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
   publicState = PublicState.IDLE;
@@ -347,6 +349,9 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
       return;
     }
     this.socket = socket;
+    // A switched connection that carries nothing either way for this long is gone (a peer behind a NAT
+    // that forgot it, a client that vanished without a FIN): it is cut, as a proxy's read timeout does.
+    socket.setTimeout(RAW_IDLE_TIMEOUT_MS, () => socket.destroy());
     socket.on('data', (chunk: Buffer) => this.onRawIn(chunk));
     socket.on('end', () => this.onRawIn(null));
     socket.on('drain', () => this.onRawDrain());

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { decode } from '../../src/protocol/codec.js';
-import { CLOSE_CODE_BASE, CONNECT_PATH, DEFAULT_SETTINGS, FINAL_GOAWAY_CODES, FrameType, GoAwayCode, PROTOCOL_HEADER, PROTOCOL_VERSION, ResetCode } from '../../src/protocol/constants.js';
+import { CLOSE_CODE_BASE, CONNECT_PATH, DEFAULT_SETTINGS, FINAL_GOAWAY_CODES, FrameType, GoAwayCode, PROTOCOL_HEADER, PROTOCOL_VERSION, ResetCode, RETIRED_FRAME_TYPES } from '../../src/protocol/constants.js';
 
 const doc = readFileSync(new URL('../../../docs/protocol.md', import.meta.url), 'utf8');
 const glance = doc.slice(doc.indexOf('## 15. Constants at a glance'));
@@ -44,6 +44,18 @@ test('the hex dumps of the worked example decode to the frames it describes', ()
   assert.equal(open[0], FrameType.OPEN);
   assert.equal(Buffer.from(open[7] as Uint8Array).toString(), '{"zen":"Keep it logically awesome."}');
   assert.equal(open[8], true);
+  assert.equal(open[9], false);
+  assert.deepEqual(open[5], [
+    'Host', 'quiet-river-42.burrow.example', 'User-Agent', 'GitHub-Hookshot/5a1b3c7', 'Content-Type', 'application/json', 'Content-Length', '36',
+    'X-GitHub-Event', 'ping', 'X-Forwarded-For', '192.30.252.44', 'X-Forwarded-Proto', 'https', 'X-Forwarded-Host', 'quiet-river-42.burrow.example',
+  ]);
   const response = decode(dumps[1]!);
-  assert.deepEqual(response, [FrameType.RESPONSE, 1, 200, ['content-type', 'text/plain', 'content-length', '2'], Buffer.from('ok'), true]);
+  assert.deepEqual(response, [FrameType.RESPONSE, 1, 200, 'OK', ['Content-Type', 'text/plain', 'Content-Length', '2'], Buffer.from('ok'), true]);
+});
+
+test('the retired frame types are listed as retired, never as frames', () => {
+  for (const [type, name] of Object.entries(RETIRED_FRAME_TYPES)) {
+    assert.ok(glance.includes(`${type} ${name}`), `${type} ${name} in the constants summary`);
+    assert.doesNotMatch(doc, new RegExp(`\\| ${type} \\| ${name} \\|`), `${name} is not in the frame table`);
+  }
 });
