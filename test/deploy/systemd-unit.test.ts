@@ -69,7 +69,7 @@ test('its own user, a read-only system, /var/lib/burrow as state directory and -
 });
 
 test('capabilities: none, unless it binds a port below 1024, then CAP_NET_BIND_SERVICE only', () => {
-  const ports = [...one('ExecStart').matchAll(/--(?:port|http-port) (\d+)/g)].map((match) => Number(match[1]));
+  const ports = [...one('ExecStart').matchAll(/--(?:port|http-port|agent-port) (\d+)/g)].map((match) => Number(match[1]));
   assert.ok(ports.length > 0);
   const privileged = ports.some((port) => port < 1024);
   assert.equal(one('CapabilityBoundingSet'), privileged ? 'CAP_NET_BIND_SERVICE' : '');
@@ -88,7 +88,7 @@ test('stops with SIGTERM within a timeout above the drain bound; reloads certifi
 
 test('the options it passes to burrow edge that this work added are in `burrow edge --help`', () => {
   const help = spawnSync(process.execPath, [join(ROOT, 'bin', 'burrow.js'), 'edge', '--help'], { encoding: 'utf8' }).stdout;
-  for (const flag of ['--data', '--admin', '--access-log', '--drain', '--host', '--port', '--domain']) {
+  for (const flag of ['--data', '--admin', '--access-log', '--drain', '--host', '--port', '--agent-port', '--domain']) {
     assert.ok(one('ExecStart').includes(` ${flag} `), `ExecStart passes ${flag}`);
     assert.ok(help.includes(`  ${flag} `), `burrow edge --help lists ${flag}`);
   }

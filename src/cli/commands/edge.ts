@@ -46,8 +46,9 @@ Options:
   --public-url URL       the edge's URL as the public sees it, e.g. https://tunnels.example.com when a
                          TLS-terminating proxy is in front: printed URLs, the client's public URL and
                          X-Forwarded-Proto follow its scheme and port (its host is the domain)
-  --tls-cert FILE        serve HTTPS and wss:// on --port with this certificate (PEM, full chain):
-                         normally a wildcard for *.<domain> plus <domain>; TLS 1.2 and 1.3 only
+  --tls-cert FILE        serve HTTPS on --port and wss:// on --agent-port with this certificate (PEM,
+                         full chain): normally a wildcard for *.<domain> plus <domain>; TLS 1.2 and
+                         1.3 only
   --tls-key FILE         the certificate's private key (PEM)
   --tls-sni NAME,CERT,KEY
                          serve another name (or *.name) with its own certificate, chosen by SNI
@@ -83,14 +84,14 @@ Options:
                          edge stores a random one in Redis and the others read it
   --dev                  on a data directory without accounts, create a dev account, print its token once
                          and save it to the client config (what "npm start" does)
-  --json                 print events as JSON lines: {"event":"listening","url":...}, admin, dev_account, stopping
+  --json                 print events as JSON lines: {"event":"listening","url":...}, agent, admin, dev_account, stopping
   -h, --help             show this help
 
 Stops gracefully on SIGTERM or SIGINT: /healthz turns 503, the port stops accepting, in-flight requests
 finish (up to --drain MS), tunnels get GOAWAY (clients reconnect), captures and LMDB are flushed, exit 0.
 Tunnel connects and disconnects, with their reasons, are logged to stderr.
-With TLS, SIGHUP reads the certificate files again: new connections get the new certificate, tunnels
-and other open connections stay up; a bad file is reported and the old certificate kept.
+With TLS, SIGHUP reads the certificate files again: new connections on both ports get the new
+certificate, tunnels and other open connections stay up; a bad file is reported and the old one kept.
 `;
 
 export async function edgeCommand(args: string[]): Promise<number> {
