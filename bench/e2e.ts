@@ -17,7 +17,7 @@
  * `npm run bench:results` turns the file into bench/RESULTS.md.
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -717,16 +717,27 @@ function fdLimits(): { soft: number | null; hard: number | null } {
 }
 
 /** Starts a fleet of tunnel clients and resolves with its "done" line; `drops` counts its later drop lines. */
+/**
+ * The fleet's TunnelClients must speak the measured edge's tunnel protocol: with `--burrow DIR` they are
+ * that checkout's (its built dist/bench/e2e/fleet.js), else this one's.
+ */
+function fleetScript(burrowDir: string): string {
+  const theirs = join(burrowDir, 'dist', 'bench', 'e2e', 'fleet.js');
+  return burrowDir !== ROOT && existsSync(theirs) ? theirs : FLEET_SCRIPT;
+}
+
 async function startFleet(
   name: string,
   plan: { edge: string; targetPort: number; prefix: string; concurrency: number; deadlineMs: number; accounts: Array<{ token: string; tunnels: number }> },
   temp: string,
   wrap: ((command: string, args: string[]) => { command: string; args: string[] }) | null,
   progress: (line: Record<string, unknown>) => void,
+  burrowDir: string,
 ): Promise<{ child: Child; done: FleetDone; drops: () => number }> {
   const file = join(temp, `${name}.json`);
   writeFileSync(file, JSON.stringify(plan));
-  const spawned = wrap === null ? { command: process.execPath, args: [FLEET_SCRIPT, file] } : wrap(process.execPath, [FLEET_SCRIPT, file]);
+  const script = fleetScript(burrowDir);
+  const spawned = wrap === null ? { command: process.execPath, args: [script, file] } : wrap(process.execPath, [script, file]);
   const child = children.spawn({ name, command: spawned.command, args: spawned.args, stdinPipe: true });
   sampler.track(name, child.pid);
   let drops = 0;
@@ -787,6 +798,7 @@ async function runTenants(setup: Setup, options: Options): Promise<TenantsRecord
     setup.temp,
     null,
     () => undefined,
+    options.burrowDir,
   );
   record.fleet = fleet.done;
   log(`  fleet: ${fleet.done.connected} tunnels up in ${formatNumber(fleet.done.ms)} ms (${fleet.done.failed} failed${fleet.done.errors.length > 0 ? `: ${fleet.done.errors[0]!.message}` : ''})`);
@@ -927,6 +939,7 @@ async function runIdle(setup: Setup, options: Options): Promise<IdleRecord | nul
           log(`  ${formatNumber(ms / 1000)} s: ${event.connected} connected, ${event.failed} failed; edge ${formatNumber(rssOf(edge.pid)?.rss, 1)} MiB, fleet ${event.rssMiB} MiB`);
         }
       },
+      options.burrowDir,
     );
     const stats = window.end();
     record.fleet = fleet.done;
