@@ -507,8 +507,10 @@ export class Edge {
       authority = absolute[2]!;
       target = absolute[3] === undefined || absolute[3] === '' ? '/' : absolute[3].charCodeAt(0) === 63 /* ? */ ? `/${absolute[3]}` : absolute[3];
     }
+    // An empty Host is what a client sends for a target without an authority (RFC 9112 section 3.2):
+    // it names no tunnel and is answered by the API, as an IP literal is. No Host at all is refused.
     const host = authority !== '' ? authority : fieldValue(head.fields, 'host');
-    if (host === undefined || host === '') {
+    if (host === undefined) {
       writePublicError(exchange, 'INVALID_REQUEST', 'The request has no Host header: the edge cannot tell which tunnel or site it is for.', true);
       return;
     }

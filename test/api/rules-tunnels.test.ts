@@ -186,7 +186,8 @@ describe('tunnel quotas and names at connect (DESIGN.md section 2)', () => {
     const dave = await createAccount(target);
     const three = [await open(dave.token), await open(dave.token), await open(dave.token)];
     const text = await new Promise<string>((resolve) => {
-      const socket = connect(target.port, '127.0.0.1');
+      // The agent port, where tunnel clients connect (GET /api/v1/instance names it).
+      const socket = connect(target.edge.agentPort, '127.0.0.1');
       let received = '';
       socket.on('data', (chunk: Buffer) => {
         received += chunk.toString();
@@ -198,8 +199,8 @@ describe('tunnel quotas and names at connect (DESIGN.md section 2)', () => {
       socket.on('error', () => {});
       socket.on('close', () => resolve(received));
       socket.write(
-        `GET /api/v1/connect?port=${local.port} HTTP/1.1\r\nHost: localhost:${target.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-          `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nburrow-protocol: 1\r\nAuthorization: Bearer ${dave.token}\r\n\r\n`,
+        `GET /api/v1/connect?port=${local.port} HTTP/1.1\r\nHost: localhost:${target.edge.agentPort}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+          `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nburrow-protocol: 2\r\nAuthorization: Bearer ${dave.token}\r\n\r\n`,
       );
       setTimeout(() => socket.destroy(), 5_000);
     });

@@ -272,10 +272,11 @@ describe('authentication (spec section 5)', () => {
 });
 
 describe('instance metadata: GET /api/v1/instance (public)', () => {
-  test('answers without Authorization: exactly {build, region, server_time}', async () => {
+  test('answers without Authorization: exactly {build, region, server_time} and the agent_url extension', async () => {
     const response = await get('/api/v1/instance');
     assert.equal(response.status, 200);
-    assert.deepEqual(shape(response.json), { build: 'string', region: 'string', server_time: 'string' });
+    assert.deepEqual(shape(response.json), { build: 'string', region: 'string', server_time: 'string', agent_url: 'string' });
+    assert.equal(response.json.agent_url, `ws://localhost:${target.edge.agentPort}/api/v1/connect`);
     assert.match(response.json.server_time, ISO_UTC);
     assert.equal(response.json.region, 'local');
     assert.match(response.json.build, /^\d+\.\d+\.\d+/);

@@ -173,27 +173,30 @@ test('an HTTPS edge: the client over wss:// with --ca, public HTTPS and a WebSoc
   }
 });
 
-test('the edge speaks TLS 1.2 and 1.3 only, with forward-secret AEAD suites', async () => {
+test('the edge speaks TLS 1.2 and 1.3 only, with forward-secret AEAD suites, on both ports', async () => {
   const dir = freshDir();
   const ca = makeCa(dir, 'ca');
   const cert = makeServerCert(dir, 'edge', [`*.${TEST_DOMAIN}`, TEST_DOMAIN], ca);
   const pem = readFileSync(ca.cert, 'utf8');
   const target = await startEdge({ domain: TEST_DOMAIN, tls: { certFile: cert.cert, keyFile: cert.key } });
   try {
-    for (const version of ['TLSv1', 'TLSv1.1'] as const) {
-      const socket = tlsConnect({ host: '127.0.0.1', port: target.port, servername: TEST_DOMAIN, ca: pem, minVersion: version, maxVersion: version, ciphers: 'DEFAULT@SECLEVEL=0' });
-      const [error] = (await once(socket, 'error')) as [Error];
-      assert.match(error.message, /protocol version|no protocols available|unsupported protocol/i, version);
+    // The public port (node:tls) and the agent port (uWebSockets.js) follow the same rules.
+    for (const port of [target.port, target.edge.agentPort]) {
+      for (const version of ['TLSv1', 'TLSv1.1'] as const) {
+        const socket = tlsConnect({ host: '127.0.0.1', port, servername: TEST_DOMAIN, ca: pem, minVersion: version, maxVersion: version, ciphers: 'DEFAULT@SECLEVEL=0' });
+        const [error] = (await once(socket, 'error')) as [Error];
+        assert.match(error.message, /protocol version|no protocols available|unsupported protocol/i, `${version} on port ${port}`);
+      }
+      const tls12 = tlsConnect({ host: '127.0.0.1', port, servername: TEST_DOMAIN, ca: pem, maxVersion: 'TLSv1.2' });
+      await once(tls12, 'secureConnect');
+      assert.equal(tls12.getProtocol(), 'TLSv1.2');
+      assert.match(tls12.getCipher().name, /^ECDHE-.*(GCM|CHACHA20-POLY1305)/);
+      tls12.destroy();
+      const tls13 = tlsConnect({ host: '127.0.0.1', port, servername: TEST_DOMAIN, ca: pem });
+      await once(tls13, 'secureConnect');
+      assert.equal(tls13.getProtocol(), 'TLSv1.3');
+      tls13.destroy();
     }
-    const tls12 = tlsConnect({ host: '127.0.0.1', port: target.port, servername: TEST_DOMAIN, ca: pem, maxVersion: 'TLSv1.2' });
-    await once(tls12, 'secureConnect');
-    assert.equal(tls12.getProtocol(), 'TLSv1.2');
-    assert.match(tls12.getCipher().name, /^ECDHE-.*(GCM|CHACHA20-POLY1305)/);
-    tls12.destroy();
-    const tls13 = tlsConnect({ host: '127.0.0.1', port: target.port, servername: TEST_DOMAIN, ca: pem });
-    await once(tls13, 'secureConnect');
-    assert.equal(tls13.getProtocol(), 'TLSv1.3');
-    tls13.destroy();
   } finally {
     await target.close();
   }
