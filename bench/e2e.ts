@@ -27,6 +27,7 @@ import { Store } from '../src/store/store.js';
 import { badCount, runLoad, stopCurrentLoad, type LoadResult, type Target } from './e2e/load.js';
 import { machineInfo, sourceInfo } from './e2e/machine.js';
 import { ensureNginx, startNginxTwoHop } from './e2e/nginx.js';
+import { ensureSsh, SSH_CIPHER, startSshReverse } from './e2e/ssh.js';
 import { KIB, MIB, SHAPES, SMALL, scenarioLabel, type Method, type Scenario } from './e2e/payloads.js';
 import { probe, SENDERS, type Sender } from './e2e/probe.js';
 import { Children, type Child, type ExitInfo } from './e2e/processes.js';
@@ -51,7 +52,8 @@ One run measures, every figure beside direct in the same run (about 13 minutes; 
   1. 1-connection probes (undici, Node http keep-alive, curl reusing its connection): GET 1 KiB and POST
      1 KiB, answers with content-length and chunked, through the tunnel and the floors;
   2. autocannon: GET down / POST up of 1 KiB and 64 KiB @100 connections and 1 MiB @10, both answer
-     shapes, direct, tunnel (capture and inspector on), nginx -> nginx, two bare Node relays (and the
+     shapes, direct, tunnel (capture and inspector on), nginx -> nginx, ssh -R (a private OpenSSH sshd
+     and ssh, aes128-gcm), two bare Node relays (and the
      minimal uWS + undici proxy for 1 KiB), with CPU µs per request of every process on each path;
   3. many tenants: --tenants tunnels x 2 connections through one edge vs the same load on one tunnel;
   4. --idle-tunnels idle tunnels on a fresh edge: connect rate and edge RSS per tunnel.
@@ -72,7 +74,7 @@ Options:
                         --quick: 50)
   --idle-tunnels N      idle tunnels on a fresh edge (default 10000; 0 skips; --quick: 1000)
   --idle-deadline SEC   stop connecting idle tunnels after this long (default 240; --quick: 60)
-  --no-floors           skip the nginx, relay and proxy paths
+  --no-floors           skip the nginx, ssh -R, relay and proxy paths
   --phases LIST         which phases run: probes,matrix,tenants,idle (default all; the acceptance lines
                         of a phase left out say "not measured")
   --pause MS            pause between runs (default 200)
@@ -336,6 +338,22 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
       });
       log(`nginx → nginx: port ${nginx.port} (workers ${nginx.workers.front}, ${nginx.workers.back})`);
     } else log(`nginx floor skipped: ${floorsMissing}`);
+    const sshMissing = ensureSsh(ROOT);
+    if (sshMissing === null) {
+      const ssh = await startSshReverse(children, join(temp, 'ssh'), targetPort);
+      sampler.track('sshd', ssh.pids.sshd);
+      sampler.track('ssh', ssh.pids.ssh);
+      paths.push({
+        id: 'ssh',
+        kind: 'floor',
+        label: `ssh -R (OpenSSH, ${SSH_CIPHER.replace('@openssh.com', '')})`,
+        processes: ['sshd', 'ssh'],
+        target: { origin: `http://127.0.0.1:${ssh.port}`, host: null },
+        roles: { sshd: 'sshd', ssh: 'ssh' },
+        clientName: null,
+      });
+      log(`ssh -R: port ${ssh.port} (sshd session ${ssh.pids.sshd}, ssh ${ssh.pids.ssh})`);
+    } else log(`ssh -R row skipped: ${sshMissing}`);
     const { child: first, port: firstPort } = await children.spawnServer('relay-1', RELAY_SCRIPT, [String(targetPort)]);
     const { child: second, port: secondPort } = await children.spawnServer('relay-2', RELAY_SCRIPT, [String(firstPort)]);
     sampler.track('relay-1', first.pid);
