@@ -86,6 +86,8 @@ Options:
                         run on a busy machine still ends in about 15 minutes
   --quick               a smoke run: shorter, fewer rounds, smaller fleets
   --burrow DIR          the Burrow checkout whose bin/burrow.js runs (default: this one); it must be built
+  --baseline DIR        another built Burrow checkout (e.g. a worktree of main) measured in the same run, as
+                        a row beside the floors: its edge (capture on) and client (inspector on)
   --out DIR             where the results JSON goes (default bench/out)
   --keep                keep the temp dir (edge data, client logs, nginx configs) for inspection
   --resummarize FILE    recompute the summary of an existing results file in place (no benchmark run)
@@ -113,6 +115,8 @@ interface Options {
   retries: number;
   quick: boolean;
   burrowDir: string;
+  /** Another Burrow checkout (built) measured as a row of its own beside this one: `--baseline DIR`. */
+  baselineDir: string | null;
   outDir: string;
   keep: boolean;
 }
@@ -137,6 +141,7 @@ function parseOptions(argv: string[]): Options | null {
       retries: { type: 'string' },
       quick: { type: 'boolean' },
       burrow: { type: 'string' },
+      baseline: { type: 'string' },
       out: { type: 'string' },
       keep: { type: 'boolean' },
       resummarize: { type: 'string' },
@@ -183,6 +188,7 @@ function parseOptions(argv: string[]): Options | null {
     retries: Math.round(number(values.retries, 'retries', 1, 0, 20)),
     quick,
     burrowDir: resolve(values.burrow ?? ROOT),
+    baselineDir: values.baseline === undefined ? null : resolve(values.baseline),
     outDir: resolve(values.out ?? join(ROOT, 'bench', 'out')),
     keep: values.keep === true,
   };
@@ -267,6 +273,45 @@ async function startEdge(bin: string, name: string, dataDir: string, env: NodeJS
   return { child, port };
 }
 
+/**
+ * The baseline row: another checkout's edge and client on the same target, set up only through its own CLI
+ * (its account made by its `burrow admin create-account`, so a store format of either side never meets the
+ * other's code).
+ */
+async function startBaseline(dir: string, temp: string, targetPort: number, clientLogs: Map<string, { file: string; offset: number }>): Promise<PathConfig> {
+  const bin = join(dir, 'bin', 'burrow.js');
+  const source = sourceInfo(dir);
+  const name = `baseline ${source.commit?.slice(0, 7) ?? dir}${source.dirtyFiles.length > 0 ? '+' : ''}`;
+  const dataDir = join(temp, 'edge-baseline');
+  const env = edgeEnv(temp, 'edge-baseline');
+  const created = spawnSync(process.execPath, [bin, 'admin', 'create-account', '--email', 'baseline@bench.test', '--data', dataDir, '--json'], { encoding: 'utf8', env, timeout: 30_000 });
+  if (created.status !== 0) throw new Error(`baseline: create-account failed: ${created.stderr}`);
+  const token = (JSON.parse(created.stdout) as { token: { token: string } }).token.token;
+  const { child: edge, port: edgePort } = await startEdge(bin, 'edge-baseline', dataDir, env, true);
+  const logFile = join(temp, 'client-baseline.log');
+  const inspectArgs = /--no-inspect\b/.test(burrowHelp(bin, 'http')) ? ['--inspect', '127.0.0.1:0'] : [];
+  const client = children.spawn({
+    name: 'client-baseline',
+    command: process.execPath,
+    args: [bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', 'bench-baseline', ...inspectArgs],
+    env: { ...env, XDG_CONFIG_HOME: join(temp, 'client-baseline-config') },
+    stdoutFile: logFile,
+  });
+  const forwarding = await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
+  sampler.track('client-baseline', client.pid);
+  clientLogs.set('client-baseline', { file: logFile, offset: statSync(logFile).size });
+  log(`${name}: ${forwarding[1]} (edge pid ${edge.pid}, client pid ${client.pid})`);
+  return {
+    id: 'baseline',
+    kind: 'floor',
+    label: `tunnel, ${name}`,
+    processes: ['edge', 'client'],
+    target: { origin: `http://127.0.0.1:${edgePort}`, host: `bench-baseline.localhost:${edgePort}` },
+    roles: { edge: 'edge-baseline', client: 'client-baseline' },
+    clientName: 'client-baseline',
+  };
+}
+
 async function setUp(options: Options, temp: string): Promise<Setup> {
   const bin = join(options.burrowDir, 'bin', 'burrow.js');
   const inspectFlag = /--no-inspect\b/.test(burrowHelp(bin, 'http'));
@@ -319,6 +364,8 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
       log(`${label}: ${forwarding[1]} (edge pid ${edge.pid}, client pid ${client.pid})`);
     }
   }
+
+  if (options.baselineDir !== null) paths.push(await startBaseline(options.baselineDir, temp, targetPort, clientLogs));
 
   let floorsMissing: string | null = null;
   if (options.floors) {

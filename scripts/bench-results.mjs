@@ -130,7 +130,8 @@ export function checkAcceptance(results) {
         const nginx = findProbe(results, sender, method, shape, 'nginx2');
         const relays = findProbe(results, sender, method, shape, 'relays2');
         const ssh = findProbe(results, sender, method, shape, 'ssh');
-        const floors = [ssh ? `ssh -R +${num(ssh.addedP50Us)}` : null, nginx ? `nginx → nginx +${num(nginx.addedP50Us)}` : null, relays ? `two relays +${num(relays.addedP50Us)}` : null].filter(Boolean).join(', ');
+        const baseline = findProbe(results, sender, method, shape, 'baseline');
+        const floors = [baseline ? `${results.paths.find((p) => p.id === 'baseline')?.label ?? 'baseline'} +${num(baseline.addedP50Us)}` : null, ssh ? `ssh -R +${num(ssh.addedP50Us)}` : null, nginx ? `nginx → nginx +${num(nginx.addedP50Us)}` : null, relays ? `two relays +${num(relays.addedP50Us)}` : null].filter(Boolean).join(', ');
         const pass = probe.addedP50Us <= TARGETS.addedP50Us && probe.p99Us <= TARGETS.tunnelP99Us;
         checks.push({
           name: `1 connection, ${sender}${sender === 'curl' ? ' (not a target; for comparison)' : ''}, ${method} 1 KiB ${shape}: added p50 ≤ ${TARGETS.addedP50Us} µs and p99 ≤ ${TARGETS.tunnelP99Us / 1000} ms (${inspectNote})`,
@@ -152,7 +153,7 @@ export function checkAcceptance(results) {
   for (const shape of ['length', 'chunked']) {
     const scenario = { method: 'POST', size: KIB, shape, connections: 100 };
     const g = findGroup(results, scenario, tunnel);
-    const floors = ['ssh', 'nginx2', 'relays2', 'proxy']
+    const floors = ['baseline', 'ssh', 'nginx2', 'relays2', 'proxy']
       .map((id) => [id, findGroup(results, scenario, id)])
       .filter(([, f]) => f)
       .map(([id, f]) => `${results.paths.find((p) => p.id === id)?.label ?? id} ${num(f.ratio, 3)}`)
