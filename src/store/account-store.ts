@@ -13,6 +13,7 @@
 import type { PlanLimits, PlanName } from './plans.js';
 import type { RateDecision } from './rate-limit.js';
 import type { OfflineMode } from './offline-queue.js';
+import type { StoredPolicy } from '../protocol/policy.js';
 
 export type Awaitable<T> = T | Promise<T>;
 
@@ -38,6 +39,8 @@ export interface ReservationRecord {
   createdAt: number;
   /** What the edge answers while no tunnel is connected (docs/offline.md); absent means 'off'. */
   offline?: OfflineMode;
+  /** Who may reach the name and what the edge does to its traffic (docs/policies.md); absent means none. */
+  policy?: StoredPolicy;
 }
 
 /** A token as callers see it; the secret appears only on the create result. */
@@ -187,6 +190,11 @@ export interface AccountStore {
   reserve(accountId: string, subdomain: string, now?: number, cap?: number, offline?: OfflineMode): Promise<ReservationRecord>;
   /** Changes a reservation's offline mode; undefined when the account holds no such reservation. */
   setOfflineMode(accountId: string, subdomain: string, offline: OfflineMode): Promise<ReservationRecord | undefined>;
+  /**
+   * Replaces a reservation's policy (undefined removes it); undefined when the account holds no such
+   * reservation. Every edge reads the new policy from here (in cluster mode through Redis).
+   */
+  setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined): Promise<ReservationRecord | undefined>;
   /** Releases a reservation of the account (and, on LMDB, the events held for it); false when it holds none. */
   releaseReservation(accountId: string, subdomain: string): Promise<boolean>;
 

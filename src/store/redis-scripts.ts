@@ -93,6 +93,24 @@ redis.call('SET', KEYS[1], changed)
 return changed`,
 };
 
+/**
+ * KEYS: reservation:<name>. ARGV: account id, the policy's JSON ('' removes it). The changed record JSON,
+ * or false. The policy stays a JSON string inside the record: cjson would turn its empty arrays into
+ * objects if it decoded them, here and in every other script that rewrites the record.
+ */
+const setPolicy: ScriptDefinition = {
+  numberOfKeys: 1,
+  lua: `
+local stored = redis.call('GET', KEYS[1])
+if not stored then return false end
+local existing = cjson.decode(stored)
+if existing.accountId ~= ARGV[1] then return false end
+if ARGV[2] == '' then existing.policy = nil else existing.policy = ARGV[2] end
+local changed = cjson.encode(existing)
+redis.call('SET', KEYS[1], changed)
+return changed`,
+};
+
 /** KEYS: reservation:<name>, account-reservations:<id>. ARGV: account id, subdomain. 1 when released. */
 const releaseReservation: ScriptDefinition = {
   numberOfKeys: 2,
@@ -182,6 +200,7 @@ export const REDIS_SCRIPTS = {
   burrowRevokeToken: revokeToken,
   burrowReserve: reserve,
   burrowSetOfflineMode: setOfflineMode,
+  burrowSetPolicy: setPolicy,
   burrowReleaseReservation: releaseReservation,
   burrowSetPlan: setPlan,
   burrowFlushUsage: flushUsage,

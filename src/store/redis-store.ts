@@ -11,7 +11,7 @@
  *   token:~decoy, account:~decoy         the decoy token an unknown id is compared against, and its account
  *   token-last-used                      HASH id segment → ms of the last use
  *   account-tokens:<account id>          SET of the account's active token id segments (the cap's count)
- *   reservation:<subdomain>              JSON ReservationRecord
+ *   reservation:<subdomain>              JSON ReservationRecord (its policy a JSON string inside)
  *   account-reservations:<account id>    SET of the account's reserved subdomains
  *   session:<SHA-256 hex of session id>  JSON SessionRecord, PX = until it ends unless used again
  *   usage:<account id>:<period start ms> HASH requests / bytesIn / bytesOut (HINCRBY)
@@ -62,6 +62,7 @@ import type {
   UsageCounter,
 } from './account-store.js';
 import type { OfflineMode } from './offline-queue.js';
+import type { StoredPolicy } from '../protocol/policy.js';
 import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
 import type { RateDecision } from './rate-limit.js';
 import { REDIS_SCRIPTS, type ScriptName } from './redis-scripts.js';
@@ -307,7 +308,7 @@ export class RedisStore implements AccountStore {
   // ---- reservations ---------------------------------------------------------------------------
 
   async getReservation(subdomain: string): Promise<ReservationRecord | undefined> {
-    return parse<ReservationRecord>(await this.call(() => this.redis.get(this.key('reservation', subdomain))));
+    return parseReservation(await this.call(() => this.redis.get(this.key('reservation', subdomain))));
   }
 
   /** The account's reservations, by name (the LMDB index's order). */
@@ -316,7 +317,7 @@ export class RedisStore implements AccountStore {
     if (names.length === 0) return [];
     const records = await this.call(() => this.redis.mget(names.map((name) => this.key('reservation', name))));
     return records.flatMap((json) => {
-      const record = parse<ReservationRecord>(json);
+      const record = parseReservation(json);
       return record !== undefined && record.accountId === accountId ? [record] : [];
     });
   }
@@ -330,11 +331,16 @@ export class RedisStore implements AccountStore {
     );
     if (status === 'cap') throw new BurrowError('RESERVATION_LIMIT_REACHED', `The plan allows ${cap} reserved subdomains. Release one or upgrade.`);
     if (status === 'taken') throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is reserved by another account.`);
-    return JSON.parse(json) as ReservationRecord;
+    return parseReservation(json)!;
   }
 
   async setOfflineMode(accountId: string, subdomain: string, offline: OfflineMode): Promise<ReservationRecord | undefined> {
-    return parse<ReservationRecord>(await this.script<string | null>('burrowSetOfflineMode', [this.key('reservation', subdomain)], [accountId, offline]));
+    return parseReservation(await this.script<string | null>('burrowSetOfflineMode', [this.key('reservation', subdomain)], [accountId, offline]));
+  }
+
+  async setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined): Promise<ReservationRecord | undefined> {
+    const json = policy === undefined ? '' : JSON.stringify(policy);
+    return parseReservation(await this.script<string | null>('burrowSetPolicy', [this.key('reservation', subdomain)], [accountId, json]));
   }
 
   /**
@@ -605,6 +611,14 @@ class RedisRateLimiter implements RateLimiter {
 const NO_TOKEN_HASH = Buffer.alloc(32);
 const MALFORMED: AuthOutcome = Object.freeze({ failure: 'malformed' as const });
 const UNKNOWN: AuthOutcome = Object.freeze({ failure: 'unknown' as const });
+
+/** A reservation record; its policy is kept as a JSON string inside it (see burrowSetPolicy). */
+function parseReservation(json: string | null | undefined): ReservationRecord | undefined {
+  const record = parse<Omit<ReservationRecord, 'policy'> & { policy?: string }>(json);
+  if (record === undefined) return undefined;
+  const { policy, ...rest } = record;
+  return policy === undefined ? rest : { ...rest, policy: JSON.parse(policy) as StoredPolicy };
+}
 
 function parse<T>(json: string | null | undefined): T | undefined {
   return json === null || json === undefined ? undefined : (JSON.parse(json) as T);

@@ -36,6 +36,7 @@ import type {
   UsageCounter,
 } from './account-store.js';
 import { OfflineQueueStore, type OfflineMode } from './offline-queue.js';
+import type { StoredPolicy } from '../protocol/policy.js';
 import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
 import { FixedWindowLimiter } from './rate-limit.js';
 import { SessionStore } from './sessions.js';
@@ -307,6 +308,17 @@ export class Store implements AccountStore {
       const existing = this.reservations.get(subdomain);
       if (existing === undefined || existing.accountId !== accountId) return undefined;
       const changed: ReservationRecord = { ...existing, offline };
+      this.reservations.put(subdomain, changed);
+      return changed;
+    });
+  }
+
+  async setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined): Promise<ReservationRecord | undefined> {
+    return this.root.transaction(() => {
+      const existing = this.reservations.get(subdomain);
+      if (existing === undefined || existing.accountId !== accountId) return undefined;
+      const { policy: _previous, ...rest } = existing;
+      const changed: ReservationRecord = policy === undefined ? rest : { ...rest, policy };
       this.reservations.put(subdomain, changed);
       return changed;
     });

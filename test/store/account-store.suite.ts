@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BurrowError, type ErrorCode } from '../../src/errors.js';
 import type { AccountStore, Principal } from '../../src/store/account-store.js';
+import type { StoredPolicy } from '../../src/protocol/policy.js';
 
 export interface StoreUnderTest {
   store: AccountStore;
@@ -164,6 +165,35 @@ export function accountStoreSuite(name: string, options: SuiteOptions): void {
     assert.equal(await store.getReservation('hooks'), undefined);
     assert.equal((await store.reserve(b.id, 'hooks', 6_000, 2)).accountId, b.id, 'released names are free again');
     await store.reserve(a.id, 'third', 7_000, 2);
+  });
+
+  run('a reservation keeps its policy (empty lists too) through offline-mode changes, and loses it on release', async (store) => {
+    const { account: a } = await store.createAccount('policy-a@example.test', 'FREE', 'first');
+    const { account: b } = await store.createAccount('policy-b@example.test', 'FREE', 'first');
+    await store.reserve(a.id, 'guarded', 1_000, 3);
+    const policy: StoredPolicy = {
+      basicAuth: [{ user: 'ann', hash: 'scrypt$16384$8$1$c2FsdA==$aGFzaA==' }],
+      allowCidr: ['203.0.113.0/24', '2001:db8::/32'],
+      webhooks: [{ id: 'wh_0123abcd', provider: 'github', secret: 'sk1.00000000.AAAA' }],
+      oidc: { issuer: 'https://id.example', clientId: 'c', clientSecret: 'sk1.00000000.BBBB', allowEmail: [], allowDomain: ['example.test'] },
+      requestHeaderAdd: [['X-From', 'edge']],
+      rateLimit: { requests: 10, periodSeconds: 60 },
+    };
+    assert.deepEqual((await store.setPolicy(a.id, 'guarded', policy))?.policy, policy);
+    assert.equal(await store.setPolicy(b.id, 'guarded', {}), undefined, 'not its reservation');
+    assert.equal(await store.setPolicy(a.id, 'nothing', policy), undefined);
+    assert.deepEqual((await store.getReservation('guarded'))?.policy, policy);
+    await store.setOfflineMode(a.id, 'guarded', 'reject');
+    const afterMode = await store.getReservation('guarded');
+    assert.deepEqual(afterMode?.policy, policy, 'an offline-mode change keeps the policy byte for byte');
+    assert.deepEqual(afterMode?.policy?.oidc?.allowEmail, [], 'an empty list stays a list');
+    assert.deepEqual((await store.reserve(a.id, 'guarded', 2_000, 3, 'off'))?.policy, policy, 'reserving again keeps it');
+    assert.deepEqual((await store.listReservations(a.id))[0]?.policy, policy);
+    const cleared = await store.setPolicy(a.id, 'guarded', undefined);
+    assert.equal(cleared !== undefined && 'policy' in cleared, false, 'removed');
+    await store.setPolicy(a.id, 'guarded', policy);
+    await store.releaseReservation(a.id, 'guarded');
+    assert.equal((await store.reserve(b.id, 'guarded', 3_000, 3)).policy, undefined, 'a released name comes without the old policy');
   });
 
   run('reservations: concurrent reserves never pass the cap, and one name goes to one account', async (store) => {
