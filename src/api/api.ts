@@ -10,7 +10,10 @@ import { idSegmentOfTokenId, nowIso } from '../ids.js';
 import { subdomainProblem } from '../subdomain.js';
 import type { CaptureRecord, CaptureStore, CaptureSummary } from '../store/captures.js';
 import type { DashboardSessions, SessionOptions, SessionRecord } from '../store/account-store.js';
-import type { AccountStore, Principal, UsageCounter, RateLimiter } from '../store/account-store.js';
+import type { AccountStore, Principal, ReservationRecord, UsageCounter, RateLimiter } from '../store/account-store.js';
+import { parsePolicySpec, policySummary, policyView } from '../protocol/policy.js';
+import type { SecretBox } from '../store/secret-box.js';
+import { storePolicy } from '../store/stored-policy.js';
 import { periodOf } from '../store/usage.js';
 import { intParam, json, NO_CONTENT, queryParams, readJsonObject } from './http.js';
 import type { RateDecision } from '../store/rate-limit.js';
@@ -47,6 +50,10 @@ export interface ApiOptions {
   offlineModes?: boolean;
   /** Webhooks held for offline reserved subdomains (the edge's own LMDB). */
   heldEvents: OfflineQueueStore;
+  /** The edge's secret key: seals the secrets of stored policies (docs/policies.md). Without it a policy with secrets is refused. */
+  secrets?: SecretBox;
+  /** Told after a reservation's policy changed, so the edge drops what it compiled from the old one. */
+  policyChanged?: (subdomain: string) => void;
   /** Delivery of held webhooks (the edge's offline queue); without it events are only listed. */
   queue?: QueueDriver;
   clock?: () => number;
@@ -485,12 +492,50 @@ export class Api {
       return NO_CONTENT;
     });
 
+    const ownReservation = async (principal: Principal, name: string): Promise<ReservationRecord> => {
+      const record = await store.getReservation(name.toLowerCase());
+      if (record === undefined || record.accountId !== principal.account.id) {
+        throw new BurrowError('NOT_FOUND', `No reserved subdomain ${quoted(name)} on this account.`);
+      }
+      return record;
+    };
+    const policyJson = (record: ReservationRecord): Record<string, unknown> => ({ subdomain: record.subdomain, policy: policyView(record.policy) });
+
+    add('GET', '/api/v1/reserved-subdomains/:subdomain/policy', async ({ params, principal }) =>
+      json(200, policyJson(await ownReservation(principal, params.subdomain!))));
+
+    add('PUT', '/api/v1/reserved-subdomains/:subdomain/policy', async ({ req, params, principal }) => {
+      const spec = parsePolicySpec(readJsonObject(req));
+      const existing = await ownReservation(principal, params.subdomain!);
+      const secrets = this.options.secrets;
+      if (secrets === undefined && (spec.oidc?.client_secret !== undefined || spec.verify_webhook?.some((hook) => hook.secret !== undefined))) {
+        throw new BurrowError('INTERNAL_ERROR', 'This edge has no secret key to seal secrets with.');
+      }
+      const stored = await storePolicy(spec, existing.policy, secrets!);
+      const record = await store.setPolicy(principal.account.id, existing.subdomain, stored);
+      if (record === undefined) throw new BurrowError('NOT_FOUND', `No reserved subdomain ${quoted(params.subdomain!)} on this account.`);
+      this.options.policyChanged?.(record.subdomain);
+      return json(200, policyJson(record));
+    });
+
+    add('DELETE', '/api/v1/reserved-subdomains/:subdomain/policy', async ({ params, principal }) => {
+      const existing = await ownReservation(principal, params.subdomain!);
+      await store.setPolicy(principal.account.id, existing.subdomain, undefined);
+      this.options.policyChanged?.(existing.subdomain);
+      return NO_CONTENT;
+    });
+
     defineQueueRoutes(add, store, this.options.heldEvents, this.options.queue);
   }
 }
 
-function reservationJson(record: { subdomain: string; createdAt: number; offline?: OfflineMode }): Record<string, unknown> {
-  return { subdomain: record.subdomain, created_at: nowIso(record.createdAt), offline: record.offline ?? 'off' };
+function reservationJson(record: ReservationRecord): Record<string, unknown> {
+  return {
+    subdomain: record.subdomain,
+    created_at: nowIso(record.createdAt),
+    offline: record.offline ?? 'off',
+    policy: record.policy === undefined ? null : policySummary(record.policy),
+  };
 }
 
 function offlineField(value: unknown, heldOffline: boolean): OfflineMode | undefined {

@@ -9,6 +9,7 @@ import { VERSION } from '../version.js';
 import { Api, errorResponse } from '../api/api.js';
 import { LocalCaptureLog } from '../api/capture-log.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
+import { defaultSecretKeyFile, SecretBox } from '../store/secret-box.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
@@ -40,6 +41,8 @@ import { ClusterHop, NOT_OWNER, type ClusterHopOptions } from './cluster/hop.js'
 
 export interface EdgeOptions {
   dataDir: string;
+  /** The key that seals policy secrets at rest (docs/policies.md); `<dataDir>/secret.key` by default, created on first start. */
+  secretKeyFile?: string;
   /** Address to bind; 127.0.0.1 by default. */
   host?: string;
   /** Port to bind; 0 picks a free one. */
@@ -166,6 +169,8 @@ export class Edge {
   private readonly log: (line: string) => void;
   /** The internal hop, in cluster mode; null on a lone edge. */
   readonly hop: ClusterHop | null;
+  /** Seals and opens policy secrets and sign-in cookies (src/store/secret-box.ts). */
+  readonly secrets: SecretBox;
 
   private constructor(
     private readonly options: EdgeOptions,
@@ -190,6 +195,8 @@ export class Edge {
     this.tls = options.tls === undefined ? null : new TlsListener(options.tls, (app) => this.routes(app));
     // The dashboard's files are read now, before the data directory is taken, as certificates are.
     loadDashboard();
+    // The secret key too: a key file others can read is refused before anything is taken.
+    this.secrets = SecretBox.open(options.secretKeyFile ?? defaultSecretKeyFile(options.dataDir));
     this.releaseDataDir = lockDataDirectory(options.dataDir);
     try {
       this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
@@ -249,6 +256,7 @@ export class Edge {
       publicScheme: this.publicScheme === 'https' ? 'https' : 'http',
       publicUrlOf: (subdomain) => this.publicUrl(subdomain),
       ...(options.dashboardSessions === undefined ? {} : { sessions: options.dashboardSessions }),
+      secrets: this.secrets,
     });
     this.deps = {
       settings: this.settings,
