@@ -73,6 +73,8 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
 
   // Recording, for the inspector.
   private readonly requestRecorder: CaptureBuffer | null;
+  /** The path the local server gets (the route's prefix stripped when it says so). */
+  private readonly localPath: string;
   private readonly responseRecorder: CaptureBuffer | null;
 
   constructor(
@@ -80,7 +82,9 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     private readonly host: StreamHost,
     private readonly request: OpenRequest,
   ) {
-    this.target = host.routes.targetFor(request.path);
+    const resolved = host.routes.resolve(request.path);
+    this.target = resolved.target;
+    this.localPath = resolved.path;
     this.port = this.target.port;
     const settings = host.settings;
     this.requestWindow = new ReceiveWindow(settings.streamWindow);
@@ -119,7 +123,7 @@ export class ClientHttpStream implements Dispatcher.DispatchHandler {
     try {
       const forwarded = localRequestHeaders(this.request.headers, this.target, this.host.hostHeader);
       this.host.pool(this.target).dispatch(
-        { path: this.request.path, method: this.request.method, headers: forwarded, body: payload, blocking: false },
+        { path: this.localPath, method: this.request.method, headers: forwarded, body: payload, blocking: false },
         this,
       );
     } catch (error) {

@@ -11,6 +11,7 @@
  * STORE_UNAVAILABLE), the next one is tried at once with the same subdomain; the backoff starts only
  * once every edge has failed in a row. `start()` likewise tries each edge once before it gives up.
  */
+import { encodePolicyHeader, POLICY_HEADER, type PolicySpec } from '../protocol/policy.js';
 import { closeReason } from '../protocol/close-reason.js';
 import { EventEmitter } from 'node:events';
 import { Pool, type Dispatcher } from 'undici';
@@ -63,6 +64,8 @@ export interface TunnelClientOptions {
   ca?: string | Buffer;
   /** Send the token over plain ws:// to an edge that is not on this machine (refused otherwise). */
   insecure?: boolean;
+  /** A one-run policy (docs/policies.md), sent as the `burrow-policy` connect header on every connect. */
+  policy?: PolicySpec;
 }
 
 /** The edge refused the tunnel: its HTTP status and the spec's error code and message. */
@@ -264,7 +267,11 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     url.searchParams.set('port', String(this.routes.defaultPort));
     if (this.subdomain !== undefined) url.searchParams.set('subdomain', this.subdomain);
     const socket = new WebSocket(url, {
-      headers: { authorization: `Bearer ${this.options.token}`, [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) },
+      headers: {
+        authorization: `Bearer ${this.options.token}`,
+        [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+        ...(this.options.policy === undefined ? {} : { [POLICY_HEADER]: encodePolicyHeader(this.options.policy) }),
+      },
       perMessageDeflate: false,
       maxPayload: 8 * 1024 * 1024,
       handshakeTimeout: 15_000,

@@ -40,6 +40,8 @@ export class ClientWsStream {
   closed = false;
   readonly port: number;
   readonly target: LocalTarget;
+  /** The path the local server gets (the route's prefix stripped when it says so). */
+  private readonly localPath: string;
   private socket: WebSocket | null = null;
   private readonly relay: MessageRelay;
   private readonly send = (frame: Buffer): void => this.host.send(frame);
@@ -56,7 +58,9 @@ export class ClientWsStream {
     private readonly requestId = '',
     private readonly clientAddress = '',
   ) {
-    this.target = host.routes.targetFor(path);
+    const resolved = host.routes.resolve(path);
+    this.target = resolved.target;
+    this.localPath = resolved.path;
     this.port = this.target.port;
     this.relay = new MessageRelay(id, host.settings, MAX_WS_QUEUED, MAX_WS_MESSAGE);
   }
@@ -74,7 +78,7 @@ export class ClientWsStream {
     const scheme = this.target.scheme === 'https' ? 'wss' : 'ws';
     let socket: WebSocket;
     try {
-      socket = new WebSocket(`${scheme}://${this.target.authority}${this.path}`, protocols, {
+      socket = new WebSocket(`${scheme}://${this.target.authority}${this.localPath}`, protocols, {
         ...dialOptions(this.target, this.host.localInsecure),
         headers,
         perMessageDeflate: false,

@@ -10,6 +10,8 @@ import { Api, errorResponse } from '../api/api.js';
 import { LocalCaptureLog } from '../api/capture-log.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { defaultSecretKeyFile, SecretBox } from '../store/secret-box.js';
+import { storePolicy } from '../store/stored-policy.js';
+import { decodePolicyHeader, POLICY_HEADER } from '../protocol/policy.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
@@ -709,6 +711,7 @@ export class Edge {
     const key = req.getHeader('sec-websocket-key');
     const protocol = req.getHeader('sec-websocket-protocol');
     const extensions = req.getHeader('sec-websocket-extensions');
+    const policyHeader = req.getHeader(POLICY_HEADER);
     const query = new URLSearchParams(req.getQuery() ?? '');
     const connect = { aborted: false };
     res.onAborted(() => {
@@ -734,6 +737,15 @@ export class Edge {
       const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
       if (port < 1 || port > 65535) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
       const requested = query.get('subdomain');
+      const runSpec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
+      if (runSpec !== undefined && requested !== null && requested !== '' && (await this.accounts.getReservation(requested.toLowerCase()))?.policy !== undefined) {
+        throw new BurrowError(
+          'INVALID_REQUEST',
+          `The reserved subdomain "${requested.toLowerCase()}" has a stored policy; change it with "burrow reserve ${requested.toLowerCase()} ..." or connect without policy flags.`,
+        );
+      }
+      // Passwords are hashed here, once per connect; secrets sealed as on a reservation (one code path).
+      const runPolicy = runSpec === undefined ? undefined : await storePolicy(runSpec, undefined, this.secrets);
       const account = principal.account;
       const limits = this.accounts.planLimits(account.plan);
       if (connect.aborted) return;
@@ -750,6 +762,7 @@ export class Edge {
       }
       const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests);
       const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring);
+      session.runPolicy = runPolicy;
       res.cork(() => {
         res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
         res.upgrade<SocketData>({ session, passthrough: null }, key, protocol, extensions, context);

@@ -7,6 +7,7 @@
  * the WebSocket's buffer passes a high-water mark they wait in a backlog for `drain`, so uWS never drops
  * a message. The backlog is bounded because every body byte needs credit the client granted.
  */
+import type { StoredPolicy } from '../protocol/policy.js';
 import { closeReason } from '../protocol/close-reason.js';
 import { BurrowError, type ErrorCode } from '../errors.js';
 import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
@@ -60,6 +61,8 @@ type Stream = EdgeHttpStream | PassthroughStream;
 
 export class TunnelSession implements StreamHost {
   ws: WebSocket<SocketData> | null = null;
+  /** The one-run policy its client sent at connect (docs/policies.md); enforced by src/edge/policy. */
+  runPolicy: StoredPolicy | undefined = undefined;
   readonly streams = new Map<number, Stream>();
   /** Streams whose outgoing bytes wait for connection credit. */
   readonly blocked = new Set<Stream>();

@@ -2,6 +2,7 @@
  * The thin wrappers over the API: login, tokens, tunnels, requests. Tables by default, the API's JSON
  * with --json.
  */
+import { POLICY_FLAG_OPTIONS, POLICY_FLAGS_HELP, policySpecFromFlags, type PolicySpec, type PolicyView } from '../../protocol/policy.js';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseToken, tokenIdOf } from '../../ids.js';
@@ -335,50 +336,74 @@ function bodyText(part: BodyJson): string[] {
 // ---- reservations ----------------------------------------------------------------------------------
 
 const RESERVE_HELP = `
-Usage: burrow reserve NAME [--offline queue|reject|off]
+Usage: burrow reserve NAME [--offline queue|reject|off] [policy flags] [--clear-policy]
 
 Reserves a subdomain for the account: no other account can open a tunnel on it, and it stays the
 URL of "burrow http PORT --subdomain NAME" across restarts. The plan caps how many. Reserving a name
-the account holds again with --offline changes its offline mode.
+the account holds again with --offline changes its offline mode; with policy flags it replaces the
+name's stored policy (a policy holds while the tunnel is offline too, in queue and reject modes).
+Secrets are write-only: "burrow reservations show NAME" shows them as set. Routes and --strip-prefix
+are the client's and stay on "burrow http".
 
 Options:
   --offline MODE what the edge answers while no tunnel is connected (docs/offline.md):
                  off (default) 404 as for any offline tunnel; reject 503 with Retry-After, so the
                  provider retries; queue 202, the request is held and delivered in order when the
                  tunnel connects (see burrow queue --help)
+  --clear-policy removes the name's stored policy
 ${CONNECTION_HELP}
+
+${POLICY_FLAGS_HELP}
 `;
 
 interface ReservationJson {
   subdomain: string;
   created_at: string;
   offline: string;
+  /** A one-line summary of the stored policy, null without one. */
+  policy: string | null;
 }
 
 const OFFLINE_MODE_NAMES = ['off', 'reject', 'queue'];
 
 export async function reserveCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { ...CONNECTION_OPTIONS, offline: { type: 'string' } }, RESERVE_HELP);
+  const parsed = parse(args, { ...CONNECTION_OPTIONS, offline: { type: 'string' }, 'clear-policy': { type: 'boolean' }, ...POLICY_FLAG_OPTIONS }, RESERVE_HELP);
   if (parsed === null) return 0;
   const name = requirePositional(parsed, 0, 'NAME', RESERVE_HELP);
   noExtraPositionals(parsed, 1, RESERVE_HELP);
   const offline = parsed.values.offline;
   if (offline !== undefined && !OFFLINE_MODE_NAMES.includes(offline)) throw new UsageError(`--offline must be queue, reject or off, not "${offline}"`);
+  let policy: PolicySpec | undefined;
+  try {
+    policy = policySpecFromFlags(parsed.values);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (policy !== undefined && parsed.values['clear-policy'] === true) throw new UsageError('give policy flags or --clear-policy, not both');
+  const api = client(parsed.values);
   const request = offline === undefined ? { subdomain: name } : { subdomain: name, offline };
-  const reservation = await client(parsed.values).call<ReservationJson>('POST', '/api/v1/reserved-subdomains', request);
+  let reservation = await api.call<ReservationJson>('POST', '/api/v1/reserved-subdomains', request);
+  const policyPath = `/api/v1/reserved-subdomains/${encodeURIComponent(reservation.subdomain)}/policy`;
+  if (policy !== undefined || parsed.values['clear-policy'] === true) {
+    if (policy !== undefined) await api.call('PUT', policyPath, policy);
+    else await api.call('DELETE', policyPath);
+    const listed = await api.call<{ reserved_subdomains: ReservationJson[] }>('GET', '/api/v1/reserved-subdomains');
+    reservation = listed.reserved_subdomains.find((entry) => entry.subdomain === reservation.subdomain) ?? reservation;
+  }
   if (parsed.values.json === true) printJson(reservation);
   else {
     const mode = reservation.offline === 'off' ? '' : ` (offline: ${reservation.offline})`;
-    process.stdout.write(`reserved ${reservation.subdomain}${mode}; use it with: burrow http PORT --subdomain ${reservation.subdomain}\n`);
+    const rules = reservation.policy === null ? '' : ` (policy: ${reservation.policy})`;
+    process.stdout.write(`reserved ${reservation.subdomain}${mode}${rules}; use it with: burrow http PORT --subdomain ${reservation.subdomain}\n`);
   }
   return 0;
 }
 
 const RESERVATIONS_HELP = `
-Usage: burrow reservations [list | release NAME]
+Usage: burrow reservations [list | show NAME | release NAME]
 
-Lists the account's reserved subdomains (the default), or releases one. A tunnel running on a released
-name keeps running.
+Lists the account's reserved subdomains (the default), shows one with its policy (secrets shown only
+as set), or releases one. A tunnel running on a released name keeps running.
 
 Options:
 ${CONNECTION_HELP}
@@ -396,10 +421,21 @@ export async function reservationsCommand(args: string[]): Promise<number> {
       if (values.json === true) printJson(result);
       else
         printTable(
-          ['SUBDOMAIN', 'RESERVED', 'OFFLINE'],
-          result.reserved_subdomains.map((r) => [r.subdomain, shortTime(r.created_at), r.offline]),
+          ['SUBDOMAIN', 'RESERVED', 'OFFLINE', 'POLICY'],
+          result.reserved_subdomains.map((r) => [r.subdomain, shortTime(r.created_at), r.offline, r.policy ?? '-']),
           'no reserved subdomains (burrow reserve NAME)',
         );
+      return 0;
+    }
+    case 'show': {
+      const name = requirePositional(parsed, 1, 'NAME', RESERVATIONS_HELP);
+      noExtraPositionals(parsed, 2, RESERVATIONS_HELP);
+      const api = client(values);
+      const { policy } = await api.call<{ subdomain: string; policy: PolicyView }>('GET', `/api/v1/reserved-subdomains/${encodeURIComponent(name)}/policy`);
+      const listed = await api.call<{ reserved_subdomains: ReservationJson[] }>('GET', '/api/v1/reserved-subdomains');
+      const reservation = listed.reserved_subdomains.find((entry) => entry.subdomain === name.toLowerCase());
+      if (values.json === true) printJson({ ...reservation, policy });
+      else process.stdout.write(policyLines(name.toLowerCase(), reservation, policy).join('\n') + '\n');
       return 0;
     }
     case 'release': {
@@ -411,6 +447,31 @@ export async function reservationsCommand(args: string[]): Promise<number> {
       return 0;
     }
     default:
-      throw new UsageError(`unknown reservations action "${action}"; use list or release NAME`);
+      throw new UsageError(`unknown reservations action "${action}"; use list, show NAME or release NAME`);
   }
+}
+
+/** `burrow reservations show NAME`: one line per rule; secrets as "(set)". */
+function policyLines(name: string, reservation: ReservationJson | undefined, policy: PolicyView): string[] {
+  const lines = [`${name}`, `  reserved     ${reservation === undefined ? '-' : shortTime(reservation.created_at)}`, `  offline      ${reservation?.offline ?? 'off'}`];
+  const rule = (label: string, value: string): void => {
+    lines.push(`  ${label.padEnd(12)} ${value}`);
+  };
+  for (const user of policy.basic_auth) rule('basic-auth', `${user.user}:(password set)`);
+  if (policy.basic_auth_forward) rule('basic-auth', 'Authorization forwarded to the local server');
+  for (const block of policy.allow_cidr) rule('allow-cidr', block);
+  for (const block of policy.deny_cidr) rule('deny-cidr', block);
+  if (policy.oidc !== null) {
+    rule('oidc', `${policy.oidc.issuer} client ${policy.oidc.client_id} (secret set)`);
+    for (const email of policy.oidc.allow_email) rule('oidc-allow', email);
+    for (const domain of policy.oidc.allow_domain) rule('oidc-allow', `@${domain}`);
+  }
+  for (const hook of policy.verify_webhook) rule('webhook', `${hook.provider}${hook.header === undefined ? '' : ` (${hook.header})`} ${hook.id} (secret set)`);
+  for (const { name: header, value } of policy.request_header_add) rule('request +', `${header}: ${value}`);
+  for (const header of policy.request_header_remove) rule('request -', header);
+  for (const { name: header, value } of policy.response_header_add) rule('response +', `${header}: ${value}`);
+  for (const header of policy.response_header_remove) rule('response -', header);
+  if (policy.rate_limit !== null) rule('rate-limit', `${policy.rate_limit.requests} per ${policy.rate_limit.period_seconds} s per client address`);
+  if (lines.length === 3) lines.push('  policy       none (anyone can reach it)');
+  return lines;
 }

@@ -17,6 +17,7 @@ import type { Exchange } from '../../client/exchange.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseInspectAddress } from '../../inspector/address.js';
 import { Inspector } from '../../inspector/server.js';
 import { ApiClient } from '../api-client.js';
+import { encodePolicyHeader, POLICY_FLAG_OPTIONS, POLICY_FLAGS_HELP, policySpecFromFlags, type PolicySpec } from '../../protocol/policy.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
 import { readCaFile, trustCaForRequests } from '../edge-ca.js';
@@ -52,6 +53,8 @@ Options:
   --route PREFIX=TARGET   send paths under PREFIX to another target, in the same forms
                           (repeatable; longest wins; case-sensitive; the path is forwarded
                           whole, prefix included)
+  --strip-prefix          right after a --route: that route's local server gets the path without
+                          PREFIX (/api/users -> /users); captures keep the public path
   --host-header rewrite|VALUE
                           the Host the local server sees (HTTP and WebSocket): rewrite sends the
                           target's host:port (Vite, Django ALLOWED_HOSTS, Rails), VALUE sends VALUE;
@@ -75,7 +78,32 @@ Options:
                           warning, error, closed (errors before the tunnel opens: {"error":{...}}
                           on stderr)
   -h, --help              show this help
+
+${POLICY_FLAGS_HELP}
+  A one-run policy holds while this command runs; for a reserved name with a stored policy, change
+  that one instead (burrow reserve NAME ...).
 `;
+
+/**
+ * Which --route (by position among the --route flags) each --strip-prefix follows: it belongs to the
+ * nearest --route before it. A --strip-prefix before any --route is a usage error.
+ */
+export function stripPrefixRoutes(args: readonly string[]): Set<number> {
+  const marked = new Set<number>();
+  let routeIndex = -1;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') break;
+    if (arg === '--route' || arg.startsWith('--route=')) {
+      routeIndex++;
+      if (arg === '--route') i++;
+    } else if (arg === '--strip-prefix') {
+      if (routeIndex === -1) throw new UsageError('--strip-prefix belongs right after the --route PREFIX=TARGET it applies to');
+      marked.add(routeIndex);
+    }
+  }
+  return marked;
+}
 
 /** Bytes of each body the client keeps for the inspector (the edge keeps the same by default). */
 export const INSPECTOR_BODY_LIMIT = 1024 * 1024;
@@ -99,6 +127,8 @@ export async function httpCommand(args: string[]): Promise<number> {
       json: { type: 'boolean' },
       ca: { type: 'string' },
       insecure: { type: 'boolean' },
+      'strip-prefix': { type: 'boolean', multiple: true },
+      ...POLICY_FLAG_OPTIONS,
     },
     HELP,
   );
@@ -110,10 +140,18 @@ export async function httpCommand(args: string[]): Promise<number> {
   const hostHeader = parsed.values['host-header'] === undefined ? 'keep' : parseHostHeader(parsed.values['host-header']);
   if (typeof hostHeader === 'object' && 'error' in hostHeader) throw new UsageError(`--host-header ${hostHeader.error}`);
   const routes: Route[] = [];
-  for (const text of parsed.values.route ?? []) {
+  const stripped = stripPrefixRoutes(args);
+  for (const [index, text] of (parsed.values.route ?? []).entries()) {
     const route = parseRoute(text);
     if (typeof route === 'string') throw new UsageError(`--route ${route}`);
-    routes.push(route);
+    routes.push(stripped.has(index) ? { ...route, stripPrefix: true } : route);
+  }
+  let policy: PolicySpec | undefined;
+  try {
+    policy = policySpecFromFlags(parsed.values);
+    if (policy !== undefined) encodePolicyHeader(policy);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
   const logFormat = parsed.values.log;
   if (logFormat !== undefined && logFormat !== 'text' && logFormat !== 'json') throw new UsageError('--log must be text or json');
@@ -158,6 +196,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       localInsecure: parsed.values['local-insecure'] === true,
       ...(ca === undefined ? {} : { ca }),
       insecure: parsed.values.insecure === true,
+      ...(policy === undefined ? {} : { policy }),
       ...(subdomain === undefined ? {} : { subdomain }),
     });
     inspector?.attach(client);
@@ -336,7 +375,7 @@ function inspectAddress(text: string | undefined): { host: string; port: number;
 function forwardingLines(publicUrl: string, table: RouteTable): string[] {
   return [
     `${publicUrl} -> ${table.defaultTarget.origin}`,
-    ...table.rules.map((route) => `${publicUrl}${route.prefix} -> ${route.target.origin}`),
+    ...table.rules.map((route) => `${publicUrl}${route.prefix} -> ${route.target.origin}${route.stripPrefix === true ? ' (prefix stripped)' : ''}`),
   ];
 }
 
