@@ -80,6 +80,19 @@ function staleness(timestampSeconds: number, now: number, tolerance: number): st
   return null;
 }
 
+/** "t=TS,v1=SIG,v1=SIG" (Stripe) or "ts=TS;h1=SIG" (Paddle): the timestamp and every signature. */
+function timestampedSignatures(value: string, separator: string, timestampKey: string, signatureKey: string): { timestamp: string; signatures: string[] } {
+  let timestamp = '';
+  const signatures: string[] = [];
+  for (const part of value.split(separator)) {
+    const equals = part.indexOf('=');
+    const key = part.slice(0, equals).trim();
+    if (key === timestampKey) timestamp = part.slice(equals + 1).trim();
+    else if (key === signatureKey) signatures.push(part.slice(equals + 1).trim());
+  }
+  return { timestamp, signatures };
+}
+
 const missing = (header: string): Verdict => refuse(`no ${header} header`);
 const mismatch = (header: string): Verdict => refuse(`the ${header} signature does not match the body`);
 
@@ -123,14 +136,7 @@ function stripe(secret: string): WebhookVerifier {
     verify({ fields, body, now }) {
       const value = fieldValue(fields, header);
       if (value === undefined) return missing('Stripe-Signature');
-      let timestamp = '';
-      const signatures: string[] = [];
-      for (const part of value.split(',')) {
-        const equals = part.indexOf('=');
-        const key = part.slice(0, equals).trim();
-        if (key === 't') timestamp = part.slice(equals + 1).trim();
-        else if (key === 'v1') signatures.push(part.slice(equals + 1).trim());
-      }
+      const { timestamp, signatures } = timestampedSignatures(value, ',', 't', 'v1');
       if (!/^[0-9]{1,12}$/.test(timestamp) || signatures.length === 0) return refuse('Stripe-Signature has no t= timestamp or no v1= signature');
       const expected = hmac('sha256', secret, timestamp, '.', body);
       if (!signatures.some((signature) => sameDigest(expected, signature, 'hex'))) return mismatch('Stripe-Signature');
@@ -260,14 +266,7 @@ function paddle(secret: string): WebhookVerifier {
     verify({ fields, body, now }) {
       const value = fieldValue(fields, header);
       if (value === undefined) return missing('Paddle-Signature');
-      let timestamp = '';
-      const signatures: string[] = [];
-      for (const part of value.split(';')) {
-        const equals = part.indexOf('=');
-        const name = part.slice(0, equals).trim();
-        if (name === 'ts') timestamp = part.slice(equals + 1).trim();
-        else if (name === 'h1') signatures.push(part.slice(equals + 1).trim());
-      }
+      const { timestamp, signatures } = timestampedSignatures(value, ';', 'ts', 'h1');
       if (!/^[0-9]{1,12}$/.test(timestamp) || signatures.length === 0) return refuse('Paddle-Signature has no ts= timestamp or no h1= signature');
       const expected = hmac('sha256', secret, `${timestamp}:`, body);
       if (!signatures.some((signature) => sameDigest(expected, signature, 'hex'))) return mismatch('Paddle-Signature');
