@@ -18,6 +18,7 @@ import type { QueueDriver } from '../api/types.js';
 import type { CaptureRecord } from '../store/captures.js';
 import type { QueuedEvent } from '../store/offline-queue.js';
 import type { Store } from '../store/store.js';
+import { isWriteFailure, storageFullError } from '../store/write-failures.js';
 import type { HttpRequest, HttpResponse } from '../uws.js';
 import type { PublicRequestHead } from './headers.js';
 import type { EdgeObserver } from './observer.js';
@@ -35,6 +36,8 @@ export interface OfflineQueueOptions {
   retryAfterSeconds?: number;
   /** How often events past their plan's age limit are dropped. */
   expirySweepMs?: number;
+  /** Whether the disk is below the edge's free-space floor: new events are then refused (issue 23). */
+  storageLow?: () => boolean;
 }
 
 export const DEFAULT_RETRY_DELAYS_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
@@ -54,6 +57,7 @@ export class OfflineQueue implements QueueDriver {
   private readonly maxEventBody: number;
   private readonly retryAfter: [string, string][];
   private readonly expiryTimer: NodeJS.Timeout;
+  private readonly storageLow: () => boolean;
   private closed = false;
 
   constructor(
@@ -67,6 +71,7 @@ export class OfflineQueue implements QueueDriver {
     this.retryDelays = options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS;
     this.maxEventBody = options.maxEventBody ?? DEFAULT_MAX_EVENT_BODY;
     this.retryAfter = [['retry-after', String(options.retryAfterSeconds ?? 60)]];
+    this.storageLow = options.storageLow ?? (() => false);
     for (const subdomain of store.queue.subdomains()) this.refresh(subdomain);
     this.expiryTimer = setInterval(() => this.expire(), options.expirySweepMs ?? 60_000);
     this.expiryTimer.unref();
@@ -106,6 +111,13 @@ export class OfflineQueue implements QueueDriver {
     const url = req.getUrl();
     const query = req.getQuery();
     const path = query ? `${url}?${query}` : url;
+    if (this.storageLow()) {
+      // Below the free-space floor nothing new is held: the sender keeps the event and retries, as for
+      // a full queue. Answered before the body is read, as `reject` mode is.
+      this.observer?.publicRefused('STORAGE_FULL', 503, subdomain, method, path, clientAddress);
+      writePublicError(res, 'STORAGE_FULL', `The edge is low on disk space and holds no new webhooks for ${subdomain}; retry later.`, false, this.retryAfter);
+      return;
+    }
     const exchange = { aborted: false };
     res.onAborted(() => {
       exchange.aborted = true;
@@ -153,9 +165,13 @@ export class OfflineQueue implements QueueDriver {
           });
         },
         (error: Error) => {
-          this.log(`offline queue: enqueue on ${subdomain} failed: ${error.stack ?? error.message}`);
-          this.observer?.publicRefused('INTERNAL_ERROR', 500, subdomain, input.method, input.path, input.clientAddress);
-          if (!exchange.aborted) res.cork(() => writePublicError(res, 'INTERNAL_ERROR'));
+          // A commit that failed (a full disk): reported once a minute, the sender told to retry.
+          const full = isWriteFailure(error);
+          if (full) this.store.failures.report('queue', error);
+          else this.log(`offline queue: enqueue on ${subdomain} failed: ${error.stack ?? error.message}`);
+          this.observer?.publicRefused(full ? 'STORAGE_FULL' : 'INTERNAL_ERROR', full ? 503 : 500, subdomain, input.method, input.path, input.clientAddress);
+          if (exchange.aborted) return;
+          res.cork(() => (full ? writePublicError(res, 'STORAGE_FULL', storageFullError('the webhook').message, false, this.retryAfter) : writePublicError(res, 'INTERNAL_ERROR')));
         },
       )
       .finally(() => {

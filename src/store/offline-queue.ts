@@ -128,7 +128,7 @@ export class OfflineQueueStore {
    * disk. When the queue is full, delivered events (kept for redelivery) make room first, oldest first.
    */
   async enqueue(input: NewEvent, limits: QueueLimits, now = Date.now()): Promise<EnqueueOutcome> {
-    const outcome = await this.root.transaction((): EnqueueOutcome => {
+    const committed = this.root.transaction((): EnqueueOutcome => {
       if (input.dedupeKey !== null) {
         const firstId = this.dedupe.get([input.subdomain, input.dedupeKey]);
         const first = firstId === undefined ? undefined : this.getSync(firstId);
@@ -169,7 +169,12 @@ export class OfflineQueueStore {
       this.meta.put(event.subdomain, meta);
       return { event, duplicate: false };
     });
-    if ('event' in outcome && !outcome.duplicate) await this.root.flushed;
+    // This commit's own flush, taken now: `root.flushed` read later names the newest batch's, and a batch
+    // that fails to commit (a full disk) never flushes, which held the 202 back for ever (issue 23).
+    const flushed = new Promise<void>((resolve, reject) => this.root.flushed.then(() => resolve(), reject));
+    flushed.catch(() => undefined);
+    const outcome = await committed;
+    if ('event' in outcome && !outcome.duplicate) await flushed;
     return outcome;
   }
 

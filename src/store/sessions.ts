@@ -8,6 +8,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { DashboardSessions, Principal, SessionOptions, SessionRecord } from './account-store.js';
 import type { Database, RootDatabase } from 'lmdb';
+import { WriteFailures } from './write-failures.js';
 
 export type { SessionRecord, SessionOptions } from './account-store.js';
 
@@ -49,6 +50,7 @@ export class SessionStore implements DashboardSessions {
     root: RootDatabase,
     private readonly tokens: { activePrincipal(idSegment: string): Principal | undefined },
     options: SessionOptions = {},
+    private readonly failures = new WriteFailures(),
   ) {
     this.sessions = root.openDB({ name: 'dashboard-sessions', encoding: 'msgpack' });
     this.idleMs = options.idleMs ?? SESSION_IDLE_MS;
@@ -58,7 +60,8 @@ export class SessionStore implements DashboardSessions {
   /** Opens a session for an authenticated token; the returned id goes into the cookie and nowhere else. */
   async open(principal: Principal, now = Date.now()): Promise<string> {
     const id = randomBytes(32).toString('base64url');
-    await this.sessions.put(keyOf(id), { tokenIdSegment: principal.token.idSegment, accountId: principal.account.id, createdAt: now, lastSeenAt: now });
+    const record = { tokenIdSegment: principal.token.idSegment, accountId: principal.account.id, createdAt: now, lastSeenAt: now };
+    await this.failures.guard('sessions', this.sessions.put(keyOf(id), record), 'the session');
     return id;
   }
 

@@ -4,13 +4,14 @@ import type { ClusterOptions } from '../../edge/cluster/types.js';
 import { parseAdminAddress } from '../../edge/admin.js';
 import { TrustedProxies } from '../../edge/client-address.js';
 import { Edge } from '../../edge/server.js';
+import { parseMinFreeSpace } from '../../store/free-space.js';
 import { certificateCovers, type ServerName } from '../../edge/tls.js';
 import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
 Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
-                   [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
+                   [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS] [--min-free-disk BYTES|PERCENT]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
                    [--trust-proxy CIDR[,CIDR...]]
                    [--cluster redis://HOST:PORT[/DB] --node-id ID --advertise URL [--cluster-secret-file F]]
@@ -31,6 +32,11 @@ Options:
   --no-capture           forward without capturing (benchmarks)
   --capture-fsync        fsync every capture commit: captures survive power loss too, at ~0.5-1 ms
                          of latency per commit (by default they survive a crash of the edge process)
+  --min-free-disk BYTES|PERCENT
+                         free space to keep on the data directory's file system, e.g. 512MiB, 2GiB or
+                         10%: below it new captures are skipped (requests are still forwarded) and new
+                         held webhooks are refused with 503 STORAGE_FULL; 0 turns it off (default: the
+                         larger of 256MiB and 5%)
   --public-port N        port shown in public URLs, when a proxy in front of the edge uses another
   --public-url URL       the edge's URL as the public sees it, e.g. https://tunnels.example.com when a
                          TLS-terminating proxy is in front: printed URLs, the client's public URL and
@@ -97,6 +103,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'capture-body': { type: 'string' },
       'no-capture': { type: 'boolean' },
       'capture-fsync': { type: 'boolean' },
+      'min-free-disk': { type: 'string' },
       'public-port': { type: 'string' },
       'public-url': { type: 'string' },
       'tls-cert': { type: 'string' },
@@ -162,6 +169,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
     }
   }
   const cluster = clusterOptions(values);
+  const minFreeDisk = values['min-free-disk'] === undefined ? undefined : parseMinFreeSpace(values['min-free-disk']);
+  if (typeof minFreeDisk === 'string') throw new UsageError(`--min-free-disk must be ${minFreeDisk}`);
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     ...(cluster === undefined ? {} : { cluster }),
@@ -176,6 +185,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     captureBodyLimit: intOption(values['capture-body'], 'capture-body', 1024 * 1024, 0, 64 * 1024 * 1024),
     capture: values['no-capture'] !== true,
     captureFsync: values['capture-fsync'] === true,
+    ...(minFreeDisk === undefined ? {} : { minFreeDisk }),
     ...(publicPort === undefined ? {} : { publicPort }),
     ...(trustProxy === undefined ? {} : { trustProxy }),
     ...(publicScheme === undefined ? {} : { publicScheme }),
