@@ -563,7 +563,7 @@ export class CaptureStore {
       for (let slot = 0; slot < stored.capacity; slot++) {
         const bytes = this.slots.getBinaryFast([stored.ringId, slot]);
         if (bytes === undefined) continue;
-        sizes[slot] = bytes.byteLength;
+        sizes[slot] = bytes.length;
         const seq = seqOf(bytes);
         if (seq >= head) head = seq + 1;
       }
@@ -612,9 +612,10 @@ export class CaptureStore {
     return new Uint32Array(saved.buffer.slice(saved.byteOffset, saved.byteOffset + saved.byteLength));
   }
 
+  /** Each slot's size, read from the slots (`length`: a getBinaryFast buffer is a shared one, longer than its value). */
   private readSizes(ring: OpenRing): Uint32Array {
     const sizes = new Uint32Array(ring.capacity);
-    for (let slot = 0; slot < ring.capacity; slot++) sizes[slot] = this.slots.getBinaryFast([ring.ringId, slot])?.byteLength ?? 0;
+    for (let slot = 0; slot < ring.capacity; slot++) sizes[slot] = this.slots.getBinaryFast([ring.ringId, slot])?.length ?? 0;
     return sizes;
   }
 
@@ -849,7 +850,7 @@ export class CaptureStore {
           const capture = summaryOf(bytes);
           if (capture.seq !== seq) continue;
           if (capture.receivedAt >= cutoff) break;
-          removedBytes += bytes.byteLength;
+          removedBytes += bytes.length;
           this.slots.remove(slot);
           removedSlots.push(slot[1]);
         }
