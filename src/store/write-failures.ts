@@ -113,8 +113,8 @@ export class WriteFailures {
     const more = this.unlogged.get(kind) ?? 0;
     this.unlogged.delete(kind);
     void causeOf(error).then((cause) => {
-      const since = more === 0 ? '' : `; ${more} more ${kind} write${more === 1 ? '' : 's'} failed since the last line`;
-      this.log(`storage: a ${kind} write failed: ${describeWriteError(cause)}; ${CONSEQUENCES[kind]}${since}`);
+      const since = more === 0 ? '' : `; ${more} more failed since the last line`;
+      this.log(`storage: writing ${kind} failed: ${describeWriteError(cause)}; ${CONSEQUENCES[kind]}${since}`);
     });
   }
 
