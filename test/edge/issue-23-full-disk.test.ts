@@ -155,10 +155,12 @@ test('issue 23.1 (a): 1 MiB POSTs fill a small disk through captures: every one 
     assert.equal(JSON.parse(held.text).error.code, 'STORAGE_FULL');
 
     assert.equal(lines(edge.log(), /below the minimum/).length, 1, edge.log());
+    await client.close();
+    assert.equal(await stopEdge(edge), 0, `a clean stop:\n${edge.log()}`);
   } finally {
     await client.close();
     await local.close();
-    assert.equal(await stopEdge(edge), 0, edge.log());
+    await stopEdge(edge);
   }
 });
 
@@ -208,10 +210,12 @@ test('issue 23.1: without a floor the disk fills up: every failed commit is answ
     assert.ok(alive(edge), `the edge is up:\n${edge.log()}`);
     metrics = await scrape(edge);
     assert.ok(sampleValue(metrics, 'burrow_store_write_failures_total', { store: 'accounts' }) >= 1);
+    await client.close();
+    assert.equal(await stopEdge(edge), 0, `a clean stop:\n${edge.log()}`);
   } finally {
     await client.close();
     await local.close();
-    assert.equal(await stopEdge(edge), 0, edge.log());
+    await stopEdge(edge);
   }
 });
 
@@ -253,10 +257,12 @@ test('issue 23.1 (b): an edge restarted on a full disk starts and serves: one lo
     assert.equal(sampleValue(metrics, 'burrow_disk_low'), 1);
     assert.equal(sampleValue(metrics, 'burrow_captures_skipped_total', { reason: 'disk' }), 3);
     assert.ok(alive(edge));
+    await again.close();
+    assert.equal(await stopEdge(edge), 0, `a clean stop:\n${edge.log()}`);
   } finally {
     await again.close();
     await local.close();
-    assert.equal(await stopEdge(edge), 0, edge.log());
+    await stopEdge(edge);
   }
 });
 
