@@ -213,6 +213,7 @@ export class Edge {
         fsync: options.captureFsync === true,
         failures: this.writeFailures,
         space: this.space,
+        log: this.log,
         // Capture ids must not repeat across the edges of a cluster (src/edge/cluster/captures.ts).
         ...(cluster !== null
           ? { ringIds: clusterRingIds(cluster.nodeNumber) }

@@ -16,6 +16,7 @@ import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { Packr, Unpackr } from 'msgpackr';
 import { decode, type OpenFrame, type ResponseFrame } from '../protocol/codec.js';
+import { formatBytes } from './free-space.js';
 import { guardLmdbRejections, isWriteFailure, WriteFailures } from './write-failures.js';
 
 /** What every capture records besides its heads and bodies. */
@@ -413,7 +414,11 @@ interface AccountCaptures {
   commit: number;
   /** `bytes` before that commit, restored if it fails. */
   before: number;
+  /** When the log last said this account is at its quota (once an hour at most). */
+  toldFullAt: number;
 }
+
+const QUOTA_NOTICE_MS = 3_600_000;
 
 /** Captures not written, by why (burrow_captures_skipped_total). */
 export interface SkippedCaptures {
@@ -439,6 +444,8 @@ export interface CaptureStoreOptions {
   failures?: WriteFailures;
   /** The free-space floor; none by default. */
   space?: SpaceGauge;
+  /** Where an account reaching its capture quota is said (once an hour per account). */
+  log?: (line: string) => void;
 }
 
 export class CaptureStore {
@@ -461,6 +468,7 @@ export class CaptureStore {
   readonly failures: WriteFailures;
   private readonly space: SpaceGauge | null;
   private readonly ringIds: RingIdSpace;
+  private readonly log: (line: string) => void;
 
   /**
    * Opens the capture log in its own LMDB environment in `dir` (DESIGN.md section 3, with one measured
@@ -484,8 +492,9 @@ export class CaptureStore {
 
   constructor(
     private readonly root: RootDatabase,
-    options: Pick<CaptureStoreOptions, 'ringIds' | 'failures' | 'space'> = {},
+    options: Pick<CaptureStoreOptions, 'ringIds' | 'failures' | 'space' | 'log'> = {},
   ) {
+    this.log = options.log ?? (() => {});
     this.ringIds = options.ringIds ?? { first: 1, last: MAX_RING_ID };
     this.failures = options.failures ?? new WriteFailures();
     this.space = options.space ?? null;
@@ -612,6 +621,17 @@ export class CaptureStore {
     return new Uint32Array(saved.buffer.slice(saved.byteOffset, saved.byteOffset + saved.byteLength));
   }
 
+  /** Says, once an hour per account, that an account's captures are being skipped for its quota. */
+  private overQuota(account: AccountCaptures): void {
+    const now = Date.now();
+    if (now - account.toldFullAt < QUOTA_NOTICE_MS) return;
+    account.toldFullAt = now;
+    this.log(
+      `captures: account ${account.accountId} holds ${formatBytes(account.bytes)} of captures, its plan's quota of ${formatBytes(account.quota)} on this edge: ` +
+        'its new captures are skipped (requests are still forwarded) until older ones expire or are overwritten',
+    );
+  }
+
   /** Each slot's size, read from the slots (`length`: a getBinaryFast buffer is a shared one, longer than its value). */
   private readSizes(ring: OpenRing): Uint32Array {
     const sizes = new Uint32Array(ring.capacity);
@@ -624,7 +644,7 @@ export class CaptureStore {
     let account = this.accounts.get(accountId);
     if (account === undefined) {
       const bytes = this.accountBytes.get(accountId) ?? 0;
-      account = { accountId, bytes, quota: Infinity, commit: 0, before: bytes };
+      account = { accountId, bytes, quota: Infinity, commit: 0, before: bytes, toldFullAt: -Infinity };
       this.accounts.set(accountId, account);
     }
     return account;
@@ -680,6 +700,7 @@ export class CaptureStore {
           const size = bytes === null ? 0 : bytes.byteLength;
           if (bytes === null) {
             overQuota++;
+            this.overQuota(account);
             if (old === 0) continue;
             this.slots.remove([ring.ringId, slot]);
           } else {

@@ -39,8 +39,10 @@ test('issue 23.1 (c): a FREE tenant cycling subdomains stops capturing at its qu
     t.skip(disk);
     return;
   }
+  const log: string[] = [];
   const options: Partial<EdgeOptions> = {
     dataDir: join(disk.dir, 'data'),
+    log: (line) => log.push(line),
     admin: { host: '127.0.0.1', port: 0 },
     minFreeDisk: { bytes: 0 },
     plans: { FREE: { captureBytes: QUOTA } },
@@ -70,6 +72,9 @@ test('issue 23.1 (c): a FREE tenant cycling subdomains stops capturing at its qu
     assert.equal(captured, 5, 'captures stop at the quota');
     assert.ok(target.edge.captures.bytesOf(tenant.id) <= QUOTA);
     assert.ok(disk.free() > 30 * MIB, `the disk did not fill: ${disk.free()} bytes free`);
+    const told = log.filter((line) => line.startsWith(`captures: account ${tenant.id} holds `));
+    assert.equal(told.length, 1, `said once an hour:\n${log.join('\n')}`);
+    assert.match(told[0]!, /its plan's quota of 5\.5 MiB on this edge: its new captures are skipped \(requests are still forwarded\)/);
 
     const other = await startClient(target, bystander.token, local.port, { subdomain: 'bystander' });
     assert.equal((await post(target, other.host, '/mine')).status, 200);
