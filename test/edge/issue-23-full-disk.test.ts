@@ -110,28 +110,61 @@ function withLoopFs(sizeMiB: number, t: { skip(message: string): void }): LoopFs
   return made;
 }
 
-test('issue 23.1 (a): 1 MiB POSTs fill a small disk through captures: every one answered 200 by the local server, captures skipped below --min-free-disk, held webhooks refused 503, the edge up', { timeout: 90_000 }, async (t) => {
-  const disk = withLoopFs(64, t);
-  if (disk === null) return;
+/** An account, an edge on a loop-mounted disk of `sizeMiB` and a tunnel to a local server on `subdomain`. */
+interface Scene {
+  disk: LoopFs;
+  token: string;
+  edge: RunningEdge;
+  local: LocalServer;
+  client: TunnelClient;
+}
+
+async function scene(t: { skip(message: string): void }, sizeMiB: number, subdomain: string, edgeArgs: string[]): Promise<Scene | null> {
+  const disk = withLoopFs(sizeMiB, t);
+  if (disk === null) return null;
   const data = join(disk.dir, 'data');
   const env = { XDG_CONFIG_HOME: freshDir() };
-  const token = await createAccount(data, env, 'filler@example.test');
-  const floor = 24 * MIB;
-  const edge = await startEdge(data, env, ['--min-free-disk', '24MiB']);
+  const token = await createAccount(data, env, `${subdomain}@example.test`);
+  const edge = await startEdge(data, env, edgeArgs);
   const local = await lengthServer();
-  const client = await connect(edge, token, local.port, 'fill-river');
+  return { disk, token, edge, local, client: await connect(edge, token, local.port, subdomain) };
+}
+
+/** More 1 MiB POSTs than the disk has room for: each must reach the local server whole and be answered 200. */
+async function postPastTheFreeSpace(s: Scene, subdomain: string): Promise<number> {
+  const sent = Math.ceil(s.disk.free() / MIB) + 8;
+  for (let i = 0; i < sent; i++) {
+    const answer = await post(s.edge, subdomain, `/hook/${i}`, BODY);
+    assert.equal(answer.status, 200, `POST ${i}: ${answer.status} ${answer.text}`);
+    assert.equal(answer.text, `read ${MIB}`, `POST ${i} reached the local server whole`);
+  }
+  assert.ok(alive(s.edge), `the edge is up:\n${s.edge.log()}`);
+  return sent;
+}
+
+/** The edge stops cleanly (exit 0) after all that. */
+async function stopsCleanly(s: Scene): Promise<void> {
+  await s.client.close();
+  assert.equal(await stopEdge(s.edge), 0, `a clean stop:\n${s.edge.log()}`);
+}
+
+async function endScene(s: Scene): Promise<void> {
+  await s.client.close();
+  await s.local.close();
+  await stopEdge(s.edge);
+}
+
+test('issue 23.1 (a): 1 MiB POSTs fill a small disk through captures: every one answered 200 by the local server, captures skipped below --min-free-disk, held webhooks refused 503, the edge up', { timeout: 90_000 }, async (t) => {
+  const floor = 24 * MIB;
+  const s = await scene(t, 64, 'fill-river', ['--min-free-disk', '24MiB']);
+  if (s === null) return;
+  const { disk, edge, token } = s;
   try {
     // A name held in queue mode while no tunnel serves it: the other way in for anonymous bytes.
     const reserved = await api(edge, 'POST', '/api/v1/reserved-subdomains', token, { subdomain: 'held-river', offline: 'queue' });
     assert.equal(reserved.status, 201, reserved.text);
 
-    const sent = Math.ceil(disk.free() / MIB) + 8;
-    for (let i = 0; i < sent; i++) {
-      const answer = await post(edge, 'fill-river', `/hook/${i}`, BODY);
-      assert.equal(answer.status, 200, `POST ${i}: ${answer.status} ${answer.text}`);
-      assert.equal(answer.text, `read ${MIB}`, `POST ${i} reached the local server whole`);
-    }
-    assert.ok(alive(edge), `the edge is up:\n${edge.log()}`);
+    const sent = await postPastTheFreeSpace(s, 'fill-river');
     assert.ok(disk.free() > floor - 4 * MIB, `the floor held: ${disk.free()} bytes free`);
 
     const listed = await api(edge, 'GET', '/api/v1/requests?subdomain=fill-river&limit=1000', token);
@@ -155,32 +188,18 @@ test('issue 23.1 (a): 1 MiB POSTs fill a small disk through captures: every one 
     assert.equal(JSON.parse(held.text).error.code, 'STORAGE_FULL');
 
     assert.equal(lines(edge.log(), /below the minimum/).length, 1, edge.log());
-    await client.close();
-    assert.equal(await stopEdge(edge), 0, `a clean stop:\n${edge.log()}`);
+    await stopsCleanly(s);
   } finally {
-    await client.close();
-    await local.close();
-    await stopEdge(edge);
+    await endScene(s);
   }
 });
 
 test('issue 23.1: without a floor the disk fills up: every failed commit is answered, logged once and counted; API reads work, API writes answer 503 STORAGE_FULL', { timeout: 90_000 }, async (t) => {
-  const disk = withLoopFs(48, t);
-  if (disk === null) return;
-  const data = join(disk.dir, 'data');
-  const env = { XDG_CONFIG_HOME: freshDir() };
-  const token = await createAccount(data, env, 'no-floor@example.test');
-  const edge = await startEdge(data, env, ['--min-free-disk', '0']);
-  const local = await lengthServer();
-  const client = await connect(edge, token, local.port, 'no-floor');
+  const s = await scene(t, 48, 'no-floor', ['--min-free-disk', '0']);
+  if (s === null) return;
+  const { disk, edge, token } = s;
   try {
-    const sent = Math.ceil(disk.free() / MIB) + 8;
-    for (let i = 0; i < sent; i++) {
-      const answer = await post(edge, 'no-floor', `/hook/${i}`, BODY);
-      assert.equal(answer.status, 200, `POST ${i}: ${answer.status} ${answer.text}`);
-      assert.equal(answer.text, `read ${MIB}`);
-    }
-    assert.ok(alive(edge), `the edge is up:\n${edge.log()}`);
+    await postPastTheFreeSpace(s, 'no-floor');
     let metrics = await scrape(edge);
     const failed = sampleValue(metrics, 'burrow_store_write_failures_total', { store: 'captures' });
     assert.ok(failed > 1, `commits failed: ${failed}`);
@@ -210,12 +229,9 @@ test('issue 23.1: without a floor the disk fills up: every failed commit is answ
     assert.ok(alive(edge), `the edge is up:\n${edge.log()}`);
     metrics = await scrape(edge);
     assert.ok(sampleValue(metrics, 'burrow_store_write_failures_total', { store: 'accounts' }) >= 1);
-    await client.close();
-    assert.equal(await stopEdge(edge), 0, `a clean stop:\n${edge.log()}`);
+    await stopsCleanly(s);
   } finally {
-    await client.close();
-    await local.close();
-    await stopEdge(edge);
+    await endScene(s);
   }
 });
 
