@@ -41,7 +41,7 @@ import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
 import { FixedWindowLimiter } from './rate-limit.js';
 import { SessionStore } from './sessions.js';
 import { UsageMeter } from './usage.js';
-import { guardLmdbRejections, WriteFailures } from './write-failures.js';
+import { guardLmdbRejections, isWriteFailure, WriteFailures } from './write-failures.js';
 
 export type { AccountRecord, TokenRecord, ReservationRecord, TokenInfo, CreatedToken, Principal, AuthOutcome, StoreOptions } from './account-store.js';
 
@@ -113,6 +113,7 @@ export class Store implements AccountStore {
       this.tokens.putSync(DECOY_KEY, decoy);
     } catch (error) {
       // A full disk must not stop the edge from starting; the next start writes it.
+      if (!isWriteFailure(error)) throw error;
       this.failures.report('accounts', error);
     }
   }
