@@ -274,6 +274,7 @@ export class Edge {
       usage: this.usage,
       tunnels: clusterApi === null ? this.registry : clusterApi.tunnels,
       queue: this.offline,
+      writeFailures: this.writeFailures,
       instance: { build: VERSION, region: options.region ?? 'local' },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
