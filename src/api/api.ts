@@ -43,12 +43,6 @@ export interface ApiOptions {
   /** Sign-ins (`POST /api/v1/session`) per window per token and per client address: 10 and 30 by default. */
   signInLimits?: { perToken?: number; perAddress?: number };
   /**
-   * Whether the dashboard lives on a request's host (its Host, or a trusted proxy's X-Forwarded-Host):
-   * elsewhere the session cookie is ignored and sign-in is refused (`burrow edge --api-host`). Every
-   * host when absent.
-   */
-  servesDashboard?: (host: string) => boolean;
-  /**
    * Whether reserved subdomains may be set to `reject` or `queue` (docs/offline.md); false in cluster
    * mode, where the edge that receives a webhook may not be the one its tunnel comes back to.
    */
@@ -269,8 +263,9 @@ export class Api {
     return this.scheme === 'https' || req.scheme === 'https';
   }
 
+  /** Off the dashboard's host (`burrow edge --api-host`) the session cookie is ignored and sign-in refused. */
   private servesDashboard(req: ApiRequest): boolean {
-    return this.options.servesDashboard === undefined || this.options.servesDashboard(req.headers.host ?? '');
+    return req.dashboardHost !== false;
   }
 
   /** Counts a sign-in against `limiter`; 429 RATE_LIMITED past its limit. */

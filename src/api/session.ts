@@ -142,11 +142,14 @@ function hostnameOf(host: string): string {
   return (colon === -1 ? lower : lower.slice(0, colon)).replace(/\.$/, '');
 }
 
-/** The host and its parents of two labels or more (a browser refuses a cookie for a bare top-level name). */
+/**
+ * The host and its parent domains, nearest first (a browser ignores the expiry of a cookie for a public
+ * suffix such as `com`, as it refused to store one).
+ */
 function parentDomains(hostname: string): string[] {
   if (hostname === '' || IP_HOST.test(hostname) || !/^[a-z0-9.-]+$/.test(hostname)) return [];
   const labels = hostname.split('.');
-  const domains = [hostname];
-  for (let first = 1; first <= labels.length - 2 && domains.length < MAX_DOMAINS; first++) domains.push(labels.slice(first).join('.'));
+  const domains: string[] = [];
+  for (let first = 0; first < labels.length && domains.length < MAX_DOMAINS; first++) domains.push(labels.slice(first).join('.'));
   return domains;
 }

@@ -35,12 +35,6 @@ export class HostDispatch {
     this.domainApi = this.apiHost === null ? API : API_WITHOUT_DASHBOARD;
   }
 
-  /** Whether the dashboard (and the session cookie) lives on this Host. */
-  servesDashboard(hostHeader: string): boolean {
-    const target = this.resolve(hostHeader);
-    return target.kind === 'api' && target.dashboard;
-  }
-
   resolve(hostHeader: string): HostTarget {
     if (hostHeader.length === 0) return API;
     if (hostHeader.length > 300) return UNKNOWN;

@@ -263,7 +263,6 @@ export class Edge {
       ...(options.authFailureLimit === undefined ? {} : { authFailureLimit: options.authFailureLimit }),
       publicScheme: this.publicScheme === 'https' ? 'https' : 'http',
       publicUrlOf: (subdomain) => this.publicUrl(subdomain),
-      servesDashboard: (host) => this.hosts.servesDashboard(host),
       ...(options.dashboardSessions === undefined ? {} : { sessions: options.dashboardSessions }),
       ...(options.signInLimits === undefined ? {} : { signInLimits: options.signInLimits }),
     });
@@ -480,7 +479,7 @@ export class Edge {
       else if (this.refusedFraming(res, req, target.kind === 'api' ? this.apiHostHeaders : NO_HEADERS)) return;
       else if (this.hop !== null && this.hop.servesInternal(res, req)) return;
       else if (target.kind === 'api') {
-        if (!(target.dashboard && serveDashboard(res, req, this.dashboardHeaders))) this.serveApi(res, req);
+        if (!(target.dashboard && serveDashboard(res, req, this.dashboardHeaders))) this.serveApi(res, req, target.dashboard);
       } else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
     });
   }
@@ -495,7 +494,7 @@ export class Edge {
 
   // ---- the API ----------------------------------------------------------------------------------------
 
-  private serveApi(res: HttpResponse, req: HttpRequest): void {
+  private serveApi(res: HttpResponse, req: HttpRequest, dashboardHost: boolean): void {
     const method = req.getCaseSensitiveMethod();
     // Behind a trusted proxy, the scheme and host the browser used are the forwarded ones (the
     // dashboard's CSRF rule compares the Origin with them).
@@ -515,6 +514,7 @@ export class Edge {
       scheme: origin.proto,
       body: null,
       clientAddress: origin.client,
+      dashboardHost,
     };
     const isHead = method === 'HEAD';
     const lengthHeader = req.getHeader('content-length');
