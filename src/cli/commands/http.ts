@@ -20,7 +20,7 @@ import { Inspector } from '../../inspector/server.js';
 import { ApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
-import { readCaFile, trustCaForRequests } from '../edge-ca.js';
+import { readCaFile, useEdgeDispatcherForRequests } from '../edge-ca.js';
 
 const HELP = `
 Usage: burrow http [scheme://][host:]port [--subdomain NAME] [--route PREFIX=TARGET ...]
@@ -137,8 +137,9 @@ export async function httpCommand(args: string[]): Promise<number> {
   }
   // --ca, else BURROW_CA, else the CA "burrow login --ca" saved.
   const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
-  // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust.
-  if (ca !== undefined) trustCaForRequests(ca);
+  // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust,
+  // and localhost names resolved as the tunnel's own connection resolves them.
+  useEdgeDispatcherForRequests(ca);
 
   // The inspector first: a taken --inspect port fails before any tunnel opens.
   let inspector: Inspector | null = null;
