@@ -63,7 +63,8 @@ Options:
                          default: believe nobody; see docs/deploy.md)
   --region NAME          region reported by /api/v1/instance (default local)
   --admin [HOST:]PORT    serve GET /metrics (Prometheus text) and GET /healthz (200 serving, 503 draining)
-                         on this address; a bare port binds 127.0.0.1 (default: off)
+                         on this address; a bare port binds 127.0.0.1 (default: off). It answers a Host
+                         of localhost, an IP address or HOST only (421 otherwise: DNS rebinding)
   --access-log FILE|-    one JSON line per public request, appended to FILE or written to stdout (-)
   --drain MS             on SIGTERM/SIGINT, how long in-flight requests may take to finish before the
                          tunnels are told to go (GOAWAY) and the edge exits (default 10000)
