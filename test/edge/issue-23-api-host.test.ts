@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
-import { createAccount, echo, runCli, startEdge, startLocal, tempDirs, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
+import { createAccount, echo, runCli, spawnCli, startEdge, startLocal, tempDirs, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 import { makeCa, makeServerCert } from '../tls-fixtures.js';
 import { TEST_API_HOST, TEST_DOMAIN } from '../wildcard-dns.js';
 
@@ -132,4 +132,24 @@ test('burrow edge --api-host refuses a host the tunnels can set cookies for, and
     assert.equal(result.code, 2, result.stderr);
     assert.match(result.stderr, reason);
   }
+});
+
+test('burrow edge --dev over plain HTTP says in its banner that it is not safe to expose; over HTTPS it does not', async () => {
+  const env = { XDG_CONFIG_HOME: dirs(), BURROW_TOKEN: '', BURROW_EDGE: '' };
+  const plain = await spawnCli(['edge', '--dev', '--port', '0', '--data', dirs()], env, /dev token|dev account/);
+  plain.child.kill('SIGTERM');
+  assert.equal(await plain.exited, 0);
+  assert.match(plain.output(), /listening on http:\/\/localhost:\d+.*\nburrow edge: plain HTTP: for this machine only, not safe to expose/);
+  const json = await spawnCli(['edge', '--port', '0', '--data', dirs(), '--json'], env, /"event":"listening"/);
+  json.child.kill('SIGTERM');
+  assert.equal(await json.exited, 0);
+  const listening = JSON.parse(json.output().split('\n').find((line) => line.includes('"listening"'))!);
+  assert.match(listening.warning, /not safe to expose/);
+
+  const dir = dirs();
+  const pem = makeServerCert(dir, 'edge', [TEST_DOMAIN, `*.${TEST_DOMAIN}`], null);
+  const tls = await spawnCli(['edge', '--domain', TEST_DOMAIN, '--tls-cert', pem.cert, '--tls-key', pem.key, '--port', '0', '--data', dirs()], env, /listening on https:/);
+  tls.child.kill('SIGTERM');
+  assert.equal(await tls.exited, 0);
+  assert.doesNotMatch(tls.output(), /not safe to expose/);
 });
