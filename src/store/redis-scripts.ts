@@ -155,8 +155,8 @@ return {count, left}`,
 
 /**
  * The reads of a token check in one round trip: the id's record, or the decoy when there is none (an
- * unknown id costs what a known one does), then that record's account and last use. The one script that
- * derives a key (the account's, from the record) instead of receiving it: it only reads.
+ * unknown id costs what a known one does), then that record's account and last use. One of the two scripts
+ * that derive a key (the account's, from the record) instead of receiving it (openSession is the other).
  * KEYS: token:<seg>, token:~decoy, token-last-used. ARGV: the account key's prefix (`<prefix>account:`),
  * the id segment. Returns {token JSON or false, decoy JSON or false, account JSON or false, last use or false}.
  */
@@ -175,6 +175,12 @@ if compared then account = redis.call('GET', ARGV[1] .. cjson.decode(compared).a
 return {token, decoy, account, redis.call('HGET', KEYS[3], ARGV[2])}`,
 };
 
+/** Lua: `now` (ms) and `micros` on Redis's own clock, the one every session time is read from. */
+const REDIS_NOW = `
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])`;
+
 /**
  * Opens a dashboard session on Redis's own clock (TIME), never an edge's: the record's times, its PX
  * (the idle time, at most the max age) and its place in the token's sessions. Then the token keeps at
@@ -187,10 +193,7 @@ return {token, decoy, account, redis.call('HGET', KEYS[3], ARGV[2])}`,
  */
 const openSession: ScriptDefinition = {
   numberOfKeys: 2,
-  lua: `
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  lua: `${REDIS_NOW}
 local maxAge = tonumber(ARGV[3])
 local record = cjson.decode(ARGV[1])
 record.createdAt = now
@@ -232,9 +235,7 @@ const useSession: ScriptDefinition = {
   lua: `
 local stored = redis.call('GET', KEYS[1])
 if not stored then return false end
-local record = cjson.decode(stored)
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local record = cjson.decode(stored)${REDIS_NOW}
 if now - record.lastSeenAt > tonumber(ARGV[3]) then
   local left = math.min(tonumber(ARGV[1]), record.createdAt + tonumber(ARGV[2]) - now)
   if left <= 0 then
