@@ -27,6 +27,11 @@ export interface ApiRequest {
   clientAddress: string;
   /** The scheme the client used (the edge's own, or a trusted proxy's X-Forwarded-Proto); the API's public scheme when absent. */
   scheme?: string;
+  /**
+   * False when the host the edge dispatched the request on is an API host without the dashboard
+   * (`<domain>` beside `burrow edge --api-host`): there the session cookie is ignored and sign-in refused.
+   */
+  dashboardHost?: boolean;
 }
 
 export type HeaderPairs = [string, string][];

@@ -16,6 +16,7 @@ import { request, type Dispatcher } from 'undici';
 import { cleartextRefusal, describeTlsError } from '../client/edge-trust.js';
 import { CliError } from './args.js';
 import { requireToken, resolveCredentials, type CaSource, type Credentials } from './config.js';
+import { edgeDispatcher } from '../client/edge-lookup.js';
 import { dispatcherTrusting, readCaFile } from './edge-ca.js';
 
 /** The flags of every command that talks to the edge's API (see CONNECTION_HELP). */
@@ -65,6 +66,9 @@ export function apiClientFor(credentials: Credentials, insecure: boolean): ApiCl
   return new ApiClient(credentials.edges, token, pem === undefined ? undefined : dispatcherTrusting(pem), credentials.ca);
 }
 
+/** Without a CA of its own, every API client shares this one (localhost names resolved to loopback, public roots). */
+let sharedDispatcher: Dispatcher | undefined;
+
 /** Transport errors that happen before a request's first byte is written: retrying it elsewhere is safe. */
 const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
 
@@ -76,7 +80,7 @@ export class ApiClient {
   constructor(
     edges: string | readonly string[],
     private readonly token: string | undefined,
-    /** undici's global dispatcher when undefined. */
+    /** The shared edge dispatcher (src/client/edge-lookup.ts) when undefined. */
     private readonly dispatcher?: Dispatcher,
     /** The extra CA trusted, if any (what "burrow login" saves). */
     readonly ca?: CaSource,
@@ -124,7 +128,7 @@ export class ApiClient {
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         headersTimeout: 30_000,
         bodyTimeout: 30_000,
-        ...(this.dispatcher === undefined ? {} : { dispatcher: this.dispatcher }),
+        dispatcher: this.dispatcher ?? (sharedDispatcher ??= edgeDispatcher()),
       });
     } catch (error) {
       const nested = (error as { cause?: unknown }).cause;

@@ -1,11 +1,12 @@
 /**
  * `--ca FILE` for the commands that talk to an edge: the file checked once, and undici's global
  * dispatcher (the API client's and the inspector's requests) told to trust it beside the public roots.
+ * Every dispatcher made here resolves localhost names to loopback itself (src/client/edge-lookup.ts).
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Agent, setGlobalDispatcher } from 'undici';
-import { trustedCas } from '../client/edge-trust.js';
+import { setGlobalDispatcher, type Agent } from 'undici';
+import { edgeDispatcher } from '../client/edge-lookup.js';
 import { CliError } from './args.js';
 
 /**
@@ -31,10 +32,13 @@ export function readCaFile(path: string, from = '--ca'): string {
 
 /** A dispatcher for undici requests that trusts `pem` as well as the public roots. */
 export function dispatcherTrusting(pem: string): Agent {
-  return new Agent({ connect: { ca: trustedCas(pem) } });
+  return edgeDispatcher(pem);
 }
 
-/** Requests made through undici's global dispatcher trust `pem` as well as the public roots. */
-export function trustCaForRequests(pem: string): void {
-  setGlobalDispatcher(dispatcherTrusting(pem));
+/**
+ * Requests made through undici's global dispatcher (the inspector's, to the edge) resolve localhost names
+ * to loopback, and trust `pem` as well as the public roots when given.
+ */
+export function useEdgeDispatcherForRequests(pem?: string): void {
+  setGlobalDispatcher(edgeDispatcher(pem));
 }

@@ -29,6 +29,7 @@ import {
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import { endpointLabel, pinnedLookup, resolveEndpoints, type EdgeEndpoint } from './edge-endpoints.js';
+import { edgeLookup } from './edge-lookup.js';
 import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
@@ -269,8 +270,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       maxPayload: 8 * 1024 * 1024,
       handshakeTimeout: 15_000,
       ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
-      // Only the address is pinned: Host, SNI and the certificate check keep the URL's name.
-      ...(endpoint.address === null ? {} : { lookup: pinnedLookup(endpoint.address) }),
+      // Only the address is pinned: Host, SNI and the certificate check keep the URL's name. Unpinned,
+      // localhost names are loopback without a resolver (RFC 6761, src/client/edge-lookup.ts).
+      lookup: endpoint.address === null ? edgeLookup : pinnedLookup(endpoint.address),
     });
     this.socket = socket;
     this.goAway = null;

@@ -413,14 +413,17 @@ export class RedisLeases {
     }
   }
 
-  /** The internal hop's secret: `candidate` if no edge stored one before, else the stored one. */
-  async sharedSecret(candidate: string): Promise<string> {
+  /**
+   * The internal hop's secret: `candidate` if no edge stored one before (`stored`: this call stored it),
+   * else the stored one.
+   */
+  async sharedSecret(candidate: string): Promise<{ secret: string; stored: boolean }> {
     try {
       const key = `${this.prefix}secret`;
-      await this.redis.set(key, candidate, 'NX');
+      const stored = (await this.redis.set(key, candidate, 'NX')) === 'OK';
       const secret = await this.redis.get(key);
       if (secret === null) throw new Error('the cluster secret vanished right after it was set');
-      return secret;
+      return { secret, stored };
     } catch (error) {
       throw asStoreError(error);
     }

@@ -105,7 +105,7 @@ describe('the session', () => {
     }
   });
 
-  test('an edge on TLS serves the page over HTTPS and its cookie is Secure', async () => {
+  test('an edge on TLS serves the page over HTTPS and its cookie is __Host-burrow_session, Secure', async () => {
     const dir = certDirs();
     const pem = makeServerCert(dir, 'edge', ['localhost', '*.localhost'], null);
     const tlsEdge = await startEdge({ tls: { certFile: pem.cert, keyFile: pem.key }, authFailureLimit: 1_000 });
@@ -124,7 +124,7 @@ describe('the session', () => {
       });
       await response.body.text();
       assert.equal(response.statusCode, 201);
-      assert.match(String(response.headers['set-cookie']), /^burrow_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=\d+; Secure$/);
+      assert.match(String(response.headers['set-cookie']), /^__Host-burrow_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=\d+; Secure$/);
     } finally {
       await agent.close();
       await tlsEdge.close();

@@ -25,14 +25,22 @@ export interface Browser {
   close(): Promise<void>;
 }
 
-export async function launchChromium(): Promise<Browser> {
+export interface LaunchOptions {
+  /** More Chromium flags, e.g. `--host-resolver-rules=MAP *.burrow.test 127.0.0.1`. */
+  args?: string[];
+  /** Accept the test CA's certificates (the page is still an https origin: Secure and __Host- cookies apply). */
+  ignoreHTTPSErrors?: boolean;
+}
+
+export async function launchChromium(options: LaunchOptions = {}): Promise<Browser> {
   const profile = mkdtempSync(join(tmpdir(), 'burrow-chromium-'));
   // A persistent context is how playwright takes --user-data-dir: this one is new and thrown away.
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: CHROMIUM_ARGS,
+    args: [...CHROMIUM_ARGS, ...(options.args ?? [])],
     viewport: { width: 1400, height: 900 },
+    ignoreHTTPSErrors: options.ignoreHTTPSErrors === true,
   });
   return {
     context,

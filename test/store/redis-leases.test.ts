@@ -98,8 +98,8 @@ test('heartbeats list the live edges; the secret is the first one stored', { ski
   assert.deepEqual((await leases.peers()).map((peer) => peer.nodeId), ['a', 'b']);
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.deepEqual((await leases.peers()).map(({ nodeId, advertise, boot }) => ({ nodeId, advertise, boot })), [A]);
-  assert.equal(await leases.sharedSecret('first'), 'first');
-  assert.equal(await leases.sharedSecret('second'), 'first');
+  assert.deepEqual(await leases.sharedSecret('first'), { secret: 'first', stored: true });
+  assert.deepEqual(await leases.sharedSecret('second'), { secret: 'first', stored: false });
 });
 
 test('each node id gets a number of its own, drawn once and kept across calls (its span of capture ring ids)', { skip: redisSkip }, async () => {

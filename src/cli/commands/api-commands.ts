@@ -8,6 +8,7 @@ import { parseToken, tokenIdOf } from '../../ids.js';
 import { apiClientFor, CONNECTION_HELP, CONNECTION_OPTIONS, edgeApiClient, type ApiClient, type ConnectionFlags } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { configPath, readConfig, resolveCredentials, requireToken, writeConfig, type ClientConfig } from '../config.js';
+import { escapeControls } from '../../control-chars.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
 function client(values: ConnectionFlags): ApiClient {
@@ -294,20 +295,20 @@ async function showRequest(args: string[]): Promise<number> {
     return 0;
   }
   const lines = [
-    `${detail.id}  ${detail.method} ${detail.path}`,
+    `${detail.id}  ${escapeControls(detail.method)} ${escapeControls(detail.path)}`,
     `status        ${detail.status}${detail.error === null ? '' : ` (${detail.error}, answered by the edge)`}`,
     `received      ${shortTime(detail.received_at)} from ${detail.client_address} on ${detail.subdomain}`,
     `duration      ${detail.duration_ms} ms`,
     ...(detail.replay_of === null ? [] : [`replay of     ${detail.replay_of}`]),
     '',
     'Request headers',
-    ...detail.request.headers.map(([name, value]) => `  ${name}: ${value}`),
+    ...detail.request.headers.map(headerLine),
     '',
     `Request body  ${bodySummary(detail.request)}`,
     ...bodyText(detail.request),
     '',
     `Response headers (${detail.response.status})`,
-    ...detail.response.headers.map(([name, value]) => `  ${name}: ${value}`),
+    ...detail.response.headers.map(headerLine),
     '',
     `Response body  ${bodySummary(detail.response)}`,
     ...bodyText(detail.response),
@@ -327,9 +328,15 @@ function bodySummary(part: BodyJson): string {
   return `${part.body_size} bytes${part.truncated ? `, the first ${kept} captured` : ''}${part.body_encoding === 'base64' ? ', binary (--raw writes the bytes)' : ''}`;
 }
 
+/** A captured header as a terminal shows it: a client chose its bytes, control characters come out as \xHH. */
+function headerLine([name, value]: [string, string]): string {
+  return `  ${escapeControls(name)}: ${escapeControls(value)}`;
+}
+
+/** A text body for the terminal: its lines and tabs kept, every other control character as \xHH (--raw writes the bytes). */
 function bodyText(part: BodyJson): string[] {
   if (part.body === null || part.body_size === 0 || part.body_encoding === 'base64') return [];
-  return [part.body];
+  return [escapeControls(part.body, true)];
 }
 
 // ---- reservations ----------------------------------------------------------------------------------

@@ -14,12 +14,13 @@ import { parseRoute, parseTarget, RouteTable, type LocalTarget, type Route } fro
 import { cleartextRefusal } from '../../client/edge-trust.js';
 import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
 import type { Exchange } from '../../client/exchange.js';
+import { controlSafeJson, escapeControls } from '../../control-chars.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseInspectAddress } from '../../inspector/address.js';
 import { Inspector } from '../../inspector/server.js';
 import { ApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
-import { readCaFile, trustCaForRequests } from '../edge-ca.js';
+import { readCaFile, useEdgeDispatcherForRequests } from '../edge-ca.js';
 
 const HELP = `
 Usage: burrow http [scheme://][host:]port [--subdomain NAME] [--route PREFIX=TARGET ...]
@@ -136,8 +137,9 @@ export async function httpCommand(args: string[]): Promise<number> {
   }
   // --ca, else BURROW_CA, else the CA "burrow login --ca" saved.
   const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
-  // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust.
-  if (ca !== undefined) trustCaForRequests(ca);
+  // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust,
+  // and localhost names resolved as the tunnel's own connection resolves them.
+  useEdgeDispatcherForRequests(ca);
 
   // The inspector first: a taken --inspect port fails before any tunnel opens.
   let inspector: Inspector | null = null;
@@ -374,11 +376,11 @@ function round(ms: number): number {
 
 export function textLine(exchange: Exchange): string {
   const status = exchange.error !== null && exchange.status === 0 ? 'ERR' : String(exchange.status);
-  return `${exchange.method} ${exchange.path} ${status} ${round(exchange.latencyMs)}ms${exchange.error !== null ? ` ${exchange.error}` : ''}\n`;
+  return `${escapeControls(exchange.method)} ${escapeControls(exchange.path)} ${status} ${round(exchange.latencyMs)}ms${exchange.error !== null ? ` ${exchange.error}` : ''}\n`;
 }
 
 export function jsonLine(exchange: Exchange): string {
-  return `${JSON.stringify({
+  return `${controlSafeJson({
     id: exchange.id,
     method: exchange.method,
     path: exchange.path,
@@ -449,9 +451,10 @@ export function renderStatus(view: StatusView, options: RenderOptions): string[]
   for (let i = view.recent.length - 1; i >= 0; i--) {
     const request = view.recent[i]!;
     const status = request.error !== null && request.status === 0 ? 'ERR' : String(request.status);
-    const path = request.path.length > pathWidth ? `${request.path.slice(0, pathWidth - 1)}…` : request.path.padEnd(pathWidth);
+    const shown = escapeControls(request.path);
+    const path = shown.length > pathWidth ? `${shown.slice(0, pathWidth - 1)}…` : shown.padEnd(pathWidth);
     const latency = `${round(request.latencyMs)} ms`.padStart(10);
-    const head = `${request.method.padEnd(7)} ${path} `;
+    const head = `${escapeControls(request.method).padEnd(7)} ${path} `;
     const reason = request.error === null ? '' : `  ${request.error}`;
     add(`${head}${paint(statusColor(request), status.padEnd(4))}${latency}${paint('2', reason)}`, head.length + 4 + latency.length + reason.length);
   }
