@@ -12,6 +12,7 @@
  * once every edge has failed in a row. `start()` likewise tries each edge once before it gives up.
  */
 import { closeReason } from '../protocol/close-reason.js';
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { Pool, type Dispatcher } from 'undici';
 import WebSocket from 'ws';
@@ -49,6 +50,12 @@ export interface TunnelClientOptions {
   localInsecure?: boolean;
   /** The subdomain to ask for; the edge makes one up when absent. */
   subdomain?: string;
+  /**
+   * Take the subdomain over from another live tunnel of the account (`--replace`); without it the edge
+   * refuses a name that another client has online (409 SUBDOMAIN_TAKEN). Sent on the first connect only:
+   * the client's own reconnects replace its old session anyway (same instance id).
+   */
+  replace?: boolean;
   /** Bytes of each body kept for `exchange` events; 0 turns recording off. */
   recordLimit?: number;
   /** Connections per local port (undici pool). */
@@ -130,6 +137,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private flushScheduled = false;
   private readonly flushNow = (): void => this.flush();
   private subdomain: string | undefined;
+  /** This client's id on every connect: its reconnects replace its own old session (docs/protocol.md section 1). */
+  readonly instance = randomBytes(12).toString('base64url');
   private publicUrlValue: string | null = null;
   private everReady = false;
   private stopped = false;
@@ -263,6 +272,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     url.searchParams.set('port', String(this.routes.defaultPort));
     if (this.subdomain !== undefined) url.searchParams.set('subdomain', this.subdomain);
+    url.searchParams.set('instance', this.instance);
+    // Only until the first READY: a reconnect must not take the name back from a client that replaced this one.
+    if (this.options.replace === true && !this.everReady) url.searchParams.set('replace', '1');
     const socket = new WebSocket(url, {
       headers: { authorization: `Bearer ${this.options.token}`, [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) },
       perMessageDeflate: false,

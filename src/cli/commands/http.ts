@@ -22,7 +22,7 @@ import { rememberedName, rememberName, requireToken, resolveCredentials } from '
 import { readCaFile, trustCaForRequests } from '../edge-ca.js';
 
 const HELP = `
-Usage: burrow http [scheme://][host:]port [--subdomain NAME] [--route PREFIX=TARGET ...]
+Usage: burrow http [scheme://][host:]port [--subdomain NAME [--replace]] [--route PREFIX=TARGET ...]
                         [--host-header rewrite|VALUE] [--local-insecure] [--edge URL ...] [--token T]
                         [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE] [--insecure]
 
@@ -37,6 +37,10 @@ it asks for the name this port got from this edge last time (remembered in names
 config file; the edge holds it for its account for a minute after the tunnel ends), and says so when
 that name is no longer available. A warning says when nothing listens on the local port yet.
 
+A name that another tunnel of the account has online (another "burrow http", here or elsewhere) is
+refused with 409 SUBDOMAIN_TAKEN naming that tunnel (its address, start and local port), unless
+--replace takes it over; this client's own reconnects always get its name back.
+
 Several edges (a cluster): repeat --edge, or give BURROW_EDGE a comma-separated list; an edge name
 with several DNS addresses is tried address by address. When the edge in use dies, goes away (GOAWAY)
 or refuses for a while (rate limit, 5xx), the tunnel moves to the next edge at once, keeping its
@@ -49,6 +53,8 @@ with headers, body, the local response and latency, live, and replays them (burr
 
 Options:
   --subdomain NAME        ask for this subdomain (3-63 of a-z, 0-9, -); default: one is made up
+  --replace               take the subdomain over when another tunnel of this account has it online
+                          (that tunnel ends with GOAWAY REPLACED); default: refuse
   --route PREFIX=TARGET   send paths under PREFIX to another target, in the same forms
                           (repeatable; longest wins; case-sensitive; the path is forwarded
                           whole, prefix included)
@@ -88,6 +94,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     args,
     {
       subdomain: { type: 'string' },
+      replace: { type: 'boolean' },
       route: { type: 'string', multiple: true },
       edge: { type: 'string', multiple: true },
       token: { type: 'string' },
@@ -158,6 +165,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       localInsecure: parsed.values['local-insecure'] === true,
       ...(ca === undefined ? {} : { ca }),
       insecure: parsed.values.insecure === true,
+      replace: parsed.values.replace === true,
       ...(subdomain === undefined ? {} : { subdomain }),
     });
     inspector?.attach(client);
@@ -172,10 +180,10 @@ export async function httpCommand(args: string[]): Promise<number> {
   // Without --subdomain, the name this port got from this edge last time: a restart keeps the URL.
   const chosen = parsed.values.subdomain?.toLowerCase();
   let remembered = chosen === undefined ? rememberedName(credentials.edge, target.port) : undefined;
-  // Asking for a name this account has live would replace that tunnel (a second `burrow http` of the
-  // same port): then this one takes a new name, and the memory stays the first one's.
+  // A name this account has live is refused (a second `burrow http` of the same port): then this one
+  // takes a new name, and the memory stays the first one's; --replace takes the name over instead.
   let remember = chosen === undefined;
-  if (remembered !== undefined && (await liveTunnel(credentials.edges, token, remembered))) {
+  if (remembered !== undefined && parsed.values.replace !== true && (await liveTunnel(credentials.edges, token, remembered))) {
     warn('SUBDOMAIN_TAKEN', `the subdomain of last time, ${remembered}, is live in another tunnel of this account; this one gets a new one`);
     remembered = undefined;
     remember = false;
