@@ -564,7 +564,7 @@ export class Edge {
     extraHeaders?: readonly [string, string][],
   ): void {
     this.observeRefusal(res, req, subdomain, code);
-    writePublicError(res, code, message, closeConnection, extraHeaders);
+    writePublicError(res, code, message, closeConnection, extraHeaders, req.getHeader('accept'));
   }
 
   /** Counts and access-logs a public request the edge refuses (while `req` is valid: in the uWS handler). */
@@ -593,7 +593,8 @@ export class Edge {
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
       this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
-      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
+      const accept = req.getHeader('accept');
+      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true, undefined, accept));
       return;
     }
     if (this.offline.serves(res, req, head, subdomain, clientAddress)) return;
@@ -608,6 +609,7 @@ export class Edge {
     const query = req.getQuery();
     if (head.contentLength > this.maxRequestBody) {
       this.observeRefusal(res, req, subdomain, 'PAYLOAD_TOO_LARGE');
+      const accept = req.getHeader('accept');
       const refusal = { aborted: false };
       res.onAborted(() => {
         refusal.aborted = true;
@@ -615,7 +617,7 @@ export class Edge {
       discardBody(
         res,
         () => refusal.aborted,
-        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true),
+        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true, undefined, accept),
       );
       return;
     }
