@@ -30,6 +30,7 @@ import {
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import { endpointLabel, pinnedLookup, resolveEndpoints, type EdgeEndpoint } from './edge-endpoints.js';
+import { describeLookupFailure, type ResolveRule } from './resolve-rules.js';
 import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
@@ -70,6 +71,8 @@ export interface TunnelClientOptions {
   ca?: string | Buffer;
   /** Send the token over plain ws:// to an edge that is not on this machine (refused otherwise). */
   insecure?: boolean;
+  /** `--resolve` rules: an edge they name is dialled at their address, its name kept for TLS and Host. */
+  resolve?: readonly ResolveRule[];
 }
 
 /** The edge refused the tunnel: its HTTP status and the spec's error code and message. */
@@ -253,7 +256,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     if (this.resolving) return;
     this.resolving = true;
     const current = this.endpoints[this.endpointIndex % this.endpoints.length]!;
-    void resolveEndpoints(this.edges).then((endpoints) => {
+    void resolveEndpoints(this.edges, this.options.resolve).then((endpoints) => {
       this.resolving = false;
       if (this.stopped) return;
       this.endpoints = endpoints;
@@ -317,7 +320,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     socket.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
     socket.on('error', (error: NodeJS.ErrnoException) => {
       // 'close' follows and decides what happens next; it names this cause (a certificate problem in full).
-      this.socketError = describeTlsError(error) ?? error.code ?? error.message;
+      this.socketError = describeTlsError(error) ?? describeLookupFailure(error.code, endpoint.edge) ?? error.code ?? error.message;
     });
     socket.on('close', (code: number, reason: Buffer) => this.onClose(socket, code, reason.toString('utf8')));
     this.startWatchdog();
@@ -651,6 +654,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   record(exchange: Exchange): void {
     this.emit('exchange', exchange);
+  }
+
+  get observesWebSockets(): boolean {
+    return this.listenerCount('websocket') > 0;
   }
 
   recordWebSocket(exchange: Exchange): void {
