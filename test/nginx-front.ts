@@ -12,6 +12,7 @@ import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'n
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { docBlock } from './doc-blocks.js';
 import { ROOT, waitFor } from './helpers.js';
 import { makeCa, makeServerCert } from './tls-fixtures.js';
 
@@ -67,15 +68,11 @@ export interface FrontConfig {
  * (a webroot in the temp dir, nginx started from it). Returns the file it wrote.
  */
 export function installAsDeployGuide(dir: string, values: Record<'DOMAIN' | 'EDGE' | 'CERTS', string>): string {
-  const deploy = readFileSync(join(ROOT, 'docs', 'deploy.md'), 'utf8');
-  const step = deploy.slice(deploy.indexOf('2. Install the example with your names'), deploy.indexOf('3. Run the edge on loopback'));
-  const block = /```sh\n([\s\S]*?)```/.exec(step)![1]!.replace(/\\\n\s*/g, '');
   const output = join(dir, 'guide-burrow.conf');
   const script: string[] = [];
   const assigned: string[] = [];
-  for (const raw of block.split('\n')) {
-    const line = raw.replace(/\s+#.*$/, '').trim();
-    if (line === '' || line === 'mkdir -p /var/www/acme' || line === 'nginx -t && systemctl reload nginx') continue;
+  for (const { command: line } of docBlock('docs/deploy.md', '2. Install the example with your names')) {
+    if (line === 'mkdir -p /var/www/acme' || line === 'nginx -t && systemctl reload nginx') continue;
     const assignment = /^([A-Z]+)=\S+$/.exec(line);
     if (assignment !== null) {
       const name = assignment[1] as keyof typeof values;

@@ -9,39 +9,9 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
-import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { freePort, ROOT, runCli, spawnCli, tempDirs, waitFor } from '../helpers.js';
-
-interface Step {
-  command: string;
-  comment: string;
-}
-
-/** The recipe's block: continuation lines joined, each command split from its comment. */
-export function recipe(): Step[] {
-  const deploy = readFileSync(join(ROOT, 'docs', 'deploy.md'), 'utf8');
-  const section = deploy.slice(deploy.indexOf('#### Trying HTTPS before DNS'));
-  const block = /```sh\n([\s\S]*?)```/.exec(section)![1]!;
-  return block
-    .replace(/\\\n\s*/g, '')
-    .trimEnd()
-    .split('\n')
-    .map((line) => {
-      const hash = line.indexOf('   #');
-      return { command: (hash === -1 ? line : line.slice(0, hash)).trim(), comment: hash === -1 ? '' : line.slice(hash + 4).trim() };
-    });
-}
-
-/** The text a comment quotes, as a pattern: placeholders become wildcards. */
-function quoted(comment: string, substitute: (text: string) => string): RegExp {
-  const text = /"(.*)"/.exec(comment);
-  assert.ok(text, `the comment says what it prints: ${comment}`);
-  const escaped = substitute(text[1]!).replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/<[a-z ]+>/g, '.+?');
-  return new RegExp(escaped);
-}
+import { accepts, docBlock, printedPattern } from '../doc-blocks.js';
+import { freePort, runCli, spawnCli, tempDirs, waitFor } from '../helpers.js';
 
 const tempDir = tempDirs('burrow-throwaway-ca-');
 const running: ChildProcess[] = [];
@@ -67,7 +37,7 @@ test("deploy.md's throwaway-CA recipe works as written: HTTPS with the real name
   const words = (command: string): string[] => substitute(command).split(/\s+/);
   const seen: string[] = [];
 
-  for (const { command, comment } of recipe()) {
+  for (const { command, comment } of docBlock('docs/deploy.md', '#### Trying HTTPS before DNS')) {
     seen.push(command.split(' ').slice(0, 2).join(' ').replace(/^printf .*/, 'printf'));
     if (command.startsWith('openssl ') || command.startsWith('printf ')) {
       const result = spawnSync('sh', ['-c', command], { cwd, encoding: 'utf8', timeout: 20_000 });
@@ -76,7 +46,7 @@ test("deploy.md's throwaway-CA recipe works as written: HTTPS with the real name
       const edge = await spawnCli([...words(command).slice(1), '--port', '0'], env, /listening on https:\/\/tunnels\.example\.test:(\d+)/, 30_000, cwd);
       running.push(edge.child);
       edgePort = Number(edge.match[1]);
-      assert.match(edge.output(), quoted(comment, substitute));
+      assert.match(edge.output(), printedPattern(comment, substitute));
       assert.doesNotMatch(edge.output(), /warning/, 'the certificate covers the domain and its wildcard');
     } else if (command.startsWith('python3 -m http.server')) {
       const argv = words(command);
@@ -87,7 +57,7 @@ test("deploy.md's throwaway-CA recipe works as written: HTTPS with the real name
       const http = await spawnCli(words(command).slice(1), env, /Forwarding https:\/\/([a-z0-9-]+)\.tunnels\.example\.test:\d+/, 30_000, cwd);
       running.push(http.child);
       name = http.match[1]!;
-      assert.match(http.output(), quoted(comment, substitute));
+      assert.match(http.output(), printedPattern(comment, substitute));
       // Without --resolve the client stops at the name; without --ca, at the certificate.
       const withoutResolve = await runCli(['tunnels', 'list', '--ca', 'ca.pem'], env, 20_000, cwd);
       assert.match(withoutResolve.stderr, /the name tunnels\.example\.test (does not resolve|could not be looked up)/);
@@ -96,11 +66,11 @@ test("deploy.md's throwaway-CA recipe works as written: HTTPS with the real name
     } else if (command.startsWith('curl ')) {
       const result = spawnSync('sh', ['-c', `curl -sS ${substitute(command).slice('curl '.length)}`], { cwd, encoding: 'utf8', timeout: 20_000 });
       assert.equal(result.status, 0, result.stderr);
-      assert.match(result.stdout, quoted(comment, substitute));
+      assert.match(result.stdout, printedPattern(comment, substitute));
     } else if (command.startsWith('burrow ')) {
       const result = await runCli(words(command).slice(1), env, 20_000, cwd);
       assert.equal(result.code, 0, result.stderr);
-      assert.match(result.stdout, quoted(comment, substitute));
+      assert.match(result.stdout, printedPattern(comment, substitute));
     } else {
       assert.fail(`the recipe has a command this test does not know: ${command}`);
     }
@@ -108,13 +78,3 @@ test("deploy.md's throwaway-CA recipe works as written: HTTPS with the real name
   assert.deepEqual(seen, ['openssl req', 'openssl req', 'printf', 'openssl x509', 'burrow edge', 'python3 -m', 'burrow http', 'curl --cacert', 'burrow tunnels']);
 });
 
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}

@@ -21,6 +21,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
+import { docBlock } from '../doc-blocks.js';
 import { freePort, ROOT, tempDirs, waitFor } from '../helpers.js';
 import { makeCa, makeServerCert } from '../tls-fixtures.js';
 
@@ -43,17 +44,6 @@ function git(args: string[], cwd: string): string {
   const result = spawnSync('git', args, { cwd, encoding: 'utf8' });
   assert.equal(result.status, 0, `git ${args.join(' ')}: ${result.stderr}`);
   return result.stdout.trim();
-}
-
-/** The lines of the first ```sh block after `heading` in docs/deploy.md, comments dropped. */
-function deployBlock(heading: string): string[] {
-  const deploy = readFileSync(join(ROOT, 'docs', 'deploy.md'), 'utf8');
-  const section = deploy.slice(deploy.indexOf(heading));
-  const block = /```sh\n([\s\S]*?)```/.exec(section)![1]!;
-  return block
-    .split('\n')
-    .map((line) => line.replace(/\s+#.*$/, '').trim())
-    .filter((line) => line !== '');
 }
 
 /** Reads the key's value (one line) of a systemd unit. */
@@ -132,7 +122,7 @@ describe('installing from a fresh clone, as the README and docs/deploy.md say', 
 
     // "Running under systemd": every line that needs no root or systemd runs, in order, in one shell.
     const NEEDS_SYSTEM = [/^sudo useradd /, /^sudo systemctl edit --full burrow-edge$/, /^sudo systemctl daemon-reload && sudo systemctl enable --now burrow-edge$/, /^journalctl -u burrow-edge -f$/];
-    const lines = deployBlock('## Running under systemd');
+    const lines = docBlock('docs/deploy.md', '## Running under systemd').map((step) => step.command);
     const runnable = lines.filter((line) => !NEEDS_SYSTEM.some((pattern) => pattern.test(line)));
     assert.equal(lines.length - runnable.length, NEEDS_SYSTEM.length, `the block's system steps: ${lines.join('\n')}`);
     const installed = sh(runnable.map(substitute).join('\n'), work, 240_000);
