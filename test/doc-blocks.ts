@@ -3,9 +3,12 @@
  * deploy.md's recipes): each command with the comment that says what it prints.
  */
 import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { after } from 'node:test';
 import { ROOT } from './helpers.js';
 
 export interface DocStep {
@@ -55,4 +58,17 @@ export function accepts(port: number): Promise<boolean> {
     });
     socket.once('error', () => resolve(false));
   });
+}
+
+/** A list for the long-running processes a block starts (edge, servers, tunnels): stopped with SIGINT, newest first, after the file's tests. */
+export function stoppedAfterwards(): ChildProcess[] {
+  const running: ChildProcess[] = [];
+  after(async () => {
+    for (const child of running.reverse()) {
+      if (child.exitCode !== null || child.signalCode !== null) continue;
+      child.kill('SIGINT');
+      await once(child, 'exit');
+    }
+  });
+  return running;
 }

@@ -7,21 +7,13 @@
  * replaces `3000`, `<name>` is what `burrow http` printed. A command this test does not know fails it.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { after, test } from 'node:test';
-import { accepts, docBlock, printedPattern } from '../doc-blocks.js';
+import { spawn, spawnSync } from 'node:child_process';
+import { test } from 'node:test';
+import { accepts, docBlock, printedPattern, stoppedAfterwards } from '../doc-blocks.js';
 import { freePort, runCli, spawnCli, tempDirs, waitFor } from '../helpers.js';
 
 const tempDir = tempDirs('burrow-throwaway-ca-');
-const running: ChildProcess[] = [];
-after(async () => {
-  for (const child of running.reverse()) {
-    if (child.exitCode !== null || child.signalCode !== null) continue;
-    child.kill('SIGINT');
-    await once(child, 'exit');
-  }
-});
+const running = stoppedAfterwards();
 
 test("deploy.md's throwaway-CA recipe works as written: HTTPS with the real names, no DNS", { skip: spawnSync('openssl', ['version']).error !== undefined && 'openssl is missing' }, async () => {
   const cwd = tempDir();

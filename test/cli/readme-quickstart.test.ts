@@ -7,22 +7,14 @@
  * printed. A command this test does not know fails it, so the README cannot grow an unchecked step.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { accepts, docBlock, printedPattern } from '../doc-blocks.js';
+import { test } from 'node:test';
+import { accepts, docBlock, printedPattern, stoppedAfterwards } from '../doc-blocks.js';
 import { freePort, runCli, spawnCli, tempDirs, waitFor } from '../helpers.js';
 
 const tempDir = tempDirs('burrow-readme-');
-const running: ChildProcess[] = [];
-after(async () => {
-  for (const child of running.reverse()) {
-    if (child.exitCode !== null || child.signalCode !== null) continue;
-    child.kill('SIGINT');
-    await once(child, 'exit');
-  }
-});
+const running = stoppedAfterwards();
 
 test("README's quick start works as written, from a fresh directory and config", async () => {
   const steps = docBlock('README.md', '## Quick start');
