@@ -64,10 +64,14 @@ export interface WebSocketLog {
   messages: WebSocketMessage[];
 }
 
-/** Records one message of a WebSocket connection: O(1) amortised, a copy of at most 4 KiB. */
-export function logWebSocketMessage(log: WebSocketLog, direction: 'in' | 'out', data: Uint8Array, binary: boolean): void {
+/**
+ * Records one message of a WebSocket connection: counted, and (`keep`) its first 4 KiB copied, O(1)
+ * amortised. Without an inspector nothing shows the bytes, so only the counts are kept.
+ */
+export function logWebSocketMessage(log: WebSocketLog, direction: 'in' | 'out', data: Uint8Array, binary: boolean, keep = true): void {
   if (direction === 'in') log.messagesIn++;
   else log.messagesOut++;
+  if (!keep) return;
   const kept = Buffer.copyBytesFrom(data, 0, Math.min(data.byteLength, WS_MESSAGE_BYTES_KEPT));
   if (log.messages.length >= WS_MESSAGES_KEPT) log.messages.splice(0, log.messages.length - WS_MESSAGES_KEPT + 1);
   log.messages.push({ at: Date.now(), direction, binary, size: data.byteLength, data: kept });

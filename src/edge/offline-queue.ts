@@ -93,7 +93,7 @@ export class OfflineQueue implements QueueDriver {
           const query = req.getQuery();
           this.observer.publicRefused('TUNNEL_UNAVAILABLE', 503, subdomain, req.getCaseSensitiveMethod(), query ? `${req.getUrl()}?${query}` : req.getUrl(), clientAddress);
         }
-        writePublicError(res, 'TUNNEL_UNAVAILABLE', `No tunnel is connected on ${subdomain}; retry later.`, false, this.retryAfter);
+        writePublicError(res, 'TUNNEL_UNAVAILABLE', `No tunnel is connected on ${subdomain}; retry later.`, false, this.retryAfter, req.getHeader('accept'));
         return true;
       }
     }

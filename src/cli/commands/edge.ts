@@ -78,8 +78,9 @@ Options:
   --cluster-secret-file F
                          the internal hop's shared secret (first line of F); by default the first
                          edge stores a random one in Redis and the others read it
-  --dev                  on a data directory without accounts, create a dev account, print its token once
-                         and save it to the client config (what "npm start" does)
+  --dev                  on a data directory without accounts, create a dev account (dev@localhost, plan
+                         PRO: 25 tunnels), print its token once and save it to the client config (what
+                         "npm start" does)
   --json                 print events as JSON lines: {"event":"listening","url":...}, admin, dev_account, stopping
   -h, --help             show this help
 
@@ -280,7 +281,8 @@ async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text
     );
     return;
   }
-  const { account, token } = await edge.accounts.createAccount('dev@localhost', 'FREE', 'dev');
+  // PRO, not FREE: this is the developer's own edge, and FREE's 3 tunnels are a hosted plan's cap.
+  const { account, token } = await edge.accounts.createAccount('dev@localhost', 'PRO', 'dev');
   const saved = readConfig(path);
   // A CA saved by "burrow login --ca" was for the edge logged in to, not for this one.
   const config = { ...saved, edge: edge.url, token: token.token };

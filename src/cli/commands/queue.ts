@@ -46,21 +46,26 @@ interface QueueJson {
   queue: EventJson[];
 }
 
-const ACTIONS = new Set(['list', 'deliver', 'discard', 'pause', 'resume']);
+/** Each action's own usage line (the help's lines): a usage error names the form of the action given. */
+const ACTION_USAGE: Record<string, string> = Object.fromEntries(
+  [...QUEUE_HELP.matchAll(/^(?:Usage:)?\s+burrow queue (\[list\]|\w+) (.*)$/gm)].map(([line, action]) => [action === '[list]' ? 'list' : action!, line.replace(/^(Usage:)?\s+/, 'Usage: ')]),
+);
 
 export async function queueCommand(args: string[]): Promise<number> {
   const parsed = parse(args, CONNECTION_OPTIONS, QUEUE_HELP);
   if (parsed === null) return 0;
   const first = requirePositional(parsed, 0, 'NAME', QUEUE_HELP);
-  const action = ACTIONS.has(first) ? first : 'list';
-  const rest = ACTIONS.has(first) ? parsed.positionals.slice(1) : parsed.positionals;
+  const action = Object.hasOwn(ACTION_USAGE, first) ? first : 'list';
+  const usage = ACTION_USAGE[action]!;
+  const at = { positionals: action === first ? parsed.positionals.slice(1) : parsed.positionals };
+  // The arguments first: a missing ID is a usage error before any token or edge is looked for.
+  const target = requirePositional(at, 0, action === 'deliver' || action === 'discard' ? 'ID' : 'NAME', usage);
+  noExtraPositionals(at, action === 'deliver' || action === 'discard' ? 2 : 1, usage);
   const api = edgeApiClient(parsed.values);
   const json = parsed.values.json === true;
-  const at = { positionals: rest };
   switch (action) {
     case 'list': {
-      const name = requirePositional(at, 0, 'NAME', QUEUE_HELP);
-      noExtraPositionals(at, 1, QUEUE_HELP);
+      const name = target;
       const result = await api.call<QueueJson>('GET', `/api/v1/queue?subdomain=${encodeURIComponent(name)}`);
       if (json) {
         printJson(result);
@@ -76,8 +81,7 @@ export async function queueCommand(args: string[]): Promise<number> {
     }
     case 'deliver':
     case 'discard': {
-      const id = requirePositional(at, 0, 'ID', QUEUE_HELP);
-      noExtraPositionals(at, 2, QUEUE_HELP);
+      const id = target;
       if (action === 'deliver') {
         const event = await api.call<EventJson>('POST', `/api/v1/queue/${encodeURIComponent(id)}/deliver`);
         if (json) printJson(event);
@@ -91,8 +95,7 @@ export async function queueCommand(args: string[]): Promise<number> {
     }
     case 'pause':
     case 'resume': {
-      const name = requirePositional(at, 0, 'NAME', QUEUE_HELP);
-      noExtraPositionals(at, 1, QUEUE_HELP);
+      const name = target;
       const result = await api.call<QueueJson>('POST', `/api/v1/queue/${action}?subdomain=${encodeURIComponent(name)}`);
       if (json) printJson(result);
       else process.stdout.write(`${result.subdomain}: delivery ${result.paused ? 'paused' : 'resumed'} (${result.events} held)\n`);
