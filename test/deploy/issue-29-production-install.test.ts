@@ -89,7 +89,8 @@ describe('installing from a fresh clone, as the README and docs/deploy.md say', 
     start.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     start.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     try {
-      await waitFor(() => output.includes(`listening on http://localhost:${port}`), 60_000, `npm start -- --port ${port}: ${output}`);
+      // The dev account's lines follow the listening line (and the plain-HTTP warning), maybe in a later chunk.
+      await waitFor(() => output.includes(`listening on http://localhost:${port}`) && output.includes('created dev account'), 60_000, `npm start -- --port ${port}: ${output}`);
       assert.match(output, /created dev account dev@localhost \(usr_[0-9a-f]+, plan PRO\)/);
     } finally {
       // npm and the edge it started: the whole process group.
