@@ -585,7 +585,7 @@ export class Inspector {
       if (publicUrl === null) throw new BurrowError('TUNNEL_OFFLINE', 'The tunnel has no public URL right now (reconnecting or closed); copy the local command instead.');
       base = publicUrl;
     }
-    return curlCommand(exchange, target, base);
+    return curlCommand(exchangeJson(exchange), target, base);
   }
 
   /** GET /api/har[?id=ID&id=...][&limit=N]: a HAR 1.2 file of those exchanges (default: all in the ring). */
@@ -606,8 +606,6 @@ export class Inspector {
       writeError(res, asBurrowError(error, this.log));
       return;
     }
-    // Oldest first, as HAR viewers list them.
-    exchanges.sort((a, b) => a.startedAt - b.startedAt);
     const base = this.client?.publicUrl ?? `http://localhost:${this.client?.routes.defaultPort ?? 80}`;
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     res.writeStatus('200 OK');
@@ -615,7 +613,7 @@ export class Inspector {
     res.writeHeader('content-disposition', `attachment; filename="burrow-${stamp}.har"`);
     res.writeHeader('cache-control', 'no-store');
     res.writeHeader('x-content-type-options', 'nosniff');
-    res.end(JSON.stringify(harLog(exchanges, base), null, 1));
+    res.end(JSON.stringify(harLog(exchanges.map(exchangeJson), base), null, 1));
   }
 
   // ---- history from the edge --------------------------------------------------------------------------
