@@ -15,6 +15,7 @@
  * here as an ordinary 'exchange' event and is marked `replay_of` when the edge answers.
  * docs/inspector.md explains the choice.
  */
+import { isUtf8 } from 'node:buffer';
 import { request } from 'undici';
 import { refuseTruncatedReplay, takeAllowTruncated, validateReplayOverrides } from '../api/api.js';
 import type { ReplayOverrides } from '../api/types.js';
@@ -490,6 +491,10 @@ export class Inspector {
    */
   async replay(id: string, body: Buffer | (ReplayOverrides & { allow_truncated?: boolean }) = {}): Promise<unknown> {
     const original = (await this.detailed(id)).exchange;
+    if (original.websocket !== undefined) {
+      // The edge keeps no capture of a WebSocket connection: there is nothing it could send again.
+      throw new BurrowError('INVALID_REQUEST', `${id} is a WebSocket connection; only HTTP requests can be replayed.`);
+    }
     let overrides: ReplayOverrides;
     let fields: Record<string, unknown>;
     if (Buffer.isBuffer(body)) {
@@ -526,7 +531,7 @@ export class Inspector {
           ...(overrides.method === undefined ? {} : { method: overrides.method }),
           ...(overrides.path === undefined ? {} : { path: overrides.path }),
           ...(overrides.headers === undefined ? {} : { headers: overrides.headers }),
-          ...(overrides.body === undefined ? {} : { body: overrides.body }),
+          ...(overrides.body === undefined ? {} : bodyFields(overrides.body)),
           ...(truncated ? { allow_truncated: true } : {}),
         }),
         headersTimeout: 120_000,
@@ -790,6 +795,12 @@ export class Inspector {
       ws.send(message, false);
     }
   }
+}
+
+/** A replacement body as the edge's replay API takes it: text when it is UTF-8 (what any edge reads), else base64. */
+function bodyFields(body: Uint8Array): { body: string; body_encoding?: 'base64' } {
+  const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  return isUtf8(bytes) ? { body: bytes.toString('utf8') } : { body: bytes.toString('base64'), body_encoding: 'base64' };
 }
 
 interface EdgeBodyJson {

@@ -31,13 +31,15 @@ async function showShell() {
 }
 
 async function start() {
+  let message;
   try {
     // 204 (null) when this browser has no session: a first visit is not an error.
     state.session = await api('GET', '/api/v1/session');
-  } catch {
+  } catch (error) {
     state.session = null;
+    message = error.status === 401 ? 'Your session ended (signed out elsewhere, idle too long, or its token was revoked): sign in again.' : errorText(error);
   }
-  if (state.session === null) showSignIn();
+  if (state.session === null) showSignIn(message);
   else await showShell();
 }
 
