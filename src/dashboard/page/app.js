@@ -51,7 +51,8 @@ $('signin-form').addEventListener('submit', async (event) => {
   try {
     state.session = await api('POST', '/api/v1/session', { token });
     input.value = '';
-    if (!location.hash) location.hash = '#/tunnels';
+    // Without a hashchange event: showShell routes once.
+    if (!location.hash) history.replaceState(null, '', '#/tunnels');
     await showShell();
   } catch (error) {
     $('signin-error').textContent = errorText(error);
@@ -101,8 +102,11 @@ function leaveView() {
   state.leave = null;
 }
 
+let routeTicket = 0;
+
 async function route() {
   if (state.session === null) return;
+  const ticket = ++routeTicket;
   leaveView();
   setError(null);
   const [, name = 'tunnels', argument] = /^#\/([a-z]+)(?:\/(.*))?$/.exec(location.hash) ?? [];
@@ -113,9 +117,12 @@ async function route() {
   }
   const root = clear($('view'));
   try {
-    state.leave = (await VIEW_FUNCTIONS[view](root, argument === undefined ? null : argument)) ?? null;
+    const leave = (await VIEW_FUNCTIONS[view](root, argument === undefined ? null : argument)) ?? null;
+    // Another route began while this view loaded: this one is gone, and so must be its timers.
+    if (ticket === routeTicket) state.leave = leave;
+    else leave?.();
   } catch (error) {
-    setError(error);
+    if (ticket === routeTicket) setError(error);
   }
 }
 
