@@ -22,6 +22,7 @@ describe('issue 29: the inspector exchange view in Chromium', () => {
   let stack: Stack;
   let browser: Browser;
   let page: Page;
+  let socket: WebSocket | undefined;
   const problems: string[] = [];
 
   before(async () => {
@@ -37,6 +38,7 @@ describe('issue 29: the inspector exchange view in Chromium', () => {
   });
 
   after(async () => {
+    socket?.terminate();
     await browser?.close();
     await stack?.close();
   });
@@ -77,11 +79,11 @@ describe('issue 29: the inspector exchange view in Chromium', () => {
     assert.equal(await page.textContent('#req-body'), 'hi <b>');
   });
 
-  test('a WebSocket: binary messages as hex, no Replay, an id that is not a request id, a table inside its pane', async () => {
-    const socket = new WebSocket(`ws://127.0.0.1:${stack.edge.port}/feed`, { headers: { host: stack.host } });
+  test('a binary WebSocket message is a hex dump, even when its bytes are text', async () => {
+    socket = new WebSocket(`ws://127.0.0.1:${stack.edge.port}/feed`, { headers: { host: stack.host } });
     await new Promise((resolve, reject) => {
-      socket.once('open', resolve);
-      socket.once('error', reject);
+      socket!.once('open', resolve);
+      socket!.once('error', reject);
     });
     let echoes = 0;
     socket.on('message', () => echoes++);
@@ -94,8 +96,10 @@ describe('issue 29: the inspector exchange view in Chromium', () => {
     const first = await page.locator('#ws-messages tr').first().locator('td').allTextContents();
     assert.deepEqual(first.slice(1, 4), ['→ local', 'binary', '12 B']);
     assert.match(first[4]!, /^00000000  68 65 6c 6c 6f 20 62 69  6e 61 72 79 +\|hello binary\|$/);
+  });
 
-    // Not replayable, and not a request id.
+  test('a WebSocket row offers no Replay (nor r, nor e), and its id does not read as a request id', async () => {
+    await open('/feed');
     assert.equal(await page.isVisible('#replay'), false);
     assert.equal(await page.isVisible('#replay-edit'), false);
     const id = (await page.textContent('#d-id'))!;
@@ -113,7 +117,11 @@ describe('issue 29: the inspector exchange view in Chromium', () => {
     assert.equal(refused.json.error.code, 'INVALID_REQUEST');
     assert.match(refused.json.error.message, /WebSocket connection/);
     assert.equal((await call(stack.edge, 'GET', `/api/v1/requests/${id.replace('ws_', 'req_')}`, { token: stack.account.token })).status, 404);
+  });
 
+  test('the message table stays inside its pane, from wide to 360 px', async () => {
+    await open('/feed');
+    await page.waitForFunction(() => document.querySelectorAll('#ws-messages tr').length === 6, undefined, { timeout: 10_000 });
     for (const width of [1400, 820, 360]) {
       await page.setViewportSize({ width, height: 900 });
       await page.waitForTimeout(100);
@@ -126,7 +134,7 @@ describe('issue 29: the inspector exchange view in Chromium', () => {
       assert.ok(sizes.page <= width, `${width} px: the page is ${sizes.page} px wide`);
     }
     await page.setViewportSize({ width: 1400, height: 900 });
-    socket.close();
+    socket!.close();
   });
 
   test('the page raised no errors', () => {
