@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import WebSocket from 'ws';
 import { call, waitFor } from '../helpers.js';
-import { launchChromium, type Browser } from './browser.js';
+import { openInspectorPage, type Browser } from './browser.js';
 import { inspect, startStack, type Stack } from './fixture.js';
 
 declare const document: any;
@@ -23,18 +23,11 @@ describe('issue 29: the inspector exchange view in Chromium', () => {
   let browser: Browser;
   let page: Page;
   let socket: WebSocket | undefined;
-  const problems: string[] = [];
+  let problems: string[] = [];
 
   before(async () => {
     stack = await startStack();
-    browser = await launchChromium();
-    page = await browser.context.newPage();
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('console', (message) => {
-      if (message.type() === 'error') problems.push(`console: ${message.text()}`);
-    });
-    await page.goto(stack.inspector.url);
-    await page.waitForSelector('#session.pill-on', { timeout: 10_000 });
+    ({ browser, page, problems } = await openInspectorPage(stack.inspector.url));
   });
 
   after(async () => {
