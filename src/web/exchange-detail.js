@@ -119,7 +119,7 @@ export function exchangeDetail(adapter) {
     clear(facts).append(...[
       fact('d-id', 'Id', x.id),
       fact('d-time', 'Received', `${whenText(x.received_at)}  (${x.received_at})`),
-      fact('d-latency', adapter.timing.label, latencyText(x[adapter.timing.field] ?? 0)),
+      x.kind === 'websocket' ? null : fact('d-latency', adapter.timing.label, latencyText(x[adapter.timing.field] ?? 0)),
       x.port === undefined ? null : fact('d-port', 'Local port', String(x.port)),
       fact('d-client', 'Client address', x.client_address || '—'),
       x.token_id === undefined ? null : fact('d-token', 'Token', x.token_id ?? '—'),

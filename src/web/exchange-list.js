@@ -56,7 +56,8 @@ export function exchangeList(options) {
       h('td.method', {}, item.kind === 'websocket' ? 'WS' : item.method),
       h('td.path', { title }, item.path, marks(item)),
       h('td.status', {}, statusText(item)),
-      h('td.latency', {}, latencyText(item[timing.field] ?? 0)),
+      // A WebSocket's lifetime is not a latency.
+      h('td.latency', {}, item.kind === 'websocket' ? '—' : latencyText(item[timing.field] ?? 0)),
       h('td.time', { title: item.received_at }, whenText(item.received_at)));
     tr.hidden = !predicate(item);
   }
