@@ -46,7 +46,10 @@ export function exchangeDetail(adapter) {
   const method = h('span.method', { id: 'd-method' });
   const path = h('span.path', { id: 'd-path' });
   const status = h('span.status', { id: 'd-status' });
-  const heading = h('h2.summary', { id: 'd-summary', tabindex: '-1' }, method, ' ', path, ' ', status);
+  // The heading's accessible name is "METHOD PATH" exactly, as the dashboard's has always been; the
+  // status follows it.
+  const heading = h('h2', { id: 'd-heading', tabindex: '-1' }, method, ' ', path);
+  const summary = h('div.summary', { id: 'd-summary' }, heading, ' ', status);
   const replayButton = h('button', { id: 'replay', type: 'button', title: 'Send this request to the local server again (r)', on: { click: () => void replay({}) } }, 'Replay');
   const editButton = h('button', { id: 'replay-edit', type: 'button', title: 'Edit method, path, headers or body, then replay (e)', on: { click: () => openEditor() } }, 'Replay with edits');
   const curlButtons = adapter.curlTargets.map((target) => {
@@ -90,7 +93,7 @@ export function exchangeDetail(adapter) {
 
   const element = h('div.exchange-detail', {},
     h('div.detail-head', {},
-      heading,
+      summary,
       h('div.actions', {}, replayButton, editButton, curlButtons, harLink),
       facts),
     truncated,

@@ -236,7 +236,7 @@ describe('the dashboard in Chromium', () => {
   test('the keyboard opens a row; the detail shows the JSON body pretty, timing and the client address', async () => {
     await rowWith('/orders').focus();
     await page.keyboard.press('Enter');
-    await page.getByRole('heading', { name: 'POST /orders' }).waitFor();
+    await page.getByRole('heading', { name: 'POST /orders', exact: true }).waitFor();
     const detail = await page.locator('section.detail').innerText();
     assert.match(detail, /"sku": "TEE"/);
     assert.match(detail, /Client address\s+127\.0\.0\.1/);
