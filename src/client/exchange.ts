@@ -92,7 +92,12 @@ export function edgeResetText(code: number | undefined, message: string | undefi
   return reason === '' ? `reset by the edge (code ${code})` : `reset by the edge (code ${code}): ${reason}`;
 }
 
-/** A WebSocket connection as an exchange: status 101 (or the local server's refusal), then its messages. */
+/**
+ * A WebSocket connection as an exchange: status 101 (or the local server's refusal), then its messages.
+ * Its id is `ws_` with the number of the edge's `req_` id for it: the edge keeps no capture of WebSocket
+ * connections, so that id is unknown to its API, `burrow requests show` and the dashboard, and must not
+ * read as a request id (the number still matches the edge's access log `request_id`).
+ */
 export function webSocketExchange(
   requestId: string,
   path: string,
@@ -105,7 +110,7 @@ export function webSocketExchange(
 ): Exchange {
   const now = Date.now();
   return {
-    id: requestId,
+    id: requestId.startsWith('req_') ? `ws_${requestId.slice(4)}` : requestId,
     method: 'GET',
     path,
     port,
