@@ -17,6 +17,7 @@
  * holds the whole name (every event would fail alike) for the same backoff. After its attempts an event
  * is parked as failed.
  */
+import { Gauge, type Registry } from 'prom-client';
 import { BurrowError } from '../errors.js';
 import { nowIso } from '../ids.js';
 import type { QueueDriver } from '../api/types.js';
@@ -89,6 +90,10 @@ export class OfflineQueue implements QueueDriver {
   /** Uploads under way per name and generation, and per account: counted against quotas until they commit. */
   private readonly uploading = new Map<string, Use>();
   private readonly accountUploading = new Map<string, Use>();
+  /** Uploads under way, the body bytes they have brought so far, and their spools (for /metrics). */
+  private uploads = 0;
+  private uploadedBytes = 0;
+  private readonly spools = new Set<HeldBodySpool>();
   private readonly draining = new Set<string>();
   /** Per subdomain, the sequence from which events in line are looked for (all before are done). */
   private readonly cursors = new Map<string, number>();
@@ -119,6 +124,7 @@ export class OfflineQueue implements QueueDriver {
     // No upload is under way yet: pieces of uploads a previous run never finished are garbage.
     store.queue.dropUnfinishedUploads().catch((error: Error) => this.log(`offline queue: dropping unfinished uploads failed: ${error.message}`));
     for (const subdomain of store.queue.subdomains()) this.refresh(subdomain);
+    if (observer?.metrics) this.registerGauges(observer.metrics.registry);
     this.expiryTimer = setInterval(() => {
       this.expire();
       this.sourceRate.sweep();
@@ -197,18 +203,26 @@ export class OfflineQueue implements QueueDriver {
     const started = { receivedAt: Date.now(), at: performance.now() };
     this.countUpload(key, accountId, use, 1);
     let counted = true;
+    let received = 0;
     const uncount = (): void => {
-      if (counted) this.countUpload(key, accountId, use, -1);
+      if (counted) {
+        this.countUpload(key, accountId, use, -1);
+        this.uploadedBytes -= received;
+        if (spool !== null) this.spools.delete(spool);
+      }
       counted = false;
     };
     const verification = this.verificationFor(reservation);
-    if (!hasBody) {
+    const spool = hasBody
+      ? this.store.queue.spool(arrival.id, head.chunked ? -1 : head.contentLength, () => {
+          if (!exchange.aborted) res.resume();
+        })
+      : null;
+    if (spool === null) {
       this.commit(res, exchange, arrival, null, null, verification, started, uncount);
       return;
     }
-    const spool = this.store.queue.spool(arrival.id, head.chunked ? -1 : head.contentLength, () => {
-      if (!exchange.aborted) res.resume();
-    });
+    this.spools.add(spool);
     exchange.onAborted = () => {
       void spool.abandon().catch(() => {});
       uncount();
@@ -234,6 +248,8 @@ export class OfflineQueue implements QueueDriver {
         start = start === null ? more : Buffer.concat([start, more]);
       }
       verification?.chunk(bytes);
+      received += bytes.byteLength;
+      this.uploadedBytes += bytes.byteLength;
       if (!spool.write(bytes)) res.pause();
       if (!isLast) return;
       reading = false;
@@ -358,6 +374,7 @@ export class OfflineQueue implements QueueDriver {
   }
 
   private countUpload(key: string, accountId: string, use: Use, sign: 1 | -1): void {
+    this.uploads += sign;
     for (const [map, id] of [[this.uploading, key], [this.accountUploading, accountId]] as const) {
       const total = map.get(id) ?? { events: 0, bytes: 0 };
       total.events += sign * use.events;
@@ -365,6 +382,43 @@ export class OfflineQueue implements QueueDriver {
       if (total.events <= 0) map.delete(id);
       else map.set(id, total);
     }
+  }
+
+  /** Held requests on `subdomain` still arriving (accepted, not yet committed or refused). */
+  receiving(subdomain: string): number {
+    let count = 0;
+    for (const [key, use] of this.uploading) if (key.startsWith(`${subdomain} `)) count += use.events;
+    return count;
+  }
+
+  private registerGauges(registry: Registry): void {
+    const queue = this;
+    new Gauge({
+      name: 'burrow_queue_uploads_receiving',
+      help: 'Requests to hold (offline mode queue) whose body is still arriving.',
+      registers: [registry],
+      collect() {
+        this.set(queue.uploads);
+      },
+    });
+    new Gauge({
+      name: 'burrow_queue_upload_bytes_received',
+      help: 'Body bytes those requests brought so far (written to storage as they come).',
+      registers: [registry],
+      collect() {
+        this.set(queue.uploadedBytes);
+      },
+    });
+    new Gauge({
+      name: 'burrow_queue_upload_bytes_buffered',
+      help: 'Memory those requests hold: body pieces being filled or written (at most two 16 KiB pieces each once stalled).',
+      registers: [registry],
+      collect() {
+        let bytes = 0;
+        for (const spool of queue.spools) bytes += spool.heldBytes;
+        this.set(bytes);
+      },
+    });
   }
 
   /** A held request answered 202: counted and access-logged, its event id as the request id. */

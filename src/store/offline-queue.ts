@@ -539,6 +539,7 @@ export class HeldBodySpool {
   private fill = 0;
   private spare: Buffer | null = null;
   private writing = 0;
+  private writingBytes = 0;
   private waiting = false;
   private abandoned = false;
   private failure: Error | null = null;
@@ -578,6 +579,11 @@ export class HeldBodySpool {
     if (this.failure !== null) throw this.failure;
   }
 
+  /** Bytes of memory the upload holds now: the piece it fills, a spare one, the pieces being written. */
+  get heldBytes(): number {
+    return (this.filling?.byteLength ?? 0) + (this.spare?.byteLength ?? 0) + this.writingBytes;
+  }
+
   digest(): string {
     return this.hash.digest('hex');
   }
@@ -605,19 +611,21 @@ export class HeldBodySpool {
     this.filling = null;
     this.fill = 0;
     this.writing++;
+    this.writingBytes += piece.byteLength;
     this.store.writePiece(this.id, this.pieces++, bytes).then(
-      () => this.written(piece),
+      () => this.written(piece, true),
       (error: Error) => {
         this.failure ??= error;
-        this.written(null);
+        this.written(piece, false);
       },
     );
   }
 
-  private written(piece: Buffer | null): void {
+  private written(piece: Buffer, stored: boolean): void {
     this.writing--;
+    this.writingBytes -= piece.byteLength;
     // lmdb-js reads a value's bytes when its batch commits: the piece is free again only now.
-    if (piece !== null && this.spare === null && piece.byteLength === BODY_PIECE_BYTES && !this.abandoned) this.spare = piece;
+    if (stored && this.spare === null && piece.byteLength === BODY_PIECE_BYTES && !this.abandoned) this.spare = piece;
     if (this.writing > 0) return;
     if (this.drained !== null) {
       const drained = this.drained;
