@@ -216,7 +216,8 @@ export class OfflineQueueStore {
 
   /** Starts storing a body under `id` (the event id to be); see HeldBodySpool. */
   spool(id: string, expectedBytes: number, onRoom: () => void): HeldBodySpool {
-    void this.uploads.put(id, Date.now());
+    // Not awaited: lmdb-js applies writes in order, so the record lands no later than the first piece.
+    this.uploads.put(id, Date.now()).catch(() => {});
     return new HeldBodySpool(this, id, expectedBytes, onRoom);
   }
 
