@@ -11,13 +11,38 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
-import { call, createAccount, readBody, startClient, startEdge, startLocal, waitFor } from '../helpers.js';
+import { call, callPastQueue, createAccount, readBody, startClient, startEdge, startLocal, waitFor, type TestEdge } from '../helpers.js';
 
 const NAME = 'handoff';
 const BODY = 64 * 1024;
 
 function write(socket: Socket, bytes: Buffer | string): Promise<void> {
   return new Promise((resolve, reject) => socket.write(bytes, (error) => (error ? reject(error) : resolve())));
+}
+
+interface SlowUpload {
+  socket: Socket;
+  /** Sends the rest of the body; resolves with the edge's answer. */
+  finish(): Promise<string>;
+}
+
+/** A's provider posts a BODY-byte webhook to NAME over raw TCP and stops after `sent` bytes, accepted. */
+async function startSlowUpload(target: TestEdge, path: string, sent: number): Promise<SlowUpload> {
+  const socket = connect(target.port, '127.0.0.1');
+  await once(socket, 'connect');
+  let answer = '';
+  socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+  await write(socket, `POST ${path} HTTP/1.1\r\nHost: ${NAME}.localhost:${target.port}\r\nContent-Type: application/json\r\nContent-Length: ${BODY}\r\n\r\n`);
+  await write(socket, Buffer.alloc(sent, 0x41));
+  await waitFor(() => target.edge.offline.receiving(NAME) === 1, 5_000, "A's upload accepted and under way");
+  return {
+    socket,
+    async finish() {
+      await write(socket, Buffer.alloc(BODY - sent, 0x41));
+      await waitFor(() => answer.includes('\r\n\r\n{'), 5_000, "the answer to A's upload");
+      return answer;
+    },
+  };
 }
 
 test('issue 23.6: a webhook arriving while A releases its queued name is never stored, never seen by the next owner B, and never holds B\'s traffic', async () => {
@@ -30,7 +55,7 @@ test('issue 23.6: a webhook arriving while A releases its queued name is never s
     });
   });
   let client: TunnelClient | null = null;
-  let socket: Socket | null = null;
+  let upload: SlowUpload | null = null;
   try {
     const alice = await createAccount(target);
     const bob = await createAccount(target);
@@ -38,13 +63,7 @@ test('issue 23.6: a webhook arriving while A releases its queued name is never s
     assert.equal(reserved.status, 201, reserved.text);
 
     // A's provider starts a delivery to A's offline, queued name, and sends half of it.
-    socket = connect(target.port, '127.0.0.1');
-    await once(socket, 'connect');
-    let answer = '';
-    socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
-    await write(socket, `POST /hooks/stripe?secret=alice-secret HTTP/1.1\r\nHost: ${NAME}.localhost:${target.port}\r\nContent-Type: application/json\r\nContent-Length: ${BODY}\r\n\r\n`);
-    await write(socket, Buffer.alloc(BODY / 2, 0x41));
-    await waitFor(() => target.edge.offline.receiving(NAME) === 1, 5_000, "A's upload accepted and under way");
+    upload = await startSlowUpload(target, '/hooks/stripe?secret=alice-secret', BODY / 2);
 
     // Mid-upload, A releases the name; B reserves it (queue mode too) and connects.
     assert.equal((await call(target, 'DELETE', `/api/v1/reserved-subdomains/${NAME}`, { token: alice.token })).status, 204);
@@ -56,8 +75,7 @@ test('issue 23.6: a webhook arriving while A releases its queued name is never s
     assert.deepEqual([during.status, during.text], [200, 'from B'], "B's live request goes straight through while A's upload is still arriving");
 
     // A's upload finishes: nothing is stored, A's provider is told the name is not there.
-    await write(socket, Buffer.alloc(BODY / 2, 0x41));
-    await waitFor(() => answer.includes('\r\n\r\n{'), 5_000, "the answer to A's upload");
+    const answer = await upload.finish();
     assert.match(answer, /^HTTP\/1\.1 404 /);
     assert.match(answer, /"code":"TUNNEL_NOT_FOUND"/);
     assert.equal(target.edge.offline.receiving(NAME), 0);
@@ -73,7 +91,7 @@ test('issue 23.6: a webhook arriving while A releases its queued name is never s
     const aliceQueue = await call(target, 'GET', `/api/v1/queue?subdomain=${NAME}`, { token: alice.token });
     assert.equal(aliceQueue.status, 404);
   } finally {
-    socket?.destroy();
+    upload?.socket.destroy();
     await client?.close();
     await local.close();
     await target.close();
@@ -90,42 +108,29 @@ test('issue 23.6: A\'s upload finishing after B reserved the name, B offline: B\
     });
   });
   let client: TunnelClient | null = null;
-  let socket: Socket | null = null;
+  let upload: SlowUpload | null = null;
   try {
     const alice = await createAccount(target);
     const bob = await createAccount(target);
     await call(target, 'POST', '/api/v1/reserved-subdomains', { token: alice.token, body: { subdomain: NAME, offline: 'queue' } });
-    socket = connect(target.port, '127.0.0.1');
-    await once(socket, 'connect');
-    let answer = '';
-    socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
-    await write(socket, `POST /hooks/a?secret=alice-secret HTTP/1.1\r\nHost: ${NAME}.localhost:${target.port}\r\nContent-Length: ${BODY}\r\n\r\n`);
-    await write(socket, Buffer.alloc(BODY - 1, 0x41));
-    await waitFor(() => target.edge.offline.receiving(NAME) === 1, 5_000, "A's upload accepted and under way");
+    upload = await startSlowUpload(target, '/hooks/a?secret=alice-secret', BODY - 1);
     assert.equal((await call(target, 'DELETE', `/api/v1/reserved-subdomains/${NAME}`, { token: alice.token })).status, 204);
     await call(target, 'POST', '/api/v1/reserved-subdomains', { token: bob.token, body: { subdomain: NAME, offline: 'queue' } });
     const host = `${NAME}.localhost:${target.port}`;
     const bobsOwn = await call(target, 'POST', '/hooks/b', { host, rawBody: 'b' });
     assert.equal(bobsOwn.status, 202, bobsOwn.text);
 
-    await write(socket, Buffer.from('A'));
-    await waitFor(() => answer.includes('\r\n\r\n{'), 5_000, "the answer to A's upload");
-    assert.match(answer, /^HTTP\/1\.1 404 /);
+    assert.match(await upload.finish(), /^HTTP\/1\.1 404 /);
     const queue = await call(target, 'GET', `/api/v1/queue?subdomain=${NAME}`, { token: bob.token });
     assert.deepEqual(queue.json.queue.map((event: { path: string }) => event.path), ['/hooks/b']);
 
     ({ client } = await startClient(target, bob.token, local.port, { subdomain: NAME }));
     await waitFor(() => seen.length === 1, 5_000, "B's held webhook delivered");
-    let live = await call(target, 'GET', '/live', { host });
-    // The moment between the last delivery and the edge seeing the queue empty holds a request (202).
-    for (let tries = 0; live.status === 202 && tries < 20; tries++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      live = await call(target, 'GET', '/live', { host });
-    }
+    const live = await callPastQueue(target, 'GET', '/live', host);
     assert.equal(live.status, 200);
     assert.ok(!seen.some((url) => url.includes('alice-secret')), seen.join());
   } finally {
-    socket?.destroy();
+    upload?.socket.destroy();
     await client?.close();
     await local.close();
     await target.close();

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { assertApiError, call, createAccount, freePort, readBody, tempDir, startClient, startEdge, startLocal, waitFor, type TestEdge } from '../helpers.js';
+import { assertApiError, call, callPastQueue, createAccount, freePort, readBody, tempDir, startClient, startEdge, startLocal, waitFor, type TestEdge } from '../helpers.js';
 
 interface Received {
   path: string;
@@ -139,11 +139,7 @@ test('delivery on connect: in order, byte-exact, with delivery headers; live req
       }
       // Drained: live traffic goes straight through again. (The API may show the last event delivered a
       // moment before the edge looked for a next one; a request in that moment is held, then delivered.)
-      let direct = await call(target, 'GET', '/direct', { host });
-      for (let tries = 0; direct.status === 202 && tries < 20; tries++) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        direct = await call(target, 'GET', '/direct', { host });
-      }
+      const direct = await callPastQueue(target, 'GET', '/direct', host);
       assert.equal(direct.status, 200);
       assert.equal(direct.text, 'ok');
       // Every attempt is a capture that names its event.
