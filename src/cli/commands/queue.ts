@@ -62,12 +62,15 @@ export async function queueCommand(args: string[]): Promise<number> {
   const first = requirePositional(parsed, 0, 'NAME', QUEUE_HELP);
   const action = ACTIONS.has(first) ? first : 'list';
   const rest = ACTIONS.has(first) ? parsed.positionals.slice(1) : parsed.positionals;
-  const api = edgeApiClient(parsed.values);
   const json = parsed.values.json === true;
   const at = { positionals: rest };
   const bulk = parsed.values.all === true || parsed.values.state !== undefined;
   if (bulk && action !== 'discard') throw new UsageError(`--all and --state go with discard only; ${usageHint(QUEUE_HELP)}`);
-  if (bulk) return discardMany(api, at, parsed.values.all === true, parsed.values.state, json);
+  if (bulk) {
+    const { name, which } = bulkDiscardOf(at, parsed.values.all === true, parsed.values.state);
+    return discardMany(edgeApiClient(parsed.values), name, which, json);
+  }
+  const api = edgeApiClient(parsed.values);
   switch (action) {
     case 'list': {
       const name = requirePositional(at, 0, 'NAME', QUEUE_HELP);
@@ -114,15 +117,19 @@ export async function queueCommand(args: string[]): Promise<number> {
   }
 }
 
-/** `burrow queue discard NAME --all | --state STATE`: one API call, one transaction on the edge. */
-async function discardMany(api: ApiClient, at: { positionals: string[] }, all: boolean, state: string | undefined, json: boolean): Promise<number> {
+/** The name and state of `burrow queue discard NAME --all | --state STATE`, checked before any call. */
+function bulkDiscardOf(at: { positionals: string[] }, all: boolean, state: string | undefined): { name: string; which: string } {
   if (all && state !== undefined) throw new UsageError(`--all and --state do not go together; ${usageHint(QUEUE_HELP)}`);
   if (state !== undefined && !DISCARD_STATES.includes(state)) throw new UsageError(`--state must be one of ${DISCARD_STATES.join(', ')}; ${usageHint(QUEUE_HELP)}`);
   const name = requirePositional(at, 0, 'NAME', QUEUE_HELP);
   noExtraPositionals(at, 1, QUEUE_HELP);
-  const which = state ?? 'all';
+  return { name, which: state ?? 'all' };
+}
+
+/** One API call, one transaction on the edge. */
+async function discardMany(api: ApiClient, name: string, which: string, json: boolean): Promise<number> {
   const result = await api.call<QueueJson & { discarded: number }>('DELETE', `/api/v1/queue?subdomain=${encodeURIComponent(name)}&state=${which}`);
   if (json) printJson(result);
-  else process.stdout.write(`discarded ${result.discarded} event${result.discarded === 1 ? '' : 's'} of ${result.subdomain}${state === undefined ? '' : ` (${state})`}; ${result.events} held\n`);
+  else process.stdout.write(`discarded ${result.discarded} event${result.discarded === 1 ? '' : 's'} of ${result.subdomain}${which === 'all' ? '' : ` (${which})`}; ${result.events} held\n`);
   return 0;
 }
