@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import type { ClusterOptions } from '../../edge/cluster/types.js';
 import { parseAdminAddress } from '../../edge/admin.js';
 import { TrustedProxies } from '../../edge/client-address.js';
+import { DEFAULT_SOURCE_RATE_LIMIT } from '../../edge/offline-queue.js';
 import { Edge } from '../../edge/server.js';
 import { apiHostProblem } from '../../edge/host.js';
 import { certificateCovers, type ServerName } from '../../edge/tls.js';
@@ -30,6 +31,8 @@ Options:
                          URL (printed, saved by --dev) becomes https://HOST
   --data DIR             LMDB data directory (default ./.burrow); one edge per directory
   --rate-limit N         API requests per minute per token (default 100)
+  --queue-rate-limit N   requests held per minute for one client address (an IPv6 /64) on one name in
+                         offline mode queue, 429 beyond (default 120; docs/offline.md)
   --timeout MS           the edge's timeout for a local response, 504 after it (default 30000)
   --max-body BYTES       largest public request body, 413 beyond (default 104857600)
   --grace MS             how long an ended tunnel's subdomain (dropped, or closed with Ctrl-C) stays held
@@ -101,6 +104,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'api-host': { type: 'string' },
       data: { type: 'string' },
       'rate-limit': { type: 'string' },
+      'queue-rate-limit': { type: 'string' },
       timeout: { type: 'string' },
       'max-body': { type: 'string' },
       grace: { type: 'string' },
@@ -187,6 +191,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     ...(apiHost === undefined ? {} : { apiHost }),
     rateLimit: intOption(values['rate-limit'], 'rate-limit', 100, 1, 1_000_000),
     requestTimeoutMs: intOption(values.timeout, 'timeout', 30_000, 1, 3_600_000),
+    offlineQueue: { sourceRateLimit: intOption(values['queue-rate-limit'], 'queue-rate-limit', DEFAULT_SOURCE_RATE_LIMIT, 1, 1_000_000) },
     maxRequestBody: intOption(values['max-body'], 'max-body', 100 * 1024 * 1024, 0, 2 ** 40),
     graceMs: intOption(values.grace, 'grace', 60_000, 0, 86_400_000),
     captureBodyLimit: intOption(values['capture-body'], 'capture-body', 1024 * 1024, 0, 64 * 1024 * 1024),

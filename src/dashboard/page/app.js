@@ -378,6 +378,7 @@ async function queueView(root, path) {
   const select = h('select', { id: 'queue-subdomain' }, names.map((name) => h('option', { value: name, selected: name === subdomain }, name)));
   const facts = h('div');
   const pauseButton = h('button', { type: 'button', on: { click: () => void togglePause() } }, 'Pause queue');
+  const discardAllButton = h('button.danger', { type: 'button', on: { click: () => void discardAll() } }, 'Discard all');
   const list = h('div');
   let paused = false;
   select.addEventListener('change', () => {
@@ -385,7 +386,7 @@ async function queueView(root, path) {
     history.replaceState(null, '', `#/queue/${encodeURIComponent(subdomain)}`);
     void refresh();
   });
-  root.append(h('div.filters', {}, h('label', { for: 'queue-subdomain' }, 'Reserved subdomain'), select, pauseButton), facts, list);
+  root.append(h('div.filters', {}, h('label', { for: 'queue-subdomain' }, 'Reserved subdomain'), select, pauseButton, discardAllButton), facts, list);
 
   const refresh = async () => {
     try {
@@ -432,6 +433,17 @@ async function queueView(root, path) {
       },
       `/api/v1/queue/${encodeURIComponent(event.id)}`,
       `Discarded ${event.id}.`,
+      refresh,
+    );
+  const discardAll = () =>
+    confirmThenDelete(
+      {
+        title: `Discard every event of ${subdomain}?`,
+        text: 'Every held event of this name (queued, failed and delivered) is dropped and never delivered again.',
+        confirmLabel: 'Discard all events',
+      },
+      `/api/v1/queue?subdomain=${encodeURIComponent(subdomain)}&state=all`,
+      `Discarded every event of ${subdomain}.`,
       refresh,
     );
   const togglePause = async () => {
