@@ -28,8 +28,8 @@ parks it as failed after 5 attempts.
   resume    delivers what is held, then lets live requests through again
 
 Options:
-  --all          discard: every event of NAME
-  --state STATE  discard: the events of NAME in this state: queued, failed or delivered
+  --all            discard: every event of NAME
+  --state STATE    discard: the events of NAME in this state: queued, failed or delivered
 ${CONNECTION_HELP}
 `;
 
