@@ -7,7 +7,8 @@
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { CliError } from './args.js';
+import { parseResolveRule, type ResolveRule } from '../client/resolve-rules.js';
+import { CliError, UsageError } from './args.js';
 
 export interface ClientConfig {
   edge?: string;
@@ -71,11 +72,13 @@ export interface Credentials {
   edges: string[];
   token: string | undefined;
   ca: CaSource | undefined;
+  /** `--resolve HOST:PORT:ADDRESS` rules (else BURROW_RESOLVE, comma-separated): addresses to dial without DNS. */
+  resolve: ResolveRule[];
 }
 
 /** Flags, then environment, then the config file, then the default edge (and no extra CA). */
 export function resolveCredentials(
-  flags: { edge?: string | string[] | undefined; token?: string | undefined; ca?: string | undefined },
+  flags: { edge?: string | string[] | undefined; token?: string | undefined; ca?: string | undefined; resolve?: string[] | undefined },
   env: NodeJS.ProcessEnv = process.env,
 ): Credentials {
   const caFromEnv = nonEmpty(env.BURROW_CA);
@@ -100,7 +103,18 @@ export function resolveCredentials(
         : file.ca === undefined
           ? undefined
           : { path: file.ca, from: path };
-  return { edge: edges[0]!, edges, token, ca };
+  return { edge: edges[0]!, edges, token, ca, resolve: resolveRules(flags.resolve, env) };
+}
+
+/** --resolve (repeatable), else BURROW_RESOLVE; never the config file (it is for trying out, not for good). */
+function resolveRules(flags: string[] | undefined, env: NodeJS.ProcessEnv): ResolveRule[] {
+  const fromFlags = flags !== undefined && flags.length > 0;
+  const texts = fromFlags ? flags : (nonEmpty(env.BURROW_RESOLVE)?.split(',').map((item) => item.trim()).filter((item) => item !== '') ?? []);
+  return texts.map((text) => {
+    const rule = parseResolveRule(text);
+    if (typeof rule === 'string') throw new UsageError(`${fromFlags ? '--resolve' : 'BURROW_RESOLVE'} ${rule}`);
+    return rule;
+  });
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

@@ -6,10 +6,10 @@
 import { join } from 'node:path';
 import { BurrowError, ERROR_CODES, type ErrorCode } from '../errors.js';
 import { VERSION } from '../version.js';
-import { Api, errorResponse } from '../api/api.js';
+import { Api, API_SECURITY_HEADERS, errorResponse } from '../api/api.js';
 import { LocalCaptureLog } from '../api/capture-log.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
-import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
+import { CONNECT_PATH, DEFAULT_SETTINGS, INSTANCE_ID, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
 import { FreeSpace, type MinFreeSpace } from '../store/free-space.js';
@@ -22,7 +22,7 @@ import { AdminServer, type AdminAddress } from './admin.js';
 import { TrustedProxies, requestOrigin } from './client-address.js';
 import { loadDashboard, serveDashboard } from './dashboard.js';
 import { readPublicRequestHead, type PublicRequestHead } from './headers.js';
-import { HostDispatch } from './host.js';
+import { apiHostProblem, HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
@@ -48,6 +48,12 @@ export interface EdgeOptions {
   port?: number;
   /** The API answers on <domain> and api.<domain>, tunnels on <sub>.<domain>. */
   domain?: string;
+  /**
+   * The API's and the dashboard's own host, on a registrable domain other than the tunnels' (docs/deploy.md):
+   * the dashboard is served there only, and the edge's URL names it. A lower-case DNS name (see
+   * `apiHostProblem` in src/edge/host.ts).
+   */
+  apiHost?: string;
   /** API requests per minute per token (spec section 8). */
   rateLimit?: number;
   rateWindowMs?: number;
@@ -79,8 +85,10 @@ export interface EdgeOptions {
   /** How public URLs are printed: scheme and port (the edge's own port by default). */
   publicScheme?: 'http' | 'https';
   publicPort?: number;
-  /** Dashboard session lifetimes (docs/dashboard.md): 12 h idle, 7 days at most by default. */
+  /** Dashboard session lifetimes and cap per token (docs/dashboard.md): 12 h idle, 7 days at most, 20 by default. */
   dashboardSessions?: SessionOptions;
+  /** Dashboard sign-ins per minute per token and per client address (10 and 30 by default). */
+  signInLimits?: { perToken?: number; perAddress?: number };
   /** Serve HTTPS and wss:// with these certificates (src/edge/tls.ts); public URLs are then https. */
   tls?: TlsOptions;
   /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
@@ -172,8 +180,10 @@ export class Edge {
   private readonly maxRequestBody: number;
   private readonly apiBodyLimit: number;
   private readonly publicScheme: string;
-  /** Added to every answer of the API host and the dashboard: HSTS when asked for. */
+  /** Added to every answer of the API host: API_SECURITY_HEADERS, and HSTS when asked for. */
   private readonly apiHostHeaders: readonly (readonly [string, string])[];
+  /** Added to the dashboard's files, which carry their own CSP and framing rules: HSTS when asked for. */
+  private readonly dashboardHeaders: readonly (readonly [string, string])[];
   private readonly proxies: TrustedProxies | null;
   private readonly log: (line: string) => void;
   /** The internal hop, in cluster mode; null on a lone edge. */
@@ -185,7 +195,11 @@ export class Edge {
   ) {
     this.clusterConnection = cluster;
     this.domain = (options.domain ?? 'localhost').toLowerCase();
-    this.hosts = new HostDispatch(this.domain);
+    if (options.apiHost !== undefined) {
+      const problem = apiHostProblem(options.apiHost, this.domain);
+      if (problem !== null) throw new Error(problem);
+    }
+    this.hosts = new HostDispatch(this.domain, options.apiHost?.toLowerCase());
     this.log = options.log ?? ((line) => process.stderr.write(`${line}\n`));
     this.settings = { ...DEFAULT_SETTINGS, ...options.settings };
     this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
@@ -194,7 +208,8 @@ export class Edge {
     if (options.hsts === true && this.publicScheme !== 'https') {
       throw new Error('HSTS is for an edge served over HTTPS: give it a TLS certificate or an https public URL');
     }
-    this.apiHostHeaders = options.hsts === true ? [HSTS_HEADER] : NO_HEADERS;
+    this.dashboardHeaders = options.hsts === true ? [HSTS_HEADER] : NO_HEADERS;
+    this.apiHostHeaders = [...API_SECURITY_HEADERS, ...this.dashboardHeaders];
     // In cluster mode the hop is built on the lease registry (below); `clusterHop` is for tests of the hop alone.
     this.hop = options.clusterHop === undefined || cluster !== null ? null : new ClusterHop(options.clusterHop, this.log);
     this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
@@ -282,6 +297,7 @@ export class Edge {
       publicScheme: this.publicScheme === 'https' ? 'https' : 'http',
       publicUrlOf: (subdomain) => this.publicUrl(subdomain),
       ...(options.dashboardSessions === undefined ? {} : { sessions: options.dashboardSessions }),
+      ...(options.signInLimits === undefined ? {} : { signInLimits: options.signInLimits }),
     });
     this.deps = {
       settings: this.settings,
@@ -334,9 +350,9 @@ export class Edge {
     return this.admin?.port ?? 0;
   }
 
-  /** The API's base URL as users see it. */
+  /** The API's base URL as users see it: on its own host with `apiHost`, else on the domain. */
   get url(): string {
-    return `${this.publicScheme}://${this.domain}${this.portSuffix()}`;
+    return `${this.publicScheme}://${this.options.apiHost?.toLowerCase() ?? this.domain}${this.portSuffix()}`;
   }
 
   publicUrl(subdomain: string): string {
@@ -497,7 +513,7 @@ export class Edge {
       else if (this.refusedFraming(res, req, target.kind === 'api' ? this.apiHostHeaders : NO_HEADERS)) return;
       else if (this.hop !== null && this.hop.servesInternal(res, req)) return;
       else if (target.kind === 'api') {
-        if (!serveDashboard(res, req, this.apiHostHeaders)) this.serveApi(res, req);
+        if (!(target.dashboard && serveDashboard(res, req, this.dashboardHeaders))) this.serveApi(res, req, target.dashboard);
       } else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
     });
   }
@@ -512,7 +528,7 @@ export class Edge {
 
   // ---- the API ----------------------------------------------------------------------------------------
 
-  private serveApi(res: HttpResponse, req: HttpRequest): void {
+  private serveApi(res: HttpResponse, req: HttpRequest, dashboardHost: boolean): void {
     const method = req.getCaseSensitiveMethod();
     // Behind a trusted proxy, the scheme and host the browser used are the forwarded ones (the
     // dashboard's CSRF rule compares the Origin with them).
@@ -532,6 +548,7 @@ export class Edge {
       scheme: origin.proto,
       body: null,
       clientAddress: origin.client,
+      dashboardHost,
     };
     const isHead = method === 'HEAD';
     const lengthHeader = req.getHeader('content-length');
@@ -598,7 +615,7 @@ export class Edge {
     extraHeaders?: readonly [string, string][],
   ): void {
     this.observeRefusal(res, req, subdomain, code);
-    writePublicError(res, code, message, closeConnection, extraHeaders);
+    writePublicError(res, code, message, closeConnection, extraHeaders, req.getHeader('accept'));
   }
 
   /** Counts and access-logs a public request the edge refuses (while `req` is valid: in the uWS handler). */
@@ -627,7 +644,8 @@ export class Edge {
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
       this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
-      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
+      const accept = req.getHeader('accept');
+      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true, undefined, accept));
       return;
     }
     if (this.offline.serves(res, req, head, subdomain, clientAddress)) return;
@@ -642,6 +660,7 @@ export class Edge {
     const query = req.getQuery();
     if (head.contentLength > this.maxRequestBody) {
       this.observeRefusal(res, req, subdomain, 'PAYLOAD_TOO_LARGE');
+      const accept = req.getHeader('accept');
       const refusal = { aborted: false };
       res.onAborted(() => {
         refusal.aborted = true;
@@ -649,7 +668,7 @@ export class Edge {
       discardBody(
         res,
         () => refusal.aborted,
-        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true),
+        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true, undefined, accept),
       );
       return;
     }
@@ -760,6 +779,8 @@ export class Edge {
       const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
       if (port < 1 || port > 65535) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
       const requested = query.get('subdomain');
+      const instance = query.get('instance');
+      if (instance !== null && !INSTANCE_ID.test(instance)) throw new BurrowError('INVALID_REQUEST', 'The "instance" query parameter must be 8 to 64 of A-Z, a-z, 0-9, "_" and "-".');
       const account = principal.account;
       const limits = this.accounts.planLimits(account.plan);
       if (connect.aborted) return;
@@ -768,6 +789,9 @@ export class Edge {
       const admitted = this.registry.admit(account.id, limits.activeTunnels, requested === null || requested === '' ? null : requested.toLowerCase(), {
         tokenId: principal.token.id,
         port,
+        clientAddress,
+        instance,
+        replace: query.get('replace') === '1',
       });
       const subdomain = typeof admitted === 'string' ? admitted : await admitted;
       if (connect.aborted) {
@@ -775,7 +799,7 @@ export class Edge {
         return;
       }
       const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests, limits.captureBytes);
-      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring);
+      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring, instance, clientAddress);
       res.cork(() => {
         res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
         res.upgrade<SocketData>({ session, passthrough: null }, key, protocol, extensions, context);

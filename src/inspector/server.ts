@@ -15,6 +15,7 @@
  * here as an ordinary 'exchange' event and is marked `replay_of` when the edge answers.
  * docs/inspector.md explains the choice.
  */
+import { isUtf8 } from 'node:buffer';
 import { request } from 'undici';
 import { refuseTruncatedReplay, takeAllowTruncated, validateReplayOverrides } from '../api/api.js';
 import type { ReplayOverrides } from '../api/types.js';
@@ -490,6 +491,10 @@ export class Inspector {
    */
   async replay(id: string, body: Buffer | (ReplayOverrides & { allow_truncated?: boolean }) = {}): Promise<unknown> {
     const original = (await this.detailed(id)).exchange;
+    if (original.websocket !== undefined) {
+      // The edge keeps no capture of a WebSocket connection: there is nothing it could send again.
+      throw new BurrowError('INVALID_REQUEST', `${id} is a WebSocket connection; only HTTP requests can be replayed.`);
+    }
     let overrides: ReplayOverrides;
     let fields: Record<string, unknown>;
     if (Buffer.isBuffer(body)) {
@@ -526,7 +531,7 @@ export class Inspector {
           ...(overrides.method === undefined ? {} : { method: overrides.method }),
           ...(overrides.path === undefined ? {} : { path: overrides.path }),
           ...(overrides.headers === undefined ? {} : { headers: overrides.headers }),
-          ...(overrides.body === undefined ? {} : { body: overrides.body }),
+          ...(overrides.body === undefined ? {} : bodyFields(overrides.body)),
           ...(truncated ? { allow_truncated: true } : {}),
         }),
         headersTimeout: 120_000,
@@ -585,7 +590,7 @@ export class Inspector {
       if (publicUrl === null) throw new BurrowError('TUNNEL_OFFLINE', 'The tunnel has no public URL right now (reconnecting or closed); copy the local command instead.');
       base = publicUrl;
     }
-    return curlCommand(exchange, target, base);
+    return curlCommand(exchangeJson(exchange), target, base);
   }
 
   /** GET /api/har[?id=ID&id=...][&limit=N]: a HAR 1.2 file of those exchanges (default: all in the ring). */
@@ -606,8 +611,6 @@ export class Inspector {
       writeError(res, asBurrowError(error, this.log));
       return;
     }
-    // Oldest first, as HAR viewers list them.
-    exchanges.sort((a, b) => a.startedAt - b.startedAt);
     const base = this.client?.publicUrl ?? `http://localhost:${this.client?.routes.defaultPort ?? 80}`;
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     res.writeStatus('200 OK');
@@ -615,7 +618,7 @@ export class Inspector {
     res.writeHeader('content-disposition', `attachment; filename="burrow-${stamp}.har"`);
     res.writeHeader('cache-control', 'no-store');
     res.writeHeader('x-content-type-options', 'nosniff');
-    res.end(JSON.stringify(harLog(exchanges, base), null, 1));
+    res.end(JSON.stringify(harLog(exchanges.map(exchangeJson), base), null, 1));
   }
 
   // ---- history from the edge --------------------------------------------------------------------------
@@ -792,6 +795,12 @@ export class Inspector {
       ws.send(message, false);
     }
   }
+}
+
+/** A replacement body as the edge's replay API takes it: text when it is UTF-8 (what any edge reads), else base64. */
+function bodyFields(body: Uint8Array): { body: string; body_encoding?: 'base64' } {
+  const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  return isUtf8(bytes) ? { body: bytes.toString('utf8') } : { body: bytes.toString('base64'), body_encoding: 'base64' };
 }
 
 interface EdgeBodyJson {

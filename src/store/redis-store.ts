@@ -13,7 +13,9 @@
  *   account-tokens:<account id>          SET of the account's active token id segments (the cap's count)
  *   reservation:<subdomain>              JSON ReservationRecord
  *   account-reservations:<account id>    SET of the account's reserved subdomains
- *   session:<SHA-256 hex of session id>  JSON SessionRecord, PX = until it ends unless used again
+ *   session:<SHA-256 hex of session id>  JSON SessionRecord (times on Redis's clock), PX = until it ends
+ *                                        unless used again: Redis alone judges a session's end
+ *   token-sessions:<id segment>          ZSET of the token's session hashes by creation (the per-token cap)
  *   usage:<account id>:<period start ms> HASH requests / bytesIn / bytesOut (HINCRBY)
  *   usage-flush:<batch id>               marker that a usage batch was applied (24 h)
  *   limit:<limiter name>:<key>           a fixed window's count, PX = the window's rest
@@ -32,7 +34,7 @@
  * RedisStore works again when Redis is back. The persistence cluster mode asks for is Redis's own
  * (appendonly, docs/cluster.md).
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { Redis, ReplyError } from 'ioredis';
 import { BurrowError } from '../errors.js';
 import {
@@ -53,6 +55,7 @@ import type {
   Principal,
   RateLimiter,
   ReservationRecord,
+  ResolvedSession,
   SessionOptions,
   SessionRecord,
   StoreOptions,
@@ -65,7 +68,7 @@ import type { OfflineMode } from './offline-queue.js';
 import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
 import type { RateDecision } from './rate-limit.js';
 import { REDIS_SCRIPTS, type ScriptName } from './redis-scripts.js';
-import { isSessionId, SESSION_IDLE_MS, SESSION_MAX_AGE_MS, sessionEndsAt, sessionPrincipalHolds, touchedSession } from './sessions.js';
+import { isSessionId, newSessionId, SESSION_IDLE_MS, SESSION_MAX_AGE_MS, sessionKeyOf, sessionPrincipalHolds, SESSIONS_PER_TOKEN, TOUCH_EVERY_MS } from './sessions.js';
 import { periodOf } from './usage.js';
 
 export interface RedisStoreOptions extends StoreOptions {
@@ -322,7 +325,8 @@ export class RedisStore implements AccountStore {
   }
 
   async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity, offline?: OfflineMode): Promise<ReservationRecord> {
-    const record: ReservationRecord = { subdomain, accountId, createdAt: now, ...(offline === undefined ? {} : { offline }) };
+    const generation = randomBytes(8).toString('hex');
+    const record: ReservationRecord = { subdomain, accountId, createdAt: now, generation, ...(offline === undefined ? {} : { offline }) };
     const [status, json] = await this.script<[string, string]>(
       'burrowReserve',
       [this.key('reservation', subdomain), this.key('account-reservations', accountId)],
@@ -417,63 +421,66 @@ export class RedisStore implements AccountStore {
 /**
  * Dashboard sessions in Redis with the rules of src/store/sessions.ts: only the id's SHA-256 is a key,
  * the session ends with its token (checked on every use), after `idleMs` without use and `maxAgeMs`
- * after sign-in. Each record carries a PX until its end, so Redis drops ended sessions itself.
+ * after sign-in, and a token keeps at most `perToken`. Every time is Redis's own (TIME inside the
+ * scripts) and each record carries a PX until its end, so Redis drops ended sessions itself and an edge
+ * whose clock is wrong can neither end nor prolong anyone's session.
  */
 class RedisSessions implements DashboardSessions {
   readonly idleMs: number;
   readonly maxAgeMs: number;
+  readonly perToken: number;
 
   constructor(private readonly store: RedisStore, options: SessionOptions) {
     this.idleMs = options.idleMs ?? SESSION_IDLE_MS;
     this.maxAgeMs = options.maxAgeMs ?? SESSION_MAX_AGE_MS;
+    this.perToken = options.perToken ?? SESSIONS_PER_TOKEN;
   }
 
-  async open(principal: Principal, now = Date.now()): Promise<string> {
-    const id = randomBytes(32).toString('base64url');
-    const record: SessionRecord = { tokenIdSegment: principal.token.idSegment, accountId: principal.account.id, createdAt: now, lastSeenAt: now };
-    await this.store.call(() => this.store.redis.set(this.keyOf(id), JSON.stringify(record), 'PX', this.lifetime(record, now)));
+  /** `now` is not used: the session's times are Redis's. */
+  async open(principal: Principal): Promise<string> {
+    const id = newSessionId();
+    const hash = sessionKeyOf(id);
+    const segment = principal.token.idSegment;
+    await this.store.script<[number, number]>(
+      'burrowOpenSession',
+      [this.store.key('session', hash), this.store.key('token-sessions', segment)],
+      [JSON.stringify({ tokenIdSegment: segment, accountId: principal.account.id }), String(this.idleMs), String(this.maxAgeMs), String(this.perToken), hash, this.store.key('session', '')],
+    );
     return id;
   }
 
-  async resolve(id: string, now = Date.now()): Promise<{ principal: Principal; record: SessionRecord } | undefined> {
+  /** `now` only dates the answer's `expiresAt` (now + what Redis says is left); Redis decides the rest. */
+  async resolve(id: string, now = Date.now()): Promise<ResolvedSession | undefined> {
     if (!isSessionId(id)) return undefined;
     const key = this.keyOf(id);
-    const record = parse<SessionRecord>(await this.store.call(() => this.store.redis.get(key)));
-    if (record === undefined) return undefined;
-    if (now > this.expiresAt(record)) {
-      this.store.redis.del(key).catch(() => undefined);
-      return undefined;
-    }
+    const used = await this.store.script<[string, number] | null>('burrowUseSession', [key], [String(this.idleMs), String(this.maxAgeMs), String(TOUCH_EVERY_MS)]);
+    if (used === null) return undefined;
+    const record = JSON.parse(used[0]) as SessionRecord;
     const principal = await this.store.activePrincipal(record.tokenIdSegment);
     if (!sessionPrincipalHolds(record, principal)) {
       this.store.redis.del(key).catch(() => undefined);
       return undefined;
     }
-    const touched = touchedSession(record, now);
-    // XX: a sign-out that landed meanwhile stays signed out.
-    if (touched !== null) this.store.redis.set(key, JSON.stringify(touched), 'PX', this.lifetime(touched, now), 'XX').catch(() => undefined);
-    return { principal, record: touched ?? record };
-  }
-
-  expiresAt(record: SessionRecord): number {
-    return sessionEndsAt(record, this.idleMs, this.maxAgeMs);
+    return { principal, record, expiresAt: now + Math.max(0, used[1]) };
   }
 
   async close(id: string): Promise<boolean> {
     if (!isSessionId(id)) return false;
-    return (await this.store.call(() => this.store.redis.del(this.keyOf(id)))) > 0;
+    const hash = sessionKeyOf(id);
+    const key = this.store.key('session', hash);
+    const record = parse<SessionRecord>(await this.store.call(() => this.store.redis.get(key)));
+    if (record === undefined) return false;
+    const replies = await this.store.call(() => this.store.redis.multi().del(key).zrem(this.store.key('token-sessions', record.tokenIdSegment), hash).exec());
+    return replies?.[0]?.[1] === 1;
   }
 
   /** Redis expires ended sessions itself; a revoked token's are dropped on their next use. */
-  sweep(): void {}
-
-  /** Milliseconds until the session ends unless used again (at least 1: PX takes no 0). */
-  private lifetime(record: SessionRecord, now: number): number {
-    return Math.max(1, this.expiresAt(record) - now);
+  sweep(): number {
+    return 0;
   }
 
   private keyOf(id: string): string {
-    return this.store.key('session', createHash('sha256').update(id).digest('hex'));
+    return this.store.key('session', sessionKeyOf(id));
   }
 }
 

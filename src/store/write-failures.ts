@@ -18,7 +18,7 @@ export type WriteKind = (typeof WRITE_KINDS)[number];
 const CONSEQUENCES: Record<WriteKind, string> = {
   captures: 'the requests are still answered; their captures are skipped',
   accounts: 'the API call is answered 503 STORAGE_FULL',
-  sessions: 'the sign-in is answered 503 STORAGE_FULL',
+  sessions: 'the sign-in or sign-out is answered 503 STORAGE_FULL',
   usage: 'the counts stay in memory and are written at a later flush',
   queue: 'the webhook is answered 503 STORAGE_FULL',
 };

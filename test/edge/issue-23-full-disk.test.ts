@@ -7,12 +7,13 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { request } from 'undici';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
-import { readBody, runCli, spawnCli, startLocal, tempDirs, type LocalServer, type SpawnedProcess } from '../helpers.js';
+import { BIN, readBody, runCli, spawnNode, startLocal, tempDirs, waitFor, type LocalServer, type SpawnedProcess } from '../helpers.js';
 import { loopFs, type LoopFs } from '../loop-fs.js';
 import { parsePrometheusText, sampleValue, type Exposition } from './prometheus-text.js';
 
@@ -28,9 +29,13 @@ interface RunningEdge {
   log(): string;
 }
 
-/** `burrow edge` on `data`, with --admin and the extra options; resolves once it says where its admin port is. */
+/**
+ * `burrow edge` on `data`, with --admin and the extra options; resolves once it says where its admin port
+ * is. Through spawnNode, not spawnCli (which turns the floor off): without `--min-free-disk` in `extra`
+ * the edge has the product's default floor.
+ */
 async function startEdge(data: string, env: Record<string, string>, extra: string[]): Promise<RunningEdge> {
-  const spawned = await spawnCli(['edge', '--port', '0', '--data', data, '--admin', '127.0.0.1:0', '--json', ...extra], env, /"event":"admin".*\n/);
+  const spawned = await spawnNode([BIN, 'edge', '--port', '0', '--data', data, '--admin', '127.0.0.1:0', '--json', ...extra], env, /"event":"admin".*\n/);
   const events = spawned
     .output()
     .split('\n')
@@ -231,6 +236,81 @@ test('issue 23.1: without a floor the disk fills up: every failed commit is answ
     assert.ok(sampleValue(metrics, 'burrow_store_write_failures_total', { store: 'accounts' }) >= 1);
     await stopsCleanly(s);
   } finally {
+    await endScene(s);
+  }
+});
+
+test('issue 23.1: held webhooks on a full disk without a floor: 503 STORAGE_FULL (body pieces or commit), sign-in 503, never a stuck name; held and delivered once space is back', { timeout: 90_000 }, async (t) => {
+  const s = await scene(t, 48, 'beside-held', ['--min-free-disk', '0']);
+  if (s === null) return;
+  const { disk, edge, token } = s;
+  const HELD = 'held-full';
+  const reached: string[] = [];
+  const local = await startLocal((req, res) => {
+    void readBody(req).then((body) => {
+      reached.push(`${req.method} ${req.url} ${body.length}`);
+      res.end('ok');
+    });
+  });
+  let client: TunnelClient | null = null;
+  try {
+    const reserved = await api(edge, 'POST', '/api/v1/reserved-subdomains', token, { subdomain: HELD, offline: 'queue' });
+    assert.equal(reserved.status, 201, reserved.text);
+    disk.fill();
+
+    // 1 MiB bodies: their pieces cannot be stored. Each sender is told to retry; nothing goes unhandled.
+    for (let i = 0; i < 3; i++) {
+      const held = await post(edge, HELD, `/full/${i}`, BODY);
+      assert.equal(held.status, 503, held.text);
+      assert.equal(held.headers['burrow-error'], 'STORAGE_FULL');
+      assert.equal(held.headers['retry-after'], '60');
+      assert.equal(JSON.parse(held.text).error.code, 'STORAGE_FULL');
+    }
+    const metrics = await scrape(edge);
+    assert.ok(sampleValue(metrics, 'burrow_store_write_failures_total', { store: 'queue' }) >= 3);
+    assert.equal(lines(edge.log(), /^storage: writing queue failed: .*the webhook is answered 503 STORAGE_FULL/).length, 1, edge.log());
+
+    // A dashboard sign-in writes a session and its indexes in one transaction: refused the same way.
+    const signIns: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const response = await request(`http://127.0.0.1:${edge.port}/api/v1/session`, {
+        method: 'POST',
+        headers: { host: `localhost:${edge.port}`, origin: `http://localhost:${edge.port}`, 'x-burrow-csrf': '1', 'content-type': 'application/json' },
+        body: JSON.stringify({ token }),
+      });
+      const text = await response.body.text();
+      signIns.push(response.statusCode);
+      if (response.statusCode === 201) continue;
+      assert.equal(response.statusCode, 503, text);
+      assert.equal(JSON.parse(text).error.code, 'STORAGE_FULL');
+    }
+    assert.ok(signIns.includes(503), `a sign-in on a full disk: ${signIns.join(', ')}`);
+    assert.ok(sampleValue(await scrape(edge), 'burrow_store_write_failures_total', { store: 'sessions' }) >= 1, 'counted as a session write');
+    assert.ok(alive(edge), `the edge is up:\n${edge.log()}`);
+
+    // Space back: the name holds again, and its tunnel gets the event and then live traffic, nothing stuck.
+    rmSync(join(disk.dir, 'filler'));
+    const held = await post(edge, HELD, '/after', Buffer.from('{"after":true}'));
+    assert.equal(held.status, 202, held.text);
+    client = await connect(edge, token, local.port, HELD);
+    let queue: { path: string; state: string }[] = [];
+    await waitFor(
+      async () => {
+        queue = (await api(edge, 'GET', `/api/v1/queue?subdomain=${HELD}`, token)).json.queue;
+        return queue.every((event) => event.state === 'delivered');
+      },
+      10_000,
+      'the held event delivered',
+    );
+    assert.deepEqual(queue.map((event) => event.path), ['/after'], 'nothing of the refused webhooks was kept');
+    const live = await post(edge, HELD, '/live', Buffer.from('live'));
+    assert.equal(live.status, 200, live.text);
+    assert.deepEqual(reached, ['POST /after 14', 'POST /live 4'], 'only what was held, then the live request');
+    await client.close();
+    await stopsCleanly(s);
+  } finally {
+    await client?.close();
+    await local.close();
     await endScene(s);
   }
 });

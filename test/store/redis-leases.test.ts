@@ -24,7 +24,20 @@ const A = { nodeId: 'a', advertise: 'http://127.0.0.1:1', boot: 'boot-a' };
 const B = { nodeId: 'b', advertise: 'http://127.0.0.1:2', boot: 'boot-b' };
 
 function claim(subdomain: string, accountId: string, node: typeof A, extra: Partial<LeaseClaim> = {}): LeaseClaim {
-  return { subdomain, accountId, tokenId: `tok_${accountId}`, port: 3000, startedAt: Date.now(), publicUrl: `http://${subdomain}.localhost`, cap: 3, ...node, ...extra };
+  return {
+    subdomain,
+    accountId,
+    tokenId: `tok_${accountId}`,
+    port: 3000,
+    startedAt: Date.now(),
+    publicUrl: `http://${subdomain}.localhost`,
+    cap: 3,
+    instance: '',
+    clientAddress: '127.0.0.1',
+    replace: false,
+    ...node,
+    ...extra,
+  };
 }
 
 test('a name is granted once; another account is refused while it is live and while it is held', { skip: redisSkip }, async () => {
@@ -98,8 +111,8 @@ test('heartbeats list the live edges; the secret is the first one stored', { ski
   assert.deepEqual((await leases.peers()).map((peer) => peer.nodeId), ['a', 'b']);
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.deepEqual((await leases.peers()).map(({ nodeId, advertise, boot }) => ({ nodeId, advertise, boot })), [A]);
-  assert.equal(await leases.sharedSecret('first'), 'first');
-  assert.equal(await leases.sharedSecret('second'), 'first');
+  assert.deepEqual(await leases.sharedSecret('first'), { secret: 'first', stored: true });
+  assert.deepEqual(await leases.sharedSecret('second'), { secret: 'first', stored: false });
 });
 
 test('each node id gets a number of its own, drawn once and kept across calls (its span of capture ring ids)', { skip: redisSkip }, async () => {

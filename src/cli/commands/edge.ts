@@ -3,27 +3,37 @@ import { resolve } from 'node:path';
 import type { ClusterOptions } from '../../edge/cluster/types.js';
 import { parseAdminAddress } from '../../edge/admin.js';
 import { TrustedProxies } from '../../edge/client-address.js';
+import { DEFAULT_SOURCE_RATE_LIMIT } from '../../edge/offline-queue.js';
 import { Edge } from '../../edge/server.js';
+import { apiHostProblem } from '../../edge/host.js';
 import { parseMinFreeSpace } from '../../store/free-space.js';
 import { certificateCovers, type ServerName } from '../../edge/tls.js';
 import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
-Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
+Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--api-host HOST] [--data DIR] [--rate-limit N] [--json]
                    [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS] [--min-free-disk BYTES|PERCENT]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
                    [--trust-proxy CIDR[,CIDR...]]
                    [--cluster redis://HOST:PORT[/DB] --node-id ID --advertise URL [--cluster-secret-file F]]
 
-Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port.
+Runs the edge: the /api/v1 API and the dashboard on <domain> and api.<domain> (or on --api-host), tunnels
+on <sub>.<domain>, all on one port.
 
 Options:
   --host ADDR            address to bind (default 127.0.0.1)
   --port N               port to bind (default 8080; 0 picks a free one)
   --domain NAME          the edge's domain (default localhost)
+  --api-host HOST        serve the API and the dashboard on HOST, a name on another registrable domain
+                         than the tunnels' (e.g. dashboard.example beside *.burrow-tunnels.example), so
+                         no tunnel's page can set cookies for it (docs/deploy.md); <domain> and
+                         api.<domain> then serve the API to tokens, without the dashboard. The edge's
+                         URL (printed, saved by --dev) becomes https://HOST
   --data DIR             LMDB data directory (default ./.burrow); one edge per directory
   --rate-limit N         API requests per minute per token (default 100)
+  --queue-rate-limit N   requests held per minute for one client address (an IPv6 /64) on one name in
+                         offline mode queue, 429 beyond (default 120; docs/offline.md)
   --timeout MS           the edge's timeout for a local response, 504 after it (default 30000)
   --max-body BYTES       largest public request body, 413 beyond (default 104857600)
   --grace MS             how long an ended tunnel's subdomain (dropped, or closed with Ctrl-C) stays held
@@ -62,7 +72,8 @@ Options:
                          default: believe nobody; see docs/deploy.md)
   --region NAME          region reported by /api/v1/instance (default local)
   --admin [HOST:]PORT    serve GET /metrics (Prometheus text) and GET /healthz (200 serving, 503 draining)
-                         on this address; a bare port binds 127.0.0.1 (default: off)
+                         on this address; a bare port binds 127.0.0.1 (default: off). It answers a Host
+                         of localhost, an IP address or HOST only (421 otherwise: DNS rebinding)
   --access-log FILE|-    one JSON line per public request, appended to FILE or written to stdout (-)
   --drain MS             on SIGTERM/SIGINT, how long in-flight requests may take to finish before the
                          tunnels are told to go (GOAWAY) and the edge exits (default 10000)
@@ -76,8 +87,9 @@ Options:
   --cluster-secret-file F
                          the internal hop's shared secret (first line of F); by default the first
                          edge stores a random one in Redis and the others read it
-  --dev                  on a data directory without accounts, create a dev account, print its token once
-                         and save it to the client config (what "npm start" does)
+  --dev                  on a data directory without accounts, create a dev account (dev@localhost, plan
+                         PRO: 25 tunnels), print its token once and save it to the client config (what
+                         "npm start" does)
   --json                 print events as JSON lines: {"event":"listening","url":...}, admin, dev_account, stopping
   -h, --help             show this help
 
@@ -95,8 +107,10 @@ export async function edgeCommand(args: string[]): Promise<number> {
       host: { type: 'string' },
       port: { type: 'string' },
       domain: { type: 'string' },
+      'api-host': { type: 'string' },
       data: { type: 'string' },
       'rate-limit': { type: 'string' },
+      'queue-rate-limit': { type: 'string' },
       timeout: { type: 'string' },
       'max-body': { type: 'string' },
       grace: { type: 'string' },
@@ -147,6 +161,11 @@ export async function edgeCommand(args: string[]): Promise<number> {
     publicScheme = publicUrl.scheme;
     publicPort = publicUrl.port;
   }
+  const apiHost = values['api-host']?.toLowerCase().replace(/\.$/, '');
+  if (apiHost !== undefined) {
+    const problem = apiHostProblem(apiHost, domain.toLowerCase());
+    if (problem !== null) throw new UsageError(problem);
+  }
   const tls = tlsOptions(values);
   const httpPort = values['http-port'] === undefined ? undefined : intOption(values['http-port'], 'http-port', 0, 0, 65535);
   if (httpPort !== undefined && tls === undefined) throw new UsageError('--http-port redirects to HTTPS: it needs --tls-cert and --tls-key');
@@ -178,8 +197,10 @@ export async function edgeCommand(args: string[]): Promise<number> {
     host: values.host ?? '127.0.0.1',
     port: intOption(values.port, 'port', 8080, 0, 65535),
     domain,
+    ...(apiHost === undefined ? {} : { apiHost }),
     rateLimit: intOption(values['rate-limit'], 'rate-limit', 100, 1, 1_000_000),
     requestTimeoutMs: intOption(values.timeout, 'timeout', 30_000, 1, 3_600_000),
+    offlineQueue: { sourceRateLimit: intOption(values['queue-rate-limit'], 'queue-rate-limit', DEFAULT_SOURCE_RATE_LIMIT, 1, 1_000_000) },
     maxRequestBody: intOption(values['max-body'], 'max-body', 100 * 1024 * 1024, 0, 2 ** 40),
     graceMs: intOption(values.grace, 'grace', 60_000, 0, 86_400_000),
     captureBodyLimit: intOption(values['capture-body'], 'capture-body', 1024 * 1024, 0, 64 * 1024 * 1024),
@@ -229,6 +250,9 @@ export async function edgeCommand(args: string[]): Promise<number> {
     });
     const names = edge.certificate()?.names ?? [];
     const uncovered = [edge.domain, `tunnel.${edge.domain}`].filter((name) => !certificateCovers(names, name));
+    if (apiHost !== undefined && !certificateCovers([...names, ...tls.serverNames.map((server) => server.name)], apiHost)) {
+      process.stderr.write(`burrow edge: warning: no certificate covers the API host ${apiHost}; give one with --tls-sni ${apiHost},CERT,KEY or a certificate naming it too\n`);
+    }
     if (uncovered.length > 0) {
       process.stderr.write(
         `burrow edge: warning: the certificate (${names.join(', ') || 'no DNS names'}) does not cover ${uncovered[0] === edge.domain ? edge.domain : `*.${edge.domain}`}; ` +
@@ -237,10 +261,17 @@ export async function edgeCommand(args: string[]): Promise<number> {
     }
   }
   const host = values.host ?? '127.0.0.1';
+  // Plain HTTP: tokens and the session cookie travel in clear, and any tunnel's page can set cookies the
+  // dashboard receives (no __Host- cookie without HTTPS): docs/security.md, "Cookie tossing".
+  const plainHttp = !edge.url.startsWith('https:');
+  const warning = 'plain HTTP: for this machine only, not safe to expose (tokens and the dashboard session travel in clear, and any tunnel page can set cookies for the dashboard); use --tls-cert or a TLS proxy with --public-url https://...';
   say(
-    { event: 'listening', url: edge.url, message: `listening on ${edge.url}`, host, port: edge.port, data: dataDir },
-    `burrow edge listening on ${edge.url} (bound to ${host}:${edge.port}, data in ${dataDir})\n`,
+    { event: 'listening', url: edge.url, message: `listening on ${edge.url}`, host, port: edge.port, data: dataDir, ...(plainHttp ? { warning } : {}) },
+    `burrow edge listening on ${edge.url} (bound to ${host}:${edge.port}, data in ${dataDir})\n${plainHttp ? `burrow edge: ${warning}\n` : ''}`,
   );
+  if (apiHost !== undefined) {
+    say({ event: 'tunnels', url: edge.publicUrl('*') }, `burrow edge tunnels on ${edge.publicUrl('*')}\n`);
+  }
   if (edge.httpPort !== 0) {
     say({ event: 'redirecting', host, port: edge.httpPort }, `burrow edge redirecting http on ${host}:${edge.httpPort} to HTTPS\n`);
   }
@@ -265,7 +296,8 @@ async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text
     );
     return;
   }
-  const { account, token } = await edge.accounts.createAccount('dev@localhost', 'FREE', 'dev');
+  // PRO, not FREE: this is the developer's own edge, and FREE's 3 tunnels are a hosted plan's cap.
+  const { account, token } = await edge.accounts.createAccount('dev@localhost', 'PRO', 'dev');
   const saved = readConfig(path);
   // A CA saved by "burrow login --ca" was for the edge logged in to, not for this one.
   const config = { ...saved, edge: edge.url, token: token.token };

@@ -12,6 +12,14 @@ import { RedisLeases } from '../../store/redis-leases.js';
 import { RedisStore } from '../../store/redis-store.js';
 import type { ClusterOptions } from './types.js';
 
+/**
+ * Said when this edge made the hop's secret: a new cluster, or a Redis that restarted empty, in which
+ * case the edges started before it keep the old secret and refuse this one's hops (docs/cluster.md).
+ */
+export const NEW_SECRET_LINE =
+  'cluster: Redis held no internal hop secret, so this edge made one and stored it (a new cluster, or Redis restarted empty); ' +
+  'edges started before hold another and refuse hops to and from this one until they restart: restart them, or give every edge --cluster-secret-file (docs/cluster.md)';
+
 /** A lease call waits this long for Redis before it is answered 503. */
 const COMMAND_TIMEOUT_MS = 2_000;
 
@@ -45,7 +53,12 @@ export class ClusterConnection {
       await client.connect().catch((error: Error) => {
         if (client.status !== 'ready' && client.status !== 'connect') throw error;
       });
-      const secret = options.secret ?? (await leases.sharedSecret(randomBytes(32).toString('hex')));
+      let secret = options.secret;
+      if (secret === undefined) {
+        const shared = await leases.sharedSecret(randomBytes(32).toString('hex'));
+        secret = shared.secret;
+        if (shared.stored) log(NEW_SECRET_LINE);
+      }
       const nodeNumber = await leases.nodeNumber(options.nodeId, MAX_CLUSTER_NODE_NUMBER);
       log(`cluster: node ${options.nodeId} (edge number ${nodeNumber}) joins the cluster on ${redactedUrl(options.redis)}`);
       return new ClusterConnection(accounts, leases, subscriber, secret, nodeNumber);
