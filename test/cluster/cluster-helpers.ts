@@ -14,7 +14,6 @@ export const FAST_TIMINGS: Partial<ClusterTimings> = {
   renewEveryMs: 500,
   marginMs: 500,
   heartbeatTtlMs: 2_000,
-  ownerCacheMs: 200,
 };
 
 export async function startClusterEdge(redisUrl: string, nodeId: string, options: Partial<EdgeOptions> = {}): Promise<TestEdge> {
@@ -76,4 +75,77 @@ export async function refusedConnect(
       });
     });
   });
+}
+
+/** One public request of a steady load: where it went, when, and how it was answered. */
+export interface LoadOutcome {
+  subdomain: string;
+  /** Index of the edge it was sent to. */
+  edge: number;
+  sentAt: number;
+  answeredAt: number;
+  status: number;
+  /** The edge's error code (`burrow-error` header) or the body when 200 (the local server's name). */
+  code: string;
+  text: string;
+  path: string;
+}
+
+/**
+ * Steady, bounded public traffic: one sender per (subdomain, edge), each one GET at a time with a pause
+ * between, every path unique (`/load-<subdomain>-<edge>-<n>`). `stop()` ends it and returns every outcome;
+ * a request that found no answer (connection refused, reset) is status 0.
+ */
+export function steadyLoad(edges: readonly TestEdge[], subdomains: readonly string[], pauseMs = 20): { stop(): Promise<LoadOutcome[]>; outcomes: LoadOutcome[] } {
+  const outcomes: LoadOutcome[] = [];
+  let running = true;
+  const senders: Promise<void>[] = [];
+  for (const subdomain of subdomains) {
+    edges.forEach((target, index) => {
+      senders.push(
+        (async () => {
+          for (let n = 0; running; n++) {
+            const path = `/load-${subdomain}-${index}-${n}`;
+            const sentAt = performance.now();
+            let status = 0;
+            let code = '';
+            let text = '';
+            try {
+              const response = await request(`${target.base}${path}`, {
+                headers: { host: `${subdomain}.localhost:${target.port}` },
+                headersTimeout: 10_000,
+                bodyTimeout: 10_000,
+              });
+              status = response.statusCode;
+              text = await response.body.text();
+              const error = response.headers['burrow-error'];
+              code = typeof error === 'string' ? error : '';
+            } catch (error) {
+              code = (error as Error).message;
+            }
+            outcomes.push({ subdomain, edge: index, sentAt, answeredAt: performance.now(), status, code, text, path });
+            await new Promise((resolve) => setTimeout(resolve, pauseMs));
+          }
+        })(),
+      );
+    });
+  }
+  return {
+    outcomes,
+    async stop() {
+      running = false;
+      await Promise.all(senders);
+      return outcomes;
+    },
+  };
+}
+
+/** Counts outcomes by "status code" (e.g. "200 ", "503 STORE_UNAVAILABLE"), for assertion messages. */
+export function tally(outcomes: readonly LoadOutcome[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const outcome of outcomes) {
+    const key = `${outcome.status} ${outcome.status === 200 ? '' : outcome.code}`.trim();
+    counts[key] = (counts[key] ?? 0) + 1;
+  }
+  return counts;
 }

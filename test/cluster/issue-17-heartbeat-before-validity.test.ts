@@ -21,7 +21,7 @@ import { createAccount, startClient, type TestEdge } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { publicGet, startClusterEdge, startNamed } from './cluster-helpers.js';
 
-const TIMINGS = { leaseTtlMs: 6_000, renewEveryMs: 500, marginMs: 500, heartbeatTtlMs: 2_000, ownerCacheMs: 100 };
+const TIMINGS = { leaseTtlMs: 6_000, renewEveryMs: 500, marginMs: 500, heartbeatTtlMs: 2_000 };
 
 test("an edge cut off from Redis is not taken for gone while its leases are still valid: no second owner", {
   skip: redisSkip,
