@@ -3,6 +3,8 @@
  * its own data directory, and local servers that answer with their own name, so a public answer says
  * which client served it.
  */
+import { once } from 'node:events';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { request } from 'undici';
 import type { ClusterTimings } from '../../src/edge/cluster/registry.js';
 import type { EdgeOptions } from '../../src/edge/server.js';
@@ -148,4 +150,59 @@ export function tally(outcomes: readonly LoadOutcome[]): Record<string, number> 
     counts[key] = (counts[key] ?? 0) + 1;
   }
   return counts;
+}
+
+/**
+ * A TCP relay in front of Redis for one edge, so a test can cut that edge off from Redis alone (a
+ * partition) and heal it. Cut, it drops every relayed connection and takes new ones without ever
+ * answering (as a lost network does: the edge's calls time out); healed, it relays new ones again.
+ */
+export class RedisRelay {
+  private readonly sockets = new Set<Socket>();
+  private cutOff = false;
+
+  private constructor(private readonly server: Server, readonly url: string) {}
+
+  static async start(redisPort: number): Promise<RedisRelay> {
+    let relay: RedisRelay | null = null;
+    const server = createServer((socket) => relay!.take(socket, redisPort));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    relay = new RedisRelay(server, `redis://127.0.0.1:${(server.address() as { port: number }).port}`);
+    return relay;
+  }
+
+  private take(socket: Socket, redisPort: number): void {
+    this.sockets.add(socket);
+    socket.on('error', () => undefined).on('close', () => this.sockets.delete(socket));
+    if (this.cutOff) return; // held open, never answered
+    const upstream = connect(redisPort, '127.0.0.1');
+    this.sockets.add(upstream);
+    socket.pipe(upstream).pipe(socket);
+    const drop = (): void => {
+      socket.destroy();
+      upstream.destroy();
+    };
+    socket.on('close', drop);
+    upstream.on('error', drop).on('close', () => {
+      this.sockets.delete(upstream);
+      drop();
+    });
+  }
+
+  cut(): void {
+    this.cutOff = true;
+    for (const socket of this.sockets) socket.destroy();
+  }
+
+  heal(): void {
+    this.cutOff = false;
+    for (const socket of this.sockets) socket.destroy();
+  }
+
+  async close(): Promise<void> {
+    this.cutOff = true;
+    for (const socket of this.sockets) socket.destroy();
+    this.server.close();
+  }
 }

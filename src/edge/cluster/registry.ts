@@ -111,6 +111,8 @@ interface LocalLease {
 /** A granted name whose WebSocket has not opened yet is given back after this long. */
 const PENDING_LIMIT_MS = 30_000;
 const TAKEOVER_ATTEMPTS = 3;
+/** A (re)subscription not confirmed within this long is given up and its connection made anew. */
+const SUBSCRIBE_TIMEOUT_MS = 5_000;
 
 /**
  * Events: 'store-status' (StoreStatus) when the store becomes unavailable to this edge and when it is
@@ -444,6 +446,9 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   private storeLost(reason: string): void {
     if (!this.status.available || this.stopped) return;
     this.status = { available: false, since: Date.now(), reason };
+    // The subscribed connection may hang without closing (a lost network): pushed changes cannot be trusted
+    // to arrive; the map is loaded again once a renewal round reaches Redis.
+    this.inStepSince = -1;
     this.options.log(`cluster: the shared store is unavailable, tunnels stay served while their leases are valid: ${reason}`);
     this.emit('store-status', this.status);
     this.scheduleLapseCheck();
@@ -500,6 +505,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       // Renewed meanwhile, or gone another way.
       if (this.held.get(lease.subdomain) !== lease || lease.validUntil > this.clock() || this.status.available) continue;
       this.held.delete(lease.subdomain);
+      this.owners.released(lease.subdomain, lease.fence);
       // Its lease stays in Redis until it expires: a reconnect through another edge takes the name over
       // (this edge answers the release call 'not-held'), and no other account can have it before.
       this.local.evict(lease.subdomain, GoAwayCode.STORE_UNREACHABLE, 'this edge lost the cluster store; reconnect through another edge of the cluster');
@@ -542,8 +548,17 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     this.syncing ??= (async () => {
       this.inStepSince = -1;
       try {
-        // Answered once the subscription is active: nothing pushed from here on is missed.
-        await this.options.subscriber.subscribe(this.leases.channel);
+        // Answered once the subscription is active: nothing pushed from here on is missed. A subscribed
+        // connection that does not answer (hung on a lost network without closing) is made anew.
+        const subscriber = this.options.subscriber;
+        const subscribed = await Promise.race([
+          subscriber.subscribe(this.leases.channel).then(() => true, () => false),
+          new Promise<false>((resolve) => setTimeout(resolve, SUBSCRIBE_TIMEOUT_MS, false).unref()),
+        ]);
+        if (!subscribed) {
+          if (!this.stopped && subscriber.status === 'ready') subscriber.disconnect(true);
+          return;
+        }
         const snapshot = await this.leases.snapshot();
         for (const record of snapshot.leases) this.owners.granted(tunnelLease(record), record.expiresAt - snapshot.redisNow);
         if (this.options.subscriber.status === 'ready') this.inStepSince = this.clock();
