@@ -386,8 +386,8 @@ export class RedisLeases {
     const args: (string | number)[] = [this.prefix, node.nodeId, node.boot, node.advertise, ttlMs, heartbeatTtlMs];
     for (const lease of leases) args.push(lease.subdomain, String(lease.fence), lease.accountId);
     const outcomes = (await this.renewScript(`${this.prefix}node:${node.nodeId}`, `${this.prefix}nodes`, ...args)) as RenewOutcome[];
-    // An extension the promoted replica may lack must not extend what the edge serves.
-    if (!(await this.replicated())) throw this.notReplicated('renewal');
+    // An extension the promoted replica may lack must not extend what the edge serves (a heartbeat alone extends nothing).
+    if (leases.length > 0 && !(await this.replicated())) throw this.notReplicated('renewal');
     return outcomes;
   }
 
@@ -408,8 +408,12 @@ export class RedisLeases {
   }
 
   private notReplicated(what: 'grant' | 'renewal'): BurrowError {
-    return storeUnavailable(
-      new Error(`the lease ${what} was not acknowledged by ${this.replicas} replica${this.replicas === 1 ? '' : 's'} within ${this.replicaTimeoutMs} ms`),
+    const replicas = `${this.replicas} replica${this.replicas === 1 ? '' : 's'}`;
+    return new BurrowError(
+      'STORE_UNAVAILABLE',
+      `The cluster's store could not make the lease ${what} safe: it was not acknowledged by ${replicas} within ${this.replicaTimeoutMs} ms ` +
+        `(a replica is down or lagging). Retry after ${STORE_RETRY_SECONDS} s.`,
+      { 'Retry-After': String(STORE_RETRY_SECONDS) },
     );
   }
 

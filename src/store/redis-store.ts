@@ -403,11 +403,11 @@ export class RedisStore implements AccountStore {
     if (this.redis.status === 'ready') {
       try {
         await this.redis.quit();
-        return;
       } catch {
-        // fall through: the connection broke meanwhile
+        // the connection broke meanwhile
       }
     }
+    // Also ends what quit leaves open: the connections to the sentinels that watch for a failover.
     this.redis.disconnect();
   }
 

@@ -46,7 +46,7 @@ export async function publicGet(target: TestEdge, subdomain: string, path = '/')
 
 /** A tunnel connect by hand that expects a refusal: its status, headers and JSON body (the spec's error shape). */
 export async function refusedConnect(
-  target: TestEdge,
+  target: Pick<TestEdge, 'port'>,
   token: string,
   subdomain: string,
 ): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string; json: any }> {
@@ -98,7 +98,7 @@ export interface LoadOutcome {
  * between, every path unique (`/load-<subdomain>-<edge>-<n>`). `stop()` ends it and returns every outcome;
  * a request that found no answer (connection refused, reset) is status 0.
  */
-export function steadyLoad(edges: readonly TestEdge[], subdomains: readonly string[], pauseMs = 20): { stop(): Promise<LoadOutcome[]>; outcomes: LoadOutcome[] } {
+export function steadyLoad(edges: readonly Pick<TestEdge, 'base' | 'port'>[], subdomains: readonly string[], pauseMs = 20): { stop(): Promise<LoadOutcome[]>; outcomes: LoadOutcome[] } {
   const outcomes: LoadOutcome[] = [];
   let running = true;
   const senders: Promise<void>[] = [];
