@@ -2,7 +2,8 @@
  * An edge's connections to the cluster's Redis (docs/cluster.md): one for the leases, which fails fast
  * while Redis is unreachable (no offline queue, a command timeout: a connect is answered 503 at once and
  * a renewal is retried on the next round, never queued behind an outage), and one subscribed to the
- * commands channel. Both reconnect by themselves (ioredis's retry strategy, forever, every 2 s at most).
+ * commands channel. Both reconnect by themselves (forever, every 0.5 s at most; through the sentinels
+ * when the store is a redis-sentinel:// URL), and the lease registry renews the moment they are back.
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';

@@ -6,7 +6,7 @@
  */
 
 export interface ClusterOptions {
-  /** redis://HOST:PORT[/DB] */
+  /** redis://HOST:PORT[/DB], or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER (src/store/redis-url.ts). */
   redis: string;
   /** This edge's name in the cluster: stable across restarts, unique among the edges. */
   nodeId: string;
