@@ -589,6 +589,11 @@ export class Edge {
   private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string, forwarded = false): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
+      // Cluster mode: the tunnel is connected here, but its lease lapsed while the store is away.
+      if (this.cluster?.lapsed(subdomain) === true) {
+        this.refusePublic(res, req, subdomain, 'STORE_UNAVAILABLE', `The cluster's store is unreachable from this edge, which cannot vouch for ${subdomain} until it is back.`, false, RETRY_SOON);
+        return undefined;
+      }
       // Asked as the owner by another edge: say so, and that edge forgets its cached owner (never forwarded again).
       this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', this.notFoundMessage(subdomain), false, forwarded ? NOT_OWNER : undefined);
       return undefined;

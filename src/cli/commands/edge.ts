@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ClusterOptions } from '../../edge/cluster/types.js';
+import { redisTarget } from '../../store/redis-url.js';
 import { parseAdminAddress } from '../../edge/admin.js';
 import { TrustedProxies } from '../../edge/client-address.js';
 import { DEFAULT_SOURCE_RATE_LIMIT } from '../../edge/offline-queue.js';
@@ -16,7 +17,8 @@ Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--api-
                    [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS] [--min-free-disk BYTES|PERCENT]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
                    [--trust-proxy CIDR[,CIDR...]]
-                   [--cluster redis://HOST:PORT[/DB] --node-id ID --advertise URL [--cluster-secret-file F]]
+                   [--cluster redis://HOST:PORT[/DB]|redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
+                    --node-id ID --advertise URL [--cluster-secret-file F]]
 
 Runs the edge: the /api/v1 API and the dashboard on <domain> and api.<domain> (or on --api-host), tunnels
 on <sub>.<domain>, all on one port.
@@ -81,7 +83,10 @@ Options:
                          redis://[:PASSWORD@]HOST:PORT[/DB] for accounts, tokens, reservations and
                          the tunnel registry (a lease per subdomain); --data keeps this edge's
                          captures and offline queue. Redis should run with appendonly yes and
-                         appendfsync always. Needs --node-id and --advertise
+                         appendfsync always. Or a master found through Redis Sentinel:
+                         redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]; lease
+                         grants and renewals then wait for a replica (?replicas=N, default 1).
+                         Redis Cluster is refused. Needs --node-id and --advertise
   --node-id ID           this edge's name in the cluster: unique, stable across restarts
   --advertise URL        where the other edges reach this one, e.g. http://10.0.0.5:8080
   --cluster-secret-file F
@@ -321,17 +326,15 @@ export function clusterOptions(values: {
   const redis = values.cluster;
   if (redis === undefined) {
     for (const companion of ['node-id', 'advertise', 'cluster-secret-file'] as const) {
-      if (values[companion] !== undefined) throw new UsageError(`--${companion} is for cluster mode: give --cluster redis://HOST:PORT too`);
+      if (values[companion] !== undefined) throw new UsageError(`--${companion} is for cluster mode: give --cluster redis://HOST:PORT (or redis-sentinel://...) too`);
     }
     return undefined;
   }
-  let url: URL;
   try {
-    url = new URL(redis);
-  } catch {
-    throw new UsageError(`--cluster "${redis}" is not a URL; use redis://HOST:PORT[/DB]`);
+    redisTarget(redis);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new UsageError('--cluster must be a redis:// (or rediss://) URL');
   const nodeId = values['node-id'];
   if (nodeId === undefined || !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(nodeId)) {
     throw new UsageError(
