@@ -148,6 +148,12 @@ export class OfflineQueue implements QueueDriver {
   serves(res: HttpResponse, req: HttpRequest, head: PublicRequestHead, subdomain: string, clientAddress: string): boolean {
     const live = this.registry.session(subdomain) !== undefined;
     if (live && !this.backlogged.has(subdomain)) return false;
+    // Backlogged as of the drain's last look: the store's counts decide now, so a live request that
+    // arrives after the last held event settled (before the drain loop looks again) is not held.
+    if (live) {
+      this.refresh(subdomain);
+      if (!this.backlogged.has(subdomain)) return false;
+    }
     const reservation = this.store.getReservation(subdomain);
     if (reservation === undefined) return false;
     const mode = reservation.offline ?? 'off';
