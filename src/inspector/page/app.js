@@ -29,7 +29,7 @@ function matches(item) {
   if (state.onlyErrors && statusClass(item) === 's2xx') return false;
   if (state.filter === '') return true;
   if (state.searchIds !== null && state.searchIds.has(item.id)) return true;
-  const haystack = `${item.method} ${item.path} ${statusText(item)} ${item.id} ${item.replay_of ?? ''} ${item.client_address ?? ''}${item.delivery ? ` held ${item.delivery.event_id ?? ''}` : ''}`.toLowerCase();
+  const haystack = `${item.method} ${item.path} ${statusText(item)} ${item.id} ${item.replay_of ?? ''} ${item.client_address ?? ''}${item.delivery ? ` held ${item.delivery.event_id ?? ''}` : ''}${item.tunnel ? ` ${item.tunnel}` : ''}`.toLowerCase();
   return state.filter.split(/\s+/).every((word) => haystack.includes(word));
 }
 
@@ -91,6 +91,14 @@ function fillRow(tr, item) {
     td.textContent = text;
     if (name === 'path') {
       td.title = item.error === null ? item.path : `${item.path}\n${item.error}`;
+      // burrow start: one inspector for several tunnels; the filter box finds a tunnel by its name.
+      if (item.tunnel) {
+        const mark = document.createElement('span');
+        mark.className = 'tunnel-mark';
+        mark.textContent = item.tunnel;
+        mark.title = `through tunnel ${item.tunnel}`;
+        td.prepend(mark);
+      }
       if (item.source === 'edge') {
         const mark = document.createElement('span');
         mark.className = 'edge-mark';
@@ -470,9 +478,11 @@ function showStatus(status) {
     session.className = 'pill pill-off';
   }
   const lines = [];
-  if (status.public_url !== null && status.default_port !== null) {
-    lines.push(`${status.public_url} → localhost:${status.default_port}`);
-    for (const route of status.routes) lines.push(`${route.prefix} → localhost:${route.port}`);
+  const tunnels = status.tunnels?.length > 1 ? status.tunnels : [{ ...status, name: null }];
+  for (const tunnel of tunnels) {
+    if (tunnel.public_url === null || tunnel.default_port === null) continue;
+    lines.push(`${tunnel.name === null ? '' : `${tunnel.name}: `}${tunnel.public_url} → localhost:${tunnel.default_port}`);
+    for (const route of tunnel.routes) lines.push(`${route.prefix} → localhost:${route.port}`);
   }
   $('forwarding').textContent = lines.join('   ');
   const plural = (count, word) => `${count} ${word}${count === 1 ? '' : 's'}`;
