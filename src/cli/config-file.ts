@@ -139,13 +139,15 @@ export class ConfigFileError extends CliError {
 
 // ---- finding and reading ----------------------------------------------------------------------------------
 
+type Place = '--config' | 'BURROW_CONFIG' | 'working directory' | 'user config directory';
+
 export interface ConfigLookup {
   /** The file in use, or null when none was given and none exists. */
   path: string | null;
   /** How it was chosen. */
-  from: '--config' | 'BURROW_CONFIG' | 'working directory' | 'user config directory' | null;
-  /** Every place looked at, in order, and whether a file is there. */
-  looked: { path: string; exists: boolean }[];
+  from: Place | null;
+  /** Every place looked at, in order, whether a file is there (the first one there is used). */
+  looked: { path: string; place: Place; exists: boolean }[];
 }
 
 /** `--config FILE`, else BURROW_CONFIG, else ./burrow.yml, else burrow.yml in the user config directory. */
@@ -153,20 +155,18 @@ export function findConfigFile(explicit: string | undefined, env: NodeJS.Process
   const given = explicit ?? (env.BURROW_CONFIG === '' ? undefined : env.BURROW_CONFIG);
   if (given !== undefined) {
     const path = resolve(cwd, given);
-    return { path, from: explicit !== undefined ? '--config' : 'BURROW_CONFIG', looked: [{ path, exists: isFile(path) }] };
+    const place = explicit !== undefined ? '--config' : 'BURROW_CONFIG';
+    return { path, from: place, looked: [{ path, place, exists: isFile(path) }] };
   }
-  const places: [string, NonNullable<ConfigLookup['from']>][] = [
+  const looked: ConfigLookup['looked'] = [];
+  for (const [path, place] of [
     [join(cwd, CONFIG_FILE_NAME), 'working directory'],
     [join(configDir(env), CONFIG_FILE_NAME), 'user config directory'],
-  ];
-  const looked: ConfigLookup['looked'] = [];
-  for (const [path, from] of places) {
-    if (looked.some((place) => place.path === path)) continue;
-    const exists = isFile(path);
-    looked.push({ path, exists });
-    if (exists) return { path, from, looked };
+  ] as const) {
+    if (!looked.some((other) => other.path === path)) looked.push({ path, place, exists: isFile(path) });
   }
-  return { path: null, from: null, looked };
+  const used = looked.find((place) => place.exists);
+  return { path: used?.path ?? null, from: used?.place ?? null, looked };
 }
 
 function isFile(path: string): boolean {
@@ -230,7 +230,7 @@ export function loadConfig(explicit: string | undefined, env: NodeJS.ProcessEnv 
   const parsed = readConfigFile(lookup.path);
   if (parsed.config === null) {
     const problems = parsed.problems.map((problem) =>
-      problem.line === undefined && lookup.from !== null && lookup.from.length < 14 ? { ...problem, message: `${problem.message} (given by ${lookup.from})` } : problem,
+      problem.line === undefined && (lookup.from === '--config' || lookup.from === 'BURROW_CONFIG') ? { ...problem, message: `${problem.message} (given by ${lookup.from})` } : problem,
     );
     throw new ConfigFileError(problems);
   }

@@ -20,12 +20,14 @@ import { Inspector } from '../../inspector/server.js';
 import { ApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
+import { formatProblem, loadConfig, type ConfigFile } from '../config-file.js';
 import { readCaFile, useEdgeDispatcherForRequests } from '../edge-ca.js';
 
 const HELP = `
 Usage: burrow http [scheme://][host:]port [--subdomain NAME] [--route PREFIX=TARGET ...]
                         [--host-header rewrite|VALUE] [--local-insecure] [--edge URL ...] [--token T]
                         [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE] [--insecure]
+                        [--config FILE]
 
 Opens a tunnel: requests to the public URL the edge gives are forwarded to the local target:
   3000                     http://localhost:3000 (localhost: 127.0.0.1 and ::1 are both tried)
@@ -75,6 +77,9 @@ Options:
   --json                  one JSON object per line per event: ready, request, reconnect, failover,
                           warning, error, closed (errors before the tunnel opens: {"error":{...}}
                           on stderr)
+  --config FILE           the burrow.yml whose edge, token, ca, inspect and log apply (default:
+                          BURROW_CONFIG, ./burrow.yml, burrow.yml in the user config directory);
+                          flags win over it, and its tunnels are for "burrow start" (docs/config.md)
   -h, --help              show this help
 `;
 
@@ -100,6 +105,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       json: { type: 'boolean' },
       ca: { type: 'string' },
       insecure: { type: 'boolean' },
+      config: { type: 'string' },
     },
     HELP,
   );
@@ -116,11 +122,12 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (typeof route === 'string') throw new UsageError(`--route ${route}`);
     routes.push(route);
   }
-  const logFormat = parsed.values.log;
+  // burrow.yml's shared settings (not its tunnels), below the flags.
+  const loaded = loadConfig(parsed.values.config);
+  const logFormat = parsed.values.log ?? loaded.config?.log;
   if (logFormat !== undefined && logFormat !== 'text' && logFormat !== 'json') throw new UsageError('--log must be text or json');
-  const inspect = parsed.values['no-inspect'] === true ? null : inspectAddress(parsed.values.inspect);
-  if (parsed.values['no-inspect'] === true && parsed.values.inspect !== undefined) throw new UsageError('give --inspect or --no-inspect, not both');
-  const credentials = resolveCredentials(parsed.values);
+  const inspect = inspectorAddress(parsed.values, loaded.config);
+  const credentials = resolveCredentials(parsed.values, process.env, loaded.config);
   const token = requireToken(credentials);
   const table = new RouteTable(target, routes);
   const json = parsed.values.json === true;
@@ -130,6 +137,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (events !== null) events({ event: 'warning', code, message, ...extra });
     else process.stderr.write(`burrow: warning: ${message}\n`);
   };
+  for (const warning of loaded.warnings) warn('CONFIG_WARNING', formatProblem(warning));
   // Before anything reaches the edge (the remembered name's check sends the token too).
   for (const edge of credentials.edges) {
     const refusal = cleartextRefusal(edge, parsed.values.insecure === true);
@@ -275,7 +283,7 @@ export async function httpCommand(args: string[]): Promise<number> {
 }
 
 /** --json: one JSON object per line per event, written at once (events are few; requests are batched). */
-function jsonEvents(out: NodeJS.WritableStream): (event: Record<string, unknown>) => void {
+export function jsonEvents(out: NodeJS.WritableStream): (event: Record<string, unknown>) => void {
   const lines = batchedWriter(out);
   return (event) => lines(`${JSON.stringify(event)}\n`);
 }
@@ -296,7 +304,7 @@ export function requestEvent(exchange: Exchange): Record<string, unknown> {
 }
 
 /** "burrow: edge A went away (cause); reconnected to B as NAME": a failover, said once. */
-function movedLine(info: ReadyInfo): string {
+export function movedLine(info: ReadyInfo): string {
   return `burrow: edge ${info.movedFrom?.edge ?? '?'} went away (${info.movedFrom?.cause ?? 'connection lost'}); reconnected to ${info.edge} as ${info.subdomain}`;
 }
 
@@ -311,7 +319,7 @@ async function liveTunnel(edges: string[], token: string, subdomain: string): Pr
 }
 
 /** Why nothing accepts a TCP connection on the target (ECONNREFUSED...), or null when something does. */
-function localProblem(target: LocalTarget): Promise<string | null> {
+export function localProblem(target: LocalTarget): Promise<string | null> {
   return new Promise((resolve) => {
     // Dialled as the client dials it: `localhost` on both loopbacks.
     const { lookup, autoSelectFamily } = dialOptions(target, true);
@@ -328,14 +336,21 @@ function localProblem(target: LocalTarget): Promise<string | null> {
   });
 }
 
-function inspectAddress(text: string | undefined): { host: string; port: number; portTries: number } {
-  if (text === undefined) return { host: DEFAULT_INSPECT_HOST, port: DEFAULT_INSPECT_PORT, portTries: DEFAULT_PORT_TRIES - 1 };
-  const address = parseInspectAddress(text);
+/** --no-inspect, else --inspect ADDR, else burrow.yml's `inspect` (off, or exactly ADDR), else 4040 and up. */
+export function inspectorAddress(flags: { inspect?: string | undefined; 'no-inspect'?: boolean | undefined }, config: ConfigFile | null): { host: string; port: number; portTries: number } | null {
+  if (flags['no-inspect'] === true && flags.inspect !== undefined) throw new UsageError('give --inspect or --no-inspect, not both');
+  if (flags['no-inspect'] === true) return null;
+  if (flags.inspect === undefined) {
+    if (config?.inspect === null) return null;
+    if (config?.inspect !== undefined) return { ...config.inspect, portTries: 0 };
+    return { host: DEFAULT_INSPECT_HOST, port: DEFAULT_INSPECT_PORT, portTries: DEFAULT_PORT_TRIES - 1 };
+  }
+  const address = parseInspectAddress(flags.inspect);
   if (typeof address === 'string') throw new UsageError(`--inspect ${address}`);
   return { ...address, portTries: 0 };
 }
 
-function forwardingLines(publicUrl: string, table: RouteTable): string[] {
+export function forwardingLines(publicUrl: string, table: RouteTable): string[] {
   return [
     `${publicUrl} -> ${table.defaultTarget.origin}`,
     ...table.rules.map((route) => `${publicUrl}${route.prefix} -> ${route.target.origin}`),
@@ -343,7 +358,7 @@ function forwardingLines(publicUrl: string, table: RouteTable): string[] {
 }
 
 /** Whether file descriptor `fd` is /dev/null (a benchmark or service discarding the log). */
-function writesToNull(fd: number): boolean {
+export function writesToNull(fd: number): boolean {
   try {
     const target = fstatSync(fd);
     const nul = statSync('/dev/null');
@@ -357,7 +372,7 @@ function writesToNull(fd: number): boolean {
  * Lines written once per event-loop turn rather than one write each: under load a tunnel logs tens of
  * thousands of requests a second, and a write per line would cost a syscall per request.
  */
-function batchedWriter(out: NodeJS.WritableStream): (line: string) => void {
+export function batchedWriter(out: NodeJS.WritableStream): (line: string) => void {
   let pending = '';
   const flush = (): void => {
     const text = pending;
