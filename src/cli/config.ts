@@ -139,10 +139,16 @@ function projectToken(project: ConfigFile, env: NodeJS.ProcessEnv): string | und
   return value;
 }
 
-/** burrow.yml's shared settings for a command without --config: its warnings go to stderr. */
+/** Files whose warnings were printed: once per command is enough. */
+const warned = new Set<string>();
+
+/** burrow.yml's shared settings for a command without --config: its warnings go to stderr, once. */
 export function projectConfig(env: NodeJS.ProcessEnv = process.env): ConfigFile | null {
   const loaded = loadConfig(undefined, env);
-  for (const warning of loaded.warnings) process.stderr.write(`burrow: warning: ${formatProblem(warning)}\n`);
+  if (loaded.config !== null && !warned.has(loaded.config.path)) {
+    warned.add(loaded.config.path);
+    for (const warning of loaded.warnings) process.stderr.write(`burrow: warning: ${formatProblem(warning)}\n`);
+  }
   return loaded.config;
 }
 

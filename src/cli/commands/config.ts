@@ -20,6 +20,7 @@ import {
   type TunnelConfig,
 } from '../config-file.js';
 import { printJson, printTable } from '../output.js';
+import { urlHost } from '../../inspector/address.js';
 
 const HELP = `
 Usage: burrow config check | path | edit [--config FILE] [--json]
@@ -109,7 +110,7 @@ function settingsJson(config: ConfigFile): Record<string, unknown> {
 }
 
 function inspectText(address: { host: string; port: number }): string {
-  return `${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`;
+  return `${urlHost(address.host)}:${address.port}`;
 }
 
 function tunnelJson(tunnel: TunnelConfig): Record<string, unknown> {

@@ -9,7 +9,8 @@
 import { request } from 'undici';
 import { edgeApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, UsageError } from '../args.js';
-import { resolveCredentials } from '../config.js';
+import { projectConfig, resolveCredentials } from '../config.js';
+import { urlHost } from '../../inspector/address.js';
 import { printJson } from '../output.js';
 
 const HELP = `
@@ -27,7 +28,7 @@ Options:
   --last            replay the newest request the inspector holds
   --header 'N: v'   replace (or add) a request header; repeatable
   --allow-truncated replay even a request whose captured body was cut at the cap
-  --inspector URL   the inspector (default: BURROW_INSPECTOR, http://127.0.0.1:4040)
+  --inspector URL   the inspector (default: BURROW_INSPECTOR, burrow.yml's inspect, http://127.0.0.1:4040)
   --edge URL        the edge, when no inspector runs (default: BURROW_EDGE, the config file);
                     repeat it to try the next edge when one cannot be reached
   --token T         the token, when no inspector runs (default: BURROW_TOKEN, the config file)
@@ -85,7 +86,7 @@ export async function replayCommand(args: string[]): Promise<number> {
     ...(Object.keys(headers).length > 0 ? { headers } : {}),
     ...(parsed.values['allow-truncated'] === true ? { allow_truncated: true } : {}),
   };
-  const inspector = inspectorUrl(parsed.values.inspector ?? nonEmpty(process.env.BURROW_INSPECTOR) ?? DEFAULT_INSPECTOR);
+  const inspector = inspectorUrl(parsed.values.inspector ?? nonEmpty(process.env.BURROW_INSPECTOR) ?? configuredInspector() ?? DEFAULT_INSPECTOR);
 
   let replayed: Replayed | null = null;
   try {
@@ -117,6 +118,13 @@ export async function replayCommand(args: string[]): Promise<number> {
     process.stdout.write(`replayed ${id} as ${replayed.id}: ${status} in ${Math.round(ms * 10) / 10} ms${cut}\n`);
   }
   return 0;
+}
+
+/** burrow.yml's `inspect` address, when it names a port (0 means "any free one": nothing to find). */
+function configuredInspector(): string | undefined {
+  const address = projectConfig()?.inspect;
+  if (address === undefined || address === null || address.port === 0) return undefined;
+  return `http://${urlHost(address.host)}:${address.port}`;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {
