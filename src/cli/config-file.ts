@@ -257,6 +257,8 @@ const HTTP_KEYS = ['http', 'subdomain', 'routes', 'host_header', 'local_insecure
 const KINDS = ['http', 'tcp', 'tls'] as const;
 const OIDC_KEYS = ['issuer', 'client_id', 'client_secret', 'allow_email', 'allow_domain'] as const;
 const ROUTE_KEYS = ['target', 'strip_prefix'] as const;
+/** Every key the file may hold, by where: docs/config.md lists the same (test/cli/config-docs.test.ts). */
+export const KNOWN_KEYS = { top: TOP_KEYS, http: HTTP_KEYS, kinds: KINDS, route: ROUTE_KEYS, oidc: OIDC_KEYS } as const;
 const TUNNEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** Aliases resolved per file: a few share values; thousands would be an alias bomb. */
@@ -482,7 +484,8 @@ function readTop(reader: Reader, contents: unknown, path: string): ConfigFile {
   const config: ConfigFile = { path, tunnels: [], secrets: [] };
   const entries = reader.mapping(contents, '', 'a mapping of settings (edge, token_env, tunnels, ...)');
   if (entries === undefined) return config;
-  reader.onlyKnown(entries, TOP_KEYS, 'burrow.yml');
+  // `x-` keys hold nothing but anchors for aliases elsewhere (as in Compose files): known, and unread.
+  reader.onlyKnown(entries.filter((entry) => !entry.name.startsWith('x-')), TOP_KEYS, 'burrow.yml');
   const byName = new Map(entries.map((entry) => [entry.name, entry]));
   const version = byName.get('version');
   if (version !== undefined && !(isScalar(version.value) && version.value.value === 1)) reader.problem(version.value, version.key, 'must be 1 (the only format so far)');
@@ -592,6 +595,7 @@ function readTunnel(reader: Reader, tunnel: Entry, secrets: string[]): TunnelCon
   if (entries === undefined) return undefined;
   const kinds = entries.filter((entry) => (KINDS as readonly string[]).includes(entry.name));
   if (kinds.length !== 1) {
+    if (kinds.length === 0) reader.onlyKnown(entries, [...HTTP_KEYS, 'tcp', 'tls'], 'a tunnel');
     const node = kinds[1]?.keyNode ?? tunnel.keyNode;
     return reader.problem(node, tunnel.key, kinds.length === 0 ? 'needs its kind: http: PORT (or tcp: / tls:)' : `has both ${kinds[0]!.name} and ${kinds[1]!.name}; a tunnel is one kind`);
   }
