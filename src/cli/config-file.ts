@@ -720,90 +720,53 @@ function readRoutes(reader: Reader, routes: Entry | undefined): RouteConfig[] | 
 function policyFlags(reader: Reader, byName: Map<string, Entry>, secrets: string[]): { flags: PolicyFlags; source: PolicySource } | undefined {
   const flags: PolicyFlags = {};
   const source: PolicySource = {};
-  const from = (flag: keyof PolicyFlags, entry: Entry): void => {
-    source[flag] = { ...reader.position(entry.value ?? entry.keyNode), key: entry.key };
-  };
-  const list = (name: (typeof POLICY_KEYS)[number], flag: keyof PolicyFlags & `${string}-${'cidr' | 'remove'}`, what: string): void => {
+  const take = <F extends keyof PolicyFlags>(name: (typeof POLICY_KEYS)[number], flag: F, read: (entry: Entry) => PolicyFlags[F] | undefined, secret = false): void => {
     const entry = byName.get(name);
-    if (entry === undefined) return;
-    const values = reader.texts(entry.value, entry.key, what);
-    if (values === undefined) return;
-    flags[flag] = values;
-    from(flag, entry);
+    const value = entry === undefined ? undefined : read(entry);
+    if (entry === undefined || value === undefined) return;
+    flags[flag] = value;
+    source[flag] = { ...reader.position(entry.value ?? entry.keyNode), key: entry.key };
+    if (secret) secrets.push(entry.key);
   };
-  const basicAuth = byName.get('basic_auth');
-  if (basicAuth !== undefined) {
-    const values = reader.pairs(basicAuth.value, basicAuth.key, 'USER:PASSWORD', ':', true);
-    if (values !== undefined) {
-      flags['basic-auth'] = values;
-      from('basic-auth', basicAuth);
-      secrets.push(basicAuth.key);
-    }
-  }
-  const forward = byName.get('basic_auth_forward');
-  if (forward !== undefined) {
-    const value = reader.bool(forward.value, forward.key);
-    if (value !== undefined) {
-      flags['basic-auth-forward'] = value;
-      from('basic-auth-forward', forward);
-    }
-  }
-  list('allow_cidr', 'allow-cidr', 'a CIDR block (10.0.0.0/8)');
-  list('deny_cidr', 'deny-cidr', 'a CIDR block (10.0.0.0/8)');
-  const oidc = byName.get('oidc');
-  if (oidc !== undefined) {
-    const fields = reader.mapping(oidc.value, oidc.key, 'a mapping: issuer, client_id, client_secret, allow_email, allow_domain');
-    if (fields !== undefined) {
-      reader.onlyKnown(fields, OIDC_KEYS, 'oidc');
-      const field = new Map(fields.map((entry) => [entry.name, entry]));
-      const required = ['issuer', 'client_id', 'client_secret'].filter((name) => !field.has(name));
-      if (required.length > 0) reader.problem(oidc.keyNode, oidc.key, `needs ${required.join(', ')}`);
-      const one = (name: string, flag: 'oidc' | 'oidc-client-id' | 'oidc-client-secret', what: string): void => {
-        const entry = field.get(name);
-        const value = entry === undefined ? undefined : reader.text(entry.value, entry.key, what);
-        if (value !== undefined) flags[flag] = value;
-      };
-      one('issuer', 'oidc', 'the issuer URL');
-      one('client_id', 'oidc-client-id', 'the client id');
-      one('client_secret', 'oidc-client-secret', 'the client secret');
-      for (const [name, flag] of [['allow_email', 'oidc-allow-email'], ['allow_domain', 'oidc-allow-domain']] as const) {
-        const entry = field.get(name);
-        const values = entry === undefined ? undefined : reader.texts(entry.value, entry.key, name === 'allow_email' ? 'an e-mail address' : 'a domain');
-        if (values !== undefined) flags[flag] = values;
-      }
-      from('oidc', oidc);
-      if (field.has('client_secret')) secrets.push(`${oidc.key}.client_secret`);
-    }
-  }
-  const webhooks = byName.get('verify_webhook');
-  if (webhooks !== undefined) {
-    const values = reader.pairs(webhooks.value, webhooks.key, 'PROVIDER:SECRET (github:..., stripe:..., hmac-sha256:HEADER:SECRET)', ':', false);
-    if (values !== undefined) {
-      flags['verify-webhook'] = values;
-      from('verify-webhook', webhooks);
-      secrets.push(webhooks.key);
-    }
-  }
-  for (const direction of ['request', 'response'] as const) {
-    const add = byName.get(`${direction}_header_add`);
-    if (add !== undefined) {
-      const values = reader.pairs(add.value, add.key, "'Name: value'", ': ', true);
-      if (values !== undefined) {
-        flags[`${direction}-header-add`] = values;
-        from(`${direction}-header-add`, add);
-      }
-    }
-    list(`${direction}_header_remove`, `${direction}-header-remove`, 'a header name');
-  }
-  const rate = byName.get('rate_limit');
-  if (rate !== undefined) {
-    const value = reader.text(rate.value, rate.key, 'N/PERIOD (100/m, 10/1s, 1000/hour)');
-    if (value !== undefined) {
-      flags['rate-limit'] = value;
-      from('rate-limit', rate);
-    }
-  }
+  const texts = (what: string) => (entry: Entry) => reader.texts(entry.value, entry.key, what);
+  const headers = (entry: Entry): string[] | undefined => reader.pairs(entry.value, entry.key, "'Name: value'", ': ', true);
+  take('basic_auth', 'basic-auth', (entry) => reader.pairs(entry.value, entry.key, 'USER:PASSWORD', ':', true), true);
+  take('basic_auth_forward', 'basic-auth-forward', (entry) => reader.bool(entry.value, entry.key));
+  take('allow_cidr', 'allow-cidr', texts('a CIDR block (10.0.0.0/8)'));
+  take('deny_cidr', 'deny-cidr', texts('a CIDR block (10.0.0.0/8)'));
+  take('oidc', 'oidc', (entry) => oidcFlags(reader, entry, flags, secrets));
+  take('verify_webhook', 'verify-webhook', (entry) => reader.pairs(entry.value, entry.key, 'PROVIDER:SECRET (github:..., stripe:..., hmac-sha256:HEADER:SECRET)', ':', false), true);
+  take('request_header_add', 'request-header-add', headers);
+  take('request_header_remove', 'request-header-remove', texts('a header name'));
+  take('response_header_add', 'response-header-add', headers);
+  take('response_header_remove', 'response-header-remove', texts('a header name'));
+  take('rate_limit', 'rate-limit', (entry) => reader.text(entry.value, entry.key, 'N/PERIOD (100/m, 10/1s, 1000/hour)'));
   return Object.keys(source).length === 0 ? undefined : { flags, source };
+}
+
+/** `oidc: {issuer, client_id, client_secret, allow_email, allow_domain}`: sets the other --oidc-* flags, returns the issuer. */
+function oidcFlags(reader: Reader, oidc: Entry, flags: PolicyFlags, secrets: string[]): string | undefined {
+  const fields = reader.mapping(oidc.value, oidc.key, 'a mapping: issuer, client_id, client_secret, allow_email, allow_domain');
+  if (fields === undefined) return undefined;
+  reader.onlyKnown(fields, OIDC_KEYS, 'oidc');
+  const field = new Map(fields.map((entry) => [entry.name, entry]));
+  const missing = ['issuer', 'client_id', 'client_secret'].filter((name) => !field.has(name));
+  if (missing.length > 0) return reader.problem(oidc.keyNode, oidc.key, `needs ${missing.join(', ')}`);
+  const text = (name: string, what: string): string | undefined => reader.text(field.get(name)!.value, field.get(name)!.key, what);
+  const list = (name: string, what: string): string[] | undefined => (field.has(name) ? reader.texts(field.get(name)!.value, field.get(name)!.key, what) : undefined);
+  const issuer = text('issuer', 'the issuer URL');
+  const clientId = text('client_id', 'the client id');
+  const clientSecret = text('client_secret', 'the client secret');
+  const emails = list('allow_email', 'an e-mail address');
+  const domains = list('allow_domain', 'a domain');
+  if (clientId !== undefined) flags['oidc-client-id'] = clientId;
+  if (clientSecret !== undefined) {
+    flags['oidc-client-secret'] = clientSecret;
+    secrets.push(`${oidc.key}.client_secret`);
+  }
+  if (emails !== undefined) flags['oidc-allow-email'] = emails;
+  if (domains !== undefined) flags['oidc-allow-domain'] = domains;
+  return issuer;
 }
 
 // ---- the example `burrow config edit` starts from ----------------------------------------------------------

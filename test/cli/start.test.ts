@@ -137,12 +137,16 @@ test('a tunnel the edge refuses is reported and the others keep serving; exit 1 
   const rival = await createAccount(edge, 'FREE');
   const taken = await call(edge, 'POST', '/api/v1/reserved-subdomains', { token: rival.token, body: { subdomain: 'rivals-start-27' } });
   assert.equal(taken.status, 201, taken.text);
-  const { dir, env } = project('partial', ['  stolen:', `    http: ${locals.blog!.port}`, '    subdomain: rivals-start-27', '  db:', '    tcp: 5432', ''].join('\n'));
+  const extra = ['  stolen:', `    http: ${locals.blog!.port}`, '    subdomain: rivals-start-27', '  db:', '    tcp: 5432', '  guarded:', `    http: ${locals.hooks!.port}`, '    subdomain: guarded-start-27', '    basic_auth: { ana: pw }', ''];
+  const { dir, env } = project('partial', extra.join('\n'));
   const run = await spawnCli(['start', '--all'], env, /(?:Forwarding \S+ -> \S+\n[\s\S]*?){3}/, 30_000, dir);
   try {
-    await waitFor(() => /tunnel stolen not started/.test(run.output()) && /tunnel db not started/.test(run.output()), 10_000, 'both refusals');
+    await waitFor(() => ['stolen', 'db', 'guarded'].every((name) => run.output().includes(`tunnel ${name} not started`)), 10_000, 'the three refusals');
     assert.match(run.output(), /^burrow: tunnel stolen not started: SUBDOMAIN_TAKEN: /m);
     assert.match(run.output(), /^burrow: tunnel db not started: INVALID_REQUEST: tcp tunnels need an edge and a client that carry TCP/m);
+    // Not exposed without the basic_auth it asks for (this build has no tunnel policies yet).
+    assert.match(run.output(), /^burrow: tunnel guarded not started: INVALID_REQUEST: its policy keys \(basic_auth\) need tunnel policies/m);
+    assert.equal((await get(`guarded-start-27.localhost:${edge.port}`)).status, 404);
     assert.equal((await get(`shop-partial.localhost:${edge.port}`)).text, 'shop saw /');
     assert.equal(await stop(run), 1);
   } finally {

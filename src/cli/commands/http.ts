@@ -19,7 +19,7 @@ import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseIn
 import { Inspector } from '../../inspector/server.js';
 import { ApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
-import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
+import { rememberedName, rememberName, requireToken, resolveCredentials, type Credentials } from '../config.js';
 import { formatProblem, loadConfig, type ConfigFile } from '../config-file.js';
 import { readCaFile, useEdgeDispatcherForRequests } from '../edge-ca.js';
 
@@ -139,25 +139,9 @@ export async function httpCommand(args: string[]): Promise<number> {
   };
   for (const warning of loaded.warnings) warn('CONFIG_WARNING', formatProblem(warning));
   // Before anything reaches the edge (the remembered name's check sends the token too).
-  for (const edge of credentials.edges) {
-    const refusal = cleartextRefusal(edge, parsed.values.insecure === true);
-    if (refusal !== null) throw new CliError(refusal);
-  }
-  // --ca, else BURROW_CA, else the CA "burrow login --ca" saved.
-  const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
-  // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust,
-  // and localhost names resolved as the tunnel's own connection resolves them.
-  useEdgeDispatcherForRequests(ca);
-
+  const ca = edgeAccess(credentials, parsed.values.insecure === true);
   // The inspector first: a taken --inspect port fails before any tunnel opens.
-  let inspector: Inspector | null = null;
-  if (inspect !== null) {
-    try {
-      inspector = await Inspector.start({ ...inspect, edge: credentials.edge, token });
-    } catch (error) {
-      throw new CliError(`${(error as Error).message}; choose another with --inspect PORT, or --no-inspect`);
-    }
-  }
+  const inspector = await startInspector(inspect, credentials, token, '--inspect PORT');
   const open = async (subdomain: string | undefined): Promise<{ client: TunnelClient; ready: ReadyInfo }> => {
     const client = new TunnelClient({
       edge: credentials.edges,
@@ -334,6 +318,33 @@ export function localProblem(target: LocalTarget): Promise<string | null> {
     });
     socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? (error as { errors?: NodeJS.ErrnoException[] }).errors?.[0]?.code ?? error.message));
   });
+}
+
+/**
+ * Before anything reaches the edge, for every command that opens tunnels: no token in clear text to an
+ * edge off this machine (without --insecure); the CA (--ca, else BURROW_CA, else burrow.yml's, else the
+ * one "burrow login --ca" saved) read; and the inspector's requests to the edge (history, replays),
+ * which go through undici's global dispatcher, given the same trust and localhost names resolved as the
+ * tunnel's own connection resolves them. Returns the CA's PEM.
+ */
+export function edgeAccess(credentials: Credentials, insecure: boolean): string | undefined {
+  for (const edge of credentials.edges) {
+    const refusal = cleartextRefusal(edge, insecure);
+    if (refusal !== null) throw new CliError(refusal);
+  }
+  const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
+  useEdgeDispatcherForRequests(ca);
+  return ca;
+}
+
+/** The inspector at `address` (null: none); a port it cannot take ends the command, saying how to choose another. */
+export async function startInspector(address: ReturnType<typeof inspectorAddress>, credentials: Credentials, token: string, choose: string): Promise<Inspector | null> {
+  if (address === null) return null;
+  try {
+    return await Inspector.start({ ...address, edge: credentials.edge, token });
+  } catch (error) {
+    throw new CliError(`${(error as Error).message}; choose another with ${choose}, or --no-inspect`);
+  }
 }
 
 /** --no-inspect, else --inspect ADDR, else burrow.yml's `inspect` (off, or exactly ADDR), else 4040 and up. */

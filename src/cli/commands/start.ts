@@ -11,14 +11,12 @@
 import { CliError, parse, UsageError } from '../args.js';
 import { requireToken, resolveCredentials } from '../config.js';
 import { formatProblem, loadConfig, type ConfigFile, type HttpTunnelConfig, type TunnelConfig } from '../config-file.js';
-import { readCaFile, useEdgeDispatcherForRequests } from '../edge-ca.js';
-import { cleartextRefusal } from '../../client/edge-trust.js';
 import type { Exchange } from '../../client/exchange.js';
 import { RouteTable } from '../../client/routes.js';
 import { TunnelClient, TunnelRefusedError, type ClosedInfo, type ReadyInfo } from '../../client/tunnel-client.js';
-import { Inspector } from '../../inspector/server.js';
 import {
   batchedWriter,
+  edgeAccess,
   forwardingLines,
   INSPECTOR_BODY_LIMIT,
   inspectorAddress,
@@ -27,6 +25,7 @@ import {
   localProblem,
   movedLine,
   requestEvent,
+  startInspector,
   textLine,
   writesToNull,
 } from './http.js';
@@ -148,22 +147,9 @@ export async function startCommand(args: string[]): Promise<number> {
     else process.stderr.write(`burrow: warning: ${tunnel === null ? '' : `tunnel ${tunnel}: `}${message}\n`);
   };
   for (const warning of loaded.warnings) warn(null, 'CONFIG_WARNING', formatProblem(warning));
-  for (const edge of credentials.edges) {
-    const refusal = cleartextRefusal(edge, values.insecure === true);
-    if (refusal !== null) throw new CliError(refusal);
-  }
-  const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
-  useEdgeDispatcherForRequests(ca);
-
-  let inspector: Inspector | null = null;
-  if (inspect !== null) {
-    try {
-      inspector = await Inspector.start({ ...inspect, edge: credentials.edge, token });
-    } catch (error) {
-      throw new CliError(`${(error as Error).message}; choose another with --inspect PORT, inspect: in ${config.path}, or --no-inspect`);
-    }
-    if (events === null) out.write(`Inspector ${inspector.url}\n`);
-  }
+  const ca = edgeAccess(credentials, values.insecure === true);
+  const inspector = await startInspector(inspect, credentials, token, `--inspect PORT, inspect: in ${config.path}`);
+  if (inspector !== null && events === null) out.write(`Inspector ${inspector.url}\n`);
   const shared: SharedConnection = { edges: credentials.edges, token, ca, insecure: values.insecure === true, recording: inspector !== null };
   const width = Math.max(...tunnels.map((tunnel) => tunnel.name.length));
   const lines = json || writesToNull(1) ? null : batchedWriter(out);
