@@ -260,7 +260,8 @@ test('a literal token in a file others may read is warned about, with the fix; n
   // Every command reading the file says it, on stderr (here: burrow start, which then needs a name).
   const start = await runCli(['start', 'nope'], open.env, 20_000, open.dir);
   assert.equal(start.code, 2);
-  assert.match(start.stderr, /has no tunnel "nope"; it has: web/);
+  assert.match(start.stderr, /^burrow: warning: .*holds secrets \(token\) and is readable by everyone/);
+  assert.match(start.stderr, /has no tunnel "nope"; it has: web\n$/);
   const group = withFile(text.replace('tunnels:', 'edge: http://localhost:1\ntunnels:'), 0o640);
   const tokens = await runCli(['tokens', 'list'], group.env, 20_000, group.dir);
   assert.match(tokens.stderr, /burrow: warning: .*holds secrets \(token\) and is readable by its group \(mode 0640\)/);

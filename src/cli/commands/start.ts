@@ -133,12 +133,6 @@ export async function startCommand(args: string[]): Promise<number> {
   if (config === null) {
     throw new CliError(`no burrow.yml: looked at ${loaded.lookup.looked.map((place) => place.path).join(', ')}; "burrow config edit" creates one, --config FILE names another`);
   }
-  const tunnels = selectTunnels(config, parsed.positionals, values.all === true);
-  const logFormat = values.log ?? config.log;
-  if (logFormat !== undefined && logFormat !== 'text' && logFormat !== 'json') throw new UsageError('--log must be text or json');
-  const inspect = inspectorAddress(values, config);
-  const credentials = resolveCredentials(values, process.env, config);
-  const token = requireToken(credentials);
   const json = values.json === true;
   const out = process.stdout;
   const events = json ? jsonEvents(out) : null;
@@ -147,6 +141,12 @@ export async function startCommand(args: string[]): Promise<number> {
     else process.stderr.write(`burrow: warning: ${tunnel === null ? '' : `tunnel ${tunnel}: `}${message}\n`);
   };
   for (const warning of loaded.warnings) warn(null, 'CONFIG_WARNING', formatProblem(warning));
+  const tunnels = selectTunnels(config, parsed.positionals, values.all === true);
+  const logFormat = values.log ?? config.log;
+  if (logFormat !== undefined && logFormat !== 'text' && logFormat !== 'json') throw new UsageError('--log must be text or json');
+  const inspect = inspectorAddress(values, config);
+  const credentials = resolveCredentials(values, process.env, config);
+  const token = requireToken(credentials);
   const ca = edgeAccess(credentials, values.insecure === true);
   const inspector = await startInspector(inspect, credentials, token, `--inspect PORT, inspect: in ${config.path}`);
   if (inspector !== null && events === null) out.write(`Inspector ${inspector.url}\n`);
