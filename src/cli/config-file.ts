@@ -318,6 +318,10 @@ class Reader {
     this.problems.push({ file: this.file, line, column: col, key, message });
   }
 
+  problemAtLine(line: number, column: number, key: string, message: string): void {
+    this.problems.push({ file: this.file, line, column, key, message });
+  }
+
   warn(node: unknown, key: string, message: string): void {
     this.warnings.push({ file: this.file, ...this.position(node), key, message });
   }
@@ -742,6 +746,24 @@ function policyFlags(reader: Reader, byName: Map<string, Entry>, secrets: string
   take('response_header_remove', 'response-header-remove', texts('a header name'));
   take('rate_limit', 'rate-limit', (entry) => reader.text(entry.value, entry.key, 'N/PERIOD (100/m, 10/1s, 1000/hour)'));
   return Object.keys(source).length === 0 ? undefined : { flags, source };
+}
+
+/**
+ * A refusal of the policy module's flag checks (`policySpecFromFlags`: "--basic-auth #2 user ...",
+ * "--rate-limit ...") placed at the key the flag came from, so a policy mistake in the file names its
+ * line and key like any other (`tunnels.api.basic_auth[1]: user ...`).
+ */
+export function policyProblem(message: string, source: PolicySource): { line: number; column: number; key: string; message: string } {
+  const match = /^--([a-z-]+)(?: #(\d+))?[ :]*([\s\S]*)$/.exec(message);
+  const flag = match?.[1] as keyof PolicyFlags | undefined;
+  // The --oidc-* flags all come from the one `oidc` mapping.
+  const at = (flag === undefined ? undefined : (source[flag] ?? (flag.startsWith('oidc') ? source.oidc : undefined))) ?? Object.values(source)[0]!;
+  const entry = match?.[2] === undefined ? '' : `[${Number(match[2]) - 1}]`;
+  const rest = match?.[3] || message;
+  // "--oidc allow_domain[0]: ..." names the field inside the mapping.
+  const field = flag === 'oidc' ? /^([a-z_]+)(\[\d+\])?(?: |: )([\s\S]+)$/.exec(rest) : null;
+  if (field !== null && (OIDC_KEYS as readonly string[]).includes(field[1]!)) return { line: at.line, column: at.column, key: `${at.key}.${field[1]}${field[2] ?? ''}`, message: field[3]! };
+  return { line: at.line, column: at.column, key: `${at.key}${entry}`, message: rest };
 }
 
 /** `oidc: {issuer, client_id, client_secret, allow_email, allow_domain}`: sets the other --oidc-* flags, returns the issuer. */

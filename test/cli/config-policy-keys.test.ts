@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { formatProblem, parseConfigText, type HttpTunnelConfig } from '../../src/cli/config-file.js';
+import { formatProblem, parseConfigText, policyProblem, type HttpTunnelConfig } from '../../src/cli/config-file.js';
 
 function tunnel(keys: string): HttpTunnelConfig {
   const parsed = parseConfigText(`tunnels:\n  api:\n    http: 8000\n${keys}`, '/p/burrow.yml');
@@ -85,4 +85,36 @@ test('shapes a policy key does not take are problems with their line and key', (
     const parsed = parseConfigText(`tunnels:\n  api:\n    http: 8000\n${keys}`, '/p/burrow.yml');
     assert.deepEqual(parsed.problems.map(formatProblem), [expected], keys);
   }
+});
+
+test("the policy module's refusals land on the key and entry they came from", () => {
+  const api = tunnel('    basic_auth: ["a:b", "c:d"]\n    allow_cidr: [10.0.0.0/8, 999.0.0.0/8]\n    oidc: {issuer: "http://x.example", client_id: i, client_secret: s}\n    rate_limit: 100/fortnight\n');
+  const source = api.policy!.source;
+  // The messages as src/protocol/policy.ts's policySpecFromFlags words them (its flagMessage).
+  assert.deepEqual(policyProblem('--basic-auth #2 user may not contain ":" (Basic credentials are USER:PASSWORD).', source), {
+    line: 4,
+    column: 17,
+    key: 'tunnels.api.basic_auth[1]',
+    message: 'user may not contain ":" (Basic credentials are USER:PASSWORD).',
+  });
+  assert.deepEqual(policyProblem('--allow-cidr #2 : "999.0.0.0/8" is not an IPv4 or IPv6 address or CIDR block.', source), {
+    line: 5,
+    column: 17,
+    key: 'tunnels.api.allow_cidr[1]',
+    message: '"999.0.0.0/8" is not an IPv4 or IPv6 address or CIDR block.',
+  });
+  assert.deepEqual(policyProblem('--oidc issuer: "http://x.example": the issuer must be https://', source), {
+    line: 6,
+    column: 11,
+    key: 'tunnels.api.oidc.issuer',
+    message: '"http://x.example": the issuer must be https://',
+  });
+  assert.equal(policyProblem('--oidc allow_domain[0]: "x" is not a domain name.', source).key, 'tunnels.api.oidc.allow_domain[0]');
+  assert.equal(policyProblem('--oidc needs all of --oidc ISSUER, --oidc-client-id ID and --oidc-client-secret SECRET', source).key, 'tunnels.api.oidc');
+  assert.deepEqual(policyProblem('--rate-limit "100/fortnight" is not N/PERIOD (e.g. 100/m, 10/1s, 1000/hour)', source), {
+    line: 7,
+    column: 17,
+    key: 'tunnels.api.rate_limit',
+    message: '"100/fortnight" is not N/PERIOD (e.g. 100/m, 10/1s, 1000/hour)',
+  });
 });
