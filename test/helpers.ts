@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import WebSocket, { WebSocketServer } from 'ws';
 import { Edge, type EdgeOptions } from '../src/edge/server.js';
 import { ERROR_CODES, type ErrorCode } from '../src/errors.js';
 import { RouteTable, type Route } from '../src/client/routes.js';
@@ -130,6 +131,20 @@ export async function call(
   return { status: response.statusCode, headers: response.headers, text, json };
 }
 
+/**
+ * A live request to a tunnel name whose offline queue has just drained (docs/offline.md). The moment
+ * between the last delivery and the edge seeing nothing left in line holds a request (202, delivered
+ * after the rest); ask again until one goes straight through.
+ */
+export async function callPastQueue(target: TestEdge, method: string, path: string, host: string): Promise<HttpResult> {
+  let answer = await call(target, method, path, { host });
+  for (let tries = 0; answer.status === 202 && tries < 20; tries++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    answer = await call(target, method, path, { host });
+  }
+  return answer;
+}
+
 /** The spec's timestamps: ISO 8601 UTC ending in Z (spec conventions). */
 export const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
@@ -167,6 +182,24 @@ export async function startLocal(handler: Handler): Promise<LocalServer> {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** A local server that answers HTTP with "http" and echoes every WebSocket message back. */
+export async function startEchoLocal(): Promise<LocalServer> {
+  const local = await startLocal((_req, res) => res.end('http'));
+  const sockets = new WebSocketServer({ server: local.server });
+  sockets.on('connection', (socket) => socket.on('message', (data, isBinary) => socket.send(data, { binary: isBinary })));
+  return local;
+}
+
+/** One WebSocket through the edge at `port` to `host`'s /chat?room=1: "hello" out, its echo back, closed 1000 "bye". */
+export async function echoOnce(port: number, host: string): Promise<void> {
+  const socket = new WebSocket(`ws://127.0.0.1:${port}/chat?room=1`, { headers: { host: `${host}:${port}` } });
+  await once(socket, 'open');
+  socket.send('hello');
+  await once(socket, 'message');
+  socket.close(1000, 'bye');
+  await once(socket, 'close');
 }
 
 /** Reads a request body whole. */

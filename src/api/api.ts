@@ -66,6 +66,8 @@ type Handler = (ctx: Context) => ApiResponse | Promise<ApiResponse>;
 interface Route {
   handler: Handler;
   public: boolean;
+  /** The answer, instead of 401, to a request that carries neither a token nor a session cookie. */
+  signedOut?: ApiResponse;
 }
 
 export const LABEL_MAX = 64;
@@ -139,6 +141,8 @@ export class Api {
     const { handler: route, params } = lookup.match;
     if (route.public) return this.run(route.handler, { req, params, principal: undefined as unknown as Principal, session: null });
 
+    // Not signed in at all is an answer there, not a failed authentication: it counts against nobody.
+    if (route.signedOut !== undefined && req.headers.authorization === '' && readSessionCookies(req.headers.cookie, this.secureFor(req)).kind === 'none') return route.signedOut;
     let auth: Awaited<ReturnType<Api['authenticate']>>;
     let rate: RateDecision;
     try {
@@ -293,8 +297,8 @@ export class Api {
   private defineRoutes(): void {
     const { store, tunnels, usage, instance } = this.options;
     const captures = this.options.captureLog ?? new LocalCaptureLog(this.options.captures);
-    const add = (method: string, path: string, handler: Handler, isPublic = false): void => {
-      this.router.add(method, path, { handler, public: isPublic });
+    const add = (method: string, path: string, handler: Handler, isPublic = false, signedOut?: ApiResponse): void => {
+      this.router.add(method, path, { handler, public: isPublic, ...(signedOut === undefined ? {} : { signedOut }) });
     };
 
     add('GET', '/api/v1/instance', () =>
@@ -324,7 +328,11 @@ export class Api {
       return json(201, this.sessionJson(principal, now + Math.min(this.sessions.idleMs, this.sessions.maxAgeMs)), headers);
     }, true);
 
-    add('GET', '/api/v1/session', ({ principal, session }) => json(200, this.sessionJson(principal, session === null ? null : session.expiresAt)));
+    // The dashboard asks on every load whether this browser is signed in: 204 when the request carries
+    // neither a token nor a session cookie, so a first visit logs no 401. A session that ended (revoked,
+    // idle) is still 401 UNAUTHORIZED, which the page reports as such.
+    add('GET', '/api/v1/session', ({ principal, session }) =>
+      json(200, this.sessionJson(principal, session === null ? null : session.expiresAt)), false, NO_CONTENT);
 
     add('DELETE', '/api/v1/session', async ({ req, session }) => {
       if (session !== null) await this.sessions.close(session.id);
@@ -611,8 +619,10 @@ const METHOD = /^[A-Z]{1,16}$/;
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/;
 const HEADER_VALUE = /^[\t\u0020-\u007e\u0080-\u00ff]*$/;
 
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
 export function validateReplayOverrides(body: Record<string, unknown>): ReplayOverrides {
-  rejectUnknownFields(body, ['method', 'path', 'headers', 'body']);
+  rejectUnknownFields(body, ['method', 'path', 'headers', 'body', 'body_encoding']);
   const overrides: ReplayOverrides = {};
   if (body.method !== undefined) {
     if (typeof body.method !== 'string' || !METHOD.test(body.method.toUpperCase())) {
@@ -639,9 +649,15 @@ export function validateReplayOverrides(body: Record<string, unknown>): ReplayOv
     }
     overrides.headers = headers;
   }
+  // A binary body travels as base64 (the editors' hex editing), as the captures' own JSON gives it.
+  const encoding = body.body_encoding ?? 'utf8';
+  if (encoding !== 'utf8' && encoding !== 'base64') throw new BurrowError('INVALID_REQUEST', '"body_encoding" must be "utf8" or "base64".');
   if (body.body !== undefined) {
     if (typeof body.body !== 'string') throw new BurrowError('INVALID_REQUEST', '"body" must be a string.');
-    overrides.body = body.body;
+    if (encoding === 'base64' && !BASE64.test(body.body)) throw new BurrowError('INVALID_REQUEST', '"body" must be base64 when "body_encoding" is "base64".');
+    overrides.body = Buffer.from(body.body, encoding);
+  } else if (body.body_encoding !== undefined) {
+    throw new BurrowError('INVALID_REQUEST', '"body_encoding" says how "body" is written: send it with a "body".');
   }
   return overrides;
 }

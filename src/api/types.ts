@@ -60,7 +60,8 @@ export interface ReplayOverrides {
   path?: string;
   /** A name mapped to null removes that header (JSON merge-patch style). */
   headers?: Record<string, string | null>;
-  body?: string;
+  /** The body's bytes (sent in JSON as UTF-8 text, or as base64 with `"body_encoding": "base64"`). */
+  body?: Uint8Array;
 }
 
 /** The live tunnels of the edge, as the API sees them (implemented by the edge's registry). */

@@ -257,6 +257,14 @@ const HTTP_KEYS = ['http', 'subdomain', 'routes', 'host_header', 'local_insecure
 const KINDS = ['http', 'tcp', 'tls'] as const;
 const OIDC_KEYS = ['issuer', 'client_id', 'client_secret', 'allow_email', 'allow_domain'] as const;
 const ROUTE_KEYS = ['target', 'strip_prefix'] as const;
+/**
+ * Settings a file may not give, and why. --resolve rules redirect the connection that carries the token:
+ * a file in a directory someone else wrote must not choose that address (with a plain http:// edge the
+ * token would go there in clear text), as it may not send the saved token to another edge.
+ */
+const NOT_FILE_KEYS: Readonly<Record<string, string>> = {
+  resolve: '--resolve rules are not read from a file (a file must not choose the address your token is sent to); pass --resolve HOST:PORT:ADDRESS or set BURROW_RESOLVE',
+};
 /** Every key the file may hold, by where: docs/config.md lists the same (test/cli/config-docs.test.ts). */
 export const KNOWN_KEYS = { top: TOP_KEYS, http: HTTP_KEYS, kinds: KINDS, route: ROUTE_KEYS, oidc: OIDC_KEYS } as const;
 const TUNNEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
@@ -372,10 +380,14 @@ class Reader {
     return entries;
   }
 
-  /** Problems for keys not in `known`, with the likely one when a key is misspelt. */
-  onlyKnown(entries: Entry[], known: readonly string[], where: string): void {
+  /** Problems for keys not in `known`, with the likely one when a key is misspelt (or why one is not here, `refused`). */
+  onlyKnown(entries: Entry[], known: readonly string[], where: string, refused: Readonly<Record<string, string>> = {}): void {
     for (const entry of entries) {
       if (known.includes(entry.name)) continue;
+      if (Object.hasOwn(refused, entry.name)) {
+        this.problem(entry.keyNode, entry.key, `unknown key: ${refused[entry.name]}`);
+        continue;
+      }
       const guess = closest(entry.name, known);
       this.problem(entry.keyNode, entry.key, guess === null ? `unknown key (${where} takes ${known.join(', ')})` : `unknown key; did you mean "${guess}"?`);
     }
@@ -489,7 +501,7 @@ function readTop(reader: Reader, contents: unknown, path: string): ConfigFile {
   const entries = reader.mapping(contents, '', 'a mapping of settings (edge, token_env, tunnels, ...)');
   if (entries === undefined) return config;
   // `x-` keys hold nothing but anchors for aliases elsewhere (as in Compose files): known, and unread.
-  reader.onlyKnown(entries.filter((entry) => !entry.name.startsWith('x-')), TOP_KEYS, 'burrow.yml');
+  reader.onlyKnown(entries.filter((entry) => !entry.name.startsWith('x-')), TOP_KEYS, 'burrow.yml', NOT_FILE_KEYS);
   const byName = new Map(entries.map((entry) => [entry.name, entry]));
   const version = byName.get('version');
   if (version !== undefined && !(isScalar(version.value) && version.value.value === 1)) reader.problem(version.value, version.key, 'must be 1 (the only format so far)');

@@ -7,7 +7,8 @@
  */
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { CliError } from './args.js';
+import { parseResolveRule, type ResolveRule } from '../client/resolve-rules.js';
+import { CliError, UsageError } from './args.js';
 import { configDir, formatProblem, loadConfig, type ConfigFile } from './config-file.js';
 import { normaliseEdge } from './edge-url.js';
 
@@ -72,6 +73,8 @@ export interface Credentials {
   edges: string[];
   token: string | undefined;
   ca: CaSource | undefined;
+  /** `--resolve HOST:PORT:ADDRESS` rules (else BURROW_RESOLVE, comma-separated): addresses to dial without DNS. */
+  resolve: ResolveRule[];
 }
 
 /**
@@ -82,7 +85,7 @@ export interface Credentials {
  * token elsewhere (as npm binds a registry's token to that registry).
  */
 export function resolveCredentials(
-  flags: { edge?: string | string[] | undefined; token?: string | undefined; ca?: string | undefined },
+  flags: { edge?: string | string[] | undefined; token?: string | undefined; ca?: string | undefined; resolve?: string[] | undefined },
   env: NodeJS.ProcessEnv = process.env,
   project: ConfigFile | null = projectConfig(env),
 ): Credentials {
@@ -125,7 +128,18 @@ export function resolveCredentials(
           : file.ca === undefined
             ? undefined
             : { path: file.ca, from: path };
-  return { edge: edges[0]!, edges, token, ca };
+  return { edge: edges[0]!, edges, token, ca, resolve: resolveRules(flags.resolve, env) };
+}
+
+/** --resolve (repeatable), else BURROW_RESOLVE; never the config file (it is for trying out, not for good). */
+function resolveRules(flags: string[] | undefined, env: NodeJS.ProcessEnv): ResolveRule[] {
+  const fromFlags = flags !== undefined && flags.length > 0;
+  const texts = fromFlags ? flags : (nonEmpty(env.BURROW_RESOLVE)?.split(',').map((item) => item.trim()).filter((item) => item !== '') ?? []);
+  return texts.map((text) => {
+    const rule = parseResolveRule(text);
+    if (typeof rule === 'string') throw new UsageError(`${fromFlags ? '--resolve' : 'BURROW_RESOLVE'} ${rule}`);
+    return rule;
+  });
 }
 
 /** burrow.yml's token: written in it, or read from the variable its token_env names (which must be set). */

@@ -5,12 +5,10 @@
  * elsewhere. Other names go to the system resolver, as net.connect would send them.
  *
  * Used by every connection the client makes to an edge: the tunnel's WebSocket (src/client/tunnel-client.ts)
- * and the undici requests of the CLI and the inspector (`edgeDispatcher`).
+ * and the undici requests of the CLI and the inspector (`edgeDispatcher` in src/cli/edge-ca.ts).
  */
 import dns from 'node:dns';
 import type { LookupFunction } from 'node:net';
-import { Agent } from 'undici';
-import { trustedCas } from './edge-trust.js';
 import { loopbackLookup } from './local-connector.js';
 
 /** `localhost` or a name under it (RFC 6761), trailing dot or not. */
@@ -25,8 +23,3 @@ export const edgeLookup = ((hostname: string, options: dns.LookupOptions, callba
   // Through the module object, as net itself looks names up.
   else (dns.lookup as (...args: unknown[]) => void)(hostname, options, callback);
 }) as unknown as LookupFunction;
-
-/** An undici dispatcher for requests to an edge: `edgeLookup`, and `pem` trusted beside the public roots when given. */
-export function edgeDispatcher(pem?: string): Agent {
-  return new Agent({ connect: { lookup: edgeLookup, ...(pem === undefined ? {} : { ca: trustedCas(pem) }) } });
-}

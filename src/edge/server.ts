@@ -9,7 +9,7 @@ import { VERSION } from '../version.js';
 import { Api, API_SECURITY_HEADERS, errorResponse } from '../api/api.js';
 import { LocalCaptureLog } from '../api/capture-log.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
-import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
+import { CONNECT_PATH, DEFAULT_SETTINGS, INSTANCE_ID, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
 import type { SessionOptions } from '../store/sessions.js';
@@ -581,7 +581,7 @@ export class Edge {
     extraHeaders?: readonly [string, string][],
   ): void {
     this.observeRefusal(res, req, subdomain, code);
-    writePublicError(res, code, message, closeConnection, extraHeaders);
+    writePublicError(res, code, message, closeConnection, extraHeaders, req.getHeader('accept'));
   }
 
   /** Counts and access-logs a public request the edge refuses (while `req` is valid: in the uWS handler). */
@@ -610,7 +610,8 @@ export class Edge {
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
       this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
-      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
+      const accept = req.getHeader('accept');
+      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true, undefined, accept));
       return;
     }
     if (this.offline.serves(res, req, head, subdomain, clientAddress)) return;
@@ -625,6 +626,7 @@ export class Edge {
     const query = req.getQuery();
     if (head.contentLength > this.maxRequestBody) {
       this.observeRefusal(res, req, subdomain, 'PAYLOAD_TOO_LARGE');
+      const accept = req.getHeader('accept');
       const refusal = { aborted: false };
       res.onAborted(() => {
         refusal.aborted = true;
@@ -632,7 +634,7 @@ export class Edge {
       discardBody(
         res,
         () => refusal.aborted,
-        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true),
+        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true, undefined, accept),
       );
       return;
     }
@@ -743,6 +745,8 @@ export class Edge {
       const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
       if (port < 1 || port > 65535) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
       const requested = query.get('subdomain');
+      const instance = query.get('instance');
+      if (instance !== null && !INSTANCE_ID.test(instance)) throw new BurrowError('INVALID_REQUEST', 'The "instance" query parameter must be 8 to 64 of A-Z, a-z, 0-9, "_" and "-".');
       const account = principal.account;
       const limits = this.accounts.planLimits(account.plan);
       if (connect.aborted) return;
@@ -751,6 +755,9 @@ export class Edge {
       const admitted = this.registry.admit(account.id, limits.activeTunnels, requested === null || requested === '' ? null : requested.toLowerCase(), {
         tokenId: principal.token.id,
         port,
+        clientAddress,
+        instance,
+        replace: query.get('replace') === '1',
       });
       const subdomain = typeof admitted === 'string' ? admitted : await admitted;
       if (connect.aborted) {
@@ -758,7 +765,7 @@ export class Edge {
         return;
       }
       const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests);
-      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring);
+      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring, instance, clientAddress);
       res.cork(() => {
         res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
         res.upgrade<SocketData>({ session, passthrough: null }, key, protocol, extensions, context);

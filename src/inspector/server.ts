@@ -17,6 +17,7 @@
  * here as an ordinary 'exchange' event and is marked `replay_of` when the edge answers.
  * docs/inspector.md explains the choice.
  */
+import { isUtf8 } from 'node:buffer';
 import { request } from 'undici';
 import { refuseTruncatedReplay, takeAllowTruncated, validateReplayOverrides } from '../api/api.js';
 import type { ReplayOverrides } from '../api/types.js';
@@ -535,6 +536,10 @@ export class Inspector {
    */
   async replay(id: string, body: Buffer | (ReplayOverrides & { allow_truncated?: boolean }) = {}): Promise<unknown> {
     const original = (await this.detailed(id)).exchange;
+    if (original.websocket !== undefined) {
+      // The edge keeps no capture of a WebSocket connection: there is nothing it could send again.
+      throw new BurrowError('INVALID_REQUEST', `${id} is a WebSocket connection; only HTTP requests can be replayed.`);
+    }
     let overrides: ReplayOverrides;
     let fields: Record<string, unknown>;
     if (Buffer.isBuffer(body)) {
@@ -571,7 +576,7 @@ export class Inspector {
           ...(overrides.method === undefined ? {} : { method: overrides.method }),
           ...(overrides.path === undefined ? {} : { path: overrides.path }),
           ...(overrides.headers === undefined ? {} : { headers: overrides.headers }),
-          ...(overrides.body === undefined ? {} : { body: overrides.body }),
+          ...(overrides.body === undefined ? {} : bodyFields(overrides.body)),
           ...(truncated ? { allow_truncated: true } : {}),
         }),
         headersTimeout: 120_000,
@@ -630,7 +635,7 @@ export class Inspector {
       if (publicUrl === null) throw new BurrowError('TUNNEL_OFFLINE', 'The tunnel has no public URL right now (reconnecting or closed); copy the local command instead.');
       base = publicUrl;
     }
-    return curlCommand(exchange, target, base);
+    return curlCommand(exchangeJson(exchange), target, base);
   }
 
   /** GET /api/har[?id=ID&id=...][&limit=N]: a HAR 1.2 file of those exchanges (default: all in the ring). */
@@ -651,31 +656,23 @@ export class Inspector {
       writeError(res, asBurrowError(error, this.log));
       return;
     }
-    // Oldest first, as HAR viewers list them.
-    exchanges.sort((a, b) => a.startedAt - b.startedAt);
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     res.writeStatus('200 OK');
     res.writeHeader('content-type', 'application/json; charset=utf-8');
     res.writeHeader('content-disposition', `attachment; filename="burrow-${stamp}.har"`);
     res.writeHeader('cache-control', 'no-store');
     res.writeHeader('x-content-type-options', 'nosniff');
-    res.end(JSON.stringify(this.har(exchanges), null, 1));
+    res.end(JSON.stringify(harLog(exchanges.map(exchangeJson), (exchange) => this.harBase(exchange.tunnel, exchange.port)), null, 1));
   }
 
-  /** The HAR log, each entry's URL on its own tunnel's public URL (burrow start records several tunnels). */
-  private har(exchanges: Exchange[]): Record<string, unknown> {
-    const byBase = new Map<string, Exchange[]>();
-    for (const exchange of exchanges) {
-      const client = this.tunnelOf(exchange)?.client ?? this.tunnels.values().next().value?.client;
-      const base = client?.publicUrl ?? `http://localhost:${client?.routes.defaultPort ?? 80}`;
-      const group = byBase.get(base);
-      if (group === undefined) byBase.set(base, [exchange]);
-      else group.push(exchange);
-    }
-    const logs = [...byBase].map(([base, group]) => harLog(group, base) as { log: { entries: { startedDateTime: string }[] } });
-    if (logs.length <= 1) return logs[0] ?? harLog([], 'http://localhost');
-    const entries = logs.flatMap((log) => log.log.entries).sort((a, b) => (a.startedDateTime < b.startedDateTime ? -1 : a.startedDateTime > b.startedDateTime ? 1 : 0));
-    return { log: { ...logs[0]!.log, entries } };
+  /**
+   * A HAR entry's URL base: the public URL of the tunnel the exchange came through (burrow start records
+   * several), else that tunnel's local port while it has no public URL, else (its tunnel gone) the
+   * exchange's own local port.
+   */
+  private harBase(tunnel: string | null, port?: number): string {
+    const client = this.tunnels.get(tunnel)?.client;
+    return client?.publicUrl ?? `http://localhost:${client?.routes.defaultPort ?? port ?? 80}`;
   }
 
   // ---- history from the edge --------------------------------------------------------------------------
@@ -864,6 +861,12 @@ export class Inspector {
       ws.send(message, false);
     }
   }
+}
+
+/** A replacement body as the edge's replay API takes it: text when it is UTF-8 (what any edge reads), else base64. */
+function bodyFields(body: Uint8Array): { body: string; body_encoding?: 'base64' } {
+  const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  return isUtf8(bytes) ? { body: bytes.toString('utf8') } : { body: bytes.toString('base64'), body_encoding: 'base64' };
 }
 
 interface EdgeBodyJson {

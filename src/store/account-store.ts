@@ -38,6 +38,12 @@ export interface ReservationRecord {
   createdAt: number;
   /** What the edge answers while no tunnel is connected (docs/offline.md); absent means 'off'. */
   offline?: OfflineMode;
+  /**
+   * Names this reservation among every reservation the name ever had (issue 23): events held for the
+   * name carry it, so what was accepted for an earlier owner never reaches the next one. Absent on
+   * records made before it existed (they count as '').
+   */
+  generation?: string;
 }
 
 /** A token as callers see it; the secret appears only on the create result. */

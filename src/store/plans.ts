@@ -19,6 +19,10 @@ export interface PlanLimits {
   queuedBytes: number;
   /** How long a held webhook waits for its tunnel before it is dropped, in milliseconds. */
   queueMaxAgeMs: number;
+  /** Webhooks held across all of an account's reserved subdomains (issue 23). */
+  accountQueuedEvents: number;
+  /** Bytes held across all of an account's reserved subdomains (issue 23). */
+  accountQueuedBytes: number;
 }
 
 export const PLAN_NAMES = ['FREE', 'PRO'] as const;
@@ -28,8 +32,8 @@ const HOUR = 60 * 60 * 1000;
 const MIB = 1024 * 1024;
 
 export const DEFAULT_PLANS: Readonly<Record<PlanName, PlanLimits>> = {
-  FREE: { activeTokens: 5, activeTunnels: 3, capturedRequests: 1_000, retentionMs: 24 * HOUR, reservedSubdomains: 3, queuedEvents: 1_000, queuedBytes: 100 * MIB, queueMaxAgeMs: 72 * HOUR },
-  PRO: { activeTokens: 50, activeTunnels: 25, capturedRequests: 10_000, retentionMs: 7 * 24 * HOUR, reservedSubdomains: 50, queuedEvents: 10_000, queuedBytes: 1024 * MIB, queueMaxAgeMs: 7 * 24 * HOUR },
+  FREE: { activeTokens: 5, activeTunnels: 3, capturedRequests: 1_000, retentionMs: 24 * HOUR, reservedSubdomains: 3, queuedEvents: 1_000, queuedBytes: 100 * MIB, queueMaxAgeMs: 72 * HOUR, accountQueuedEvents: 2_000, accountQueuedBytes: 200 * MIB },
+  PRO: { activeTokens: 50, activeTunnels: 25, capturedRequests: 10_000, retentionMs: 7 * 24 * HOUR, reservedSubdomains: 50, queuedEvents: 10_000, queuedBytes: 1024 * MIB, queueMaxAgeMs: 7 * 24 * HOUR, accountQueuedEvents: 20_000, accountQueuedBytes: 2048 * MIB },
 };
 
 export function isPlanName(value: unknown): value is PlanName {

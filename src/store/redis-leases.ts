@@ -58,6 +58,9 @@ export interface LeaseRecord {
   nodeId: string;
   advertise: string;
   boot: string;
+  /** The client process that connected it ('' for a client that sends none) and its address. */
+  instance: string;
+  clientAddress: string;
   fence: number;
   /** 'live': a tunnel is connected to `nodeId`; 'held': the name is its account's for the grace period. */
   state: 'live' | 'held';
@@ -76,6 +79,11 @@ export interface LeaseClaim {
   nodeId: string;
   advertise: string;
   boot: string;
+  /** The connecting client process ('' when it sends none) and its address: see AdmitDetails. */
+  instance: string;
+  clientAddress: string;
+  /** Take the name over from another client of the account that has it live (`--replace`). */
+  replace: boolean;
   /** The account's tunnel cap, counted over every edge. */
   cap: number;
   /** Take the name over from this fence: the holder (same account, another edge) released it or is gone. */
@@ -86,6 +94,8 @@ export type ClaimResult =
   | { granted: true; fence: number; expiresAt: number }
   | { granted: false; reason: 'taken'; state: 'live' | 'held' }
   | { granted: false; reason: 'cap'; active: number }
+  /** Another client of the same account has the name live, and the claim did not ask to replace it. */
+  | { granted: false; reason: 'online'; holder: Pick<LeaseRecord, 'instance' | 'clientAddress' | 'port' | 'startedAt' | 'tokenId' | 'nodeId'> }
   /** The same account holds the name live on another edge: ask it to release, then claim `fromFence`. */
   | { granted: false; reason: 'takeover'; holder: { nodeId: string; boot: string; advertise: string }; fence: number };
 
@@ -116,13 +126,19 @@ end
 `;
 
 // KEYS: lease, account set, fence counter.
-// ARGV: subdomain, accountId, tokenId, port, startedAt, publicUrl, nodeId, advertise, boot, ttlMs, cap, fromFence ('' for none).
+// ARGV: subdomain, accountId, tokenId, port, startedAt, publicUrl, nodeId, advertise, boot, ttlMs, cap, fromFence ('' for none),
+//       instance ('' for none), clientAddress, replace ('1' or '').
+// A live name of the same account goes only to its own client's reconnect (same instance), to a replace,
+// or to a client that names no instance (registry.ts, takeoverRefusal: the same rule on one edge).
 const CLAIM = `${NOW}
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local cur = redis.call('HMGET', KEYS[1], 'accountId', 'state', 'nodeId', 'boot', 'advertise', 'fence')
+local cur = redis.call('HMGET', KEYS[1], 'accountId', 'state', 'nodeId', 'boot', 'advertise', 'fence', 'instance', 'clientAddress', 'port', 'startedAt', 'tokenId')
 if cur[1] then
   if cur[1] ~= ARGV[2] then return {'taken', cur[2]} end
+  if cur[2] == 'live' and ARGV[15] ~= '1' and ARGV[13] ~= '' and cur[7] ~= ARGV[13] then
+    return {'online', cur[7] or '', cur[8] or '', cur[9] or '0', cur[10] or '0', cur[11] or '', cur[3] or ''}
+  end
   if cur[2] == 'live' and (cur[3] ~= ARGV[7] or cur[4] ~= ARGV[9]) and cur[6] ~= ARGV[12] then
     return {'takeover', cur[3], cur[4], cur[5], cur[6]}
   end
@@ -136,6 +152,7 @@ local expires = now + tonumber(ARGV[10])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'subdomain', ARGV[1], 'accountId', ARGV[2], 'tokenId', ARGV[3], 'port', ARGV[4],
   'startedAt', ARGV[5], 'publicUrl', ARGV[6], 'nodeId', ARGV[7], 'advertise', ARGV[8], 'boot', ARGV[9],
+  'instance', ARGV[13], 'clientAddress', ARGV[14],
   'fence', fence, 'state', 'live', 'expiresAt', string.format('%d', expires))
 redis.call('PEXPIREAT', KEYS[1], string.format('%d', expires))
 redis.call('ZADD', KEYS[2], string.format('%d', expires), ARGV[1])
@@ -286,8 +303,9 @@ export class RedisLeases {
   /**
    * Grants `claim.subdomain` to this edge for `ttlMs`: refused when another account holds it (live or in
    * its grace hold) or the account's live tunnels over every edge reach its cap (taking over or renewing
-   * a name of its own does not count twice); a live lease of the same account on another edge is answered
-   * 'takeover' unless `fromFence` names it.
+   * a name of its own does not count twice); a live lease of another client of the same account is
+   * answered 'online' unless the claim replaces it; a live lease of the same account on another edge is
+   * answered 'takeover' unless `fromFence` names it.
    */
   async claim(claim: LeaseClaim, ttlMs = LEASE_TTL_MS): Promise<ClaimResult> {
     const reply = (await this.claimScript(
@@ -306,6 +324,9 @@ export class RedisLeases {
       ttlMs,
       claim.cap,
       claim.fromFence === undefined ? '' : String(claim.fromFence),
+      claim.instance,
+      claim.clientAddress,
+      claim.replace ? '1' : '',
     )) as string[];
     switch (reply[0]) {
       case 'granted':
@@ -314,6 +335,12 @@ export class RedisLeases {
         return { granted: false, reason: 'taken', state: reply[1] === 'held' ? 'held' : 'live' };
       case 'cap':
         return { granted: false, reason: 'cap', active: Number(reply[1]) };
+      case 'online':
+        return {
+          granted: false,
+          reason: 'online',
+          holder: { instance: reply[1]!, clientAddress: reply[2]!, port: Number(reply[3]), startedAt: Number(reply[4]), tokenId: reply[5]!, nodeId: reply[6]! },
+        };
       default:
         return { granted: false, reason: 'takeover', holder: { nodeId: reply[1]!, boot: reply[2]!, advertise: reply[3]! }, fence: Number(reply[4]) };
     }
@@ -468,6 +495,8 @@ function leaseFromFields(fields: Record<string, string>): LeaseRecord {
     nodeId: fields.nodeId ?? '',
     advertise: fields.advertise ?? '',
     boot: fields.boot ?? '',
+    instance: fields.instance ?? '',
+    clientAddress: fields.clientAddress ?? '',
     fence: Number(fields.fence),
     state: fields.state === 'held' ? 'held' : 'live',
     expiresAt: Number(fields.expiresAt),

@@ -325,7 +325,8 @@ export class RedisStore implements AccountStore {
   }
 
   async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity, offline?: OfflineMode): Promise<ReservationRecord> {
-    const record: ReservationRecord = { subdomain, accountId, createdAt: now, ...(offline === undefined ? {} : { offline }) };
+    const generation = randomBytes(8).toString('hex');
+    const record: ReservationRecord = { subdomain, accountId, createdAt: now, generation, ...(offline === undefined ? {} : { offline }) };
     const [status, json] = await this.script<[string, string]>(
       'burrowReserve',
       [this.key('reservation', subdomain), this.key('account-reservations', accountId)],

@@ -72,7 +72,10 @@ export class Store implements AccountStore {
     this.accountTokens = root.openDB({ name: 'account-tokens', encoding: 'msgpack' });
     this.reservations = root.openDB({ name: 'reservations', encoding: 'msgpack' });
     this.accountReservations = root.openDB({ name: 'account-reservations', encoding: 'msgpack' });
-    this.queue = new OfflineQueueStore(root);
+    this.queue = new OfflineQueueStore(root, {
+      reservation: (subdomain) => this.reservations.get(subdomain),
+      subdomainsOf: (accountId) => this.listReservations(accountId).map((record) => record.subdomain),
+    });
     this.plans = {
       FREE: { ...DEFAULT_PLANS.FREE, ...options.plans?.FREE },
       PRO: { ...DEFAULT_PLANS.PRO, ...options.plans?.PRO },
@@ -287,7 +290,8 @@ export class Store implements AccountStore {
         return changed;
       }
       if (this.accountReservations.getKeysCount({ start: [accountId], end: [accountId, RANGE_END] }) >= cap) return null;
-      const record: ReservationRecord = { subdomain, accountId, createdAt: now, ...(offline === undefined ? {} : { offline }) };
+      const generation = randomBytes(8).toString('hex');
+      const record: ReservationRecord = { subdomain, accountId, createdAt: now, generation, ...(offline === undefined ? {} : { offline }) };
       this.reservations.put(subdomain, record);
       this.accountReservations.put([accountId, subdomain], true);
       return record;

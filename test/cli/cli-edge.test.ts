@@ -76,7 +76,8 @@ test('npm start: the first dev start prints a token once and saves it; accounts 
   // The token answers the account, and the client config holds token and edge (what `burrow http` reads).
   const me = await apiGet(port, '/api/v1/auth/me', devToken);
   assert.equal(me.status, 200);
-  assert.deepEqual({ ...me.json, id: undefined }, { id: undefined, email: 'dev@localhost', plan: 'FREE' });
+  // PRO: the developer's own edge is not capped at a hosted FREE plan's 3 tunnels (issue 29).
+  assert.deepEqual({ ...me.json, id: undefined }, { id: undefined, email: 'dev@localhost', plan: 'PRO' });
   const configFile = join(configHome, 'burrow', 'config.json');
   assert.deepEqual(JSON.parse(readFileSync(configFile, 'utf8')), { edge: `http://localhost:${port}`, token: devToken });
   // So a CLI command needs no flags at all.

@@ -53,6 +53,14 @@ const CASES: { what: string; text: string; line: number; column: number; key: st
     message: /unknown key \(burrow\.yml takes version, edge, token, token_env, ca, inspect, log, tunnels\)/,
   },
   {
+    what: 'resolve, which only --resolve and BURROW_RESOLVE give',
+    text: 'edge: https://tunnels.example.test\nresolve:\n  - tunnels.example.test:443:127.0.0.1\n',
+    line: 2,
+    column: 1,
+    key: 'resolve',
+    message: /unknown key: --resolve rules are not read from a file .*; pass --resolve HOST:PORT:ADDRESS or set BURROW_RESOLVE/,
+  },
+  {
     what: 'a wrong type',
     text: 'tunnels:\n  web:\n    http: 3000\n    local_insecure: "yes"\n',
     line: 4,

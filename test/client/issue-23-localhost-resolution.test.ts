@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test';
 import { request } from 'undici';
 import { resolverCalls, hostileDnsEnv } from '../hostile-dns.js';
 import { ApiClient } from '../../src/cli/api-client.js';
-import { useEdgeDispatcherForRequests } from '../../src/cli/edge-ca.js';
+import { useForEdgeRequests } from '../../src/cli/edge-ca.js';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
 import { createAccount, echo, runCli, spawnCli, startEdge, startLocal, tempDirs, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
@@ -52,7 +52,7 @@ test('API calls, the tunnel connection and the inspector\'s requests reach a loc
     client.close();
   }
   // What `burrow http` sets up for its inspector's requests to the edge.
-  useEdgeDispatcherForRequests();
+  useForEdgeRequests(undefined, []);
   const instance = await request(`http://localhost:${edge.port}/api/v1/instance`);
   assert.equal(instance.statusCode, 200);
   await instance.body.text();

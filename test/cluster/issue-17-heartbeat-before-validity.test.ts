@@ -66,8 +66,8 @@ test("an edge cut off from Redis is not taken for gone while its leases are stil
     await new Promise((resolve) => setTimeout(resolve, TIMINGS.heartbeatTtlMs + 1_000));
     assert.deepEqual(await publicGet(a, 'cut-off'), { status: 200, text: 'first' }, 'A still serves its tunnel');
 
-    // A second client of the same account asks for the name through B.
-    const onB = await startClient(b, account.token, second.port, { subdomain: 'cut-off' }).catch((error: Error) => error);
+    // A second client of the same account takes the name over (--replace) through B.
+    const onB = await startClient(b, account.token, second.port, { subdomain: 'cut-off', replace: true }).catch((error: Error) => error);
     if (!(onB instanceof Error)) clients.push(onB.client);
     const servedByA = a.edge.registry.session('cut-off') !== undefined;
     const servedByB = b.edge.registry.session('cut-off') !== undefined;

@@ -74,7 +74,12 @@ describe('the session', () => {
       assert.ok(response.status === 400 || response.status === 401, response.text);
       assert.equal(response.headers['set-cookie'], undefined);
     }
-    assertApiError(await call(target, 'GET', '/api/v1/session'), 'UNAUTHORIZED');
+    // No cookie and no token: not signed in, which is an answer (204), not an error (issue 29).
+    const none = await call(target, 'GET', '/api/v1/session');
+    assert.equal(none.status, 204, none.text);
+    assert.equal(none.headers['set-cookie'], undefined);
+    assertApiError(await call(target, 'GET', '/api/v1/session', { token: 'svc_pat_00000000_000000000000000000000000000000000000' }), 'UNAUTHORIZED');
+    assertApiError(await call(target, 'GET', '/api/v1/session', { headers: { cookie: `burrow_session=${'A'.repeat(43)}` } }), 'UNAUTHORIZED');
     assertApiError(await call(target, 'GET', '/api/v1/tokens', { headers: { cookie: `burrow_session=${'A'.repeat(43)}` } }), 'UNAUTHORIZED');
   });
 

@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type BrowserContext } from 'playwright-core';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
 
 export const CHROMIUM = process.env.BURROW_CHROMIUM ?? '/usr/bin/chromium';
 
@@ -49,4 +49,23 @@ export async function launchChromium(options: LaunchOptions = {}): Promise<Brows
       rmSync(profile, { recursive: true, force: true });
     },
   };
+}
+
+/** Collects the page's uncaught errors and its console errors (CSP violations included) into `problems`. */
+export function watchProblems(page: Page, problems: string[]): void {
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+  });
+}
+
+/** Chromium on the inspector's page at `url`, once its live feed says the tunnel is online. */
+export async function openInspectorPage(url: string): Promise<{ browser: Browser; page: Page; problems: string[] }> {
+  const browser = await launchChromium();
+  const page = await browser.context.newPage();
+  const problems: string[] = [];
+  watchProblems(page, problems);
+  await page.goto(url);
+  await page.waitForSelector('#session.pill-on', { timeout: 10_000 });
+  return { browser, page, problems };
 }

@@ -2,7 +2,8 @@
  * One inspector for several tunnels (`burrow start`, issue 27): each exchange carries its tunnel's
  * name, `/api/requests?tunnel=NAME` lists one tunnel's, `/api/status` lists every tunnel, curl's public
  * URL and HAR's URLs are each exchange's own tunnel's, history is loaded per tunnel, and the page marks
- * each row with its tunnel and finds a tunnel's rows by its name. Real edge, clients and Chromium.
+ * each row with its tunnel, copies curl for that tunnel's URL, and finds a tunnel's rows by its name.
+ * Real edge, clients and Chromium.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -93,6 +94,13 @@ test('the page marks each row with its tunnel and lists every tunnel; typing a n
     assert.deepEqual(marks, ['blog', 'shop']);
     const forwarding = (await page.textContent('#forwarding'))!;
     for (const { name, publicUrl } of tunnels) assert.ok(forwarding.includes(`${name}: ${publicUrl} → localhost:`), forwarding);
+    // The page's "Copy as curl" (src/web/curl.js) sends each request to its own tunnel's public URL.
+    for (const { name, publicUrl } of tunnels) {
+      await page.click(`#rows tr:has(.tunnel-mark:text-is("${name}"))`);
+      await page.waitForFunction((path: string) => document.querySelector('#d-heading')?.textContent?.includes(path), `/from/${name}`, { timeout: 5_000 });
+      await page.click('#curl-public');
+      await page.waitForFunction((url: string) => (document.querySelector('#curl-text')?.textContent ?? '').includes(url), `${publicUrl}/from/${name}`, { timeout: 5_000 });
+    }
     await page.fill('#filter', 'blog');
     await page.waitForFunction(() => document.querySelectorAll('#rows tr:not([hidden])').length === 1, undefined, { timeout: 5_000 });
     assert.deepEqual(await page.locator('#rows tr:not([hidden]) .tunnel-mark').allTextContents(), ['blog']);

@@ -146,7 +146,8 @@ export function accountStoreSuite(name: string, options: SuiteOptions): void {
     const { account: a } = await store.createAccount('res-a@example.test', 'FREE', 'first');
     const { account: b } = await store.createAccount('res-b@example.test', 'FREE', 'first');
     const hooks = await store.reserve(a.id, 'hooks', 1_000, 2);
-    assert.deepEqual(hooks, { subdomain: 'hooks', accountId: a.id, createdAt: 1_000 });
+    assert.deepEqual(hooks, { subdomain: 'hooks', accountId: a.id, createdAt: 1_000, generation: hooks.generation });
+    assert.match(hooks.generation!, /^[0-9a-f]{16}$/, 'each reservation of a name has its own generation (issue 23)');
     assert.deepEqual(await store.reserve(a.id, 'hooks', 2_000, 2), hooks, 'the same name again returns it');
     assert.deepEqual(await store.reserve(a.id, 'hooks', 2_000, 2, 'queue'), { ...hooks, offline: 'queue' });
     assert.deepEqual(await store.getReservation('hooks'), { ...hooks, offline: 'queue' });

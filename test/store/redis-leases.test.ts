@@ -24,7 +24,20 @@ const A = { nodeId: 'a', advertise: 'http://127.0.0.1:1', boot: 'boot-a' };
 const B = { nodeId: 'b', advertise: 'http://127.0.0.1:2', boot: 'boot-b' };
 
 function claim(subdomain: string, accountId: string, node: typeof A, extra: Partial<LeaseClaim> = {}): LeaseClaim {
-  return { subdomain, accountId, tokenId: `tok_${accountId}`, port: 3000, startedAt: Date.now(), publicUrl: `http://${subdomain}.localhost`, cap: 3, ...node, ...extra };
+  return {
+    subdomain,
+    accountId,
+    tokenId: `tok_${accountId}`,
+    port: 3000,
+    startedAt: Date.now(),
+    publicUrl: `http://${subdomain}.localhost`,
+    cap: 3,
+    instance: '',
+    clientAddress: '127.0.0.1',
+    replace: false,
+    ...node,
+    ...extra,
+  };
 }
 
 test('a name is granted once; another account is refused while it is live and while it is held', { skip: redisSkip }, async () => {

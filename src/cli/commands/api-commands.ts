@@ -18,7 +18,7 @@ function client(values: ConnectionFlags): ApiClient {
 // ---- login ----------------------------------------------------------------------------------------
 
 const LOGIN_HELP = `
-Usage: burrow login TOKEN [--edge URL ...] [--json] [--ca FILE] [--insecure]
+Usage: burrow login TOKEN [--edge URL ...] [--json] [--ca FILE] [--resolve HOST:PORT:ADDRESS ...] [--insecure]
 
 Checks the token against the edge and saves both to the client config (mode 0600), so later commands
 need neither. The CA it trusted (--ca, else BURROW_CA, else the one saved before for the same edge) is
@@ -26,17 +26,25 @@ saved too, as an absolute path: later commands use it when they get no --ca and 
 in to another edge without --ca or BURROW_CA forgets it, and so does logging in once its file is gone.
 
 Options:
-  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
-                 repeated, every edge is saved in that order (failover order for later commands)
-  --json         print {"edge","account":{id,email,plan},"config","ca"}
-  --ca FILE      trust this CA (PEM) to check an https:// edge with a private certificate, beside
-                 the public roots (NODE_EXTRA_CA_CERTS works too)
-  --insecure     allow sending the token over plain http:// to an edge not on this machine
-  -h, --help     show this help
+  --edge URL       the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
+                   repeated, every edge is saved in that order (failover order for later commands)
+  --json           print {"edge","account":{id,email,plan},"config","ca"}
+  --ca FILE        trust this CA (PEM) to check an https:// edge with a private certificate,
+                   beside the public roots (NODE_EXTRA_CA_CERTS works too)
+  --resolve HOST:PORT:ADDRESS
+                   connect to ADDRESS for the edge URL's HOST and PORT, without DNS (like curl
+                   --resolve; repeatable; default: BURROW_RESOLVE); not saved: give it (or
+                   BURROW_RESOLVE) to later commands too
+  --insecure       allow sending the token over plain http:// to an edge not on this machine
+  -h, --help       show this help
 `;
 
 export async function loginCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { edge: { type: 'string', multiple: true }, json: { type: 'boolean' }, ca: { type: 'string' }, insecure: { type: 'boolean' } }, LOGIN_HELP);
+  const parsed = parse(
+    args,
+    { edge: { type: 'string', multiple: true }, json: { type: 'boolean' }, ca: { type: 'string' }, resolve: { type: 'string', multiple: true }, insecure: { type: 'boolean' } },
+    LOGIN_HELP,
+  );
   if (parsed === null) return 0;
   const token = requirePositional(parsed, 0, 'TOKEN', LOGIN_HELP);
   noExtraPositionals(parsed, 1, LOGIN_HELP);
@@ -46,7 +54,7 @@ export async function loginCommand(args: string[]): Promise<number> {
   // Edge and CA as every other command finds them: the flag, then BURROW_EDGE / BURROW_CA, then the config
   // file; but a CA saved for another edge is not carried over to this one. Not burrow.yml's edge: a file
   // in a directory someone else wrote must not decide where a token typed here is sent and saved for.
-  const credentials = resolveCredentials({ edge: parsed.values.edge, token, ca: parsed.values.ca }, process.env, null);
+  const credentials = resolveCredentials({ edge: parsed.values.edge, token, ca: parsed.values.ca, resolve: parsed.values.resolve }, process.env, null);
   if (credentials.ca?.from === path && saved.edge !== credentials.edge) credentials.ca = undefined;
   // Logging in again is the way out of a saved CA file that is gone (the edge may have a public certificate now).
   if (credentials.ca?.from === path && !existsSync(credentials.ca.path)) {
@@ -79,8 +87,8 @@ refused without --force: afterwards every command gets 401 (the operator's way b
 "burrow admin token create --email E").
 
 Options:
-  --label L      label of a new token (1 to 64 characters)
-  --force        revoke even the token this command uses
+  --label L        label of a new token (1 to 64 characters)
+  --force          revoke even the token this command uses
 ${CONNECTION_HELP}
 `;
 
@@ -350,10 +358,10 @@ URL of "burrow http PORT --subdomain NAME" across restarts. The plan caps how ma
 the account holds again with --offline changes its offline mode.
 
 Options:
-  --offline MODE what the edge answers while no tunnel is connected (docs/offline.md):
-                 off (default) 404 as for any offline tunnel; reject 503 with Retry-After, so the
-                 provider retries; queue 202, the request is held and delivered in order when the
-                 tunnel connects (see burrow queue --help)
+  --offline MODE   what the edge answers while no tunnel is connected (docs/offline.md):
+                   off (default) 404 as for any offline tunnel; reject 503 with Retry-After, so
+                   the provider retries; queue 202, the request is held and delivered in order
+                   when the tunnel connects (see burrow queue --help)
 ${CONNECTION_HELP}
 `;
 

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import type { ClusterOptions } from '../../edge/cluster/types.js';
 import { parseAdminAddress } from '../../edge/admin.js';
 import { TrustedProxies } from '../../edge/client-address.js';
+import { DEFAULT_SOURCE_RATE_LIMIT } from '../../edge/offline-queue.js';
 import { Edge } from '../../edge/server.js';
 import { apiHostProblem } from '../../edge/host.js';
 import { certificateCovers, type ServerName } from '../../edge/tls.js';
@@ -30,6 +31,8 @@ Options:
                          URL (printed, saved by --dev) becomes https://HOST
   --data DIR             LMDB data directory (default ./.burrow); one edge per directory
   --rate-limit N         API requests per minute per token (default 100)
+  --queue-rate-limit N   requests held per minute for one client address (an IPv6 /64) on one name in
+                         offline mode queue, 429 beyond (default 120; docs/offline.md)
   --timeout MS           the edge's timeout for a local response, 504 after it (default 30000)
   --max-body BYTES       largest public request body, 413 beyond (default 104857600)
   --grace MS             how long an ended tunnel's subdomain (dropped, or closed with Ctrl-C) stays held
@@ -78,8 +81,9 @@ Options:
   --cluster-secret-file F
                          the internal hop's shared secret (first line of F); by default the first
                          edge stores a random one in Redis and the others read it
-  --dev                  on a data directory without accounts, create a dev account, print its token once
-                         and save it to the client config (what "npm start" does)
+  --dev                  on a data directory without accounts, create a dev account (dev@localhost, plan
+                         PRO: 25 tunnels), print its token once and save it to the client config (what
+                         "npm start" does)
   --json                 print events as JSON lines: {"event":"listening","url":...}, admin, dev_account, stopping
   -h, --help             show this help
 
@@ -100,6 +104,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'api-host': { type: 'string' },
       data: { type: 'string' },
       'rate-limit': { type: 'string' },
+      'queue-rate-limit': { type: 'string' },
       timeout: { type: 'string' },
       'max-body': { type: 'string' },
       grace: { type: 'string' },
@@ -186,6 +191,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     ...(apiHost === undefined ? {} : { apiHost }),
     rateLimit: intOption(values['rate-limit'], 'rate-limit', 100, 1, 1_000_000),
     requestTimeoutMs: intOption(values.timeout, 'timeout', 30_000, 1, 3_600_000),
+    offlineQueue: { sourceRateLimit: intOption(values['queue-rate-limit'], 'queue-rate-limit', DEFAULT_SOURCE_RATE_LIMIT, 1, 1_000_000) },
     maxRequestBody: intOption(values['max-body'], 'max-body', 100 * 1024 * 1024, 0, 2 ** 40),
     graceMs: intOption(values.grace, 'grace', 60_000, 0, 86_400_000),
     captureBodyLimit: intOption(values['capture-body'], 'capture-body', 1024 * 1024, 0, 64 * 1024 * 1024),
@@ -280,7 +286,8 @@ async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text
     );
     return;
   }
-  const { account, token } = await edge.accounts.createAccount('dev@localhost', 'FREE', 'dev');
+  // PRO, not FREE: this is the developer's own edge, and FREE's 3 tunnels are a hosted plan's cap.
+  const { account, token } = await edge.accounts.createAccount('dev@localhost', 'PRO', 'dev');
   const saved = readConfig(path);
   // A CA saved by "burrow login --ca" was for the edge logged in to, not for this one.
   const config = { ...saved, edge: edge.url, token: token.token };

@@ -21,13 +21,13 @@ import { ApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { rememberedName, rememberName, requireToken, resolveCredentials, type Credentials } from '../config.js';
 import { formatProblem, loadConfig, type ConfigFile } from '../config-file.js';
-import { readCaFile, useEdgeDispatcherForRequests } from '../edge-ca.js';
+import { readCaFile, useForEdgeRequests } from '../edge-ca.js';
 
 const HELP = `
-Usage: burrow http [scheme://][host:]port [--subdomain NAME] [--route PREFIX=TARGET ...]
+Usage: burrow http [scheme://][host:]port [--subdomain NAME [--replace]] [--route PREFIX=TARGET ...]
                         [--host-header rewrite|VALUE] [--local-insecure] [--edge URL ...] [--token T]
-                        [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE] [--insecure]
-                        [--config FILE]
+                        [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE]
+                        [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--config FILE]
 
 Opens a tunnel: requests to the public URL the edge gives are forwarded to the local target:
   3000                     http://localhost:3000 (localhost: 127.0.0.1 and ::1 are both tried)
@@ -39,6 +39,10 @@ Prints "Forwarding <public URL> -> <target>" once the tunnel is live; reconnects
 it asks for the name this port got from this edge last time (remembered in names.json next to the
 config file; the edge holds it for its account for a minute after the tunnel ends), and says so when
 that name is no longer available. A warning says when nothing listens on the local port yet.
+
+A name that another tunnel of the account has online (another "burrow http", here or elsewhere) is
+refused with 409 SUBDOMAIN_TAKEN naming that tunnel (its address, start and local port), unless
+--replace takes it over; this client's own reconnects always get its name back.
 
 Several edges (a cluster): repeat --edge, or give BURROW_EDGE a comma-separated list; an edge name
 with several DNS addresses is tried address by address. When the edge in use dies, goes away (GOAWAY)
@@ -52,6 +56,8 @@ with headers, body, the local response and latency, live, and replays them (burr
 
 Options:
   --subdomain NAME        ask for this subdomain (3-63 of a-z, 0-9, -); default: one is made up
+  --replace               take the subdomain over when another tunnel of this account has it online
+                          (that tunnel ends with GOAWAY REPLACED); default: refuse
   --route PREFIX=TARGET   send paths under PREFIX to another target, in the same forms
                           (repeatable; longest wins; case-sensitive; the path is forwarded
                           whole, prefix included)
@@ -67,16 +73,21 @@ Options:
                           the public roots (default: BURROW_CA, the CA "burrow login --ca" saved;
                           NODE_EXTRA_CA_CERTS works too); https:// edges are always verified, and a
                           bad certificate ends the command naming the problem
+  --resolve HOST:PORT:ADDRESS
+                          connect to ADDRESS for the edge URL's HOST and PORT, without DNS: the
+                          Host header, TLS server name and certificate check keep HOST (like curl
+                          --resolve; repeatable; default: BURROW_RESOLVE, comma-separated)
   --insecure              allow sending the token over plain http:// to an edge that is not on this
                           machine (refused otherwise: use https://)
   --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
                           (exactly this port; 0 picks a free one)
-  --no-inspect            no inspector: nothing is recorded
-  --log text|json         one line per request, also in a terminal (default: a live status
-                          block in a terminal, text lines otherwise); NO_COLOR turns colour off
-  --json                  one JSON object per line per event: ready, request, reconnect, failover,
-                          warning, error, closed (errors before the tunnel opens: {"error":{...}}
-                          on stderr)
+  --no-inspect            no inspector: no bodies or WebSocket messages are kept
+  --log text|json         one line per request and per WebSocket opened and closed, also in a
+                          terminal (default: a live status block in a terminal, text lines
+                          otherwise); NO_COLOR turns colour off
+  --json                  one JSON object per line per event: ready, request, websocket, reconnect,
+                          failover, warning, error, closed (errors before the tunnel opens:
+                          {"error":{...}} on stderr)
   --config FILE           the burrow.yml whose edge, token, ca, inspect and log apply (default:
                           BURROW_CONFIG, ./burrow.yml, burrow.yml in the user config directory);
                           flags win over it, and its tunnels are for "burrow start" (docs/config.md)
@@ -94,6 +105,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     args,
     {
       subdomain: { type: 'string' },
+      replace: { type: 'boolean' },
       route: { type: 'string', multiple: true },
       edge: { type: 'string', multiple: true },
       token: { type: 'string' },
@@ -104,6 +116,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       'local-insecure': { type: 'boolean' },
       json: { type: 'boolean' },
       ca: { type: 'string' },
+      resolve: { type: 'string', multiple: true },
       insecure: { type: 'boolean' },
       config: { type: 'string' },
     },
@@ -152,6 +165,8 @@ export async function httpCommand(args: string[]): Promise<number> {
       localInsecure: parsed.values['local-insecure'] === true,
       ...(ca === undefined ? {} : { ca }),
       insecure: parsed.values.insecure === true,
+      resolve: credentials.resolve,
+      replace: parsed.values.replace === true,
       ...(subdomain === undefined ? {} : { subdomain }),
     });
     inspector?.attach(client);
@@ -166,10 +181,10 @@ export async function httpCommand(args: string[]): Promise<number> {
   // Without --subdomain, the name this port got from this edge last time: a restart keeps the URL.
   const chosen = parsed.values.subdomain?.toLowerCase();
   let remembered = chosen === undefined ? rememberedName(credentials.edge, target.port) : undefined;
-  // Asking for a name this account has live would replace that tunnel (a second `burrow http` of the
-  // same port): then this one takes a new name, and the memory stays the first one's.
+  // A name this account has live is refused (a second `burrow http` of the same port): then this one
+  // takes a new name, and the memory stays the first one's; --replace takes the name over instead.
   let remember = chosen === undefined;
-  if (remembered !== undefined && (await liveTunnel(credentials.edges, token, remembered))) {
+  if (remembered !== undefined && parsed.values.replace !== true && (await liveTunnel(credentials.edges, token, remembered))) {
     warn('SUBDOMAIN_TAKEN', `the subdomain of last time, ${remembered}, is live in another tunnel of this account; this one gets a new one`);
     remembered = undefined;
     remember = false;
@@ -218,6 +233,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   const live = out.isTTY === true && logFormat === undefined && !json ? new StatusBlock(client, table, inspector?.url ?? null, out) : null;
   if (events !== null) {
     client.on('exchange', (exchange: Exchange) => events(requestEvent(exchange)));
+    client.on('websocket', (exchange: Exchange) => events({ event: 'websocket', ...webSocketFields(exchange) }));
     client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => events({ event: 'reconnect', attempt, delay_ms: delayMs, reason, edge }));
     client.on('ready', (info) => {
       if (info.movedFrom !== null) {
@@ -231,6 +247,8 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (!writesToNull(1)) {
       const lines = batchedWriter(out);
       client.on('exchange', (exchange: Exchange) => lines(jsonLog ? jsonLine(exchange) : textLine(exchange)));
+      // WebSockets too: a line when one opens (or is refused) and one when it closes.
+      client.on('websocket', (exchange: Exchange) => lines(jsonLog ? `${JSON.stringify(webSocketFields(exchange))}\n` : webSocketLine(exchange)));
     }
     client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => {
       if (delayMs === 0) process.stderr.write(`burrow: ${reason}; trying the next edge, ${edge}\n`);
@@ -324,8 +342,8 @@ export function localProblem(target: LocalTarget): Promise<string | null> {
  * Before anything reaches the edge, for every command that opens tunnels: no token in clear text to an
  * edge off this machine (without --insecure); the CA (--ca, else BURROW_CA, else burrow.yml's, else the
  * one "burrow login --ca" saved) read; and the inspector's requests to the edge (history, replays),
- * which go through undici's global dispatcher, given the same trust and localhost names resolved as the
- * tunnel's own connection resolves them. Returns the CA's PEM.
+ * which go through undici's global dispatcher, given the same trust and addresses (--resolve rules), and
+ * localhost names resolved as the tunnel's own connection resolves them. Returns the CA's PEM.
  */
 export function edgeAccess(credentials: Credentials, insecure: boolean): string | undefined {
   for (const edge of credentials.edges) {
@@ -333,7 +351,7 @@ export function edgeAccess(credentials: Credentials, insecure: boolean): string 
     if (refusal !== null) throw new CliError(refusal);
   }
   const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
-  useEdgeDispatcherForRequests(ca);
+  useForEdgeRequests(ca, credentials.resolve);
   return ca;
 }
 
@@ -403,6 +421,44 @@ function round(ms: number): number {
 export function textLine(exchange: Exchange): string {
   const status = exchange.error !== null && exchange.status === 0 ? 'ERR' : String(exchange.status);
   return `${escapeControls(exchange.method)} ${escapeControls(exchange.path)} ${status} ${round(exchange.latencyMs)}ms${exchange.error !== null ? ` ${exchange.error}` : ''}\n`;
+}
+
+/** A WebSocket connection's state at this event: 'open', 'closed', or 'refused' (not 101, or failed). */
+function webSocketState(exchange: Exchange): 'open' | 'closed' | 'refused' {
+  if (exchange.status !== 101) return 'refused';
+  return exchange.websocket?.closedAt === null ? 'open' : 'closed';
+}
+
+/** "WS /chat 101 open", "WS /chat closed 1000 after 12.3 s (4 in, 3 out)", "WS /chat 403" (line mode). */
+export function webSocketLine(exchange: Exchange): string {
+  const log = exchange.websocket!;
+  const state = webSocketState(exchange);
+  if (state === 'open') return `WS ${exchange.path} 101 open\n`;
+  if (state === 'refused') {
+    const status = exchange.status === 0 ? 'ERR' : String(exchange.status);
+    return `WS ${exchange.path} ${status}${exchange.error === null ? '' : ` ${exchange.error}`}\n`;
+  }
+  const seconds = Math.round(((log.closedAt ?? log.openedAt) - log.openedAt) / 100) / 10;
+  const reason = log.closeReason === '' ? '' : ` ${log.closeReason}`;
+  return `WS ${exchange.path} closed ${log.closeCode ?? '-'}${reason} after ${seconds} s (${log.messagesIn} in, ${log.messagesOut} out)\n`;
+}
+
+/** The same as JSON fields (--log json lines; --json's "websocket" events). */
+export function webSocketFields(exchange: Exchange): Record<string, unknown> {
+  const log = exchange.websocket!;
+  const state = webSocketState(exchange);
+  return {
+    websocket: state,
+    id: exchange.id,
+    path: exchange.path,
+    status: exchange.status,
+    port: exchange.port,
+    opened_at: new Date(log.openedAt).toISOString(),
+    error: exchange.error,
+    ...(state === 'closed'
+      ? { close_code: log.closeCode, close_reason: log.closeReason, duration_ms: (log.closedAt ?? log.openedAt) - log.openedAt, messages_in: log.messagesIn, messages_out: log.messagesOut }
+      : {}),
+  };
 }
 
 export function jsonLine(exchange: Exchange): string {
@@ -553,6 +609,12 @@ class StatusBlock {
     this.client.on('exchange', (exchange) => {
       // Only what the block shows: no reference to the bodies is kept.
       this.recent.push({ method: exchange.method, path: exchange.path, status: exchange.status, error: exchange.error, latencyMs: exchange.latencyMs });
+      if (this.recent.length > RECENT) this.recent.shift();
+      this.dirty = true;
+    });
+    this.client.on('websocket', (exchange) => {
+      if (exchange.websocket?.closedAt !== null && exchange.status === 101) return;
+      this.recent.push({ method: 'WS', path: exchange.path, status: exchange.status, error: exchange.error, latencyMs: 0 });
       if (this.recent.length > RECENT) this.recent.shift();
       this.dirty = true;
     });

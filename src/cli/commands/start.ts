@@ -9,7 +9,7 @@
  * exit code is 0 when every tunnel ran until Ctrl-C, 1 when any could not start or was ended by the edge.
  */
 import { CliError, parse, UsageError } from '../args.js';
-import { requireToken, resolveCredentials } from '../config.js';
+import { requireToken, resolveCredentials, type Credentials } from '../config.js';
 import { formatProblem, loadConfig, type ConfigFile, type HttpTunnelConfig, type TunnelConfig } from '../config-file.js';
 import type { Exchange } from '../../client/exchange.js';
 import { RouteTable } from '../../client/routes.js';
@@ -27,12 +27,15 @@ import {
   requestEvent,
   startInspector,
   textLine,
+  webSocketFields,
+  webSocketLine,
   writesToNull,
 } from './http.js';
 
 const HELP = `
-Usage: burrow start (NAME... | --all) [--config FILE] [--edge URL ...] [--token T] [--ca FILE] [--insecure]
-                    [--inspect ADDR | --no-inspect] [--log text|json] [--json]
+Usage: burrow start (NAME... | --all) [--config FILE] [--edge URL ...] [--token T] [--ca FILE]
+                    [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--inspect ADDR | --no-inspect]
+                    [--log text|json] [--json]
 
 Runs the tunnels named in burrow.yml (docs/config.md), or all of them, in one process with one
 inspector. The file is --config FILE, else BURROW_CONFIG, else ./burrow.yml, else burrow.yml in the
@@ -57,12 +60,16 @@ Options:
   --edge URL         the edge (repeatable: failover order); default: BURROW_EDGE, the file, the login
   --token T          the token (default: BURROW_TOKEN, the file's token_env or token, the login's)
   --ca FILE          trust this CA (PEM) for an https:// edge (default: BURROW_CA, the file's ca)
+  --resolve HOST:PORT:ADDRESS
+                     connect to ADDRESS for the edge URL's HOST and PORT, without DNS (like curl
+                     --resolve; repeatable; default: BURROW_RESOLVE, comma-separated)
   --insecure         allow sending the token over plain http:// to an edge not on this machine
   --inspect ADDR     the inspector's address: PORT or HOST:PORT on a loopback address
-  --no-inspect       no inspector: nothing is recorded
-  --log text|json    one line per request (default: the file's log, else text)
+  --no-inspect       no inspector: no bodies or WebSocket messages are kept
+  --log text|json    one line per request and per WebSocket opened and closed (default: the
+                     file's log, else text)
   --json             one JSON object per line per event, each with "tunnel": ready, request,
-                     reconnect, failover, warning, error, closed
+                     websocket, reconnect, failover, warning, error, closed
   -h, --help         show this help
 `;
 
@@ -72,6 +79,7 @@ interface SharedConnection {
   token: string;
   ca: string | undefined;
   insecure: boolean;
+  resolve: Credentials['resolve'];
   recording: boolean;
 }
 
@@ -90,6 +98,7 @@ function openTunnel(tunnel: HttpTunnelConfig, shared: SharedConnection): TunnelC
     localInsecure: tunnel.localInsecure,
     ...(shared.ca === undefined ? {} : { ca: shared.ca }),
     insecure: shared.insecure,
+    resolve: shared.resolve,
     ...(tunnel.subdomain === undefined ? {} : { subdomain: tunnel.subdomain }),
   });
 }
@@ -118,6 +127,7 @@ export async function startCommand(args: string[]): Promise<number> {
       edge: { type: 'string', multiple: true },
       token: { type: 'string' },
       ca: { type: 'string' },
+      resolve: { type: 'string', multiple: true },
       insecure: { type: 'boolean' },
       inspect: { type: 'string' },
       'no-inspect': { type: 'boolean' },
@@ -150,7 +160,7 @@ export async function startCommand(args: string[]): Promise<number> {
   const ca = edgeAccess(credentials, values.insecure === true);
   const inspector = await startInspector(inspect, credentials, token, `--inspect PORT, inspect: in ${config.path}`);
   if (inspector !== null && events === null) out.write(`Inspector ${inspector.url}\n`);
-  const shared: SharedConnection = { edges: credentials.edges, token, ca, insecure: values.insecure === true, recording: inspector !== null };
+  const shared: SharedConnection = { edges: credentials.edges, token, ca, insecure: values.insecure === true, resolve: credentials.resolve, recording: inspector !== null };
   const width = Math.max(...tunnels.map((tunnel) => tunnel.name.length));
   const lines = json || writesToNull(1) ? null : batchedWriter(out);
 
@@ -222,6 +232,7 @@ export async function startCommand(args: string[]): Promise<number> {
   const follow = (client: TunnelClient, name: string, table: RouteTable): void => {
     if (events !== null) {
       client.on('exchange', (exchange: Exchange) => events({ event: 'request', tunnel: name, ...requestEvent(exchange) }));
+      client.on('websocket', (exchange: Exchange) => events({ event: 'websocket', tunnel: name, ...webSocketFields(exchange) }));
       client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => events({ event: 'reconnect', tunnel: name, attempt, delay_ms: delayMs, reason, edge }));
       client.on('ready', (info) => {
         if (info.movedFrom !== null) {
@@ -236,6 +247,10 @@ export async function startCommand(args: string[]): Promise<number> {
       // --log json: the `burrow http` line with the tunnel's name first (names are plain words, no escaping).
       const prefix = `{"tunnel":${JSON.stringify(name)},`;
       client.on('exchange', (exchange: Exchange) => lines(logFormat === 'json' ? `${prefix}${jsonLine(exchange).slice(1)}` : `${label}  ${textLine(exchange)}`));
+      // WebSockets too, as burrow http prints them: a line when one opens (or is refused) and when it closes.
+      client.on('websocket', (exchange: Exchange) =>
+        lines(logFormat === 'json' ? `${JSON.stringify({ tunnel: name, ...webSocketFields(exchange) })}\n` : `${label}  ${webSocketLine(exchange)}`),
+      );
     }
     client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => {
       if (delayMs === 0) process.stderr.write(`burrow: tunnel ${name}: ${reason}; trying the next edge, ${edge}\n`);

@@ -31,7 +31,7 @@ import {
 } from '../../store/redis-leases.js';
 import type { Store } from '../../store/store.js';
 import type { ReplayOverrides, TunnelCloseReason, TunnelInfo } from '../../api/types.js';
-import { TunnelRegistry, type AdmitDetails, type EdgeRegistry } from '../registry.js';
+import { takeoverRefusal, TunnelRegistry, type AdmitDetails, type EdgeRegistry } from '../registry.js';
 import type { TunnelSession } from '../session.js';
 import type { ClusterDirectory, ClusterPeer, LocalTunnels, PeerLink, TunnelLease } from './types.js';
 
@@ -75,6 +75,8 @@ interface LocalLease {
   accountId: string;
   tokenId: string;
   port: number;
+  instance: string | null;
+  clientAddress: string;
   startedAt: number;
   publicUrl: string;
   cap: number;
@@ -197,7 +199,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
       const started = this.clock();
       const result = await this.leases.claim(this.claimOf(requested, accountId, tunnelCap, details, fromFence), this.timings.leaseTtlMs);
       if (result.granted) return this.granted(requested, accountId, tunnelCap, details, result.fence, started);
-      this.refuse(requested, tunnelCap, result);
+      this.refuse(requested, tunnelCap, result, details);
       if (result.reason !== 'takeover') break;
       // The same account holds the name live on another edge: a reconnect. The old edge ends its session
       // first (or is shown to be gone), then the name moves from exactly the fence it held.
@@ -225,7 +227,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
       const started = this.clock();
       const result = await this.leases.claim(this.claimOf(name, accountId, tunnelCap, details, undefined), this.timings.leaseTtlMs);
       if (result.granted) return this.granted(name, accountId, tunnelCap, details, result.fence, started);
-      if (result.reason === 'cap') this.refuse(name, tunnelCap, result);
+      if (result.reason === 'cap') this.refuse(name, tunnelCap, result, details);
     }
   }
 
@@ -235,6 +237,9 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
       accountId,
       tokenId: details.tokenId,
       port: details.port,
+      instance: details.instance ?? '',
+      clientAddress: details.clientAddress,
+      replace: details.replace,
       startedAt: Date.now(),
       publicUrl: this.options.publicUrlOf(subdomain),
       nodeId: this.self.nodeId,
@@ -246,9 +251,14 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
   }
 
   /** Throws the refusal a claim result means ('takeover' is the caller's to handle). */
-  private refuse(subdomain: string, tunnelCap: number, result: Exclude<ClaimResult, { granted: true }>): void {
+  private refuse(subdomain: string, tunnelCap: number, result: Exclude<ClaimResult, { granted: true }>, details: AdmitDetails): void {
     if (result.reason === 'taken') {
       throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is in use by another account.`);
+    }
+    if (result.reason === 'online') {
+      const { holder } = result;
+      const online = { ...holder, instance: holder.instance === '' ? null : holder.instance, nodeId: holder.nodeId === this.self.nodeId ? undefined : holder.nodeId };
+      throw takeoverRefusal(subdomain, online, details) ?? new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is online in another tunnel of this account.`);
     }
     if (result.reason === 'cap') {
       throw new BurrowError(
@@ -272,6 +282,8 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
       accountId,
       tokenId: details.tokenId,
       port: details.port,
+      instance: details.instance,
+      clientAddress: details.clientAddress,
       startedAt: Date.now(),
       publicUrl: this.options.publicUrlOf(subdomain),
       cap,
@@ -374,7 +386,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     let result: ClaimResult;
     try {
       result = await this.leases.claim(
-        this.claimOf(lease.subdomain, lease.accountId, lease.cap, { tokenId: lease.tokenId, port: lease.port }, undefined),
+        this.claimOf(lease.subdomain, lease.accountId, lease.cap, { tokenId: lease.tokenId, port: lease.port, instance: lease.instance, clientAddress: lease.clientAddress, replace: false }, undefined),
         this.timings.leaseTtlMs,
       );
     } catch {
