@@ -62,10 +62,26 @@ export interface TestEdge {
   close(): Promise<void>;
 }
 
-/** Starts an edge on a free port with data in a fresh temp dir (or `dataDir`). */
+/**
+ * A test edge's free-space floor: off, so what a test's edge captures and holds does not depend on the
+ * free space of the machine's temp file system (a CI runner may have less than the default floor of
+ * 256 MiB). The disk tests (issue 23) set their own.
+ */
+export const TEST_MIN_FREE_DISK = { bytes: 0 } as const;
+
+/**
+ * `burrow edge` arguments as tests run them: `--min-free-disk 0` added unless the test gives one (see
+ * TEST_MIN_FREE_DISK); any other command's, and `--help`, unchanged.
+ */
+export function testEdgeArgs(args: readonly string[]): string[] {
+  if (args[0] !== 'edge' || args.some((arg) => arg === '--help' || arg === '-h' || arg === '--min-free-disk' || arg.startsWith('--min-free-disk='))) return [...args];
+  return [...args, '--min-free-disk', '0'];
+}
+
+/** Starts an edge on a free port with data in a fresh temp dir (or `dataDir`), the floor off unless set. */
 export async function startEdge(options: Partial<EdgeOptions> = {}): Promise<TestEdge> {
   const dataDir = options.dataDir ?? tempDir();
-  const edge = await Edge.start({ port: 0, log: () => {}, ...options, dataDir });
+  const edge = await Edge.start({ port: 0, log: () => {}, minFreeDisk: TEST_MIN_FREE_DISK, ...options, dataDir });
   let closed = false;
   return {
     edge,
@@ -255,9 +271,9 @@ process.once('exit', () => {
   for (const dir of madeDirs) rmSync(dir, { recursive: true, force: true });
 });
 
-/** Runs the real `burrow` binary with a private config directory. */
+/** Runs the real `burrow` binary with a private config directory; `burrow edge` with the floor off unless set (testEdgeArgs). */
 export async function runCli(args: string[], env: Record<string, string> = {}, timeoutMs = 20_000, cwd?: string): Promise<CliResult> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd === undefined ? {} : { cwd }) });
+  const child = spawn(process.execPath, [BIN, ...testEdgeArgs(args)], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd === undefined ? {} : { cwd }) });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -275,9 +291,12 @@ export interface SpawnedProcess {
   exited: Promise<number | null>;
 }
 
-/** Starts a long-running CLI command (burrow http, burrow edge) and waits for a line matching `ready`. */
+/**
+ * Starts a long-running CLI command (burrow http, burrow edge) and waits for a line matching `ready`;
+ * `burrow edge` with the floor off unless the test sets one (testEdgeArgs).
+ */
 export async function spawnCli(args: string[], env: Record<string, string>, ready: RegExp, timeoutMs = 20_000, cwd?: string): Promise<SpawnedProcess> {
-  return spawnNode([BIN, ...args], env, ready, timeoutMs, cwd);
+  return spawnNode([BIN, ...testEdgeArgs(args)], env, ready, timeoutMs, cwd);
 }
 
 /** Starts `node ...args` and waits for a line matching `ready`; killed when the test process exits. */

@@ -12,6 +12,7 @@ import type { CaptureRecord, CaptureStore, CaptureSummary } from '../store/captu
 import type { DashboardSessions, SessionOptions, SessionRecord } from '../store/account-store.js';
 import type { AccountStore, Principal, UsageCounter, RateLimiter } from '../store/account-store.js';
 import { periodOf } from '../store/usage.js';
+import { isWriteFailure, storageFullError, type WriteFailures } from '../store/write-failures.js';
 import { intParam, json, NO_CONTENT, queryParams, readJsonObject } from './http.js';
 import type { RateDecision } from '../store/rate-limit.js';
 import { Router } from './router.js';
@@ -51,6 +52,8 @@ export interface ApiOptions {
   heldEvents: OfflineQueueStore;
   /** Delivery of held webhooks (the edge's offline queue); without it events are only listed. */
   queue?: QueueDriver;
+  /** Where a write that failed to commit under a handler is counted and logged (issue 23). */
+  writeFailures?: WriteFailures;
   clock?: () => number;
 }
 
@@ -177,6 +180,12 @@ export class Api {
       return await handler(ctx);
     } catch (error) {
       if (error instanceof BurrowError) return errorResponse(error);
+      // A write that failed to commit (a full disk) and that its store did not answer for already: the
+      // offline queue's (delivery, discard, pause); the accounts' stores answer 503 STORAGE_FULL themselves.
+      if (isWriteFailure(error)) {
+        this.options.writeFailures?.report('queue', error);
+        return errorResponse(storageFullError());
+      }
       process.stderr.write(`burrow: internal error on ${ctx.req.method} ${ctx.req.path}: ${(error as Error)?.stack ?? error}\n`);
       return errorResponse(new BurrowError('INTERNAL_ERROR'));
     }

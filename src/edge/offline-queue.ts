@@ -3,9 +3,10 @@
  * docs/offline.md), and held safely against anonymous senders (issue 23).
  *
  * Public side: a reserved subdomain in `reject` mode answers 503 TUNNEL_UNAVAILABLE with Retry-After
- * while offline; in `queue` mode a request is accepted (`accept`: rate per source, quotas per name and
- * per account, body size), its body streamed to LMDB in pieces as it arrives (bounded memory per upload),
- * then committed (src/store/offline-queue.ts) before the 202 with `Burrow-Event-Id` leaves. The commit
+ * while offline; in `queue` mode a request is accepted (`accept`: rate per source, the disk's free-space
+ * floor, body size, quotas per name and per account), its body streamed to LMDB in pieces as it arrives
+ * (bounded memory per upload), then committed (src/store/offline-queue.ts) before the 202 with
+ * `Burrow-Event-Id` leaves; a write that fails (a full disk) is answered 503 STORAGE_FULL. The commit
  * checks that the reservation the request was accepted for still holds the name. While a subdomain holds
  * events waiting for their turn (or its queue is paused), live requests are queued behind them too.
  *
@@ -27,6 +28,7 @@ import { generationOf, headersSize, newEventId, type HeldBodySpool, type NewEven
 import type { PlanLimits } from '../store/plans.js';
 import { FixedWindowLimiter, type RateDecision } from '../store/rate-limit.js';
 import type { Store } from '../store/store.js';
+import { isWriteFailure, storageFullError } from '../store/write-failures.js';
 import type { HttpRequest, HttpResponse } from '../uws.js';
 import type { PublicRequestHead } from './headers.js';
 import type { EdgeObserver } from './observer.js';
@@ -46,6 +48,8 @@ export interface OfflineQueueOptions {
   expirySweepMs?: number;
   /** Requests held per minute from one client address (an IPv6 /64) on one name; 429 beyond. */
   sourceRateLimit?: number;
+  /** Whether the disk is below the edge's free-space floor: new events are then refused (issue 23). */
+  storageLow?: () => boolean;
 }
 
 export const DEFAULT_RETRY_DELAYS_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
@@ -107,6 +111,7 @@ export class OfflineQueue implements QueueDriver {
   private readonly retryAfter: [string, string][];
   private readonly sourceRate: FixedWindowLimiter;
   private readonly expiryTimer: NodeJS.Timeout;
+  private readonly storageLow: () => boolean;
   private closed = false;
 
   constructor(
@@ -121,8 +126,10 @@ export class OfflineQueue implements QueueDriver {
     this.maxEventBody = options.maxEventBody ?? DEFAULT_MAX_EVENT_BODY;
     this.retryAfter = [['retry-after', String(options.retryAfterSeconds ?? 60)]];
     this.sourceRate = new FixedWindowLimiter(options.sourceRateLimit ?? DEFAULT_SOURCE_RATE_LIMIT, SOURCE_RATE_WINDOW_MS);
-    // No upload is under way yet: pieces of uploads a previous run never finished are garbage.
-    store.queue.dropUnfinishedUploads().catch((error: Error) => this.log(`offline queue: dropping unfinished uploads failed: ${error.message}`));
+    this.storageLow = options.storageLow ?? (() => false);
+    // No upload is under way yet: pieces of uploads a previous run never finished are garbage (on a full
+    // disk they stay until a later start).
+    store.queue.dropUnfinishedUploads().catch((error: Error) => this.writeFailed(error, 'dropping unfinished uploads'));
     for (const subdomain of store.queue.subdomains()) this.refresh(subdomain);
     if (observer?.metrics) this.registerGauges(observer.metrics.registry);
     this.expiryTimer = setInterval(() => {
@@ -160,8 +167,9 @@ export class OfflineQueue implements QueueDriver {
 
   /**
    * Where a request to hold is accepted or refused, before a byte of its body is read: the rate of its
-   * source on this name, then the body's declared size, then the quotas of the name and of the account
-   * (uploads under way count as if stored). Then its body is stored as it arrives.
+   * source on this name, then the disk's free-space floor, then the body's declared size, then the quotas
+   * of the name and of the account (uploads under way count as if stored). Then its body is stored as it
+   * arrives.
    */
   private accept(res: HttpResponse, req: HttpRequest, head: PublicRequestHead, subdomain: string, reservation: ReservationRecord, clientAddress: string): void {
     const method = req.getCaseSensitiveMethod();
@@ -172,8 +180,8 @@ export class OfflineQueue implements QueueDriver {
       exchange.onAborted?.();
     });
     const hasBody = head.contentLength > 0 || head.chunked;
-    const refuse = (code: 'RATE_LIMITED' | 'QUEUE_FULL' | 'PAYLOAD_TOO_LARGE', message: string, headers: [string, string][]): void => {
-      this.observer?.publicRefused(code, code === 'RATE_LIMITED' ? 429 : code === 'QUEUE_FULL' ? 503 : 413, subdomain, method, path, clientAddress);
+    const refuse = (code: 'RATE_LIMITED' | 'STORAGE_FULL' | 'QUEUE_FULL' | 'PAYLOAD_TOO_LARGE', message: string, headers: [string, string][]): void => {
+      this.observer?.publicRefused(code, code === 'RATE_LIMITED' ? 429 : code === 'PAYLOAD_TOO_LARGE' ? 413 : 503, subdomain, method, path, clientAddress);
       // A body not read is read and dropped first (bounded), then the connection closes after the answer.
       if (hasBody) discardBody(res, () => exchange.aborted, () => writePublicError(res, code, message, true, headers));
       else writePublicError(res, code, message, false, headers);
@@ -182,6 +190,12 @@ export class OfflineQueue implements QueueDriver {
     const rate = this.sourceRate.hit(`${sourceKey(clientAddress)} ${subdomain}`);
     if (!rate.allowed) {
       refuse('RATE_LIMITED', `At most ${rate.limit} requests a minute from one address are held on ${subdomain}.`, rateHeaders(rate));
+      return;
+    }
+    if (this.storageLow()) {
+      // Below the free-space floor nothing new is held: the sender keeps the event and retries, as for
+      // a full queue.
+      refuse('STORAGE_FULL', `The edge is low on disk space and holds no new webhooks for ${subdomain}; retry later.`, this.retryAfter);
       return;
     }
     if (head.contentLength > this.maxEventBody) {
@@ -338,10 +352,24 @@ export class OfflineQueue implements QueueDriver {
       });
   }
 
+  /**
+   * Storing a held request failed: a piece of its body or its commit. A failed write (a full disk) is
+   * counted and logged once a minute and the sender told to retry (503 STORAGE_FULL); anything else is a
+   * bug, logged with its stack (500).
+   */
   private failed(res: HttpResponse, exchange: { aborted: boolean }, arrival: Arrival, error: Error): void {
-    this.log(`offline queue: holding a request on ${arrival.subdomain} failed: ${error.stack ?? error.message}`);
-    this.observer?.publicRefused('INTERNAL_ERROR', 500, arrival.subdomain, arrival.method, arrival.path, arrival.clientAddress);
-    if (!exchange.aborted) res.cork(() => writePublicError(res, 'INTERNAL_ERROR'));
+    const full = isWriteFailure(error);
+    if (full) this.store.failures.report('queue', error);
+    else this.log(`offline queue: holding a request on ${arrival.subdomain} failed: ${error.stack ?? error.message}`);
+    this.observer?.publicRefused(full ? 'STORAGE_FULL' : 'INTERNAL_ERROR', full ? 503 : 500, arrival.subdomain, arrival.method, arrival.path, arrival.clientAddress);
+    if (exchange.aborted) return;
+    res.cork(() => (full ? writePublicError(res, 'STORAGE_FULL', storageFullError('the webhook').message, false, this.retryAfter) : writePublicError(res, 'INTERNAL_ERROR')));
+  }
+
+  /** Upkeep that failed: a failed write is counted and logged once a minute, anything else said at once. */
+  private writeFailed(error: Error, what: string): void {
+    if (isWriteFailure(error)) this.store.failures.report('queue', error);
+    else if (!this.closed) this.log(`offline queue: ${what} failed: ${error.stack ?? error.message}`);
   }
 
   /** Issue 26 seam (see WebhookVerification): the reservation's verification policy; none yet. */
@@ -474,13 +502,18 @@ export class OfflineQueue implements QueueDriver {
   private drain(subdomain: string): void {
     if (this.draining.has(subdomain) || this.closed) return;
     this.draining.add(subdomain);
+    let retry = false;
     this.drainLoop(subdomain)
       .catch((error: Error) => {
-        if (!this.closed) this.log(`offline queue: delivery on ${subdomain} stopped: ${error.stack ?? error.message}`);
+        // A delivery state that failed to store (a full disk): delivery goes on after a wait, so the name
+        // is never left holding its live requests behind an event nobody delivers.
+        retry = isWriteFailure(error);
+        this.writeFailed(error, `delivery on ${subdomain}`);
       })
       .finally(() => {
         this.draining.delete(subdomain);
         this.aside.delete(subdomain);
+        if (retry && !this.closed) void this.sleep(STORAGE_RETRY_MS).then(() => this.changed(subdomain));
       });
   }
 
@@ -648,9 +681,7 @@ export class OfflineQueue implements QueueDriver {
           this.refresh(event.subdomain);
         }
       })
-      .catch((error: Error) => {
-        if (!this.closed) this.log(`offline queue: expiry failed: ${error.message}`);
-      });
+      .catch((error: Error) => this.writeFailed(error, 'expiry'));
   }
 
   /** Stops delivery (the edge is closing); events being delivered stay pending for the next start. */
@@ -662,6 +693,8 @@ export class OfflineQueue implements QueueDriver {
 }
 
 const NOTHING: Use = { events: 0, bytes: 0 };
+/** How long delivery waits after its state failed to store before it goes on. */
+const STORAGE_RETRY_MS = 5_000;
 
 /** In-flight work of a name is counted per reservation: an earlier owner's uploads never hold the next one's. */
 function holdKey(subdomain: string, reservation: { generation?: string }): string {

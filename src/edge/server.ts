@@ -12,6 +12,8 @@ import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, INSTANCE_ID, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
+import { FreeSpace, type MinFreeSpace } from '../store/free-space.js';
+import { WriteFailures } from '../store/write-failures.js';
 import type { SessionOptions } from '../store/sessions.js';
 import { Store, type StoreOptions } from '../store/store.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
@@ -69,6 +71,13 @@ export interface EdgeOptions {
   captureBodyLimit?: number;
   /** Commit every capture batch with an fsync (power-loss durability, ~0.5-1 ms per commit here). */
   captureFsync?: boolean;
+  /**
+   * The free-space floor of the data directory's file system (`--min-free-disk`): below it captures are
+   * skipped and held webhooks refused. By default the larger of 256 MiB and 5% (src/store/free-space.ts).
+   */
+  minFreeDisk?: MinFreeSpace;
+  /** How often the free space is read (statfs); once a second by default. */
+  freeSpaceCheckMs?: number;
   /** Largest WebSocket message on the edge (passthrough messages, tunnel frames). */
   maxWebSocketMessage?: number;
   settings?: Partial<Settings>;
@@ -139,6 +148,9 @@ export class Edge {
   /** Gives the data directory back (one edge per directory, src/store/data-lock.ts). */
   private readonly releaseDataDir: () => void;
   readonly captures: CaptureStore;
+  /** The free-space floor and the failed writes of both LMDB environments (issue 23). */
+  readonly space: FreeSpace;
+  readonly writeFailures: WriteFailures;
   /** Usage per account: this edge's LMDB on one edge, added up in Redis in cluster mode. */
   readonly usage: UsageCounter;
   readonly registry: EdgeRegistry;
@@ -206,10 +218,17 @@ export class Edge {
     // The dashboard's files are read now, before the data directory is taken, as certificates are.
     loadDashboard();
     this.releaseDataDir = lockDataDirectory(options.dataDir);
+    this.writeFailures = new WriteFailures(this.log);
+    // Read before anything is served: an edge starting on a full disk says so first.
+    this.space = new FreeSpace(options.dataDir, options.minFreeDisk, this.log, options.freeSpaceCheckMs);
+    this.space.start();
     try {
-      this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
+      this.store = Store.open(options.dataDir, { ...(options.plans === undefined ? {} : { plans: options.plans }), failures: this.writeFailures });
       this.captures = CaptureStore.open(join(options.dataDir, 'captures'), {
         fsync: options.captureFsync === true,
+        failures: this.writeFailures,
+        space: this.space,
+        log: this.log,
         // Capture ids must not repeat across the edges of a cluster (src/edge/cluster/captures.ts).
         ...(cluster !== null
           ? { ringIds: clusterRingIds(cluster.nodeNumber) }
@@ -218,6 +237,7 @@ export class Edge {
             : { ringIds: options.clusterHop.ringIds }),
       });
     } catch (error) {
+      this.space.stop();
       this.releaseDataDir();
       throw error;
     }
@@ -242,10 +262,22 @@ export class Edge {
     const metrics =
       options.admin === undefined
         ? null
-        : new EdgeMetrics({ tunnelsActive: () => this.registry.size, streamsOpen: () => this.openStreams(), draining: () => this.draining });
+        : new EdgeMetrics({
+            tunnelsActive: () => this.registry.size,
+            streamsOpen: () => this.openStreams(),
+            draining: () => this.draining,
+            storage: {
+              freeBytes: () => this.space.freeBytes,
+              minFreeBytes: () => this.space.minFreeBytes,
+              low: () => this.space.low,
+              quotaUse: () => this.captures.quotaUse(),
+              skipped: () => this.captures.skipped,
+              writeFailures: (kind) => this.writeFailures.count(kind),
+            },
+          });
     const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
     this.observer = new EdgeObserver(metrics, accessLog, this.log);
-    this.offline = new OfflineQueue(this.store, this.registry, this.log, options.offlineQueue, this.observer);
+    this.offline = new OfflineQueue(this.store, this.registry, this.log, { ...options.offlineQueue, storageLow: () => this.space.low }, this.observer);
     // In cluster mode the API reads every edge's captures and replays through the tunnel's edge.
     const clusterApi = this.hop === null ? null : this.hop.apiParts(new LocalCaptureLog(this.captures), this.registry);
     this.api = new Api({
@@ -257,6 +289,7 @@ export class Edge {
       usage: this.usage,
       tunnels: clusterApi === null ? this.registry : clusterApi.tunnels,
       queue: this.offline,
+      writeFailures: this.writeFailures,
       instance: { build: VERSION, region: options.region ?? 'local' },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
@@ -343,6 +376,7 @@ export class Edge {
       await this.store.close();
       await this.clusterConnection?.close();
       await this.hop?.close();
+      this.space.stop();
       this.releaseDataDir();
       throw new Error(reason);
     };
@@ -555,6 +589,11 @@ export class Edge {
   private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string, forwarded = false): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
+      // Cluster mode: the tunnel is connected here, but its lease lapsed while the store is away.
+      if (this.cluster?.lapsed(subdomain) === true) {
+        this.refusePublic(res, req, subdomain, 'STORE_UNAVAILABLE', `The cluster's store is unreachable from this edge, which cannot vouch for ${subdomain} until it is back.`, false, RETRY_SOON);
+        return undefined;
+      }
       // Asked as the owner by another edge: say so, and that edge forgets its cached owner (never forwarded again).
       this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', this.notFoundMessage(subdomain), false, forwarded ? NOT_OWNER : undefined);
       return undefined;
@@ -764,7 +803,7 @@ export class Edge {
         this.registry.abandon(subdomain, account.id);
         return;
       }
-      const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests);
+      const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests, limits.captureBytes);
       const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring, instance, clientAddress);
       res.cork(() => {
         res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
@@ -873,6 +912,7 @@ export class Edge {
     await this.clusterConnection?.close();
     await this.captures.close();
     await this.store.close();
+    this.space.stop();
     this.releaseDataDir();
     await this.observer.close();
     this.admin?.close();

@@ -77,6 +77,11 @@ export const GoAwayCode = {
   CLIENT_CLOSING: 6,
   /** The peer stopped answering pings. */
   TIMEOUT: 7,
+  /**
+   * A cluster edge lost its shared store (Redis) while the other edges still reach it, and its lease on
+   * the tunnel lapsed: reconnect at once, through another edge.
+   */
+  STORE_UNREACHABLE: 8,
 } as const;
 export type GoAwayCodeValue = (typeof GoAwayCode)[keyof typeof GoAwayCode];
 export const CLOSE_CODE_BASE = 4000;

@@ -273,7 +273,7 @@ export class OfflineQueueStore {
    * account's others. Whatever does not become an event has its pieces dropped in the same transaction.
    */
   async enqueue(input: NewEvent, limits: QueueLimits, now = Date.now()): Promise<EnqueueOutcome> {
-    const outcome = await this.root.transaction((): EnqueueOutcome => {
+    const committed = this.root.transaction((): EnqueueOutcome => {
       const refused = (answer: EnqueueOutcome): EnqueueOutcome => {
         this.removePieces(input.id);
         this.uploads.remove(input.id);
@@ -335,7 +335,12 @@ export class OfflineQueueStore {
       this.meta.put(event.subdomain, meta);
       return { event, duplicate: false };
     });
-    if ('event' in outcome && !outcome.duplicate) await this.root.flushed;
+    // This commit's own flush, taken now: `root.flushed` read later names the newest batch's, and a batch
+    // that fails to commit (a full disk) never flushes, which held the 202 back for ever (issue 23).
+    const flushed = new Promise<void>((resolve, reject) => this.root.flushed.then(() => resolve(), reject));
+    flushed.catch(() => undefined);
+    const outcome = await committed;
+    if ('event' in outcome && !outcome.duplicate) await flushed;
     return outcome;
   }
 
@@ -557,6 +562,11 @@ export class HeldBodySpool {
   /** Takes a chunk (copied: the caller may reuse it at once); false: stop reading until `onRoom`. */
   write(chunk: Uint8Array): boolean {
     if (this.abandoned) return true;
+    if (this.failure !== null) {
+      // A piece failed to store (a full disk): `finish` will say so; the rest is counted, not written.
+      this.size += chunk.byteLength;
+      return true;
+    }
     this.hash.update(chunk);
     let offset = 0;
     while (offset < chunk.byteLength) {

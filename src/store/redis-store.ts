@@ -35,7 +35,7 @@
  * (appendonly, docs/cluster.md).
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { Redis, ReplyError } from 'ioredis';
+import { Redis, ReplyError, type RedisOptions } from 'ioredis';
 import { BurrowError } from '../errors.js';
 import {
   hashToken,
@@ -68,6 +68,7 @@ import type { OfflineMode } from './offline-queue.js';
 import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
 import type { RateDecision } from './rate-limit.js';
 import { REDIS_SCRIPTS, type ScriptName } from './redis-scripts.js';
+import { redisTarget, type RedisTarget } from './redis-url.js';
 import { isSessionId, newSessionId, SESSION_IDLE_MS, SESSION_MAX_AGE_MS, sessionKeyOf, sessionPrincipalHolds, SESSIONS_PER_TOKEN, TOUCH_EVERY_MS } from './sessions.js';
 import { periodOf } from './usage.js';
 
@@ -90,6 +91,8 @@ const DECOY_ACCOUNT: AccountRecord = { id: '~decoy', email: '', plan: 'FREE', cr
 const CONNECT_TIMEOUT_MS = 2_000;
 /** A Redis that accepts the connection but does not answer (stopped, swapping) fails the call after this. */
 const COMMAND_TIMEOUT_MS = 5_000;
+/** The longest pause between two attempts to reach Redis again. */
+const RECONNECT_MAX_DELAY_MS = 500;
 /** A usage batch's applied-marker outlives any retry of the batch. */
 const FLUSH_MARKER_MS = 24 * 3_600_000;
 /** Replies that mean "Redis cannot serve now" (loading, a replica after failover, ...), not a bad command. */
@@ -103,13 +106,17 @@ export class RedisStore implements AccountStore {
   /** Why the connection is down, while it is: more telling than the "Connection is closed." of a call. */
   private connectionError: Error | undefined;
 
+  /** The URL without its password, for messages. */
+  readonly displayUrl: string;
+
   private constructor(
     /** The connection, shared with the lease registry (src/store/redis-leases.ts). */
     readonly redis: Redis,
-    /** The URL without its password, for messages. */
-    readonly displayUrl: string,
+    /** Where Redis is (one, or through Sentinel) and how many replicas must acknowledge a lease. */
+    readonly target: RedisTarget,
     options: RedisStoreOptions,
   ) {
+    this.displayUrl = target.display;
     this.prefix = options.keyPrefix ?? DEFAULT_PREFIX;
     this.plans = {
       FREE: { ...DEFAULT_PLANS.FREE, ...options.plans?.FREE },
@@ -118,15 +125,23 @@ export class RedisStore implements AccountStore {
   }
 
   /**
-   * Connects to `url` (redis://[:PASSWORD@]HOST:PORT[/DB]) and makes sure the decoy token exists; rejects
-   * with STORE_UNAVAILABLE when Redis cannot be reached within the connect timeout.
+   * Connects to `url` (redis://[:PASSWORD@]HOST:PORT[/DB], or redis-sentinel://... for a master found
+   * through Sentinel: src/store/redis-url.ts) and makes sure the decoy token exists; rejects with
+   * STORE_UNAVAILABLE when Redis cannot be reached within the connect timeout, and refuses a Redis
+   * Cluster node (the scripts touch keys of many hash slots).
    */
   static async connect(url: string, options: RedisStoreOptions = {}): Promise<RedisStore> {
-    const displayUrl = withoutPassword(url);
-    const redis = new Redis(url, {
+    let target: RedisTarget;
+    try {
+      target = redisTarget(url);
+    } catch (error) {
+      throw new BurrowError('INVALID_REQUEST', (error as Error).message);
+    }
+    const connection: RedisOptions = {
+      ...target.options,
       lazyConnect: true,
       // Fail fast while Redis is away instead of queueing calls of a public request for minutes; the
-      // default retry strategy keeps reconnecting, so the store recovers by itself.
+      // retry strategy keeps reconnecting, so the store recovers by itself.
       enableOfflineQueue: false,
       // Calls in flight when the connection drops fail at once and are never sent again after the
       // reconnect: their callers were told STORE_UNAVAILABLE, a late createToken must not happen behind them.
@@ -137,17 +152,33 @@ export class RedisStore implements AccountStore {
       // ioredis waits this long for a dropped socket's close, even one that failed to connect: a CLI
       // facing a dead Redis would linger for it after printing its error.
       disconnectTimeout: 200,
-    });
+      // Back within half a second of Redis (ioredis' default waits up to 2 s between attempts): the
+      // lease registry renews the moment it is connected again (issue 28).
+      retryStrategy: (attempt: number) => Math.min(attempt * 50, RECONNECT_MAX_DELAY_MS),
+      // A master demoted to a replica (a failover it missed) answers writes READONLY: find the master again.
+      reconnectOnError: (error: Error) => (error.message.startsWith('READONLY') ? 1 : false),
+      ...(target.sentinel
+        ? {
+            // Asked again after every lost connection; a failover announced by the sentinels
+            // (+switch-master) drops the connection to the old master at once.
+            sentinelRetryStrategy: (attempt: number) => Math.min(attempt * 100, RECONNECT_MAX_DELAY_MS),
+            failoverDetector: true,
+            sentinelMaxConnections: 3,
+          }
+        : {}),
+    };
+    const redis = target.url === null ? new Redis(connection) : new Redis(target.url, connection);
     for (const [name, { lua, numberOfKeys }] of Object.entries(REDIS_SCRIPTS)) {
       // No numberOfKeys: ioredis takes the key count as the first argument (a usage batch's keys vary).
       redis.defineCommand(name, numberOfKeys < 0 ? { lua } : { lua, numberOfKeys });
     }
-    const store = new RedisStore(redis, displayUrl, options);
+    const store = new RedisStore(redis, target, options);
     // A listener also keeps ioredis from printing every failed reconnect; each call reports its own.
     redis.on('error', (error: Error) => (store.connectionError = error));
     redis.on('ready', () => (store.connectionError = undefined));
     try {
       await redis.connect();
+      await refuseRedisCluster(redis);
       // Revoked and in no index (never active, whatever its hash), its account in no e-mail index (never
       // listed or counted): an unknown id reads a token and an account as a known one does.
       const decoy: StoredToken = {
@@ -376,11 +407,11 @@ export class RedisStore implements AccountStore {
     if (this.redis.status === 'ready') {
       try {
         await this.redis.quit();
-        return;
       } catch {
-        // fall through: the connection broke meanwhile
+        // the connection broke meanwhile
       }
     }
+    // Also ends what quit leaves open: the connections to the sentinels that watch for a failover.
     this.redis.disconnect();
   }
 
@@ -645,13 +676,17 @@ function toTokenInfo(record: StoredToken, lastUsedAt: number | null): TokenInfo 
   };
 }
 
-/** The URL as messages may show it: a password never reaches a log or an error body. */
-export function withoutPassword(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'the configured Redis URL';
+/**
+ * Redis Cluster is refused at start-up with a message that says why: every lease script and several
+ * account scripts touch keys of many hash slots in one atomic step, which Redis Cluster cannot run.
+ */
+async function refuseRedisCluster(redis: Redis): Promise<void> {
+  const info = await redis.info('cluster');
+  if (/^cluster_enabled:1\b/m.test(info)) {
+    throw new BurrowError(
+      'INVALID_REQUEST',
+      'Redis Cluster is not supported as the cluster store: its scripts change keys of many hash slots in one atomic step. ' +
+        'Use one Redis (redis://) or a master with replicas under Sentinel (redis-sentinel://HOST:PORT,.../MASTER); see docs/cluster.md.',
+    );
   }
 }

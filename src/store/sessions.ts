@@ -13,6 +13,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { DashboardSessions, Principal, ResolvedSession, SessionOptions, SessionRecord } from './account-store.js';
 import type { Database, RootDatabase } from 'lmdb';
+import { isWriteFailure, WriteFailures } from './write-failures.js';
 
 export type { SessionRecord, SessionOptions } from './account-store.js';
 
@@ -75,6 +76,7 @@ export class SessionStore implements DashboardSessions {
     private readonly root: RootDatabase,
     private readonly tokens: { activePrincipal(idSegment: string): Principal | undefined },
     options: SessionOptions = {},
+    private readonly failures = new WriteFailures(),
   ) {
     this.sessions = root.openDB({ name: 'dashboard-sessions', encoding: 'msgpack' });
     this.ends = root.openDB({ name: 'dashboard-session-ends', encoding: 'msgpack' });
@@ -87,13 +89,19 @@ export class SessionStore implements DashboardSessions {
 
   /**
    * Sessions written before the indexes existed (an upgrade) get their entries once, at start-up; from
-   * then on every write keeps them. An empty index beside stored sessions is that case.
+   * then on every write keeps them. An empty index beside stored sessions is that case. On a full disk
+   * the edge still starts: the entries are written at the next start.
    */
   private indexUnindexed(): void {
     if (this.ends.getKeysCount({ limit: 1 }) > 0 || this.sessions.getKeysCount({ limit: 1 }) === 0) return;
-    this.root.transactionSync(() => {
-      for (const { key, value } of this.sessions.getRange()) this.writeIndexes(key, value);
-    });
+    try {
+      this.root.transactionSync(() => {
+        for (const { key, value } of this.sessions.getRange()) this.writeIndexes(key, value);
+      });
+    } catch (error) {
+      if (!isWriteFailure(error)) throw error;
+      this.failures.report('sessions', error);
+    }
   }
 
   /** Opens a session for an authenticated token; the returned id goes into the cookie and nowhere else. */
@@ -102,13 +110,14 @@ export class SessionStore implements DashboardSessions {
     const key = sessionKeyOf(id);
     const segment = principal.token.idSegment;
     const record: SessionRecord = { tokenIdSegment: segment, accountId: principal.account.id, createdAt: now, lastSeenAt: now };
-    await this.root.transaction(() => {
+    const opened = this.root.transaction(() => {
       this.sessions.put(key, record);
       this.writeIndexes(key, record);
       // The token's sessions, oldest first: those beyond the cap end now.
       const keys = [...this.byToken.getKeys({ start: [segment], end: [segment, RANGE_END] })] as TokenKey[];
       for (const oldest of keys.slice(0, Math.max(0, keys.length - this.perToken))) this.removeInTransaction(oldest[2]);
     });
+    await this.failures.guard('sessions', opened, 'the session');
     return id;
   }
 
@@ -148,7 +157,7 @@ export class SessionStore implements DashboardSessions {
   async close(id: string): Promise<boolean> {
     if (!isSessionId(id)) return false;
     const key = sessionKeyOf(id);
-    return this.root.transaction(() => this.removeInTransaction(key));
+    return this.failures.guard('sessions', this.root.transaction(() => this.removeInTransaction(key)), 'the sign-out');
   }
 
   /**

@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
 import { docBlock } from '../doc-blocks.js';
-import { freePort, ROOT, tempDirs, waitFor } from '../helpers.js';
+import { freePort, ROOT, tempDirs, testEdgeArgs, waitFor } from '../helpers.js';
 import { makeCa, makeServerCert } from '../tls-fixtures.js';
 
 const tempDir = tempDirs('burrow-production-install-');
@@ -78,7 +78,8 @@ describe('installing from a fresh clone, as the README and docs/deploy.md say', 
     assert.match(scripts.output, /No packages with unreviewed install scripts/);
 
     const port = await freePort();
-    const start = spawn('npm', ['start', '--', '--port', String(port)], {
+    // The floor off (testEdgeArgs): what the edge stores must not depend on the free space of /tmp.
+    const start = spawn('npm', ['start', '--', ...testEdgeArgs(['edge', '--port', String(port)]).slice(1)], {
       cwd: checkout,
       env: { ...NPM_ENV, XDG_CONFIG_HOME: join(work, 'dev-config') },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -197,7 +198,8 @@ describe('installing from a fresh clone, as the README and docs/deploy.md say', 
     assert.equal(unitValue(unit, 'WorkingDirectory'), '/var/lib/burrow');
     const [name, value] = unitValue(unit, 'Environment').split('=') as [string, string];
     const [executable, ...args] = command.split(' ');
-    const child = spawn(executable!, args, { cwd: data, env: { ...process.env, [name]: value }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const [script, ...edgeArgs] = args;
+    const child = spawn(executable!, [script!, ...testEdgeArgs(edgeArgs)], { cwd: data, env: { ...process.env, [name]: value }, stdio: ['ignore', 'pipe', 'pipe'] });
     running.add(child);
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));

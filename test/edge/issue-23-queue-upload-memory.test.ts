@@ -13,7 +13,7 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { BIN, freePort, runCli, spawnNode, tempDir, waitFor, type SpawnedProcess } from '../helpers.js';
+import { BIN, freePort, runCli, spawnNode, tempDir, testEdgeArgs, waitFor, type SpawnedProcess } from '../helpers.js';
 
 const UPLOADS = 100;
 const BODY = 1024 * 1024;
@@ -81,7 +81,7 @@ test('issue 23: 100 slow uploads to a queued name hold a bounded amount of edge 
   const port = await freePort();
   const adminPort = await freePort();
   const edge = await spawnNode(
-    [...COLLECT_ON_SIGNAL, BIN, 'edge', '--port', String(port), '--data', dataDir, '--admin', `127.0.0.1:${adminPort}`, '--queue-rate-limit', '10000'],
+    [...COLLECT_ON_SIGNAL, BIN, ...testEdgeArgs(['edge', '--port', String(port), '--data', dataDir, '--admin', `127.0.0.1:${adminPort}`, '--queue-rate-limit', '10000'])],
     env,
     /listening on/,
   );

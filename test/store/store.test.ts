@@ -113,11 +113,11 @@ test('the active-token cap refuses with TOKEN_LIMIT_REACHED and writes nothing; 
 test('plan limits: FREE and PRO defaults (DESIGN.md section 4), overridable per store', async () => {
   await withStore(freshDir(), async (store) => {
     assert.deepEqual(store.planLimits('FREE'), {
-      activeTokens: 5, activeTunnels: 3, capturedRequests: 1_000, retentionMs: 24 * 3_600_000, reservedSubdomains: 3,
+      activeTokens: 5, activeTunnels: 3, capturedRequests: 1_000, retentionMs: 24 * 3_600_000, captureBytes: 100 * 1024 * 1024, reservedSubdomains: 3,
       queuedEvents: 1_000, queuedBytes: 100 * 1024 * 1024, queueMaxAgeMs: 72 * 3_600_000, accountQueuedEvents: 2_000, accountQueuedBytes: 200 * 1024 * 1024,
     });
     assert.deepEqual(store.planLimits('PRO'), {
-      activeTokens: 50, activeTunnels: 25, capturedRequests: 10_000, retentionMs: 7 * 24 * 3_600_000, reservedSubdomains: 50,
+      activeTokens: 50, activeTunnels: 25, capturedRequests: 10_000, retentionMs: 7 * 24 * 3_600_000, captureBytes: 2048 * 1024 * 1024, reservedSubdomains: 50,
       queuedEvents: 10_000, queuedBytes: 1024 * 1024 * 1024, queueMaxAgeMs: 7 * 24 * 3_600_000, accountQueuedEvents: 20_000, accountQueuedBytes: 2048 * 1024 * 1024,
     });
   });

@@ -1,21 +1,24 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ClusterOptions } from '../../edge/cluster/types.js';
+import { redisTarget } from '../../store/redis-url.js';
 import { parseAdminAddress } from '../../edge/admin.js';
 import { TrustedProxies } from '../../edge/client-address.js';
 import { DEFAULT_SOURCE_RATE_LIMIT } from '../../edge/offline-queue.js';
 import { Edge } from '../../edge/server.js';
 import { apiHostProblem } from '../../edge/host.js';
+import { parseMinFreeSpace } from '../../store/free-space.js';
 import { certificateCovers, type ServerName } from '../../edge/tls.js';
 import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
 Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--api-host HOST] [--data DIR] [--rate-limit N] [--json]
-                   [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
+                   [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS] [--min-free-disk BYTES|PERCENT]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
                    [--trust-proxy CIDR[,CIDR...]]
-                   [--cluster redis://HOST:PORT[/DB] --node-id ID --advertise URL [--cluster-secret-file F]]
+                   [--cluster redis://HOST:PORT[/DB]|redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
+                    --node-id ID --advertise URL [--cluster-secret-file F]]
 
 Runs the edge: the /api/v1 API and the dashboard on <domain> and api.<domain> (or on --api-host), tunnels
 on <sub>.<domain>, all on one port.
@@ -41,6 +44,11 @@ Options:
   --no-capture           forward without capturing (benchmarks)
   --capture-fsync        fsync every capture commit: captures survive power loss too, at ~0.5-1 ms
                          of latency per commit (by default they survive a crash of the edge process)
+  --min-free-disk BYTES|PERCENT
+                         free space to keep on the data directory's file system, e.g. 512MiB, 2GiB or
+                         10%: below it new captures are skipped (requests are still forwarded) and new
+                         held webhooks are refused with 503 STORAGE_FULL; 0 turns it off (default: the
+                         larger of 256MiB and 5%)
   --public-port N        port shown in public URLs, when a proxy in front of the edge uses another
   --public-url URL       the edge's URL as the public sees it, e.g. https://tunnels.example.com when a
                          TLS-terminating proxy is in front: printed URLs, the client's public URL and
@@ -75,7 +83,10 @@ Options:
                          redis://[:PASSWORD@]HOST:PORT[/DB] for accounts, tokens, reservations and
                          the tunnel registry (a lease per subdomain); --data keeps this edge's
                          captures and offline queue. Redis should run with appendonly yes and
-                         appendfsync always. Needs --node-id and --advertise
+                         appendfsync always. Or a master found through Redis Sentinel:
+                         redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]; lease
+                         grants and renewals then wait for a replica (?replicas=N, default 1).
+                         Redis Cluster is refused. Needs --node-id and --advertise
   --node-id ID           this edge's name in the cluster: unique, stable across restarts
   --advertise URL        where the other edges reach this one, e.g. http://10.0.0.5:8080
   --cluster-secret-file F
@@ -111,6 +122,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'capture-body': { type: 'string' },
       'no-capture': { type: 'boolean' },
       'capture-fsync': { type: 'boolean' },
+      'min-free-disk': { type: 'string' },
       'public-port': { type: 'string' },
       'public-url': { type: 'string' },
       'tls-cert': { type: 'string' },
@@ -181,6 +193,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
     }
   }
   const cluster = clusterOptions(values);
+  const minFreeDisk = values['min-free-disk'] === undefined ? undefined : parseMinFreeSpace(values['min-free-disk']);
+  if (typeof minFreeDisk === 'string') throw new UsageError(`--min-free-disk must be ${minFreeDisk}`);
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     ...(cluster === undefined ? {} : { cluster }),
@@ -197,6 +211,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     captureBodyLimit: intOption(values['capture-body'], 'capture-body', 1024 * 1024, 0, 64 * 1024 * 1024),
     capture: values['no-capture'] !== true,
     captureFsync: values['capture-fsync'] === true,
+    ...(minFreeDisk === undefined ? {} : { minFreeDisk }),
     ...(publicPort === undefined ? {} : { publicPort }),
     ...(trustProxy === undefined ? {} : { trustProxy }),
     ...(publicScheme === undefined ? {} : { publicScheme }),
@@ -311,17 +326,15 @@ export function clusterOptions(values: {
   const redis = values.cluster;
   if (redis === undefined) {
     for (const companion of ['node-id', 'advertise', 'cluster-secret-file'] as const) {
-      if (values[companion] !== undefined) throw new UsageError(`--${companion} is for cluster mode: give --cluster redis://HOST:PORT too`);
+      if (values[companion] !== undefined) throw new UsageError(`--${companion} is for cluster mode: give --cluster redis://HOST:PORT (or redis-sentinel://...) too`);
     }
     return undefined;
   }
-  let url: URL;
   try {
-    url = new URL(redis);
-  } catch {
-    throw new UsageError(`--cluster "${redis}" is not a URL; use redis://HOST:PORT[/DB]`);
+    redisTarget(redis);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new UsageError('--cluster must be a redis:// (or rediss://) URL');
   const nodeId = values['node-id'];
   if (nodeId === undefined || !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(nodeId)) {
     throw new UsageError(
