@@ -248,7 +248,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       const lines = batchedWriter(out);
       client.on('exchange', (exchange: Exchange) => lines(jsonLog ? jsonLine(exchange) : textLine(exchange)));
       // WebSockets too: a line when one opens (or is refused) and one when it closes.
-      client.on('websocket', (exchange: Exchange) => lines(jsonLog ? `${JSON.stringify(webSocketFields(exchange))}\n` : webSocketLine(exchange)));
+      client.on('websocket', (exchange: Exchange) => lines(jsonLog ? webSocketJsonLine(exchange) : webSocketLine(exchange)));
     }
     client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => {
       if (delayMs === 0) process.stderr.write(`burrow: ${reason}; trying the next edge, ${edge}\n`);
@@ -287,7 +287,8 @@ export async function httpCommand(args: string[]): Promise<number> {
 /** --json: one JSON object per line per event, written at once (events are few; requests are batched). */
 export function jsonEvents(out: NodeJS.WritableStream): (event: Record<string, unknown>) => void {
   const lines = batchedWriter(out);
-  return (event) => lines(`${JSON.stringify(event)}\n`);
+  // A request's path and a WebSocket's close reason are the public client's text: no control character out.
+  return (event) => lines(`${controlSafeJson(event)}\n`);
 }
 
 export function requestEvent(exchange: Exchange): Record<string, unknown> {
@@ -433,14 +434,16 @@ function webSocketState(exchange: Exchange): 'open' | 'closed' | 'refused' {
 export function webSocketLine(exchange: Exchange): string {
   const log = exchange.websocket!;
   const state = webSocketState(exchange);
-  if (state === 'open') return `WS ${exchange.path} 101 open\n`;
+  const path = escapeControls(exchange.path);
+  if (state === 'open') return `WS ${path} 101 open\n`;
   if (state === 'refused') {
     const status = exchange.status === 0 ? 'ERR' : String(exchange.status);
-    return `WS ${exchange.path} ${status}${exchange.error === null ? '' : ` ${exchange.error}`}\n`;
+    return `WS ${path} ${status}${exchange.error === null ? '' : ` ${exchange.error}`}\n`;
   }
   const seconds = Math.round(((log.closedAt ?? log.openedAt) - log.openedAt) / 100) / 10;
-  const reason = log.closeReason === '' ? '' : ` ${log.closeReason}`;
-  return `WS ${exchange.path} closed ${log.closeCode ?? '-'}${reason} after ${seconds} s (${log.messagesIn} in, ${log.messagesOut} out)\n`;
+  // Either side may close with any reason text: the public client's included.
+  const reason = log.closeReason === '' ? '' : ` ${escapeControls(log.closeReason)}`;
+  return `WS ${path} closed ${log.closeCode ?? '-'}${reason} after ${seconds} s (${log.messagesIn} in, ${log.messagesOut} out)\n`;
 }
 
 /** The same as JSON fields (--log json lines; --json's "websocket" events). */
@@ -459,6 +462,11 @@ export function webSocketFields(exchange: Exchange): Record<string, unknown> {
       ? { close_code: log.closeCode, close_reason: log.closeReason, duration_ms: (log.closedAt ?? log.openedAt) - log.openedAt, messages_in: log.messagesIn, messages_out: log.messagesOut }
       : {}),
   };
+}
+
+/** `--log json`'s line for a WebSocket: its fields, control-safe. */
+export function webSocketJsonLine(exchange: Exchange): string {
+  return `${controlSafeJson(webSocketFields(exchange))}\n`;
 }
 
 export function jsonLine(exchange: Exchange): string {

@@ -28,6 +28,7 @@ import {
   startInspector,
   textLine,
   webSocketFields,
+  webSocketJsonLine,
   webSocketLine,
   writesToNull,
 } from './http.js';
@@ -249,7 +250,7 @@ export async function startCommand(args: string[]): Promise<number> {
       client.on('exchange', (exchange: Exchange) => lines(logFormat === 'json' ? `${prefix}${jsonLine(exchange).slice(1)}` : `${label}  ${textLine(exchange)}`));
       // WebSockets too, as burrow http prints them: a line when one opens (or is refused) and when it closes.
       client.on('websocket', (exchange: Exchange) =>
-        lines(logFormat === 'json' ? `${JSON.stringify({ tunnel: name, ...webSocketFields(exchange) })}\n` : `${label}  ${webSocketLine(exchange)}`),
+        lines(logFormat === 'json' ? `${prefix}${webSocketJsonLine(exchange).slice(1)}` : `${label}  ${webSocketLine(exchange)}`),
       );
     }
     client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => {
