@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import WebSocket, { WebSocketServer } from 'ws';
 import { Edge, type EdgeOptions } from '../src/edge/server.js';
 import { ERROR_CODES, type ErrorCode } from '../src/errors.js';
 import { RouteTable, type Route } from '../src/client/routes.js';
@@ -197,6 +198,24 @@ export async function startLocal(handler: Handler): Promise<LocalServer> {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** A local server that answers HTTP with "http" and echoes every WebSocket message back. */
+export async function startEchoLocal(): Promise<LocalServer> {
+  const local = await startLocal((_req, res) => res.end('http'));
+  const sockets = new WebSocketServer({ server: local.server });
+  sockets.on('connection', (socket) => socket.on('message', (data, isBinary) => socket.send(data, { binary: isBinary })));
+  return local;
+}
+
+/** One WebSocket through the edge at `port` to `host`'s /chat?room=1: "hello" out, its echo back, closed 1000 "bye". */
+export async function echoOnce(port: number, host: string): Promise<void> {
+  const socket = new WebSocket(`ws://127.0.0.1:${port}/chat?room=1`, { headers: { host: `${host}:${port}` } });
+  await once(socket, 'open');
+  socket.send('hello');
+  await once(socket, 'message');
+  socket.close(1000, 'bye');
+  await once(socket, 'close');
 }
 
 /** Reads a request body whole. */

@@ -13,6 +13,9 @@ Expose a local port on a public subdomain; capture, inspect and replay every req
 
 Commands:
   http PORT                 open a tunnel to localhost:PORT (see burrow http --help)
+  start (NAME... | --all)   run the named tunnels of burrow.yml in one process (docs/config.md)
+  config check|path|edit    check burrow.yml, say which file is used, or edit it (its edge, token
+                            and ca come after the flags and variables, before "burrow login"'s)
   replay (--last | REQ_ID)  replay a captured request through the local inspector
   login TOKEN               save a token and edge URL for later commands
   tokens list|create|revoke manage personal access tokens
@@ -70,6 +73,8 @@ const commands: Record<string, () => Promise<Command>> = {
   reserve: async () => (await import('./commands/api-commands.js')).reserveCommand,
   reservations: async () => (await import('./commands/api-commands.js')).reservationsCommand,
   queue: async () => (await import('./commands/queue.js')).queueCommand,
+  start: async () => (await import('./commands/start.js')).startCommand,
+  config: async () => (await import('./commands/config.js')).configCommand,
   http: async () => (await import('./commands/http.js')).httpCommand,
   replay: async () => (await import('./commands/replay.js')).replayCommand,
   version: async () => versionCommand,
@@ -89,7 +94,7 @@ async function main(argv: string[]): Promise<number> {
   const load = commands[name];
   if (load === undefined) throw new UsageError(`unknown command "${name}"; run "burrow --help"`);
   // The edge's and the tunnel client's heaps grow to suit bodies streaming through them (heap.ts).
-  if (name === 'edge' || name === 'http') tuneHeapForTraffic();
+  if (name === 'edge' || name === 'http' || name === 'start') tuneHeapForTraffic();
   return (await load())(args);
 }
 

@@ -36,6 +36,8 @@ export interface Exchange {
   source?: 'live' | 'edge';
   /** The held webhook (docs/offline.md) this exchange delivered, when known (from the edge's capture). */
   eventId?: string | null;
+  /** The named tunnel of `burrow start` it came through (set by the inspector; absent under `burrow http`). */
+  tunnel?: string;
 }
 
 /** Messages kept per WebSocket connection (the newest), and bytes kept of each. */

@@ -30,6 +30,8 @@ export interface ExchangeSummaryJson {
   websocket: WebSocketSummaryJson | null;
   /** Set when the edge delivered a held webhook (docs/offline.md): read from its delivery headers. */
   delivery: DeliveryJson | null;
+  /** The tunnel's name under `burrow start` (several tunnels, one inspector); null under `burrow http`. */
+  tunnel: string | null;
 }
 
 export interface DeliveryJson {
@@ -88,6 +90,7 @@ export function summaryJson(exchange: Exchange): ExchangeSummaryJson {
     source: exchange.source ?? 'live',
     websocket: exchange.websocket === undefined ? null : webSocketSummary(exchange.websocket),
     delivery: deliveryOf(exchange),
+    tunnel: exchange.tunnel ?? null,
   };
 }
 

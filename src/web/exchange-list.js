@@ -47,6 +47,11 @@ export function exchangeList(options) {
     return found;
   }
 
+  /** `burrow start`'s inspector records several tunnels: a row starts with its tunnel's name. */
+  function tunnelMark(item) {
+    return item.tunnel ? h('span.tunnel-mark', { title: `through tunnel ${item.tunnel}` }, item.tunnel) : null;
+  }
+
   function fill(tr, item) {
     const cls = statusClass(item);
     tr.className = `${cls}${cls === 's2xx' ? '' : ' non2xx'}${selected === item.id ? ' selected' : ''}`;
@@ -54,7 +59,7 @@ export function exchangeList(options) {
     const title = item.error ? `${item.path}\n${item.error}` : item.path;
     tr.replaceChildren(
       h('td.method', {}, item.kind === 'websocket' ? 'WS' : item.method),
-      h('td.path', { title }, item.path, marks(item)),
+      h('td.path', { title }, tunnelMark(item), item.path, marks(item)),
       h('td.status', {}, statusText(item)),
       // A WebSocket's lifetime is not a latency.
       h('td.latency', {}, item.kind === 'websocket' ? '—' : latencyText(item[timing.field] ?? 0)),

@@ -80,8 +80,12 @@ function entry(exchange, base) {
   };
 }
 
-/** The HAR document; entries oldest first, as HAR viewers expect. `base` prefixes each path. */
+/**
+ * The HAR document; entries oldest first, as HAR viewers expect. `base` prefixes each path: one URL, or a
+ * function of the exchange (one inspector records several tunnels under `burrow start`).
+ */
 export function harLog(exchanges, base, creator) {
   const oldestFirst = [...exchanges].sort((a, b) => Date.parse(a.received_at) - Date.parse(b.received_at));
-  return { log: { version: '1.2', creator, pages: [], entries: oldestFirst.map((exchange) => entry(exchange, base)) } };
+  const baseOf = typeof base === 'function' ? base : () => base;
+  return { log: { version: '1.2', creator, pages: [], entries: oldestFirst.map((exchange) => entry(exchange, baseOf(exchange))) } };
 }

@@ -6,12 +6,10 @@
  * `burrow requests --help` had two columns; `burrow http` in line mode printed nothing for WebSockets.
  */
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import WebSocket, { WebSocketServer } from 'ws';
-import { createAccount, freePort, ROOT, runCli, spawnCli, startEdge, startLocal, tempDirs, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
+import { createAccount, echoOnce, freePort, ROOT, runCli, spawnCli, startEchoLocal, startEdge, tempDirs, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 
 const tempDir = tempDirs('burrow-issue29-cli-');
 const TOKEN = `svc_pat_0123abcd_${'0'.repeat(36)}`;
@@ -78,7 +76,7 @@ test('burrow version, burrow --version, and --version in burrow --help', async (
 test("every command's --help puts its option descriptions in one column", async () => {
   const commands = [
     ['http'], ['replay'], ['login'], ['tokens'], ['tunnels'], ['requests'], ['requests', 'show'], ['reserve'], ['reservations'], ['queue'],
-    ['edge'], ['admin'], ['admin', 'create-account'], ['admin', 'set-plan'], ['version'],
+    ['edge'], ['admin'], ['admin', 'create-account'], ['admin', 'set-plan'], ['version'], ['start'], ['config'],
   ];
   for (const command of commands) {
     const run = await runCli([...command, '--help'], quiet());
@@ -101,9 +99,7 @@ describe('burrow http prints WebSocket connections in line mode', () => {
 
   before(async () => {
     edge = await startEdge();
-    local = await startLocal((_req, res) => res.end('http'));
-    const sockets = new WebSocketServer({ server: local.server });
-    sockets.on('connection', (socket) => socket.on('message', (data, isBinary) => socket.send(data, { binary: isBinary })));
+    local = await startEchoLocal();
     account = await createAccount(edge, 'PRO');
   });
   after(async () => {
@@ -111,22 +107,13 @@ describe('burrow http prints WebSocket connections in line mode', () => {
     await edge.close();
   });
 
-  async function echoOnce(subdomain: string): Promise<void> {
-    const socket = new WebSocket(`ws://127.0.0.1:${edge.port}/chat?room=1`, { headers: { host: `${subdomain}.localhost:${edge.port}` } });
-    await once(socket, 'open');
-    socket.send('hello');
-    await once(socket, 'message');
-    socket.close(1000, 'bye');
-    await once(socket, 'close');
-  }
-
   for (const mode of [['--log', 'text', '--no-inspect'], ['--log', 'json', '--inspect', '0'], ['--json', '--no-inspect']]) {
     test(mode.join(' '), async () => {
       const subdomain = `ws-lines-${mode[1]!.replace(/\W/g, '') || 'events'}`;
       const env = { XDG_CONFIG_HOME: tempDir(), BURROW_EDGE: edge.url, BURROW_TOKEN: account.token };
       const http = await spawnCli(['http', String(local.port), '--subdomain', subdomain, ...mode], env, /Forwarding|"event":"ready"/);
       try {
-        await echoOnce(subdomain);
+        await echoOnce(edge.port, `${subdomain}.localhost`);
         if (mode[0] === '--log' && mode[1] === 'text') {
           await waitFor(() => /WS \/chat\?room=1 closed/.test(http.output()), 5_000, 'the close line');
           assert.match(http.output(), /^WS \/chat\?room=1 101 open$/m);

@@ -52,8 +52,9 @@ export async function loginCommand(args: string[]): Promise<number> {
   const path = configPath();
   const saved = readConfig(path);
   // Edge and CA as every other command finds them: the flag, then BURROW_EDGE / BURROW_CA, then the config
-  // file; but a CA saved for another edge is not carried over to this one.
-  const credentials = resolveCredentials({ edge: parsed.values.edge, token, ca: parsed.values.ca, resolve: parsed.values.resolve });
+  // file; but a CA saved for another edge is not carried over to this one. Not burrow.yml's edge: a file
+  // in a directory someone else wrote must not decide where a token typed here is sent and saved for.
+  const credentials = resolveCredentials({ edge: parsed.values.edge, token, ca: parsed.values.ca, resolve: parsed.values.resolve }, process.env, null);
   if (credentials.ca?.from === path && saved.edge !== credentials.edge) credentials.ca = undefined;
   // Logging in again is the way out of a saved CA file that is gone (the edge may have a public certificate now).
   if (credentials.ca?.from === path && !existsSync(credentials.ca.path)) {

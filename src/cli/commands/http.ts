@@ -19,14 +19,15 @@ import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseIn
 import { Inspector } from '../../inspector/server.js';
 import { ApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
-import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
+import { rememberedName, rememberName, requireToken, resolveCredentials, type Credentials } from '../config.js';
+import { formatProblem, loadConfig, type ConfigFile } from '../config-file.js';
 import { readCaFile, useForEdgeRequests } from '../edge-ca.js';
 
 const HELP = `
 Usage: burrow http [scheme://][host:]port [--subdomain NAME [--replace]] [--route PREFIX=TARGET ...]
                         [--host-header rewrite|VALUE] [--local-insecure] [--edge URL ...] [--token T]
                         [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE]
-                        [--resolve HOST:PORT:ADDRESS ...] [--insecure]
+                        [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--config FILE]
 
 Opens a tunnel: requests to the public URL the edge gives are forwarded to the local target:
   3000                     http://localhost:3000 (localhost: 127.0.0.1 and ::1 are both tried)
@@ -87,6 +88,9 @@ Options:
   --json                  one JSON object per line per event: ready, request, websocket, reconnect,
                           failover, warning, error, closed (errors before the tunnel opens:
                           {"error":{...}} on stderr)
+  --config FILE           the burrow.yml whose edge, token, ca, inspect and log apply (default:
+                          BURROW_CONFIG, ./burrow.yml, burrow.yml in the user config directory);
+                          flags win over it, and its tunnels are for "burrow start" (docs/config.md)
   -h, --help              show this help
 `;
 
@@ -114,6 +118,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       ca: { type: 'string' },
       resolve: { type: 'string', multiple: true },
       insecure: { type: 'boolean' },
+      config: { type: 'string' },
     },
     HELP,
   );
@@ -130,11 +135,12 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (typeof route === 'string') throw new UsageError(`--route ${route}`);
     routes.push(route);
   }
-  const logFormat = parsed.values.log;
+  // burrow.yml's shared settings (not its tunnels), below the flags.
+  const loaded = loadConfig(parsed.values.config);
+  const logFormat = parsed.values.log ?? loaded.config?.log;
   if (logFormat !== undefined && logFormat !== 'text' && logFormat !== 'json') throw new UsageError('--log must be text or json');
-  const inspect = parsed.values['no-inspect'] === true ? null : inspectAddress(parsed.values.inspect);
-  if (parsed.values['no-inspect'] === true && parsed.values.inspect !== undefined) throw new UsageError('give --inspect or --no-inspect, not both');
-  const credentials = resolveCredentials(parsed.values);
+  const inspect = inspectorAddress(parsed.values, loaded.config);
+  const credentials = resolveCredentials(parsed.values, process.env, loaded.config);
   const token = requireToken(credentials);
   const table = new RouteTable(target, routes);
   const json = parsed.values.json === true;
@@ -144,26 +150,11 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (events !== null) events({ event: 'warning', code, message, ...extra });
     else process.stderr.write(`burrow: warning: ${message}\n`);
   };
+  for (const warning of loaded.warnings) warn('CONFIG_WARNING', formatProblem(warning));
   // Before anything reaches the edge (the remembered name's check sends the token too).
-  for (const edge of credentials.edges) {
-    const refusal = cleartextRefusal(edge, parsed.values.insecure === true);
-    if (refusal !== null) throw new CliError(refusal);
-  }
-  // --ca, else BURROW_CA, else the CA "burrow login --ca" saved.
-  const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
-  // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust and
-  // addresses, and localhost names resolved as the tunnel's own connection resolves them.
-  useForEdgeRequests(ca, credentials.resolve);
-
+  const ca = edgeAccess(credentials, parsed.values.insecure === true);
   // The inspector first: a taken --inspect port fails before any tunnel opens.
-  let inspector: Inspector | null = null;
-  if (inspect !== null) {
-    try {
-      inspector = await Inspector.start({ ...inspect, edge: credentials.edge, token });
-    } catch (error) {
-      throw new CliError(`${(error as Error).message}; choose another with --inspect PORT, or --no-inspect`);
-    }
-  }
+  const inspector = await startInspector(inspect, credentials, token, '--inspect PORT');
   const open = async (subdomain: string | undefined): Promise<{ client: TunnelClient; ready: ReadyInfo }> => {
     const client = new TunnelClient({
       edge: credentials.edges,
@@ -257,7 +248,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       const lines = batchedWriter(out);
       client.on('exchange', (exchange: Exchange) => lines(jsonLog ? jsonLine(exchange) : textLine(exchange)));
       // WebSockets too: a line when one opens (or is refused) and one when it closes.
-      client.on('websocket', (exchange: Exchange) => lines(jsonLog ? `${JSON.stringify(webSocketFields(exchange))}\n` : webSocketLine(exchange)));
+      client.on('websocket', (exchange: Exchange) => lines(jsonLog ? webSocketJsonLine(exchange) : webSocketLine(exchange)));
     }
     client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => {
       if (delayMs === 0) process.stderr.write(`burrow: ${reason}; trying the next edge, ${edge}\n`);
@@ -294,9 +285,10 @@ export async function httpCommand(args: string[]): Promise<number> {
 }
 
 /** --json: one JSON object per line per event, written at once (events are few; requests are batched). */
-function jsonEvents(out: NodeJS.WritableStream): (event: Record<string, unknown>) => void {
+export function jsonEvents(out: NodeJS.WritableStream): (event: Record<string, unknown>) => void {
   const lines = batchedWriter(out);
-  return (event) => lines(`${JSON.stringify(event)}\n`);
+  // A request's path and a WebSocket's close reason are the public client's text: no control character out.
+  return (event) => lines(`${controlSafeJson(event)}\n`);
 }
 
 export function requestEvent(exchange: Exchange): Record<string, unknown> {
@@ -315,7 +307,7 @@ export function requestEvent(exchange: Exchange): Record<string, unknown> {
 }
 
 /** "burrow: edge A went away (cause); reconnected to B as NAME": a failover, said once. */
-function movedLine(info: ReadyInfo): string {
+export function movedLine(info: ReadyInfo): string {
   return `burrow: edge ${info.movedFrom?.edge ?? '?'} went away (${info.movedFrom?.cause ?? 'connection lost'}); reconnected to ${info.edge} as ${info.subdomain}`;
 }
 
@@ -330,7 +322,7 @@ async function liveTunnel(edges: string[], token: string, subdomain: string): Pr
 }
 
 /** Why nothing accepts a TCP connection on the target (ECONNREFUSED...), or null when something does. */
-function localProblem(target: LocalTarget): Promise<string | null> {
+export function localProblem(target: LocalTarget): Promise<string | null> {
   return new Promise((resolve) => {
     // Dialled as the client dials it: `localhost` on both loopbacks.
     const { lookup, autoSelectFamily } = dialOptions(target, true);
@@ -347,14 +339,48 @@ function localProblem(target: LocalTarget): Promise<string | null> {
   });
 }
 
-function inspectAddress(text: string | undefined): { host: string; port: number; portTries: number } {
-  if (text === undefined) return { host: DEFAULT_INSPECT_HOST, port: DEFAULT_INSPECT_PORT, portTries: DEFAULT_PORT_TRIES - 1 };
-  const address = parseInspectAddress(text);
+/**
+ * Before anything reaches the edge, for every command that opens tunnels: no token in clear text to an
+ * edge off this machine (without --insecure); the CA (--ca, else BURROW_CA, else burrow.yml's, else the
+ * one "burrow login --ca" saved) read; and the inspector's requests to the edge (history, replays),
+ * which go through undici's global dispatcher, given the same trust and addresses (--resolve rules), and
+ * localhost names resolved as the tunnel's own connection resolves them. Returns the CA's PEM.
+ */
+export function edgeAccess(credentials: Credentials, insecure: boolean): string | undefined {
+  for (const edge of credentials.edges) {
+    const refusal = cleartextRefusal(edge, insecure);
+    if (refusal !== null) throw new CliError(refusal);
+  }
+  const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
+  useForEdgeRequests(ca, credentials.resolve);
+  return ca;
+}
+
+/** The inspector at `address` (null: none); a port it cannot take ends the command, saying how to choose another. */
+export async function startInspector(address: ReturnType<typeof inspectorAddress>, credentials: Credentials, token: string, choose: string): Promise<Inspector | null> {
+  if (address === null) return null;
+  try {
+    return await Inspector.start({ ...address, edge: credentials.edge, token });
+  } catch (error) {
+    throw new CliError(`${(error as Error).message}; choose another with ${choose}, or --no-inspect`);
+  }
+}
+
+/** --no-inspect, else --inspect ADDR, else burrow.yml's `inspect` (off, or exactly ADDR), else 4040 and up. */
+export function inspectorAddress(flags: { inspect?: string | undefined; 'no-inspect'?: boolean | undefined }, config: ConfigFile | null): { host: string; port: number; portTries: number } | null {
+  if (flags['no-inspect'] === true && flags.inspect !== undefined) throw new UsageError('give --inspect or --no-inspect, not both');
+  if (flags['no-inspect'] === true) return null;
+  if (flags.inspect === undefined) {
+    if (config?.inspect === null) return null;
+    if (config?.inspect !== undefined) return { ...config.inspect, portTries: 0 };
+    return { host: DEFAULT_INSPECT_HOST, port: DEFAULT_INSPECT_PORT, portTries: DEFAULT_PORT_TRIES - 1 };
+  }
+  const address = parseInspectAddress(flags.inspect);
   if (typeof address === 'string') throw new UsageError(`--inspect ${address}`);
   return { ...address, portTries: 0 };
 }
 
-function forwardingLines(publicUrl: string, table: RouteTable): string[] {
+export function forwardingLines(publicUrl: string, table: RouteTable): string[] {
   return [
     `${publicUrl} -> ${table.defaultTarget.origin}`,
     ...table.rules.map((route) => `${publicUrl}${route.prefix} -> ${route.target.origin}`),
@@ -362,7 +388,7 @@ function forwardingLines(publicUrl: string, table: RouteTable): string[] {
 }
 
 /** Whether file descriptor `fd` is /dev/null (a benchmark or service discarding the log). */
-function writesToNull(fd: number): boolean {
+export function writesToNull(fd: number): boolean {
   try {
     const target = fstatSync(fd);
     const nul = statSync('/dev/null');
@@ -376,7 +402,7 @@ function writesToNull(fd: number): boolean {
  * Lines written once per event-loop turn rather than one write each: under load a tunnel logs tens of
  * thousands of requests a second, and a write per line would cost a syscall per request.
  */
-function batchedWriter(out: NodeJS.WritableStream): (line: string) => void {
+export function batchedWriter(out: NodeJS.WritableStream): (line: string) => void {
   let pending = '';
   const flush = (): void => {
     const text = pending;
@@ -408,14 +434,16 @@ function webSocketState(exchange: Exchange): 'open' | 'closed' | 'refused' {
 export function webSocketLine(exchange: Exchange): string {
   const log = exchange.websocket!;
   const state = webSocketState(exchange);
-  if (state === 'open') return `WS ${exchange.path} 101 open\n`;
+  const path = escapeControls(exchange.path);
+  if (state === 'open') return `WS ${path} 101 open\n`;
   if (state === 'refused') {
     const status = exchange.status === 0 ? 'ERR' : String(exchange.status);
-    return `WS ${exchange.path} ${status}${exchange.error === null ? '' : ` ${exchange.error}`}\n`;
+    return `WS ${path} ${status}${exchange.error === null ? '' : ` ${exchange.error}`}\n`;
   }
   const seconds = Math.round(((log.closedAt ?? log.openedAt) - log.openedAt) / 100) / 10;
-  const reason = log.closeReason === '' ? '' : ` ${log.closeReason}`;
-  return `WS ${exchange.path} closed ${log.closeCode ?? '-'}${reason} after ${seconds} s (${log.messagesIn} in, ${log.messagesOut} out)\n`;
+  // Either side may close with any reason text: the public client's included.
+  const reason = log.closeReason === '' ? '' : ` ${escapeControls(log.closeReason)}`;
+  return `WS ${path} closed ${log.closeCode ?? '-'}${reason} after ${seconds} s (${log.messagesIn} in, ${log.messagesOut} out)\n`;
 }
 
 /** The same as JSON fields (--log json lines; --json's "websocket" events). */
@@ -434,6 +462,11 @@ export function webSocketFields(exchange: Exchange): Record<string, unknown> {
       ? { close_code: log.closeCode, close_reason: log.closeReason, duration_ms: (log.closedAt ?? log.openedAt) - log.openedAt, messages_in: log.messagesIn, messages_out: log.messagesOut }
       : {}),
   };
+}
+
+/** `--log json`'s line for a WebSocket: its fields, control-safe. */
+export function webSocketJsonLine(exchange: Exchange): string {
+  return `${controlSafeJson(webSocketFields(exchange))}\n`;
 }
 
 export function jsonLine(exchange: Exchange): string {

@@ -9,9 +9,9 @@
 import { request } from 'undici';
 import { edgeApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, UsageError } from '../args.js';
-import { resolveCredentials } from '../config.js';
+import { projectConfig, resolveCredentials } from '../config.js';
 import { printJson } from '../output.js';
-import { DEFAULT_INSPECT_HOST } from '../../inspector/address.js';
+import { DEFAULT_INSPECT_HOST, urlHost } from '../../inspector/address.js';
 
 const HELP = `
 Usage: burrow replay (--last | REQ_ID) [--header 'Name: value' ...] [--allow-truncated] [--inspector URL|PORT] [--json]
@@ -30,7 +30,8 @@ Options:
   --allow-truncated replay even a request whose captured body was cut at the cap
   --inspector URL|PORT
                     the inspector: its URL, HOST:PORT, or a PORT on 127.0.0.1, as "burrow http
-                    --inspect PORT" took it (default: BURROW_INSPECTOR, http://127.0.0.1:4040)
+                    --inspect PORT" took it (default: BURROW_INSPECTOR, burrow.yml's inspect,
+                    http://127.0.0.1:4040)
   --edge URL        the edge, when no inspector runs (default: BURROW_EDGE, the config file);
                     repeat it to try the next edge when one cannot be reached
   --token T         the token, when no inspector runs (default: BURROW_TOKEN, the config file)
@@ -92,7 +93,7 @@ export async function replayCommand(args: string[]): Promise<number> {
     ...(Object.keys(headers).length > 0 ? { headers } : {}),
     ...(parsed.values['allow-truncated'] === true ? { allow_truncated: true } : {}),
   };
-  const inspector = inspectorUrl(parsed.values.inspector ?? nonEmpty(process.env.BURROW_INSPECTOR) ?? DEFAULT_INSPECTOR);
+  const inspector = inspectorUrl(parsed.values.inspector ?? nonEmpty(process.env.BURROW_INSPECTOR) ?? configuredInspector() ?? DEFAULT_INSPECTOR);
 
   let replayed: Replayed | null = null;
   try {
@@ -124,6 +125,13 @@ export async function replayCommand(args: string[]): Promise<number> {
     process.stdout.write(`replayed ${id} as ${replayed.id}: ${status} in ${Math.round(ms * 10) / 10} ms${cut}\n`);
   }
   return 0;
+}
+
+/** burrow.yml's `inspect` address, when it names a port (0 means "any free one": nothing to find). */
+function configuredInspector(): string | undefined {
+  const address = projectConfig()?.inspect;
+  if (address === undefined || address === null || address.port === 0) return undefined;
+  return `http://${urlHost(address.host)}:${address.port}`;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

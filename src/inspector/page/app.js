@@ -16,7 +16,8 @@ const state = {
   searchIds: null,
   onlyErrors: false,
   maxRows: MAX_ROWS,
-  publicUrl: null,
+  /** Each attached tunnel's public URL by its name (null: burrow http's one; names: burrow start's). */
+  publicUrls: new Map(),
 };
 
 /** The inspector's JSON; an error answer rejects with its code and message. */
@@ -39,7 +40,7 @@ function matches(item) {
   if (state.onlyErrors && statusClass(item) === 's2xx') return false;
   if (state.filter === '') return true;
   if (state.searchIds !== null && state.searchIds.has(item.id)) return true;
-  const haystack = `${item.method} ${item.path} ${statusText(item)} ${item.id} ${item.replay_of ?? ''} ${item.client_address ?? ''}${item.delivery ? ` held ${item.delivery.event_id ?? ''}` : ''}`.toLowerCase();
+  const haystack = `${item.method} ${item.path} ${statusText(item)} ${item.id} ${item.replay_of ?? ''} ${item.client_address ?? ''}${item.delivery ? ` held ${item.delivery.event_id ?? ''}` : ''}${item.tunnel ? ` ${item.tunnel}` : ''}`.toLowerCase();
   return state.filter.split(/\s+/).every((word) => haystack.includes(word));
 }
 
@@ -98,8 +99,10 @@ const detail = exchangeDetail({
   curlTargets: ['public', 'local'],
   curlBase(exchange, target) {
     if (target === 'local') return `http://localhost:${exchange.port}`;
-    if (state.publicUrl === null) throw new Error('the tunnel has no public URL right now (reconnecting or closed); copy the local command instead.');
-    return state.publicUrl;
+    // The exchange's own tunnel's: burrow start records several tunnels in one inspector.
+    const publicUrl = state.publicUrls.get(exchange.tunnel ?? null) ?? null;
+    if (publicUrl === null) throw new Error('the tunnel has no public URL right now (reconnecting or closed); copy the local command instead.');
+    return publicUrl;
   },
   har: (exchange) => ({ href: `/api/har?id=${encodeURIComponent(exchange.id)}`, filename: '' }),
   link: (id, text) => h('a', { href: `#${id}`, on: { click: (event) => { event.preventDefault(); void open(id, { select: true }); } } }, text),
@@ -143,11 +146,13 @@ function showStatus(status) {
     session.textContent = status.public_url === null ? 'offline' : 'reconnecting';
     session.className = 'pill pill-off';
   }
-  state.publicUrl = status.public_url;
+  state.publicUrls = new Map((status.tunnels ?? [{ ...status, name: null }]).map((tunnel) => [tunnel.name, tunnel.public_url]));
   const lines = [];
-  if (status.public_url !== null && status.default_port !== null) {
-    lines.push(`${status.public_url} → localhost:${status.default_port}`);
-    for (const route of status.routes) lines.push(`${route.prefix} → localhost:${route.port}`);
+  const tunnels = status.tunnels?.length > 1 ? status.tunnels : [{ ...status, name: null }];
+  for (const tunnel of tunnels) {
+    if (tunnel.public_url === null || tunnel.default_port === null) continue;
+    lines.push(`${tunnel.name === null ? '' : `${tunnel.name}: `}${tunnel.public_url} → localhost:${tunnel.default_port}`);
+    for (const route of tunnel.routes) lines.push(`${route.prefix} → localhost:${route.port}`);
   }
   $('forwarding').textContent = lines.join('   ');
   const plural = (count, word) => `${count} ${word}${count === 1 ? '' : 's'}`;
