@@ -34,6 +34,7 @@ export const ERROR_CODES = {
   TUNNEL_UNAVAILABLE: { status: 503, message: 'The tunnel is offline. Retry after the time in the Retry-After header.' },
   STORE_UNAVAILABLE: { status: 503, message: 'The shared store of the cluster is unreachable. Retry after the time in the Retry-After header.' },
   QUEUE_FULL: { status: 503, message: 'The offline queue of this subdomain is full. Retry after the time in the Retry-After header.' },
+  STORAGE_FULL: { status: 503, message: "The edge's disk is full or failing: nothing new can be stored. Retry after the time in the Retry-After header." },
   TUNNEL_CLOSED: { status: 502, message: 'The tunnel closed before the response was complete.' },
   LOCAL_UNREACHABLE: { status: 502, message: 'The tunnel client could not reach the local server.' },
   LOCAL_TIMEOUT: { status: 504, message: 'The local server did not answer in time.' },

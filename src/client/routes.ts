@@ -126,8 +126,12 @@ const TARGET_FORMS = 'PORT, HOST:PORT or http(s)://HOST:PORT';
 export function parseTarget(text: string): LocalTarget | string {
   const bare = parsePort(text);
   if (bare !== null) return localTarget(bare);
+  // All digits but not a port (99999, 0): the port is out of range, not missing.
+  if (/^[0-9]+$/.test(text)) return `"${text}": the port must be 1 to 65535`;
   const hasScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text);
   if (!hasScheme && !/:[0-9]+$/.test(text)) return `"${text}" is not a target (${TARGET_FORMS}); the port is missing`;
+  const portText = /:([0-9]+)$/.exec(text)?.[1];
+  if (portText !== undefined && (Number(portText) < 1 || Number(portText) > 65535)) return `"${text}": the port must be 1 to 65535`;
   let url: URL;
   try {
     url = new URL(hasScheme ? text : `http://${text}`);

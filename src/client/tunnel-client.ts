@@ -13,6 +13,7 @@
  */
 import { encodePolicyHeader, POLICY_HEADER, type PolicySpec } from '../protocol/policy.js';
 import { closeReason } from '../protocol/close-reason.js';
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { Pool, type Dispatcher } from 'undici';
 import WebSocket from 'ws';
@@ -30,6 +31,8 @@ import {
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import { endpointLabel, pinnedLookup, resolveEndpoints, type EdgeEndpoint } from './edge-endpoints.js';
+import { edgeLookup } from './edge-lookup.js';
+import { describeLookupFailure, type ResolveRule } from './resolve-rules.js';
 import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
@@ -50,6 +53,12 @@ export interface TunnelClientOptions {
   localInsecure?: boolean;
   /** The subdomain to ask for; the edge makes one up when absent. */
   subdomain?: string;
+  /**
+   * Take the subdomain over from another live tunnel of the account (`--replace`); without it the edge
+   * refuses a name that another client has online (409 SUBDOMAIN_TAKEN). Sent on the first connect only:
+   * the client's own reconnects replace its old session anyway (same instance id).
+   */
+  replace?: boolean;
   /** Bytes of each body kept for `exchange` events; 0 turns recording off. */
   recordLimit?: number;
   /** Connections per local port (undici pool). */
@@ -66,6 +75,8 @@ export interface TunnelClientOptions {
   insecure?: boolean;
   /** A one-run policy (docs/policies.md), sent as the `burrow-policy` connect header on every connect. */
   policy?: PolicySpec;
+  /** `--resolve` rules: an edge they name is dialled at their address, its name kept for TLS and Host. */
+  resolve?: readonly ResolveRule[];
 }
 
 /** The edge refused the tunnel: its HTTP status and the spec's error code and message. */
@@ -133,6 +144,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private flushScheduled = false;
   private readonly flushNow = (): void => this.flush();
   private subdomain: string | undefined;
+  /** This client's id on every connect: its reconnects replace its own old session (docs/protocol.md section 1). */
+  readonly instance = randomBytes(12).toString('base64url');
   private publicUrlValue: string | null = null;
   private everReady = false;
   private stopped = false;
@@ -247,7 +260,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     if (this.resolving) return;
     this.resolving = true;
     const current = this.endpoints[this.endpointIndex % this.endpoints.length]!;
-    void resolveEndpoints(this.edges).then((endpoints) => {
+    void resolveEndpoints(this.edges, this.options.resolve).then((endpoints) => {
       this.resolving = false;
       if (this.stopped) return;
       this.endpoints = endpoints;
@@ -266,6 +279,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     url.searchParams.set('port', String(this.routes.defaultPort));
     if (this.subdomain !== undefined) url.searchParams.set('subdomain', this.subdomain);
+    url.searchParams.set('instance', this.instance);
+    // Only until the first READY: a reconnect must not take the name back from a client that replaced this one.
+    if (this.options.replace === true && !this.everReady) url.searchParams.set('replace', '1');
     const socket = new WebSocket(url, {
       headers: {
         authorization: `Bearer ${this.options.token}`,
@@ -276,8 +292,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       maxPayload: 8 * 1024 * 1024,
       handshakeTimeout: 15_000,
       ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
-      // Only the address is pinned: Host, SNI and the certificate check keep the URL's name.
-      ...(endpoint.address === null ? {} : { lookup: pinnedLookup(endpoint.address) }),
+      // Only the address is pinned: Host, SNI and the certificate check keep the URL's name. Unpinned,
+      // localhost names are loopback without a resolver (RFC 6761, src/client/edge-lookup.ts).
+      lookup: endpoint.address === null ? edgeLookup : pinnedLookup(endpoint.address),
     });
     this.socket = socket;
     this.goAway = null;
@@ -312,7 +329,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     socket.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
     socket.on('error', (error: NodeJS.ErrnoException) => {
       // 'close' follows and decides what happens next; it names this cause (a certificate problem in full).
-      this.socketError = describeTlsError(error) ?? error.code ?? error.message;
+      this.socketError = describeTlsError(error) ?? describeLookupFailure(error.code, endpoint.edge) ?? error.code ?? error.message;
     });
     socket.on('close', (code: number, reason: Buffer) => this.onClose(socket, code, reason.toString('utf8')));
     this.startWatchdog();
@@ -646,6 +663,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   record(exchange: Exchange): void {
     this.emit('exchange', exchange);
+  }
+
+  get observesWebSockets(): boolean {
+    return this.listenerCount('websocket') > 0;
   }
 
   recordWebSocket(exchange: Exchange): void {

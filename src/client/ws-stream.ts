@@ -115,7 +115,7 @@ export class ClientWsStream {
         socket.close(1008, 'the tunnel cannot keep up');
         return;
       }
-      if (this.log !== null) logWebSocketMessage(this.log.websocket!, 'out', data, isBinary);
+      if (this.log !== null) logWebSocketMessage(this.log.websocket!, 'out', data, isBinary, this.host.recordLimit > 0);
       const waiting = this.relay.waiting;
       if (waiting > 0 && this.host.connectionSend.available === 0) this.host.blocked.add(this);
       if (waiting >= WS_PAUSE_BYTES && !this.localPaused) {
@@ -151,7 +151,7 @@ export class ClientWsStream {
         this.returnCredit(data.byteLength);
         return;
       }
-      if (this.log !== null) logWebSocketMessage(this.log.websocket!, 'in', message.data, message.binary);
+      if (this.log !== null) logWebSocketMessage(this.log.websocket!, 'in', message.data, message.binary, this.host.recordLimit > 0);
       const size = message.data.byteLength;
       this.socket.send(message.data, { binary: message.binary }, () => this.returnCredit(size));
     } else if (frame[0] === FrameType.WS_CLOSE) {
@@ -200,7 +200,7 @@ export class ClientWsStream {
   }
 
   private recordOpen(status: number, responseHeaders: string[], error: string | null): void {
-    if (this.log !== null || this.host.recordLimit === 0 || this.host.recordWebSocket === undefined) return;
+    if (this.log !== null || this.host.observesWebSockets !== true || this.host.recordWebSocket === undefined) return;
     this.log = webSocketExchange(this.requestId, this.path, this.port, this.headers, this.clientAddress, status, responseHeaders, error);
     this.host.recordWebSocket(this.log);
   }

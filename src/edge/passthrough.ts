@@ -14,7 +14,8 @@ import { MessageRelay } from '../protocol/ws-relay.js';
 import type { HttpResponse, us_socket_context_t, WebSocket } from '../uws.js';
 import type { RequestHead } from './http-stream.js';
 import { checkResponseHeaders, checkSubprotocol, statusKind, StatusKind } from './response-head.js';
-import { errorJson, statusLine } from './responses.js';
+import { BURROW_ERROR_HEADER, errorJson } from './public-error.js';
+import { statusLine } from './responses.js';
 import type { SocketData, StreamHost } from './stream-host.js';
 
 /** Where a passthrough stream is; every frame from the client is checked against it. */
@@ -280,7 +281,7 @@ export class PassthroughStream {
 function writeUpgradeError(res: HttpResponse, code: ErrorCode, message: string): void {
   res
     .writeStatus(statusLine(ERROR_CODES[code].status))
-    .writeHeader('content-type', 'application/json')
-    .writeHeader('burrow-error', code)
+    .writeHeader('Content-Type', 'application/json')
+    .writeHeader(BURROW_ERROR_HEADER, code)
     .end(errorJson(code, message));
 }

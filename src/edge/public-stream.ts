@@ -15,6 +15,7 @@ import type { ErrorCode } from '../errors.js';
 import type { HttpResponse } from '../uws.js';
 import { EdgeHttpStream, type RequestHead } from './http-stream.js';
 import type { HeaderValue } from './response-head.js';
+import { acceptOf } from './public-error.js';
 import { endHeadResponse, statusLine, writePublicError } from './responses.js';
 import type { StreamHost } from './stream-host.js';
 
@@ -166,7 +167,7 @@ export class PublicHttpStream extends EdgeHttpStream {
       this.publicState = PublicState.DONE;
       if (state !== PublicState.IDLE) this.res.close();
       // A request body still arriving cannot be read to its end: close the connection after the answer.
-      else writePublicError(this.res, failure.code, failure.message, !this.requestFinished);
+      else writePublicError(this.res, failure.code, failure.message, !this.requestFinished, undefined, acceptOf(this.head.headers));
       return true;
     }
     // Waiting for the socket to drain: onWritable carries on.

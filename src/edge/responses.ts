@@ -2,8 +2,9 @@
  * Status lines and error bodies, built once and reused: they are written on every response.
  */
 import { STATUS_CODES } from 'node:http';
-import { defaultErrorJson, ERROR_CODES, type ErrorCode } from '../errors.js';
+import { ERROR_CODES, type ErrorCode } from '../errors.js';
 import type { HttpResponse } from '../uws.js';
+import { publicErrorAnswer } from './public-error.js';
 
 const STATUS_LINES: string[] = [];
 for (let code = 100; code <= 999; code++) STATUS_LINES[code] = `${code} ${STATUS_CODES[code] ?? 'Status'}`;
@@ -12,13 +13,10 @@ export function statusLine(status: number): string {
   return STATUS_LINES[status] ?? `${status} Status`;
 }
 
-export function errorJson(code: ErrorCode, message: string): string {
-  return message === ERROR_CODES[code].message ? defaultErrorJson(code) : JSON.stringify({ error: { code, message } });
-}
-
 /**
- * Answers an edge error on the public side at once (inside the request handler, so already corked).
- * `burrow-error` tells users the edge answered, not their app.
+ * Answers an edge error on the public side at once (inside the request handler, so already corked):
+ * JSON, or a small HTML page when `accept` (the request's Accept) prefers text/html (public-error.ts).
+ * `Burrow-Error` tells users the edge answered, not their app.
  */
 export function writePublicError(
   res: HttpResponse,
@@ -26,10 +24,13 @@ export function writePublicError(
   message: string = ERROR_CODES[code].message,
   closeConnection = false,
   extraHeaders: readonly [string, string][] = [],
+  accept = '',
 ): void {
-  res.writeStatus(statusLine(ERROR_CODES[code].status));
+  const answer = publicErrorAnswer(code, message, accept);
+  res.writeStatus(statusLine(answer.status));
   for (const [name, value] of extraHeaders) res.writeHeader(name, value);
-  res.writeHeader('content-type', 'application/json').writeHeader('burrow-error', code).end(errorJson(code, message), closeConnection);
+  for (const [name, value] of answer.headers) res.writeHeader(name, value);
+  res.end(answer.body, closeConnection);
 }
 
 /**

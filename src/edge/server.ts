@@ -6,15 +6,17 @@
 import { join } from 'node:path';
 import { BurrowError, ERROR_CODES, type ErrorCode } from '../errors.js';
 import { VERSION } from '../version.js';
-import { Api, errorResponse } from '../api/api.js';
+import { Api, API_SECURITY_HEADERS, errorResponse } from '../api/api.js';
 import { LocalCaptureLog } from '../api/capture-log.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { defaultSecretKeyFile, SecretBox } from '../store/secret-box.js';
 import { storePolicy } from '../store/stored-policy.js';
 import { decodePolicyHeader, POLICY_HEADER } from '../protocol/policy.js';
-import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
+import { CONNECT_PATH, DEFAULT_SETTINGS, INSTANCE_ID, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
+import { FreeSpace, type MinFreeSpace } from '../store/free-space.js';
+import { WriteFailures } from '../store/write-failures.js';
 import type { SessionOptions } from '../store/sessions.js';
 import { Store, type StoreOptions } from '../store/store.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t } from '../uws.js';
@@ -23,7 +25,7 @@ import { AdminServer, type AdminAddress } from './admin.js';
 import { TrustedProxies, requestOrigin } from './client-address.js';
 import { loadDashboard, serveDashboard } from './dashboard.js';
 import { readPublicRequestHead, type PublicRequestHead } from './headers.js';
-import { HostDispatch } from './host.js';
+import { apiHostProblem, HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
@@ -51,6 +53,12 @@ export interface EdgeOptions {
   port?: number;
   /** The API answers on <domain> and api.<domain>, tunnels on <sub>.<domain>. */
   domain?: string;
+  /**
+   * The API's and the dashboard's own host, on a registrable domain other than the tunnels' (docs/deploy.md):
+   * the dashboard is served there only, and the edge's URL names it. A lower-case DNS name (see
+   * `apiHostProblem` in src/edge/host.ts).
+   */
+  apiHost?: string;
   /** API requests per minute per token (spec section 8). */
   rateLimit?: number;
   rateWindowMs?: number;
@@ -68,6 +76,13 @@ export interface EdgeOptions {
   captureBodyLimit?: number;
   /** Commit every capture batch with an fsync (power-loss durability, ~0.5-1 ms per commit here). */
   captureFsync?: boolean;
+  /**
+   * The free-space floor of the data directory's file system (`--min-free-disk`): below it captures are
+   * skipped and held webhooks refused. By default the larger of 256 MiB and 5% (src/store/free-space.ts).
+   */
+  minFreeDisk?: MinFreeSpace;
+  /** How often the free space is read (statfs); once a second by default. */
+  freeSpaceCheckMs?: number;
   /** Largest WebSocket message on the edge (passthrough messages, tunnel frames). */
   maxWebSocketMessage?: number;
   settings?: Partial<Settings>;
@@ -75,8 +90,10 @@ export interface EdgeOptions {
   /** How public URLs are printed: scheme and port (the edge's own port by default). */
   publicScheme?: 'http' | 'https';
   publicPort?: number;
-  /** Dashboard session lifetimes (docs/dashboard.md): 12 h idle, 7 days at most by default. */
+  /** Dashboard session lifetimes and cap per token (docs/dashboard.md): 12 h idle, 7 days at most, 20 by default. */
   dashboardSessions?: SessionOptions;
+  /** Dashboard sign-ins per minute per token and per client address (10 and 30 by default). */
+  signInLimits?: { perToken?: number; perAddress?: number };
   /** Serve HTTPS and wss:// with these certificates (src/edge/tls.ts); public URLs are then https. */
   tls?: TlsOptions;
   /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
@@ -136,6 +153,9 @@ export class Edge {
   /** Gives the data directory back (one edge per directory, src/store/data-lock.ts). */
   private readonly releaseDataDir: () => void;
   readonly captures: CaptureStore;
+  /** The free-space floor and the failed writes of both LMDB environments (issue 23). */
+  readonly space: FreeSpace;
+  readonly writeFailures: WriteFailures;
   /** Usage per account: this edge's LMDB on one edge, added up in Redis in cluster mode. */
   readonly usage: UsageCounter;
   readonly registry: EdgeRegistry;
@@ -165,8 +185,10 @@ export class Edge {
   private readonly maxRequestBody: number;
   private readonly apiBodyLimit: number;
   private readonly publicScheme: string;
-  /** Added to every answer of the API host and the dashboard: HSTS when asked for. */
+  /** Added to every answer of the API host: API_SECURITY_HEADERS, and HSTS when asked for. */
   private readonly apiHostHeaders: readonly (readonly [string, string])[];
+  /** Added to the dashboard's files, which carry their own CSP and framing rules: HSTS when asked for. */
+  private readonly dashboardHeaders: readonly (readonly [string, string])[];
   private readonly proxies: TrustedProxies | null;
   private readonly log: (line: string) => void;
   /** The internal hop, in cluster mode; null on a lone edge. */
@@ -180,7 +202,11 @@ export class Edge {
   ) {
     this.clusterConnection = cluster;
     this.domain = (options.domain ?? 'localhost').toLowerCase();
-    this.hosts = new HostDispatch(this.domain);
+    if (options.apiHost !== undefined) {
+      const problem = apiHostProblem(options.apiHost, this.domain);
+      if (problem !== null) throw new Error(problem);
+    }
+    this.hosts = new HostDispatch(this.domain, options.apiHost?.toLowerCase());
     this.log = options.log ?? ((line) => process.stderr.write(`${line}\n`));
     this.settings = { ...DEFAULT_SETTINGS, ...options.settings };
     this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
@@ -189,7 +215,8 @@ export class Edge {
     if (options.hsts === true && this.publicScheme !== 'https') {
       throw new Error('HSTS is for an edge served over HTTPS: give it a TLS certificate or an https public URL');
     }
-    this.apiHostHeaders = options.hsts === true ? [HSTS_HEADER] : NO_HEADERS;
+    this.dashboardHeaders = options.hsts === true ? [HSTS_HEADER] : NO_HEADERS;
+    this.apiHostHeaders = [...API_SECURITY_HEADERS, ...this.dashboardHeaders];
     // In cluster mode the hop is built on the lease registry (below); `clusterHop` is for tests of the hop alone.
     this.hop = options.clusterHop === undefined || cluster !== null ? null : new ClusterHop(options.clusterHop, this.log);
     this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
@@ -200,10 +227,17 @@ export class Edge {
     // The secret key too: a key file others can read is refused before anything is taken.
     this.secrets = SecretBox.open(options.secretKeyFile ?? defaultSecretKeyFile(options.dataDir));
     this.releaseDataDir = lockDataDirectory(options.dataDir);
+    this.writeFailures = new WriteFailures(this.log);
+    // Read before anything is served: an edge starting on a full disk says so first.
+    this.space = new FreeSpace(options.dataDir, options.minFreeDisk, this.log, options.freeSpaceCheckMs);
+    this.space.start();
     try {
-      this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
+      this.store = Store.open(options.dataDir, { ...(options.plans === undefined ? {} : { plans: options.plans }), failures: this.writeFailures });
       this.captures = CaptureStore.open(join(options.dataDir, 'captures'), {
         fsync: options.captureFsync === true,
+        failures: this.writeFailures,
+        space: this.space,
+        log: this.log,
         // Capture ids must not repeat across the edges of a cluster (src/edge/cluster/captures.ts).
         ...(cluster !== null
           ? { ringIds: clusterRingIds(cluster.nodeNumber) }
@@ -212,6 +246,7 @@ export class Edge {
             : { ringIds: options.clusterHop.ringIds }),
       });
     } catch (error) {
+      this.space.stop();
       this.releaseDataDir();
       throw error;
     }
@@ -236,10 +271,22 @@ export class Edge {
     const metrics =
       options.admin === undefined
         ? null
-        : new EdgeMetrics({ tunnelsActive: () => this.registry.size, streamsOpen: () => this.openStreams(), draining: () => this.draining });
+        : new EdgeMetrics({
+            tunnelsActive: () => this.registry.size,
+            streamsOpen: () => this.openStreams(),
+            draining: () => this.draining,
+            storage: {
+              freeBytes: () => this.space.freeBytes,
+              minFreeBytes: () => this.space.minFreeBytes,
+              low: () => this.space.low,
+              quotaUse: () => this.captures.quotaUse(),
+              skipped: () => this.captures.skipped,
+              writeFailures: (kind) => this.writeFailures.count(kind),
+            },
+          });
     const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
     this.observer = new EdgeObserver(metrics, accessLog, this.log);
-    this.offline = new OfflineQueue(this.store, this.registry, this.log, options.offlineQueue, this.observer);
+    this.offline = new OfflineQueue(this.store, this.registry, this.log, { ...options.offlineQueue, storageLow: () => this.space.low }, this.observer);
     // In cluster mode the API reads every edge's captures and replays through the tunnel's edge.
     const clusterApi = this.hop === null ? null : this.hop.apiParts(new LocalCaptureLog(this.captures), this.registry);
     this.api = new Api({
@@ -251,6 +298,7 @@ export class Edge {
       usage: this.usage,
       tunnels: clusterApi === null ? this.registry : clusterApi.tunnels,
       queue: this.offline,
+      writeFailures: this.writeFailures,
       instance: { build: VERSION, region: options.region ?? 'local' },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
@@ -259,6 +307,7 @@ export class Edge {
       publicUrlOf: (subdomain) => this.publicUrl(subdomain),
       ...(options.dashboardSessions === undefined ? {} : { sessions: options.dashboardSessions }),
       secrets: this.secrets,
+      ...(options.signInLimits === undefined ? {} : { signInLimits: options.signInLimits }),
     });
     this.deps = {
       settings: this.settings,
@@ -311,9 +360,9 @@ export class Edge {
     return this.admin?.port ?? 0;
   }
 
-  /** The API's base URL as users see it. */
+  /** The API's base URL as users see it: on its own host with `apiHost`, else on the domain. */
   get url(): string {
-    return `${this.publicScheme}://${this.domain}${this.portSuffix()}`;
+    return `${this.publicScheme}://${this.options.apiHost?.toLowerCase() ?? this.domain}${this.portSuffix()}`;
   }
 
   publicUrl(subdomain: string): string {
@@ -337,6 +386,7 @@ export class Edge {
       await this.store.close();
       await this.clusterConnection?.close();
       await this.hop?.close();
+      this.space.stop();
       this.releaseDataDir();
       throw new Error(reason);
     };
@@ -473,7 +523,7 @@ export class Edge {
       else if (this.refusedFraming(res, req, target.kind === 'api' ? this.apiHostHeaders : NO_HEADERS)) return;
       else if (this.hop !== null && this.hop.servesInternal(res, req)) return;
       else if (target.kind === 'api') {
-        if (!serveDashboard(res, req, this.apiHostHeaders)) this.serveApi(res, req);
+        if (!(target.dashboard && serveDashboard(res, req, this.dashboardHeaders))) this.serveApi(res, req, target.dashboard);
       } else writeApiResponse(res, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false);
     });
   }
@@ -488,7 +538,7 @@ export class Edge {
 
   // ---- the API ----------------------------------------------------------------------------------------
 
-  private serveApi(res: HttpResponse, req: HttpRequest): void {
+  private serveApi(res: HttpResponse, req: HttpRequest, dashboardHost: boolean): void {
     const method = req.getCaseSensitiveMethod();
     // Behind a trusted proxy, the scheme and host the browser used are the forwarded ones (the
     // dashboard's CSRF rule compares the Origin with them).
@@ -508,6 +558,7 @@ export class Edge {
       scheme: origin.proto,
       body: null,
       clientAddress: origin.client,
+      dashboardHost,
     };
     const isHead = method === 'HEAD';
     const lengthHeader = req.getHeader('content-length');
@@ -548,6 +599,11 @@ export class Edge {
   private sessionFor(res: HttpResponse, req: HttpRequest, subdomain: string, forwarded = false): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
+      // Cluster mode: the tunnel is connected here, but its lease lapsed while the store is away.
+      if (this.cluster?.lapsed(subdomain) === true) {
+        this.refusePublic(res, req, subdomain, 'STORE_UNAVAILABLE', `The cluster's store is unreachable from this edge, which cannot vouch for ${subdomain} until it is back.`, false, RETRY_SOON);
+        return undefined;
+      }
       // Asked as the owner by another edge: say so, and that edge forgets its cached owner (never forwarded again).
       this.refusePublic(res, req, subdomain, 'TUNNEL_NOT_FOUND', this.notFoundMessage(subdomain), false, forwarded ? NOT_OWNER : undefined);
       return undefined;
@@ -574,7 +630,7 @@ export class Edge {
     extraHeaders?: readonly [string, string][],
   ): void {
     this.observeRefusal(res, req, subdomain, code);
-    writePublicError(res, code, message, closeConnection, extraHeaders);
+    writePublicError(res, code, message, closeConnection, extraHeaders, req.getHeader('accept'));
   }
 
   /** Counts and access-logs a public request the edge refuses (while `req` is valid: in the uWS handler). */
@@ -603,7 +659,8 @@ export class Edge {
     const framingProblem = head.framingProblem;
     if (framingProblem !== null) {
       this.observeRefusal(res, req, subdomain, 'INVALID_REQUEST');
-      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true));
+      const accept = req.getHeader('accept');
+      refuseAndClose(res, () => writePublicError(res, 'INVALID_REQUEST', framingProblem, true, undefined, accept));
       return;
     }
     if (this.offline.serves(res, req, head, subdomain, clientAddress)) return;
@@ -618,6 +675,7 @@ export class Edge {
     const query = req.getQuery();
     if (head.contentLength > this.maxRequestBody) {
       this.observeRefusal(res, req, subdomain, 'PAYLOAD_TOO_LARGE');
+      const accept = req.getHeader('accept');
       const refusal = { aborted: false };
       res.onAborted(() => {
         refusal.aborted = true;
@@ -625,7 +683,7 @@ export class Edge {
       discardBody(
         res,
         () => refusal.aborted,
-        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true),
+        () => writePublicError(res, 'PAYLOAD_TOO_LARGE', `The request body is larger than ${this.maxRequestBody} bytes.`, true, undefined, accept),
       );
       return;
     }
@@ -737,6 +795,8 @@ export class Edge {
       const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
       if (port < 1 || port > 65535) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
       const requested = query.get('subdomain');
+      const instance = query.get('instance');
+      if (instance !== null && !INSTANCE_ID.test(instance)) throw new BurrowError('INVALID_REQUEST', 'The "instance" query parameter must be 8 to 64 of A-Z, a-z, 0-9, "_" and "-".');
       const runSpec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
       if (runSpec !== undefined && requested !== null && requested !== '' && (await this.accounts.getReservation(requested.toLowerCase()))?.policy !== undefined) {
         throw new BurrowError(
@@ -754,14 +814,17 @@ export class Edge {
       const admitted = this.registry.admit(account.id, limits.activeTunnels, requested === null || requested === '' ? null : requested.toLowerCase(), {
         tokenId: principal.token.id,
         port,
+        clientAddress,
+        instance,
+        replace: query.get('replace') === '1',
       });
       const subdomain = typeof admitted === 'string' ? admitted : await admitted;
       if (connect.aborted) {
         this.registry.abandon(subdomain, account.id);
         return;
       }
-      const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests);
-      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring);
+      const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests, limits.captureBytes);
+      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring, instance, clientAddress);
       session.runPolicy = runPolicy;
       res.cork(() => {
         res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
@@ -870,6 +933,7 @@ export class Edge {
     await this.clusterConnection?.close();
     await this.captures.close();
     await this.store.close();
+    this.space.stop();
     this.releaseDataDir();
     await this.observer.close();
     this.admin?.close();

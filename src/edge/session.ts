@@ -89,6 +89,9 @@ export class TunnelSession implements StreamHost {
     readonly port: number,
     readonly publicUrl: string,
     readonly ring: RingHandle,
+    /** Who connected it: the client's instance id (null from older clients) and address (registry.ts). */
+    readonly instance: string | null = null,
+    readonly clientAddress = '',
   ) {
     this.connectionSend = new SendCredit(deps.settings.connectionWindow);
     this.connectionReceive = new ReceiveWindow(deps.settings.connectionWindow);

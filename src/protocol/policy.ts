@@ -447,26 +447,52 @@ export type PolicyFlagValues = {
   [K in keyof typeof POLICY_FLAG_OPTIONS]?: (typeof POLICY_FLAG_OPTIONS)[K] extends { multiple: true } ? string[] : (typeof POLICY_FLAG_OPTIONS)[K]['type'] extends 'boolean' ? boolean : string;
 };
 
-/** The help lines for the policy flags, shared by both commands. */
-export const POLICY_FLAGS_HELP = `Policy (docs/policies.md; enforced by the edge before anything else sees the request):
-  --basic-auth USER:PASS         require HTTP Basic credentials (repeatable: several users)
-  --basic-auth-forward           pass the Authorization header on to the local server (removed otherwise)
-  --allow-cidr CIDR              only these client addresses (repeatable; IPv4 and IPv6)
-  --deny-cidr CIDR               refuse these client addresses (repeatable; wins over --allow-cidr)
-  --oidc ISSUER                  require an OpenID Connect sign-in (with --oidc-client-id and
-  --oidc-client-id ID              --oidc-client-secret; the callback is /.burrow/oidc/callback)
-  --oidc-client-secret SECRET
-  --oidc-allow-email E           only these signed-in addresses (repeatable)
-  --oidc-allow-domain D          only addresses at these domains (repeatable)
-  --verify-webhook PROVIDER:SECRET
-                                 refuse webhooks without a valid signature (repeatable, e.g. to rotate);
-                                 ${WEBHOOK_PROVIDERS.filter((p) => p !== 'hmac-sha256').join(', ')},
-                                 or hmac-sha256:HEADER:SECRET
-  --request-header-add 'N: V'    set a header on requests to the local server (repeatable)
-  --request-header-remove N      remove a request header (repeatable)
-  --response-header-add 'N: V'   set a header on responses to the public client (repeatable)
-  --response-header-remove N     remove a response header (repeatable)
-  --rate-limit N/PERIOD          at most N requests per client address per PERIOD (s, m, h, d, or 10s, 5m)`;
+/** The policy flags and what each does, for both commands' --help. */
+const POLICY_FLAG_LINES: readonly (readonly [flag: string, description: string])[] = [
+  ['--basic-auth USER:PASS', 'require HTTP Basic credentials (repeatable: several users)'],
+  ['--basic-auth-forward', 'pass the Authorization header on to the local server (removed otherwise)'],
+  ['--allow-cidr CIDR', 'only these client addresses (repeatable; IPv4 and IPv6)'],
+  ['--deny-cidr CIDR', 'refuse these client addresses (repeatable; wins over --allow-cidr)'],
+  ['--oidc ISSUER', 'require an OpenID Connect sign-in (with --oidc-client-id and --oidc-client-secret; the callback is /.burrow/oidc/callback)'],
+  ['--oidc-client-id ID', "the client's id at the issuer"],
+  ['--oidc-client-secret SECRET', "the client's secret (stored encrypted)"],
+  ['--oidc-allow-email E', 'only these signed-in addresses (repeatable)'],
+  ['--oidc-allow-domain D', 'only addresses at these domains (repeatable)'],
+  [
+    '--verify-webhook PROVIDER:SECRET',
+    `refuse webhooks without a valid signature (repeatable, e.g. to rotate); ${WEBHOOK_PROVIDERS.filter((p) => p !== 'hmac-sha256').join(', ')}, or hmac-sha256:HEADER:SECRET`,
+  ],
+  ["--request-header-add 'N: V'", 'set a header on requests to the local server (repeatable)'],
+  ['--request-header-remove N', 'remove a request header (repeatable)'],
+  ["--response-header-add 'N: V'", 'set a header on responses to the public client (repeatable)'],
+  ['--response-header-remove N', 'remove a response header (repeatable)'],
+  ['--rate-limit N/PERIOD', 'at most N requests per client address per PERIOD (s, m, h, d, or 10s, 5m)'],
+];
+
+/**
+ * The policy flags' help, shared by both commands, with descriptions starting at `column` (the
+ * command's own option column: one column per --help). A flag too long for it stands on its own line.
+ */
+export function policyFlagsHelp(column: number, width = 100): string {
+  const lines = ['Policy (docs/policies.md; enforced by the edge before anything else sees the request):'];
+  for (const [flag, description] of POLICY_FLAG_LINES) {
+    let line = `  ${flag}`;
+    if (line.length + 2 > column) {
+      lines.push(line);
+      line = '';
+    }
+    line = line.padEnd(column);
+    for (const word of description.split(' ')) {
+      if (line.length > column && line.length + 1 + word.length > width) {
+        lines.push(line);
+        line = ' '.repeat(column);
+      }
+      line += line.length > column ? ` ${word}` : word;
+    }
+    lines.push(line);
+  }
+  return lines.join('\n');
+}
 
 const PERIOD_UNITS: Record<string, number> = {
   s: 1, sec: 1, secs: 1, second: 1, seconds: 1,

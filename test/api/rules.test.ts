@@ -253,6 +253,7 @@ describe('authentication (spec section 5)', () => {
     ['POST', '/api/v1/queue/resume?subdomain=some-name'],
     ['POST', '/api/v1/queue/evt_000000000000000000000000/deliver'],
     ['DELETE', '/api/v1/queue/evt_000000000000000000000000'],
+    ['DELETE', '/api/v1/queue?subdomain=some-name&state=all'],
   ];
   const credentials: [name: string, headers: () => Record<string, string>][] = [
     ['no Authorization header', () => ({})],

@@ -12,6 +12,7 @@ import { nowIso } from '../../ids.js';
 import { isPlanName } from '../../store/plans.js';
 import type { AccountRecord, AccountStore } from '../../store/account-store.js';
 import { RedisStore } from '../../store/redis-store.js';
+import { redisTarget } from '../../store/redis-url.js';
 import { Store } from '../../store/store.js';
 import { CliError, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { printJson, printTable, shortTime } from '../output.js';
@@ -28,7 +29,8 @@ The operator's commands, on the edge's data directory or a cluster's Redis (they
 
 Options:
   --data DIR     LMDB data directory (default ./.burrow)
-  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                 redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
   --json         print JSON
   -h, --help     show this help
 (burrow admin COMMAND --help shows each command's options)
@@ -44,7 +46,8 @@ Options:
   --email E      the account's e-mail address (unique)
   --plan NAME    FREE (default) or PRO
   --data DIR     LMDB data directory (default ./.burrow)
-  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                 redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
   --json         print {"account":{...},"token":{...}}
   -h, --help     show this help
 `;
@@ -60,7 +63,8 @@ Options:
   --email E      the account's e-mail address
   --label L      the token's label (default "admin")
   --data DIR     LMDB data directory (default ./.burrow)
-  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                 redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
   --json         print {"account":{...},"token":{...}}
   -h, --help     show this help
 `;
@@ -75,7 +79,8 @@ Options:
   --email E      the account's e-mail address
   --plan NAME    FREE or PRO
   --data DIR     LMDB data directory (default ./.burrow)
-  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                 redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
   --json         print {"account":{...}}
   -h, --help     show this help
 `;
@@ -88,7 +93,8 @@ plan, active tokens, created.
 
 Options:
   --data DIR     LMDB data directory (default ./.burrow)
-  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                 redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
   --json         print {"accounts":[...]}
   -h, --help     show this help
 `;
@@ -156,8 +162,12 @@ interface StoreChoice {
  */
 async function withStore<T>({ data, cluster }: StoreChoice, work: (store: AccountStore) => Promise<T>): Promise<T> {
   if (cluster !== undefined && data !== undefined) throw new UsageError('give either --data DIR (one edge) or --cluster URL (a cluster), not both');
-  if (cluster !== undefined && !/^rediss?:\/\/[^/\s]+/.test(cluster)) {
-    throw new UsageError(`--cluster must be a Redis URL, redis://HOST:PORT[/DB], not ${cluster}`);
+  if (cluster !== undefined) {
+    try {
+      redisTarget(cluster);
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
   }
   let store: AccountStore;
   try {

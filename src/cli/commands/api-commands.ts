@@ -2,13 +2,14 @@
  * The thin wrappers over the API: login, tokens, tunnels, requests. Tables by default, the API's JSON
  * with --json.
  */
-import { POLICY_FLAG_OPTIONS, POLICY_FLAGS_HELP, policySpecFromFlags, type PolicySpec, type PolicyView } from '../../protocol/policy.js';
+import { POLICY_FLAG_OPTIONS, policyFlagsHelp, policySpecFromFlags, type PolicySpec, type PolicyView } from '../../protocol/policy.js';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseToken, tokenIdOf } from '../../ids.js';
 import { apiClientFor, CONNECTION_HELP, CONNECTION_OPTIONS, edgeApiClient, type ApiClient, type ConnectionFlags } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { configPath, readConfig, resolveCredentials, requireToken, writeConfig, type ClientConfig } from '../config.js';
+import { escapeControls } from '../../control-chars.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
 function client(values: ConnectionFlags): ApiClient {
@@ -18,7 +19,7 @@ function client(values: ConnectionFlags): ApiClient {
 // ---- login ----------------------------------------------------------------------------------------
 
 const LOGIN_HELP = `
-Usage: burrow login TOKEN [--edge URL ...] [--json] [--ca FILE] [--insecure]
+Usage: burrow login TOKEN [--edge URL ...] [--json] [--ca FILE] [--resolve HOST:PORT:ADDRESS ...] [--insecure]
 
 Checks the token against the edge and saves both to the client config (mode 0600), so later commands
 need neither. The CA it trusted (--ca, else BURROW_CA, else the one saved before for the same edge) is
@@ -26,17 +27,25 @@ saved too, as an absolute path: later commands use it when they get no --ca and 
 in to another edge without --ca or BURROW_CA forgets it, and so does logging in once its file is gone.
 
 Options:
-  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
-                 repeated, every edge is saved in that order (failover order for later commands)
-  --json         print {"edge","account":{id,email,plan},"config","ca"}
-  --ca FILE      trust this CA (PEM) to check an https:// edge with a private certificate, beside
-                 the public roots (NODE_EXTRA_CA_CERTS works too)
-  --insecure     allow sending the token over plain http:// to an edge not on this machine
-  -h, --help     show this help
+  --edge URL       the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
+                   repeated, every edge is saved in that order (failover order for later commands)
+  --json           print {"edge","account":{id,email,plan},"config","ca"}
+  --ca FILE        trust this CA (PEM) to check an https:// edge with a private certificate,
+                   beside the public roots (NODE_EXTRA_CA_CERTS works too)
+  --resolve HOST:PORT:ADDRESS
+                   connect to ADDRESS for the edge URL's HOST and PORT, without DNS (like curl
+                   --resolve; repeatable; default: BURROW_RESOLVE); not saved: give it (or
+                   BURROW_RESOLVE) to later commands too
+  --insecure       allow sending the token over plain http:// to an edge not on this machine
+  -h, --help       show this help
 `;
 
 export async function loginCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { edge: { type: 'string', multiple: true }, json: { type: 'boolean' }, ca: { type: 'string' }, insecure: { type: 'boolean' } }, LOGIN_HELP);
+  const parsed = parse(
+    args,
+    { edge: { type: 'string', multiple: true }, json: { type: 'boolean' }, ca: { type: 'string' }, resolve: { type: 'string', multiple: true }, insecure: { type: 'boolean' } },
+    LOGIN_HELP,
+  );
   if (parsed === null) return 0;
   const token = requirePositional(parsed, 0, 'TOKEN', LOGIN_HELP);
   noExtraPositionals(parsed, 1, LOGIN_HELP);
@@ -44,8 +53,9 @@ export async function loginCommand(args: string[]): Promise<number> {
   const path = configPath();
   const saved = readConfig(path);
   // Edge and CA as every other command finds them: the flag, then BURROW_EDGE / BURROW_CA, then the config
-  // file; but a CA saved for another edge is not carried over to this one.
-  const credentials = resolveCredentials({ edge: parsed.values.edge, token, ca: parsed.values.ca });
+  // file; but a CA saved for another edge is not carried over to this one. Not burrow.yml's edge: a file
+  // in a directory someone else wrote must not decide where a token typed here is sent and saved for.
+  const credentials = resolveCredentials({ edge: parsed.values.edge, token, ca: parsed.values.ca, resolve: parsed.values.resolve }, process.env, null);
   if (credentials.ca?.from === path && saved.edge !== credentials.edge) credentials.ca = undefined;
   // Logging in again is the way out of a saved CA file that is gone (the edge may have a public certificate now).
   if (credentials.ca?.from === path && !existsSync(credentials.ca.path)) {
@@ -78,8 +88,8 @@ refused without --force: afterwards every command gets 401 (the operator's way b
 "burrow admin token create --email E").
 
 Options:
-  --label L      label of a new token (1 to 64 characters)
-  --force        revoke even the token this command uses
+  --label L        label of a new token (1 to 64 characters)
+  --force          revoke even the token this command uses
 ${CONNECTION_HELP}
 `;
 
@@ -295,20 +305,20 @@ async function showRequest(args: string[]): Promise<number> {
     return 0;
   }
   const lines = [
-    `${detail.id}  ${detail.method} ${detail.path}`,
+    `${detail.id}  ${escapeControls(detail.method)} ${escapeControls(detail.path)}`,
     `status        ${detail.status}${detail.error === null ? '' : ` (${detail.error}, answered by the edge)`}`,
     `received      ${shortTime(detail.received_at)} from ${detail.client_address} on ${detail.subdomain}`,
     `duration      ${detail.duration_ms} ms`,
     ...(detail.replay_of === null ? [] : [`replay of     ${detail.replay_of}`]),
     '',
     'Request headers',
-    ...detail.request.headers.map(([name, value]) => `  ${name}: ${value}`),
+    ...detail.request.headers.map(headerLine),
     '',
     `Request body  ${bodySummary(detail.request)}`,
     ...bodyText(detail.request),
     '',
     `Response headers (${detail.response.status})`,
-    ...detail.response.headers.map(([name, value]) => `  ${name}: ${value}`),
+    ...detail.response.headers.map(headerLine),
     '',
     `Response body  ${bodySummary(detail.response)}`,
     ...bodyText(detail.response),
@@ -328,9 +338,15 @@ function bodySummary(part: BodyJson): string {
   return `${part.body_size} bytes${part.truncated ? `, the first ${kept} captured` : ''}${part.body_encoding === 'base64' ? ', binary (--raw writes the bytes)' : ''}`;
 }
 
+/** A captured header as a terminal shows it: a client chose its bytes, control characters come out as \xHH. */
+function headerLine([name, value]: [string, string]): string {
+  return `  ${escapeControls(name)}: ${escapeControls(value)}`;
+}
+
+/** A text body for the terminal: its lines and tabs kept, every other control character as \xHH (--raw writes the bytes). */
 function bodyText(part: BodyJson): string[] {
   if (part.body === null || part.body_size === 0 || part.body_encoding === 'base64') return [];
-  return [part.body];
+  return [escapeControls(part.body, true)];
 }
 
 // ---- reservations ----------------------------------------------------------------------------------
@@ -346,14 +362,14 @@ Secrets are write-only: "burrow reservations show NAME" shows them as set. Route
 are the client's and stay on "burrow http".
 
 Options:
-  --offline MODE what the edge answers while no tunnel is connected (docs/offline.md):
-                 off (default) 404 as for any offline tunnel; reject 503 with Retry-After, so the
-                 provider retries; queue 202, the request is held and delivered in order when the
-                 tunnel connects (see burrow queue --help)
-  --clear-policy removes the name's stored policy
+  --offline MODE   what the edge answers while no tunnel is connected (docs/offline.md):
+                   off (default) 404 as for any offline tunnel; reject 503 with Retry-After, so
+                   the provider retries; queue 202, the request is held and delivered in order
+                   when the tunnel connects (see burrow queue --help)
+  --clear-policy   removes the name's stored policy
 ${CONNECTION_HELP}
 
-${POLICY_FLAGS_HELP}
+${policyFlagsHelp(19)}
 `;
 
 interface ReservationJson {

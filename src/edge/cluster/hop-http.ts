@@ -16,6 +16,7 @@ import type { Agent, Dispatcher } from 'undici';
 import type { ErrorCode } from '../../errors.js';
 import type { HttpResponse } from '../../uws.js';
 import { discardBody } from '../request-framing.js';
+import { acceptOf } from '../public-error.js';
 import { statusLine, writePublicError } from '../responses.js';
 import { CLIENT_HEADER, CLUSTER_HEADER_PREFIX, NOT_OWNER_HEADER, ORDER_HEADER, PROTO_HEADER, SECRET_HEADER } from './secret.js';
 import { connectionRefused } from './peer-link.js';
@@ -332,7 +333,7 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler {
     this.upload?.destroy();
     this.refused(code);
     // A body still arriving cannot be read to its end: the connection closes after the answer.
-    this.res.cork(() => writePublicError(this.res, code, message, !this.uploadDone, extraHeaders));
+    this.res.cork(() => writePublicError(this.res, code, message, !this.uploadDone, extraHeaders, acceptOf(this.request.headers)));
   }
 
   private onAborted(): void {

@@ -1,0 +1,140 @@
+/**
+ * Issue 23, lower item: C1 control characters (U+009B, CSI to many terminals) in a path reached the
+ * terminal, `--json` output and the access log unescaped. A public client sends a path and a header
+ * with C1 and C0 characters through a real edge and tunnel; then each output is read: the access log
+ * file, `burrow requests` as a table, `--json` and `requests show` (real CLI subprocesses), and what
+ * `burrow http` prints for the client's own record of the exchange (its text line, JSON line and status
+ * block). None holds a control character but the line feeds between lines; the text ones show `\xHH`,
+ * the JSON ones `\u00HH`, which parses back to exactly what was sent.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import type { Exchange } from '../../src/client/exchange.js';
+import { jsonLine, renderStatus, textLine } from '../../src/cli/commands/http.js';
+import { escapeControls, controlSafeJson } from '../../src/control-chars.js';
+import { accessLogLine } from '../../src/edge/access-log.js';
+import { createAccount, rawRequest, runCli, startClient, startEdge, tempDirs, waitFor, type TestAccount, type TestEdge } from '../helpers.js';
+import { startRawLocal, type RawLocal } from '../client/raw-local.js';
+import type { TunnelClient } from '../../src/client/tunnel-client.js';
+
+const dirs = tempDirs('burrow-control-chars-');
+/** Any control character but a line feed: what must never reach a terminal. */
+const CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;
+
+let edge: TestEdge;
+let local: RawLocal;
+let alice: TestAccount;
+let client: TunnelClient;
+let logFile: string;
+const exchanges: Exchange[] = [];
+/** The path as the edge and the client saw it. */
+let sentPath = '';
+
+before(async () => {
+  logFile = join(dirs(), 'access.log');
+  edge = await startEdge({ accessLog: logFile });
+  // A byte-level local server: Node's own refuses a path with bytes above 0x7F before any app sees it.
+  local = await startRawLocal({
+    '*': (socket) => {
+      socket.end('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok');
+      return 'done';
+    },
+  });
+  alice = await createAccount(edge);
+  const started = await startClient(edge, alice.token, local.port, { subdomain: 'ctl' });
+  client = started.client;
+  client.on('exchange', (exchange: Exchange) => exchanges.push(exchange));
+  // UTF-8 for U+009B (CSI) and U+0085 (NEL) in the path, a raw U+009B byte pair in a header value.
+  const head = Buffer.concat([
+    Buffer.from('GET /a', 'latin1'),
+    Buffer.from('\u009b2J\u0085x', 'utf8'),
+    Buffer.from(`/b HTTP/1.1\r\nHost: ctl.localhost:${edge.port}\r\nX-Note: before`, 'latin1'),
+    Buffer.from('\u009b31mafter', 'utf8'),
+    Buffer.from('\r\nConnection: close\r\n\r\n', 'latin1'),
+  ]);
+  const answer = await rawRequest(edge.port, head);
+  assert.match(answer, /^HTTP\/1\.1 200 /, answer);
+  await waitFor(() => exchanges.length === 1, 5_000, 'the client\'s record of the exchange');
+  sentPath = exchanges[0]!.path;
+  assert.ok(/[\u0080-\u009f]/.test(sentPath), `a C1 character reached the edge and the client: ${JSON.stringify(sentPath)}`);
+});
+
+after(async () => {
+  client?.close();
+  await local?.close();
+  await edge?.close();
+});
+
+test('the access log escapes them, and parses back to the path as received', async () => {
+  await waitFor(() => readFileSync(logFile, 'utf8').includes('"subdomain":"ctl"'), 5_000, 'the access log line');
+  const text = readFileSync(logFile, 'utf8');
+  assert.doesNotMatch(text, CONTROL);
+  assert.match(text, /\\u009b/);
+  const line = JSON.parse(text.trim().split('\n').at(-1)!);
+  assert.equal(line.path, sentPath);
+  // Every C0 and C1 character and DEL, one line each way.
+  const all = Array.from({ length: 0xa0 }, (_, code) => String.fromCharCode(code)).filter((c) => CONTROL.test(c) || c === '\n').join('');
+  const built = accessLogLine({ receivedAt: 0, subdomain: 's', method: 'GET', path: `/${all}`, status: 200, bytesIn: 0, bytesOut: 0, durationMs: 0, clientAddress: '::1', requestId: null, error: null });
+  assert.doesNotMatch(built.slice(0, -1), /[\u0000-\u001f\u007f-\u009f]/);
+  assert.equal(JSON.parse(built).path, `/${all}`);
+});
+
+test('burrow requests: the table shows \\xHH, --json \\u00HH, show escapes path and headers', async () => {
+  const env = { XDG_CONFIG_HOME: dirs(), BURROW_TOKEN: alice.token, BURROW_EDGE: edge.url };
+  const table = await runCli(['requests', 'ctl'], env);
+  assert.equal(table.code, 0, table.stderr);
+  assert.doesNotMatch(table.stdout, CONTROL);
+  assert.ok(table.stdout.includes('/a\\x9B2J\\x85x/b'), table.stdout);
+
+  const json = await runCli(['requests', 'ctl', '--json'], env);
+  assert.equal(json.code, 0, json.stderr);
+  assert.doesNotMatch(json.stdout, CONTROL);
+  assert.match(json.stdout, /\\u009b2J\\u0085x/);
+  const [listed] = JSON.parse(json.stdout).requests;
+  assert.equal(listed.path, sentPath);
+
+  const show = await runCli(['requests', 'show', listed.id], env);
+  assert.equal(show.code, 0, show.stderr);
+  assert.doesNotMatch(show.stdout, CONTROL);
+  assert.ok(show.stdout.includes('GET /a\\x9B2J\\x85x/b'), show.stdout);
+  assert.ok(show.stdout.includes('x-note: before\\x9B31mafter'), show.stdout);
+  const shown = await runCli(['requests', 'show', listed.id, '--json'], env);
+  assert.doesNotMatch(shown.stdout, CONTROL);
+  assert.ok(JSON.parse(shown.stdout).request.headers.some(([name, value]: [string, string]) => name === 'x-note' && value.includes('\u009b')));
+});
+
+test("burrow http: the request line, the --json line and the status block escape the client's record", () => {
+  const exchange = exchanges[0]!;
+  const text = textLine(exchange);
+  assert.doesNotMatch(text.slice(0, -1), CONTROL);
+  assert.ok(text.startsWith('GET /a\\x9B2J\\x85x/b 200 '), text);
+  const json = jsonLine(exchange);
+  assert.doesNotMatch(json.slice(0, -1), CONTROL);
+  assert.equal(JSON.parse(json).path, sentPath);
+  const block = renderStatus(
+    {
+      session: 'online',
+      detail: '',
+      forwarding: ['http://ctl.localhost'],
+      inspector: null,
+      openStreams: 0,
+      requests: 1,
+      errors: 0,
+      bytesIn: 0,
+      bytesOut: 0,
+      recent: [{ method: exchange.method, path: exchange.path, status: exchange.status, error: exchange.error, latencyMs: exchange.latencyMs }],
+    },
+    { color: false, width: 120 },
+  );
+  for (const line of block) assert.doesNotMatch(line, CONTROL);
+  assert.ok(block.some((line) => line.includes('/a\\x9B2J\\x85x/b')), block.join('\n'));
+});
+
+test('the escaping functions: C0, DEL and C1 escaped, other text untouched', () => {
+  assert.equal(escapeControls('/plain/ü/日本/\\x'), '/plain/ü/日本/\\x');
+  assert.equal(escapeControls('a\u001b[2Jb\u007fc\u009bd\u0080\u009f\u00a0'), 'a\\x1B[2Jb\\x7Fc\\x9Bd\\x80\\x9F\u00a0');
+  assert.equal(escapeControls('line\n\tnext\r\u009b', true), 'line\n\tnext\\x0D\\x9B');
+  assert.equal(controlSafeJson({ p: '\u009b\u001b\u007f' }), '{"p":"\\u009b\\u001b\\u007f"}');
+});
