@@ -19,7 +19,7 @@
  * is parked as failed.
  */
 import { Gauge, type Registry } from 'prom-client';
-import { BurrowError } from '../errors.js';
+import { BurrowError, ERROR_CODES } from '../errors.js';
 import { nowIso } from '../ids.js';
 import type { QueueDriver } from '../api/types.js';
 import type { ReservationRecord } from '../store/account-store.js';
@@ -30,6 +30,9 @@ import { FixedWindowLimiter, type RateDecision } from '../store/rate-limit.js';
 import type { Store } from '../store/store.js';
 import { isWriteFailure, storageFullError } from '../store/write-failures.js';
 import type { HttpRequest, HttpResponse } from '../uws.js';
+import type { SecretBox } from '../store/secret-box.js';
+import { beginWebhookChecks, fieldValue, signatureRefusal, type WebhookChecks } from './policy/webhooks.js';
+import { ReservationVerifiers, VerifiersUnavailable } from './policy/reservation-verifiers.js';
 import type { PublicRequestHead } from './headers.js';
 import type { EdgeObserver } from './observer.js';
 import type { EdgeRegistry } from './registry.js';
@@ -50,6 +53,8 @@ export interface OfflineQueueOptions {
   sourceRateLimit?: number;
   /** Whether the disk is below the edge's free-space floor: new events are then refused (issue 23). */
   storageLow?: () => boolean;
+  /** Opens the webhook secrets of stored policies (issue 26); without it a name that verifies webhooks holds nothing (503). */
+  secrets?: SecretBox;
 }
 
 export const DEFAULT_RETRY_DELAYS_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
@@ -74,17 +79,14 @@ interface Sleeper {
 type Arrival = Omit<NewEvent, 'bodySize' | 'bodyPieces' | 'bodyDigest' | 'senderId'>;
 
 /**
- * Issue 26 seam: a tunnel policy's webhook signature verification (`--verify-webhook PROVIDER:SECRET`).
- * It is fed the body's chunks as they arrive (an HMAC over the body needs no copy of it) and gives its
+ * A stored policy's webhook signature verification (issue 26, `--verify-webhook PROVIDER:SECRET`). A
+ * request without a signature header its verifiers look for is refused before its body is read; else it
+ * is fed the body's chunks as they arrive (an HMAC over the body needs no copy of it) and gives its
  * verdict once the body is stored, BEFORE duplicate detection and before the event is accepted: a forged
  * request must never be stored, nor answered as a duplicate of a real one, nor be what a real retry is
- * matched against. Not implemented: `verificationFor` answers null (no policy) for every reservation.
+ * matched against.
  */
-interface WebhookVerification {
-  chunk(bytes: Uint8Array): void;
-  /** Null when the signature holds; else why the request is refused. */
-  verdict(headers: readonly string[]): string | null;
-}
+type WebhookVerification = WebhookChecks;
 
 export class OfflineQueue implements QueueDriver {
   /** Subdomains whose live requests must queue: events waiting for their turn, commits in flight, or paused. */
@@ -112,6 +114,7 @@ export class OfflineQueue implements QueueDriver {
   private readonly sourceRate: FixedWindowLimiter;
   private readonly expiryTimer: NodeJS.Timeout;
   private readonly storageLow: () => boolean;
+  private readonly verifiers: ReservationVerifiers;
   private closed = false;
 
   constructor(
@@ -127,6 +130,7 @@ export class OfflineQueue implements QueueDriver {
     this.retryAfter = [['retry-after', String(options.retryAfterSeconds ?? 60)]];
     this.sourceRate = new FixedWindowLimiter(options.sourceRateLimit ?? DEFAULT_SOURCE_RATE_LIMIT, SOURCE_RATE_WINDOW_MS);
     this.storageLow = options.storageLow ?? (() => false);
+    this.verifiers = new ReservationVerifiers(options.secrets ?? null);
     // No upload is under way yet: pieces of uploads a previous run never finished are garbage (on a full
     // disk they stay until a later start).
     store.queue.dropUnfinishedUploads().catch((error: Error) => this.writeFailed(error, 'dropping unfinished uploads'));
@@ -186,13 +190,25 @@ export class OfflineQueue implements QueueDriver {
       exchange.onAborted?.();
     });
     const hasBody = head.contentLength > 0 || head.chunked;
-    const refuse = (code: 'RATE_LIMITED' | 'STORAGE_FULL' | 'QUEUE_FULL' | 'PAYLOAD_TOO_LARGE', message: string, headers: [string, string][]): void => {
-      this.observer?.publicRefused(code, code === 'RATE_LIMITED' ? 429 : code === 'PAYLOAD_TOO_LARGE' ? 413 : 503, subdomain, method, path, clientAddress);
+    type Refusal = 'SIGNATURE_INVALID' | 'POLICY_UNAVAILABLE' | 'RATE_LIMITED' | 'STORAGE_FULL' | 'QUEUE_FULL' | 'PAYLOAD_TOO_LARGE';
+    const refuse = (code: Refusal, message: string, headers: [string, string][]): void => {
+      this.observer?.publicRefused(code, ERROR_CODES[code].status, subdomain, method, path, clientAddress);
       // A body not read is read and dropped first (bounded), then the connection closes after the answer.
       if (hasBody) discardBody(res, () => exchange.aborted, () => writePublicError(res, code, message, true, headers));
       else writePublicError(res, code, message, false, headers);
     };
 
+    // Issue 26: only verified webhooks are held. What the head alone refuses (no signature header) costs
+    // no body read, no disk and none of the source's rate: a flood of unsigned POSTs stores nothing.
+    const verification = this.verificationFor(subdomain, reservation, head, method, path);
+    if (verification instanceof VerifiersUnavailable) {
+      refuse('POLICY_UNAVAILABLE', `The tunnel's policy cannot be read on this edge: ${verification.reason}.`, [['retry-after', '30']]);
+      return;
+    }
+    if (verification?.early?.ok === false) {
+      refuse('SIGNATURE_INVALID', signatureRefusal(verification.early.reason), []);
+      return;
+    }
     const rate = this.sourceRate.hit(`${sourceKey(clientAddress)} ${subdomain}`);
     if (!rate.allowed) {
       refuse('RATE_LIMITED', `At most ${rate.limit} requests a minute from one address are held on ${subdomain}.`, rateHeaders(rate));
@@ -232,7 +248,6 @@ export class OfflineQueue implements QueueDriver {
       }
       counted = false;
     };
-    const verification = this.verificationFor(reservation);
     const spool = hasBody
       ? this.store.queue.spool(arrival.id, head.chunked ? -1 : head.contentLength, () => {
           if (!exchange.aborted) res.resume();
@@ -267,7 +282,7 @@ export class OfflineQueue implements QueueDriver {
         const more = Buffer.copyBytesFrom(bytes, 0, Math.min(bytes.byteLength, BODY_START_BYTES - (start?.byteLength ?? 0)));
         start = start === null ? more : Buffer.concat([start, more]);
       }
-      verification?.chunk(bytes);
+      verification?.update(bytes);
       received += bytes.byteLength;
       this.uploadedBytes += bytes.byteLength;
       if (!spool.write(bytes)) res.pause();
@@ -299,13 +314,13 @@ export class OfflineQueue implements QueueDriver {
     uncount: () => void,
   ): void {
     const { subdomain } = arrival;
-    // ---- issue 26: webhook signature verification runs HERE, before duplicate detection and acceptance.
-    const forged = verification?.verdict(arrival.headers) ?? null;
-    if (forged !== null) {
+    // Issue 26: webhook signature verification runs HERE, before duplicate detection and acceptance.
+    const verdict = verification?.finish() ?? null;
+    if (verdict?.ok === false) {
       void spool?.abandon().catch(() => {});
       uncount();
-      this.observer?.publicRefused('UNAUTHORIZED', 401, subdomain, arrival.method, arrival.path, arrival.clientAddress);
-      if (!exchange.aborted) res.cork(() => writePublicError(res, 'UNAUTHORIZED', forged));
+      this.observer?.publicRefused('SIGNATURE_INVALID', 401, subdomain, arrival.method, arrival.path, arrival.clientAddress);
+      if (!exchange.aborted) res.cork(() => writePublicError(res, 'SIGNATURE_INVALID', signatureRefusal(verdict.reason)));
       return;
     }
     const key = holdKey(subdomain, arrival);
@@ -378,9 +393,16 @@ export class OfflineQueue implements QueueDriver {
     else if (!this.closed) this.log(`offline queue: ${what} failed: ${error.stack ?? error.message}`);
   }
 
-  /** Issue 26 seam (see WebhookVerification): the reservation's verification policy; none yet. */
-  private verificationFor(_reservation: ReservationRecord): WebhookVerification | null {
-    return null;
+  /**
+   * The checks of the reservation's stored `verify_webhook` entries over this request (issue 26), begun
+   * from its head; null when its policy verifies nothing. Twilio signs the URL it called: the scheme is
+   * the one the edge wrote into X-Forwarded-Proto (its own, a trusted proxy's, or --public-url's).
+   */
+  private verificationFor(subdomain: string, reservation: ReservationRecord, head: PublicRequestHead, method: string, path: string): WebhookVerification | VerifiersUnavailable | null {
+    const verifiers = this.verifiers.of(subdomain, reservation.policy);
+    if (verifiers === null || verifiers instanceof VerifiersUnavailable) return verifiers;
+    const scheme = fieldValue(head.headers, 'x-forwarded-proto') ?? 'http';
+    return beginWebhookChecks(verifiers, { method, target: path, fields: head.headers, publicUrl: `${scheme}://${head.host}${path}`, now: Date.now() });
   }
 
   private limitsOf(accountId: string): PlanLimits {

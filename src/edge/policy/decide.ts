@@ -23,7 +23,7 @@ import type { SecretBox } from '../../store/secret-box.js';
 import { BasicAuthGate } from './basic-auth.js';
 import { HeaderRules } from './header-rules.js';
 import { OidcGate, withoutOwnCookies, type PolicyHttpRequest, type PolicyResponse } from './oidc.js';
-import { fieldValue, verifyWebhook, webhookVerifier, type WebhookVerifier } from './webhooks.js';
+import { fieldValue, signatureRefusal, verifyWebhook, webhookVerifier, type WebhookVerifier } from './webhooks.js';
 
 export interface PolicyRequest extends PolicyHttpRequest {
   /** The client address the edge computed (src/edge/client-address.ts: --trust-proxy and PROXY v2 aware). */
@@ -183,7 +183,7 @@ export class CompiledPolicy {
             publicUrl: `${request.scheme}://${request.host}${request.target}`,
             now,
           });
-          if (!verdict.ok) return refusal('SIGNATURE_INVALID', `The webhook signature does not verify: ${verdict.reason}.`, [], 'rejected: signature');
+          if (!verdict.ok) return refusal('SIGNATURE_INVALID', signatureRefusal(verdict.reason), [], 'rejected: signature');
           return this.allow(request, identity);
         },
       };

@@ -16,7 +16,7 @@ import twilio from 'twilio';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Paddle, WebhooksValidator } from '@paddle/paddle-node-sdk';
 import { LinearWebhookClient } from '@linear/sdk/webhooks';
-import { webhookVerifier, verifyWebhook, type SignedRequest } from '../../../src/edge/policy/webhooks.js';
+import { beginWebhookChecks, webhookVerifier, verifyWebhook, type SignedRequest, type Verdict, type WebhookVerifier } from '../../../src/edge/policy/webhooks.js';
 import type { WebhookProvider } from '../../../src/protocol/policy.js';
 import { ROOT } from '../../helpers.js';
 import { PROVIDER_TABLE, type ProviderRow } from './provider-table.js';
@@ -115,6 +115,14 @@ function request(sample: Sample, fields = sample.fields, body = sample.body): Si
   return { method: sample.method ?? 'POST', target: '/hook', fields, body, publicUrl: sample.publicUrl ?? 'https://hooks.example.test/hook', now: NOW };
 }
 
+/** The request's body fed to the verifier in three pieces through beginWebhookChecks. */
+function inPieces(verifier: WebhookVerifier, signed: SignedRequest): Verdict {
+  const checks = beginWebhookChecks([verifier], signed);
+  const third = Math.ceil(signed.body.length / 3);
+  for (let at = 0; at < signed.body.length; at += third) checks.update(new Uint8Array(signed.body.subarray(at, at + third)));
+  return checks.finish();
+}
+
 test('the provider table has 23 rows, and docs/policies.md lists each with the same verified mark', () => {
   assert.equal(PROVIDER_TABLE.length, 23);
   const docs = readFileSync(join(ROOT, 'docs', 'policies.md'), 'utf8');
@@ -136,9 +144,12 @@ for (const row of PROVIDER_TABLE.filter((candidate) => candidate.verifiedAs !== 
     const body = bodyFor(provider);
     const good = await sampleFor(row, secret, body, ts);
     assert.deepEqual(verifier.verify(request(good)), { ok: true });
+    // Fed in pieces as a body arrives (the offline queue's way), the verdict is the same.
+    assert.deepEqual(inPieces(verifier, request(good)), { ok: true });
 
     const tampered = Buffer.from(good.body.toString('utf8').replace(/.$/, (last) => (last === '}' ? ' }' : `${last}x`)));
     const tamperedVerdict = verifier.verify(request(good, good.fields, tampered));
+    assert.deepEqual(inPieces(verifier, request(good, good.fields, tampered)), verifyWebhook([verifier], request(good, good.fields, tampered)));
     if (provider === 'gitlab') assert.deepEqual(tamperedVerdict, { ok: true }, 'GitLab signs nothing: its token is all it checks');
     else {
       assert.equal(tamperedVerdict.ok, false);
@@ -153,6 +164,8 @@ for (const row of PROVIDER_TABLE.filter((candidate) => candidate.verifiedAs !== 
     const unsigned = verifier.verify(request(good, ['Content-Type', 'application/json'], good.body));
     assert.equal(unsigned.ok, false);
     assert.match((unsigned as { reason: string }).reason, /^no /);
+    // Decided from the head alone: no body is read for it.
+    assert.deepEqual(beginWebhookChecks([verifier], request(good, ['Content-Type', 'application/json'])).early, { ok: false, reason: `${provider}: ${(unsigned as { reason: string }).reason}` });
 
     if (timestamped) {
       const stale = await sampleFor(row, secret, body, STALE);
