@@ -19,6 +19,7 @@ import { parseRoute, parseTarget, type LocalTarget, type Route } from '../client
 import { parseToken } from '../ids.js';
 import { parseInspectAddress, type InspectAddress } from '../inspector/address.js';
 import { subdomainProblem } from '../subdomain.js';
+import { encodePolicyHeader, policySpecFromFlags } from '../protocol/policy.js';
 import { CliError } from './args.js';
 import { edgeProblem } from './edge-url.js';
 
@@ -757,7 +758,17 @@ function policyFlags(reader: Reader, byName: Map<string, Entry>, secrets: string
   take('response_header_add', 'response-header-add', headers);
   take('response_header_remove', 'response-header-remove', texts('a header name'));
   take('rate_limit', 'rate-limit', (entry) => reader.text(entry.value, entry.key, 'N/PERIOD (100/m, 10/1s, 1000/hour)'));
-  return Object.keys(source).length === 0 ? undefined : { flags, source };
+  if (Object.keys(source).length === 0) return undefined;
+  try {
+    // The checks burrow http runs on its flags (and the size the connect header may take), so a file's
+    // policy mistake is a FILE:LINE:COL problem here, never a refusal by the edge later.
+    encodePolicyHeader(policySpecFromFlags(flags)!);
+  } catch (error) {
+    const problem = policyProblem((error as Error).message, source);
+    reader.problemAtLine(problem.line, problem.column, problem.key, problem.message);
+    return undefined;
+  }
+  return { flags, source };
 }
 
 /**

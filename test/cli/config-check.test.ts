@@ -157,6 +157,14 @@ const CASES: { what: string; text: string; line: number; column: number; key: st
     message: /is not a Burrow token .*write token_env: NAME/,
   },
   {
+    what: "a policy value the policy module refuses (burrow http's own check of --allow-cidr)",
+    text: 'tunnels:\n  api:\n    http: 8000\n    allow_cidr:\n      - 10.0.0.0/8\n      - 10.0.0.0/33\n',
+    line: 5,
+    column: 7,
+    key: 'tunnels.api.allow_cidr[1]',
+    message: /"10\.0\.0\.0\/33": the prefix length must be 0 to 32/,
+  },
+  {
     what: 'invalid YAML',
     text: 'tunnels:\n  web:\n\thttp: 3000\n',
     line: 3,

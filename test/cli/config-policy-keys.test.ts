@@ -88,7 +88,8 @@ test('shapes a policy key does not take are problems with their line and key', (
 });
 
 test("the policy module's refusals land on the key and entry they came from", () => {
-  const api = tunnel('    basic_auth: ["a:b", "c:d"]\n    allow_cidr: [10.0.0.0/8, 999.0.0.0/8]\n    oidc: {issuer: "http://x.example", client_id: i, client_secret: s}\n    rate_limit: 100/fortnight\n');
+  // Valid values (the file is read clean) at the places the refusals below would name.
+  const api = tunnel('    basic_auth: ["a:b", "c:d"]\n    allow_cidr: [10.0.0.0/8, 192.0.0.0/8]\n    oidc: {issuer: "https://x.example", client_id: i, client_secret: s}\n    rate_limit: 100/m\n');
   const source = api.policy!.source;
   // The messages as src/protocol/policy.ts's policySpecFromFlags words them (its flagMessage).
   assert.deepEqual(policyProblem('--basic-auth #2 user may not contain ":" (Basic credentials are USER:PASSWORD).', source), {
@@ -117,4 +118,22 @@ test("the policy module's refusals land on the key and entry they came from", ()
     key: 'tunnels.api.rate_limit',
     message: '"100/fortnight" is not N/PERIOD (e.g. 100/m, 10/1s, 1000/hour)',
   });
+});
+
+test("the policy module's checks run as the file is read: a bad value is a problem at its line and key, and the tunnel is not built", () => {
+  const cases: [string, string][] = [
+    ['    allow_cidr: [10.0.0.0/8, 999.0.0.0/8]\n', '/p/burrow.yml:4:17: tunnels.api.allow_cidr[1]: "999.0.0.0/8" is not an IPv4 or IPv6 address or CIDR block'],
+    ['    verify_webhook: [github:abc, foo:bar]\n', '/p/burrow.yml:4:21: tunnels.api.verify_webhook[1]: provider must be one of github, gitlab,'],
+    ['    rate_limit: 100/fortnight\n', '/p/burrow.yml:4:17: tunnels.api.rate_limit: "100/fortnight" is not N/PERIOD'],
+    ['    oidc: {issuer: "http://x.example", client_id: i, client_secret: s}\n', '/p/burrow.yml:4:11: tunnels.api.oidc.issuer: "http://x.example": the issuer must be https://'],
+    ['    request_header_remove: [Connection]\n', '/p/burrow.yml:4:28: tunnels.api.request_header_remove[0]: "Connection" is a hop-by-hop header'],
+    [`    request_header_add: { X-A: "${'v'.repeat(1000)}", X-B: "${'v'.repeat(1000)}", X-C: "${'v'.repeat(1000)}" }\n`, '/p/burrow.yml:4:25: tunnels.api.request_header_add: the policy is 4136 bytes encoded; a one-run policy may be at most 3072.'],
+  ];
+  for (const [keys, expected] of cases) {
+    const parsed = parseConfigText(`tunnels:\n  api:\n    http: 8000\n${keys}`, '/p/burrow.yml');
+    const problems = parsed.problems.map(formatProblem);
+    assert.equal(problems.length, 1, keys);
+    assert.ok(problems[0]!.startsWith(expected), `${problems[0]}\n  should start with\n${expected}`);
+    assert.deepEqual(parsed.config?.tunnels ?? [], []);
+  }
 });

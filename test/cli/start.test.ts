@@ -137,17 +137,41 @@ test('a tunnel the edge refuses is reported and the others keep serving; exit 1 
   const rival = await createAccount(edge, 'FREE');
   const taken = await call(edge, 'POST', '/api/v1/reserved-subdomains', { token: rival.token, body: { subdomain: 'rivals-start-27' } });
   assert.equal(taken.status, 201, taken.text);
-  const extra = ['  stolen:', `    http: ${locals.blog!.port}`, '    subdomain: rivals-start-27', '  db:', '    tcp: 5432', '  guarded:', `    http: ${locals.hooks!.port}`, '    subdomain: guarded-start-27', '    basic_auth: { ana: pw }', ''];
+  const extra = ['  stolen:', `    http: ${locals.blog!.port}`, '    subdomain: rivals-start-27', '  db:', '    tcp: 5432', ''];
   const { dir, env } = project('partial', extra.join('\n'));
   const run = await spawnCli(['start', '--all'], env, /(?:Forwarding \S+ -> \S+\n[\s\S]*?){3}/, 30_000, dir);
   try {
-    await waitFor(() => ['stolen', 'db', 'guarded'].every((name) => run.output().includes(`tunnel ${name} not started`)), 10_000, 'the three refusals');
+    await waitFor(() => ['stolen', 'db'].every((name) => run.output().includes(`tunnel ${name} not started`)), 10_000, 'the two refusals');
     assert.match(run.output(), /^burrow: tunnel stolen not started: SUBDOMAIN_TAKEN: /m);
     assert.match(run.output(), /^burrow: tunnel db not started: INVALID_REQUEST: tcp tunnels need an edge and a client that carry TCP/m);
-    // Not exposed without the basic_auth it asks for (this build has no tunnel policies yet).
-    assert.match(run.output(), /^burrow: tunnel guarded not started: INVALID_REQUEST: its policy keys \(basic_auth\) need tunnel policies/m);
-    assert.equal((await get(`guarded-start-27.localhost:${edge.port}`)).status, 404);
     assert.equal((await get(`shop-partial.localhost:${edge.port}`)).text, 'shop saw /');
+    assert.equal(await stop(run), 1);
+  } finally {
+    run.child.kill('SIGKILL');
+  }
+});
+
+test("a tunnel's policy keys go with its connect as a one-run policy the edge checks; a name with a stored policy refuses them", async () => {
+  const reserved = await call(edge, 'POST', '/api/v1/reserved-subdomains', { token: account.token, body: { subdomain: 'stored-start-26' } });
+  assert.equal(reserved.status, 201, reserved.text);
+  const stored = await call(edge, 'PUT', '/api/v1/reserved-subdomains/stored-start-26/policy', { token: account.token, body: { allow_cidr: ['127.0.0.0/8'] } });
+  assert.equal(stored.status, 200, stored.text);
+  const guarded = ['  guarded:', `    http: ${locals.hooks!.port}`, '    subdomain: guarded-start-26', '    basic_auth: { ana: correct-horse }', '    verify_webhook: github:whsec_start_26', '    rate_limit: 100/m'];
+  const clashing = ['  clashing:', `    http: ${locals.blog!.port}`, '    subdomain: stored-start-26', '    deny_cidr: 10.0.0.0/8'];
+  const { dir, env } = project('policy', [...guarded, ...clashing, ''].join('\n'));
+  const checked = await runCli(['config', 'check'], env, 20_000, dir);
+  assert.equal(checked.code, 0, checked.stdout + checked.stderr);
+  const run = await spawnCli(['start', 'guarded', 'clashing'], env, /Forwarding \S+ -> \S+\n/, 30_000, dir);
+  try {
+    assert.match(run.output(), new RegExp(`^Forwarding http://guarded-start-26\\.localhost:${edge.port} -> http://localhost:${locals.hooks!.port}$`, 'm'));
+    // The edge took the policy from the connect header: the password hashed, the secret sealed.
+    const policy = edge.edge.registry.session('guarded-start-26')!.runPolicy!;
+    assert.deepEqual(policy.basicAuth!.map((user) => user.user), ['ana']);
+    assert.doesNotMatch(JSON.stringify(policy), /correct-horse|whsec_start_26/);
+    assert.deepEqual([policy.webhooks!.length, policy.webhooks![0]!.provider, policy.rateLimit], [1, 'github', { requests: 100, periodSeconds: 60 }]);
+    await waitFor(() => run.output().includes('tunnel clashing not started'), 10_000, 'the refusal');
+    assert.match(run.output(), /^burrow: tunnel clashing not started: INVALID_REQUEST: The reserved subdomain "stored-start-26" has a stored policy; change it with "burrow reserve stored-start-26 \.\.\." or connect without policy flags\.$/m);
+    assert.equal(edge.edge.registry.session('stored-start-26'), undefined);
     assert.equal(await stop(run), 1);
   } finally {
     run.child.kill('SIGKILL');

@@ -13,6 +13,7 @@ import { requireToken, resolveCredentials, type Credentials } from '../config.js
 import { formatProblem, loadConfig, type ConfigFile, type HttpTunnelConfig, type TunnelConfig } from '../config-file.js';
 import type { Exchange } from '../../client/exchange.js';
 import { RouteTable } from '../../client/routes.js';
+import { policySpecFromFlags } from '../../protocol/policy.js';
 import { TunnelClient, TunnelRefusedError, type ClosedInfo, type ReadyInfo } from '../../client/tunnel-client.js';
 import {
   batchedWriter,
@@ -101,6 +102,8 @@ function openTunnel(tunnel: HttpTunnelConfig, shared: SharedConnection): TunnelC
     insecure: shared.insecure,
     resolve: shared.resolve,
     ...(tunnel.subdomain === undefined ? {} : { subdomain: tunnel.subdomain }),
+    // Checked when the file was read (config-file.ts policyFlags), so it builds here.
+    ...(tunnel.policy === undefined ? {} : { policy: policySpecFromFlags(tunnel.policy.flags)! }),
   });
 }
 
@@ -112,10 +115,6 @@ function unsupported(tunnel: TunnelConfig): string | null {
   if (tunnel.kind !== 'http') {
     return `${tunnel.kind} tunnels need an edge and a client that carry ${tunnel.kind === 'tcp' ? 'TCP' : 'TLS passthrough'} (burrow ${tunnel.kind}), which this version of burrow does not have yet`;
   }
-  if (tunnel.policy !== undefined) {
-    return `its policy keys (${Object.values(tunnel.policy.source).map((source) => source.key.split('.').pop()).join(', ')}) need tunnel policies, which this build of burrow does not have yet; nothing was exposed without them`;
-  }
-  if (tunnel.routes.some((route) => route.stripPrefix)) return 'strip_prefix needs a client that strips route prefixes, which this build of burrow does not have yet';
   return null;
 }
 
