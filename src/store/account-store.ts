@@ -208,9 +208,11 @@ export interface AccountStore {
   setOfflineMode(accountId: string, subdomain: string, offline: OfflineMode): Promise<ReservationRecord | undefined>;
   /**
    * Replaces a reservation's policy (undefined removes it); undefined when the account holds no such
-   * reservation. Every edge reads the new policy from here (in cluster mode through Redis).
+   * reservation. Every edge reads the new policy from here (in cluster mode through Redis). With
+   * `expected`, only while the stored policy is still that one (undefined otherwise): a key rotation
+   * re-sealing secrets never overwrites a change made through the API meanwhile.
    */
-  setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined): Promise<ReservationRecord | undefined>;
+  setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined, expected?: StoredPolicy): Promise<ReservationRecord | undefined>;
   /** Releases a reservation of the account (and, on LMDB, the events held for it); false when it holds none. */
   releaseReservation(accountId: string, subdomain: string): Promise<boolean>;
 

@@ -94,9 +94,10 @@ return changed`,
 };
 
 /**
- * KEYS: reservation:<name>. ARGV: account id, the policy's JSON ('' removes it). The changed record JSON,
- * or false. The policy stays a JSON string inside the record: cjson would turn its empty arrays into
- * objects if it decoded them, here and in every other script that rewrites the record.
+ * KEYS: reservation:<name>. ARGV: account id, the policy's JSON ('' removes it), and optionally the policy
+ * JSON that must still be stored (compare-and-set). The changed record JSON, or false. The policy stays a
+ * JSON string inside the record: cjson would turn its empty arrays into objects if it decoded them, here
+ * and in every other script that rewrites the record.
  */
 const setPolicy: ScriptDefinition = {
   numberOfKeys: 1,
@@ -105,6 +106,7 @@ local stored = redis.call('GET', KEYS[1])
 if not stored then return false end
 local existing = cjson.decode(stored)
 if existing.accountId ~= ARGV[1] then return false end
+if ARGV[3] ~= nil and existing.policy ~= ARGV[3] then return false end
 if ARGV[2] == '' then existing.policy = nil else existing.policy = ARGV[2] end
 local changed = cjson.encode(existing)
 redis.call('SET', KEYS[1], changed)

@@ -373,9 +373,11 @@ export class RedisStore implements AccountStore {
     return parseReservation(await this.script<string | null>('burrowSetOfflineMode', [this.key('reservation', subdomain)], [accountId, offline]));
   }
 
-  async setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined): Promise<ReservationRecord | undefined> {
+  async setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined, expected?: StoredPolicy): Promise<ReservationRecord | undefined> {
     const json = policy === undefined ? '' : JSON.stringify(policy);
-    return parseReservation(await this.script<string | null>('burrowSetPolicy', [this.key('reservation', subdomain)], [accountId, json]));
+    // The stored policy is the JSON string this method wrote; parsed and stringified again it is the same text.
+    const check = expected === undefined ? [] : [JSON.stringify(expected)];
+    return parseReservation(await this.script<string | null>('burrowSetPolicy', [this.key('reservation', subdomain)], [accountId, json, ...check]));
   }
 
   /**

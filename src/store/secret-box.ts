@@ -33,6 +33,8 @@ export function defaultSecretKeyFile(dataDir: string): string {
 export class SecretBox {
   private keys: Key[];
   private reloadedAt = 0;
+  /** The key file as last read (inode and modification time): a rotation replaces it. */
+  private fileStamp: string;
 
   private constructor(
     readonly path: string,
@@ -40,6 +42,7 @@ export class SecretBox {
     private readonly clock: () => number = Date.now,
   ) {
     this.keys = keys;
+    this.fileStamp = stampOf(path);
   }
 
   /**
@@ -69,6 +72,9 @@ export class SecretBox {
    * purpose (a webhook secret, one host's sign-in cookie) does not open as another.
    */
   seal(plain: string | Buffer, purpose = 'secret'): string {
+    // A rotation (`burrow admin rotate-secret-key`, maybe while this edge runs) put a new key first:
+    // seal under it from now on. One stat per seal; seals are rare (a policy stored, a sign-in).
+    if (stampOf(this.path) !== this.fileStamp) this.reload(true);
     const key = this.keys[0]!;
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', key.bytes, iv);
@@ -108,16 +114,19 @@ export class SecretBox {
   /** Puts a new key first (the current one); old keys stay so values sealed under them still open. */
   addKey(): string {
     const key = newKey();
-    this.keys = [key, ...this.keys];
+    this.keys = [key, ...readKeyFile(this.path)];
     writeKeyFile(this.path, this.keys, 'replace');
+    this.fileStamp = stampOf(this.path);
     return key.id;
   }
 
   /** Keeps only the current key (after everything was re-sealed under it). */
   dropOldKeys(): string[] {
+    this.keys = readKeyFile(this.path);
     const dropped = this.keys.slice(1).map((key) => key.id);
     this.keys = this.keys.slice(0, 1);
-    writeKeyFile(this.path, this.keys, 'replace');
+    if (dropped.length > 0) writeKeyFile(this.path, this.keys, 'replace');
+    this.fileStamp = stampOf(this.path);
     return dropped;
   }
 
@@ -125,16 +134,29 @@ export class SecretBox {
    * Reads the file again when a value names a key this process does not hold (another edge or the admin
    * command rotated): at most once a second, so forged key ids cannot make every request read a file.
    */
-  private reload(): boolean {
+  private reload(changed = false): boolean {
     const now = this.clock();
-    if (now - this.reloadedAt < 1000) return false;
+    if (!changed && now - this.reloadedAt < 1000) return false;
     this.reloadedAt = now;
     try {
+      const stamp = stampOf(this.path);
       this.keys = readKeyFile(this.path);
+      this.fileStamp = stamp;
       return true;
     } catch {
+      // A file being replaced, or made unreadable: keep the keys in memory.
       return false;
     }
+  }
+}
+
+/** What changes when the file is replaced or rewritten: its inode, size and modification time. */
+function stampOf(path: string): string {
+  try {
+    const stat = statSync(path);
+    return `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
+  } catch {
+    return '';
   }
 }
 

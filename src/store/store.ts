@@ -342,10 +342,11 @@ export class Store implements AccountStore {
     });
   }
 
-  async setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined): Promise<ReservationRecord | undefined> {
+  async setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined, expected?: StoredPolicy): Promise<ReservationRecord | undefined> {
     return this.root.transaction(() => {
       const existing = this.reservations.get(subdomain);
       if (existing === undefined || existing.accountId !== accountId) return undefined;
+      if (expected !== undefined && JSON.stringify(existing.policy) !== JSON.stringify(expected)) return undefined;
       const { policy: _previous, ...rest } = existing;
       const changed: ReservationRecord = policy === undefined ? rest : { ...rest, policy };
       this.reservations.put(subdomain, changed);

@@ -24,6 +24,7 @@ const COMMANDS: [string, Command, string[]][] = [
   ['admin set-plan', adminCommand, ['set-plan']],
   ['admin accounts list', adminCommand, ['accounts', 'list']],
   ['admin backup', adminCommand, ['backup']],
+  ['admin rotate-secret-key', adminCommand, ['rotate-secret-key']],
   ['login', loginCommand, []],
   ['tokens', tokensCommand, []],
   ['tunnels', tunnelsCommand, []],

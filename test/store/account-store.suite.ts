@@ -197,6 +197,22 @@ export function accountStoreSuite(name: string, options: SuiteOptions): void {
     assert.equal((await store.reserve(b.id, 'guarded', 3_000, 3)).policy, undefined, 'a released name comes without the old policy');
   });
 
+  run('a policy written only while the stored one is still the expected one (what a key rotation relies on)', async (store) => {
+    const { account: a } = await store.createAccount('cas-a@example.test', 'FREE', 'first');
+    await store.reserve(a.id, 'sealed', 1_000, 3);
+    const first: StoredPolicy = { webhooks: [{ id: 'wh_00000001', provider: 'github', secret: 'sk1.00000000.AAAA' }], allowCidr: [] };
+    const second: StoredPolicy = { webhooks: [{ id: 'wh_00000001', provider: 'github', secret: 'sk1.11111111.BBBB' }], allowCidr: [] };
+    const changedMeanwhile: StoredPolicy = { webhooks: [{ id: 'wh_00000002', provider: 'stripe', secret: 'sk1.00000000.CCCC' }] };
+    await store.setPolicy(a.id, 'sealed', first);
+    // Read back (as the rotation reads it), then compared: the same policy, byte for byte.
+    const read = (await store.getReservation('sealed'))!.policy!;
+    assert.deepEqual((await store.setPolicy(a.id, 'sealed', second, read))?.policy, second);
+    assert.equal(await store.setPolicy(a.id, 'sealed', first, read), undefined, 'no longer the expected one');
+    await store.setPolicy(a.id, 'sealed', changedMeanwhile);
+    assert.equal(await store.setPolicy(a.id, 'sealed', second, second), undefined);
+    assert.deepEqual((await store.getReservation('sealed'))?.policy, changedMeanwhile, 'the change made meanwhile stays');
+  });
+
   run('reservations: concurrent reserves never pass the cap, and one name goes to one account', async (store) => {
     const { account: a } = await store.createAccount('rc-a@example.test', 'FREE', 'first');
     const { account: b } = await store.createAccount('rc-b@example.test', 'FREE', 'first');

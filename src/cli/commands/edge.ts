@@ -14,6 +14,7 @@ import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
 Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--domain localhost] [--api-host HOST] [--data DIR] [--rate-limit N] [--json]
+                   [--secret-key-file FILE]
                    [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS] [--min-free-disk BYTES|PERCENT]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
                    [--trust-proxy CIDR[,CIDR...]]
@@ -33,6 +34,11 @@ Options:
                          api.<domain> then serve the API to tokens, without the dashboard. The edge's
                          URL (printed, saved by --dev) becomes https://HOST
   --data DIR             LMDB data directory (default ./.burrow); one edge per directory
+  --secret-key-file FILE
+                         the key that seals stored policies' secrets and OIDC sign-in cookies
+                         (docs/policies.md; default DIR/secret.key): created with mode 0600 when
+                         missing, refused when others can read it; every edge of a cluster needs the
+                         same file; burrow admin rotate-secret-key replaces the key
   --rate-limit N         API requests per minute per token (default 100)
   --queue-rate-limit N   requests held per minute for one client address (an IPv6 /64) on one name in
                          offline mode queue, 429 beyond (default 120; docs/offline.md)
@@ -123,6 +129,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'no-capture': { type: 'boolean' },
       'capture-fsync': { type: 'boolean' },
       'min-free-disk': { type: 'string' },
+      'secret-key-file': { type: 'string' },
       'public-port': { type: 'string' },
       'public-url': { type: 'string' },
       'tls-cert': { type: 'string' },
@@ -211,6 +218,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     captureBodyLimit: intOption(values['capture-body'], 'capture-body', 1024 * 1024, 0, 64 * 1024 * 1024),
     capture: values['no-capture'] !== true,
     captureFsync: values['capture-fsync'] === true,
+    ...(values['secret-key-file'] === undefined ? {} : { secretKeyFile: resolve(values['secret-key-file']) }),
     ...(minFreeDisk === undefined ? {} : { minFreeDisk }),
     ...(publicPort === undefined ? {} : { publicPort }),
     ...(trustProxy === undefined ? {} : { trustProxy }),
