@@ -579,8 +579,10 @@ export function policySpecFromFlags(values: PolicyFlagValues): PolicySpec | unde
 
 /** "flags.basic_auth[0].user ..." → "--basic-auth #1 user ...": name the flag the user typed. */
 function flagMessage(message: string): string {
-  return message.replace(/^flags\.([a-z_]+)(?:\[([0-9]+)\])?(?:\.)?/, (_all, field: string, index: string | undefined) => {
+  return message.replace(/^flags\.([a-z_]+)(?:\[([0-9]+)\])?(\.?)/, (_all, field: string, index: string | undefined, dot: string) => {
     const flag = field === 'oidc' ? '--oidc' : field === 'verify_webhook' ? '--verify-webhook' : `--${field.replace(/_/g, '-')}`;
-    return index === undefined ? `${flag} ` : `${flag} #${Number(index) + 1} `;
+    // "flags.allow_cidr[0]: ..." → "--allow-cidr #1: ..."; "flags.basic_auth[0].user ..." → "--basic-auth #1 user ...".
+    const named = index === undefined ? flag : `${flag} #${Number(index) + 1}`;
+    return dot === '.' ? `${named} ` : named;
   });
 }
