@@ -26,6 +26,7 @@ const FILES: Record<string, [string, string]> = {
   '/dashboard/api.js': ['api.js', 'text/javascript; charset=utf-8'],
   '/dashboard/dom.js': ['dom.js', 'text/javascript; charset=utf-8'],
   '/dashboard/requests.js': ['requests.js', 'text/javascript; charset=utf-8'],
+  '/dashboard/policy.js': ['policy.js', 'text/javascript; charset=utf-8'],
   '/dashboard/style.css': ['style.css', 'text/css; charset=utf-8'],
   '/dashboard/favicon.svg': ['favicon.svg', 'image/svg+xml'],
 };

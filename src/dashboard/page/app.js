@@ -5,6 +5,7 @@ import { api, errorText, onApiFailure } from './api.js';
 import { dateText, labelled, table } from './dom.js';
 import { clear, copyText, h } from './elements.js';
 import { sizeText } from './exchange-format.js';
+import { openPolicyEditor } from './policy.js';
 import { requestsView } from './requests.js';
 
 const $ = (id) => document.getElementById(id);
@@ -295,6 +296,7 @@ async function tokensView(root) {
 async function reservedView(root) {
   const name = h('input', { id: 'reserve-name', required: true, autocomplete: 'off', spellcheck: 'false' });
   const list = h('div');
+  const editorHost = h('div');
   const refresh = async () => {
     const { tunnels, reserved } = await loadTunnelsAndReservations();
     const live = new Set(tunnels.map((tunnel) => tunnel.subdomain));
@@ -303,9 +305,28 @@ async function reservedView(root) {
       h('td', {}, dateText(record.created_at)),
       h('td', {}, live.has(record.subdomain) ? 'live' : 'idle'),
       h('td', {}, offlineSelect(record)),
+      h('td', {}, record.policy ?? 'none', ' ', h('button.small', { type: 'button', 'aria-label': `Policy of ${record.subdomain}`, on: { click: () => void editPolicy(record.subdomain) } }, 'Edit')),
       h('td', {}, h('a', { href: `#/queue/${encodeURIComponent(record.subdomain)}`, 'aria-label': `Queue of ${record.subdomain}` }, 'Queue')),
       h('td', {}, h('button.danger', { type: 'button', 'aria-label': 'Release', title: `Release ${record.subdomain}`, on: { click: () => void release(record, live.has(record.subdomain)) } }, 'Release'))));
-    clear(list).append(table('Reserved subdomains', ['Subdomain', 'Reserved', 'Tunnel', 'Offline mode', 'Held webhooks', ''], rows, 'No reserved subdomains.'));
+    clear(list).append(table('Reserved subdomains', ['Subdomain', 'Reserved', 'Tunnel', 'Offline mode', 'Policy', 'Held webhooks', ''], rows, 'No reserved subdomains.'));
+  };
+  /** The name's policy (docs/policies.md) in an editor under the list (src/dashboard/page/policy.js). */
+  const editPolicy = async (subdomain) => {
+    setError(null);
+    try {
+      const editor = await openPolicyEditor(editorHost, subdomain, {
+        onDone: async () => {
+          clear(editorHost);
+          await refresh();
+        },
+        report: setError,
+        notify,
+        confirm: confirmAction,
+      });
+      editor.querySelector('input, textarea')?.focus();
+    } catch (error) {
+      setError(error);
+    }
   };
   /** The name's offline mode (docs/offline.md): changed at once, with PATCH, when another is chosen. */
   const offlineSelect = (record) => {
@@ -355,6 +376,7 @@ async function reservedView(root) {
     h('p.muted', {}, 'A reserved name is yours alone: no other account can open a tunnel on it.'),
     h('form.inline', { on: { submit: reserve } }, h('label', { for: 'reserve-name' }, 'Subdomain'), name, h('button', { type: 'submit' }, 'Reserve')),
     list,
+    editorHost,
   );
   await refresh();
 }
