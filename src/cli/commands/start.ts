@@ -107,10 +107,7 @@ function openTunnel(tunnel: HttpTunnelConfig, shared: SharedConnection): TunnelC
   });
 }
 
-/**
- * Why this build cannot run a tunnel the file describes, or null. Refused rather than run without what
- * the file asks for: a tunnel without its basic_auth would be open to anyone.
- */
+/** Why this build cannot run a tunnel the file describes (a kind it does not carry yet), or null. */
 function unsupported(tunnel: TunnelConfig): string | null {
   if (tunnel.kind !== 'http') {
     return `${tunnel.kind} tunnels need an edge and a client that carry ${tunnel.kind === 'tcp' ? 'TCP' : 'TLS passthrough'} (burrow ${tunnel.kind}), which this version of burrow does not have yet`;
