@@ -19,7 +19,7 @@ import { parseRoute, parseTarget, type LocalTarget, type Route } from '../client
 import { parseToken } from '../ids.js';
 import { parseInspectAddress, type InspectAddress } from '../inspector/address.js';
 import { subdomainProblem } from '../subdomain.js';
-import { encodePolicyHeader, policySpecFromFlags } from '../protocol/policy.js';
+import { encodePolicyHeader, POLICY_FIELDS, policySpecFromFlags } from '../protocol/policy.js';
 import { CliError } from './args.js';
 import { edgeProblem } from './edge-url.js';
 
@@ -241,19 +241,7 @@ export function loadConfig(explicit: string | undefined, env: NodeJS.ProcessEnv 
 // ---- checking -----------------------------------------------------------------------------------------------
 
 const TOP_KEYS = ['version', 'edge', 'token', 'token_env', 'ca', 'inspect', 'log', 'tunnels'] as const;
-const POLICY_KEYS = [
-  'basic_auth',
-  'basic_auth_forward',
-  'allow_cidr',
-  'deny_cidr',
-  'oidc',
-  'verify_webhook',
-  'request_header_add',
-  'request_header_remove',
-  'response_header_add',
-  'response_header_remove',
-  'rate_limit',
-] as const;
+const POLICY_KEYS = POLICY_FIELDS;
 const HTTP_KEYS = ['http', 'subdomain', 'routes', 'host_header', 'local_insecure', ...POLICY_KEYS] as const;
 const KINDS = ['http', 'tcp', 'tls'] as const;
 const OIDC_KEYS = ['issuer', 'client_id', 'client_secret', 'allow_email', 'allow_domain'] as const;

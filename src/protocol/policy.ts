@@ -126,7 +126,8 @@ function invalid(message: string): never {
   throw new BurrowError('INVALID_REQUEST', message);
 }
 
-const SPEC_FIELDS = [
+/** The policy's fields, in the API's order (burrow.yml's policy keys are the same names). */
+export const POLICY_FIELDS = [
   'basic_auth',
   'basic_auth_forward',
   'allow_cidr',
@@ -232,7 +233,7 @@ export function isLoopbackHostname(hostname: string): boolean {
  */
 export function parsePolicySpec(input: unknown, where = 'policy'): PolicySpec {
   const body = object(input, where);
-  onlyFields(body, SPEC_FIELDS, where);
+  onlyFields(body, POLICY_FIELDS, where);
   const spec: PolicySpec = {};
   if (body.basic_auth !== undefined) {
     const users = new Set<string>();
@@ -337,7 +338,7 @@ export function parsePolicySpec(input: unknown, where = 'policy'): PolicySpec {
 
 /** Whether a validated spec asks for nothing (an empty policy is stored as none). */
 export function isEmptySpec(spec: PolicySpec): boolean {
-  return SPEC_FIELDS.every((field) => {
+  return POLICY_FIELDS.every((field) => {
     const value = spec[field];
     return value === undefined || value === null || value === false || (Array.isArray(value) && value.length === 0);
   });

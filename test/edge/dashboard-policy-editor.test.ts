@@ -10,7 +10,7 @@ import { createHmac } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { call, createAccount, startEdge, type TestAccount, type TestEdge } from '../helpers.js';
-import { launchChromium, type Browser } from '../inspector/browser.js';
+import { launchChromium, watchProblems, type Browser } from '../inspector/browser.js';
 
 const NAME = 'guarded-hooks';
 const PATH = `/api/v1/reserved-subdomains/${NAME}/policy`;
@@ -31,10 +31,7 @@ describe('the dashboard policy editor in Chromium', () => {
     assert.equal(reserved.status, 201, reserved.text);
     browser = await launchChromium();
     page = await browser.context.newPage();
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('console', (message) => {
-      if (message.type() === 'error' && !/the server responded with a status of 4[0-9][0-9] /.test(message.text())) problems.push(`console: ${message.text()}`);
-    });
+    watchProblems(page, problems, { allowRefusals: true });
   });
 
   after(async () => {

@@ -51,11 +51,17 @@ export async function launchChromium(options: LaunchOptions = {}): Promise<Brows
   };
 }
 
-/** Collects the page's uncaught errors and its console errors (CSP violations included) into `problems`. */
-export function watchProblems(page: Page, problems: string[]): void {
+/**
+ * Collects the page's uncaught errors and its console errors (CSP violations included) into `problems`.
+ * With `allowRefusals`, the console's line for a fetch answered 4xx is not one (a page showing the API's
+ * refusals, as the dashboard does, logs one per refusal).
+ */
+export function watchProblems(page: Page, problems: string[], { allowRefusals = false } = {}): void {
   page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
   page.on('console', (message) => {
-    if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+    if (message.type() !== 'error') return;
+    if (allowRefusals && /the server responded with a status of 4[0-9][0-9] /.test(message.text())) return;
+    problems.push(`console: ${message.text()}`);
   });
 }
 
