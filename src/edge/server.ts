@@ -12,6 +12,7 @@ import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { defaultSecretKeyFile, SecretBox } from '../store/secret-box.js';
 import { storePolicy } from '../store/stored-policy.js';
 import { decodePolicyHeader, POLICY_HEADER } from '../protocol/policy.js';
+import type { StoredPolicy } from '../protocol/policy.js';
 import { CONNECT_PATH, DEFAULT_SETTINGS, INSTANCE_ID, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
@@ -806,6 +807,16 @@ export class Edge {
       }
       // Passwords are hashed here, once per connect; secrets sealed as on a reservation (one code path).
       const runPolicy = runSpec === undefined ? undefined : await storePolicy(runSpec, undefined, this.secrets);
+      const unenforced = rulesNotYetEnforced(runPolicy ?? (requested === null || requested === '' ? undefined : (await this.accounts.getReservation(requested.toLowerCase()))?.policy));
+      if (unenforced.length > 0) {
+        // The public listener does not apply access rules to live traffic yet (docs/policies.md): a tunnel
+        // that asks for one is refused rather than served without the protection it asked for.
+        throw new BurrowError(
+          'INVALID_REQUEST',
+          `This edge stores access rules but does not yet apply them to live traffic (${unenforced.join(', ')}); the tunnel was not opened rather than served open to anyone. ` +
+            'Connect without policy flags, or clear the reservation\'s policy (burrow reserve NAME --clear-policy).',
+        );
+      }
       const account = principal.account;
       const limits = this.accounts.planLimits(account.plan);
       if (connect.aborted) return;
@@ -972,3 +983,17 @@ export function writeApiResponse(
   else res.end(body, closeConnection);
 }
 
+/**
+ * The access rules of `policy` (who may reach the tunnel) that this build does not apply to live traffic
+ * yet: a tunnel relying on one is refused, never served open. Webhook verification (it guards the offline
+ * queue already; on a live tunnel the local app still checks signatures itself), header rules and the rate
+ * limit are stored and taken, and docs/policies.md says they are not applied to live traffic yet.
+ */
+function rulesNotYetEnforced(policy: StoredPolicy | undefined): string[] {
+  if (policy === undefined) return [];
+  const rules: string[] = [];
+  if ((policy.basicAuth?.length ?? 0) > 0) rules.push('basic auth');
+  if ((policy.allowCidr?.length ?? 0) > 0 || (policy.denyCidr?.length ?? 0) > 0) rules.push('CIDR rules');
+  if (policy.oidc !== undefined) rules.push('OIDC');
+  return rules;
+}

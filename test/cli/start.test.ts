@@ -156,7 +156,7 @@ test("a tunnel's policy keys go with its connect as a one-run policy the edge ch
   assert.equal(reserved.status, 201, reserved.text);
   const stored = await call(edge, 'PUT', '/api/v1/reserved-subdomains/stored-start-26/policy', { token: account.token, body: { allow_cidr: ['127.0.0.0/8'] } });
   assert.equal(stored.status, 200, stored.text);
-  const guarded = ['  guarded:', `    http: ${locals.hooks!.port}`, '    subdomain: guarded-start-26', '    basic_auth: { ana: correct-horse }', '    verify_webhook: github:whsec_start_26', '    rate_limit: 100/m'];
+  const guarded = ['  guarded:', `    http: ${locals.hooks!.port}`, '    subdomain: guarded-start-26', '    request_header_add: "X-Team: blue"', '    verify_webhook: github:whsec_start_26', '    rate_limit: 100/m'];
   const clashing = ['  clashing:', `    http: ${locals.blog!.port}`, '    subdomain: stored-start-26', '    deny_cidr: 10.0.0.0/8'];
   const { dir, env } = project('policy', [...guarded, ...clashing, ''].join('\n'));
   const checked = await runCli(['config', 'check'], env, 20_000, dir);
@@ -164,10 +164,10 @@ test("a tunnel's policy keys go with its connect as a one-run policy the edge ch
   const run = await spawnCli(['start', 'guarded', 'clashing'], env, /Forwarding \S+ -> \S+\n/, 30_000, dir);
   try {
     assert.match(run.output(), new RegExp(`^Forwarding http://guarded-start-26\\.localhost:${edge.port} -> http://localhost:${locals.hooks!.port}$`, 'm'));
-    // The edge took the policy from the connect header: the password hashed, the secret sealed.
+    // The edge took the policy from the connect header: the secret sealed.
     const policy = edge.edge.registry.session('guarded-start-26')!.runPolicy!;
-    assert.deepEqual(policy.basicAuth!.map((user) => user.user), ['ana']);
-    assert.doesNotMatch(JSON.stringify(policy), /correct-horse|whsec_start_26/);
+    assert.deepEqual(policy.requestHeaderAdd, [['X-Team', 'blue']]);
+    assert.doesNotMatch(JSON.stringify(policy), /whsec_start_26/);
     assert.deepEqual([policy.webhooks!.length, policy.webhooks![0]!.provider, policy.rateLimit], [1, 'github', { requests: 100, periodSeconds: 60 }]);
     await waitFor(() => run.output().includes('tunnel clashing not started'), 10_000, 'the refusal');
     assert.match(run.output(), /^burrow: tunnel clashing not started: INVALID_REQUEST: The reserved subdomain "stored-start-26" has a stored policy; change it with "burrow reserve stored-start-26 \.\.\." or connect without policy flags\.$/m);

@@ -58,18 +58,41 @@ async function refusal(policy: unknown, subdomain: string): Promise<TunnelRefuse
   assert.fail('expected the connect to be refused');
 }
 
-test('a valid one-run policy is taken: passwords hashed, secrets sealed, on the session only', async () => {
-  const policy: PolicySpec = { basic_auth: [{ user: 'ann', password: 'correct-horse' }], verify_webhook: [{ provider: 'github', secret: 'gh-secret' }], allow_cidr: ['127.0.0.0/8'] };
+test('a valid one-run policy is taken: secrets sealed, on the session only', async () => {
+  const policy: PolicySpec = { verify_webhook: [{ provider: 'github', secret: 'gh-secret' }], request_header_add: [{ name: 'X-Team', value: 'blue' }], rate_limit: { requests: 10, period_seconds: 1 } };
   const started = await startClient(edge, account.token, local.port, { subdomain: 'one-run-policy', policy });
   try {
     const stored = edge.edge.registry.session('one-run-policy')!.runPolicy!;
-    assert.deepEqual(stored.allowCidr, ['127.0.0.0/8']);
-    assert.match(stored.basicAuth![0]!.hash, /^scrypt\$/);
-    assert.doesNotMatch(JSON.stringify(stored), /correct-horse|gh-secret/);
+    assert.deepEqual(stored.requestHeaderAdd, [['X-Team', 'blue']]);
+    assert.doesNotMatch(JSON.stringify(stored), /gh-secret/);
     assert.equal(SecretBox.open(`${edge.dataDir}/secret.key`).open(stored.webhooks![0]!.secret), 'gh-secret');
     assert.equal(await edge.edge.accounts.getReservation('one-run-policy'), undefined, 'nothing stored on a reservation');
   } finally {
     await started.client.close();
+  }
+});
+
+test('access rules (basic auth, CIDR, OIDC) are refused until the public listener applies them: never a tunnel served open', async () => {
+  const cases: [PolicySpec, string][] = [
+    [{ basic_auth: [{ user: 'ann', password: 'correct-horse' }] }, 'basic auth'],
+    [{ allow_cidr: ['127.0.0.0/8'] }, 'CIDR rules'],
+    [{ deny_cidr: ['10.0.0.0/8'], verify_webhook: [{ provider: 'github', secret: 'gh-secret' }] }, 'CIDR rules'],
+  ];
+  for (const [policy, rule] of cases) {
+    const refused = await refusal(policy, 'access-rules');
+    assert.deepEqual([refused.status, refused.code], [400, 'INVALID_REQUEST']);
+    assert.match(refused.message, new RegExp(`does not yet apply them to live traffic \\(${rule}\\)`));
+  }
+  assert.equal(edge.edge.registry.session('access-rules'), undefined);
+  // Stored on a reservation: the queue keeps working (it verifies webhooks), a live tunnel is refused the same way.
+  assert.equal((await call(edge, 'POST', '/api/v1/reserved-subdomains', { token: account.token, body: { subdomain: 'stored-access' } })).status, 201);
+  assert.equal((await call(edge, 'PUT', '/api/v1/reserved-subdomains/stored-access/policy', { token: account.token, body: { basic_auth: [{ user: 'ann', password: 'pw' }] } })).status, 200);
+  try {
+    await startClient(edge, account.token, local.port, { subdomain: 'stored-access' });
+    assert.fail('a tunnel on a name whose stored policy has basic auth was opened');
+  } catch (error) {
+    assert.ok(error instanceof TunnelRefusedError, String(error));
+    assert.match(error.message, /does not yet apply them to live traffic \(basic auth\)/);
   }
 });
 
@@ -98,9 +121,9 @@ test('a header that is not a valid policy is 400 INVALID_REQUEST naming what is 
 test('a reserved name with a stored policy refuses a one-run policy; without one it connects, and a name without a stored policy takes one', async () => {
   assert.equal((await call(edge, 'POST', '/api/v1/reserved-subdomains', { token: account.token, body: { subdomain: 'stored-policy' } })).status, 201);
   assert.equal((await call(edge, 'POST', '/api/v1/reserved-subdomains', { token: account.token, body: { subdomain: 'bare-reserved' } })).status, 201);
-  const put = await call(edge, 'PUT', '/api/v1/reserved-subdomains/stored-policy/policy', { token: account.token, body: { allow_cidr: ['127.0.0.0/8'] } });
+  const put = await call(edge, 'PUT', '/api/v1/reserved-subdomains/stored-policy/policy', { token: account.token, body: { rate_limit: { requests: 100, period_seconds: 60 } } });
   assert.equal(put.status, 200, put.text);
-  const refused = await refusal({ deny_cidr: ['10.0.0.0/8'] }, 'stored-policy');
+  const refused = await refusal({ request_header_remove: ['X-Debug'] }, 'stored-policy');
   assert.deepEqual([refused.status, refused.code, refused.message], [
     400,
     'INVALID_REQUEST',
@@ -108,21 +131,21 @@ test('a reserved name with a stored policy refuses a one-run policy; without one
   ]);
   const plain = await startClient(edge, account.token, local.port, { subdomain: 'stored-policy' });
   await plain.client.close();
-  const taken = await startClient(edge, account.token, local.port, { subdomain: 'bare-reserved', policy: { deny_cidr: ['10.0.0.0/8'] } });
-  assert.deepEqual(edge.edge.registry.session('bare-reserved')!.runPolicy!.denyCidr, ['10.0.0.0/8']);
+  const taken = await startClient(edge, account.token, local.port, { subdomain: 'bare-reserved', policy: { request_header_remove: ['X-Debug'] } });
+  assert.deepEqual(edge.edge.registry.session('bare-reserved')!.runPolicy!.requestHeaderRemove, ['X-Debug']);
   await taken.client.close();
 });
 
 test('burrow http with policy flags: connects with them; on a name with a stored policy, exit 1 with the edge\'s reason', async () => {
   const env = { XDG_CONFIG_HOME: tempDir(), BURROW_EDGE: edge.url, BURROW_TOKEN: account.token, BURROW_CONFIG: '' };
-  const run = await spawnCli(['http', String(local.port), '--subdomain', 'cli-one-run', '--no-inspect', '--basic-auth', 'ann:pw', '--rate-limit', '10/s'], env, /Forwarding /);
+  const run = await spawnCli(['http', String(local.port), '--subdomain', 'cli-one-run', '--no-inspect', '--request-header-add', 'X-Team: blue', '--rate-limit', '10/s'], env, /Forwarding /);
   try {
     assert.deepEqual(edge.edge.registry.session('cli-one-run')!.runPolicy!.rateLimit, { requests: 10, periodSeconds: 1 });
   } finally {
     run.child.kill('SIGINT');
     await run.exited;
   }
-  const refused = await runCli(['http', String(local.port), '--subdomain', 'stored-policy', '--no-inspect', '--allow-cidr', '10.0.0.0/8'], env);
+  const refused = await runCli(['http', String(local.port), '--subdomain', 'stored-policy', '--no-inspect', '--rate-limit', '5/s'], env);
   assert.equal(refused.code, 1);
   assert.equal(refused.stderr, 'burrow: INVALID_REQUEST: The reserved subdomain "stored-policy" has a stored policy; change it with "burrow reserve stored-policy ..." or connect without policy flags.\n');
   const usage = await runCli(['http', String(local.port), '--no-inspect', '--deny-cidr', 'nope'], env);
