@@ -49,6 +49,10 @@ import type { TunnelSession } from '../session.js';
 import { OwnerMap } from './owner-map.js';
 import type { ClusterDirectory, ClusterPeer, LocalTunnels, PeerLink, TunnelLease } from './types.js';
 
+
+/** A name the owner map has no owner for is asked of Redis at most this often. */
+const MISS_RECHECK_MS = 1_000;
+const MAX_MISSES_REMEMBERED = 50_000;
 export interface ClusterTimings {
   /** How long a lease lives in Redis without renewal. */
   leaseTtlMs: number;
@@ -718,9 +722,28 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   async ownerOf(subdomain: string): Promise<TunnelLease | null> {
     if (this.lapsed(subdomain)) throw storeUnavailable(new Error(`the lease of ${subdomain} on this edge lapsed while the store was away`));
     if (this.inStepSince >= 0 && this.owners.needsCheck(subdomain)) await this.recheck(subdomain);
-    const owner = this.owners.lookup(subdomain, this.inStepFor());
+    let owner = this.owners.lookup(subdomain, this.inStepFor());
+    if (owner === null && this.inStepSince >= 0 && this.mayAskAboutMiss(subdomain)) {
+      // No owner known: a grant made a moment ago on another edge may still be on its way here (pub/sub
+      // is not part of the claim's reply). Redis is asked, at most once a second per name.
+      await this.recheck(subdomain);
+      owner = this.owners.lookup(subdomain, this.inStepFor());
+    }
     if (owner === undefined) throw storeUnavailable();
     return owner;
+  }
+
+  /** Names asked of Redis because the map had no owner for them: when (monotonic ms); bounded. */
+  private readonly missesAsked = new Map<string, number>();
+
+  private mayAskAboutMiss(subdomain: string): boolean {
+    const now = performance.now();
+    const asked = this.missesAsked.get(subdomain);
+    if (asked !== undefined && now - asked < MISS_RECHECK_MS) return false;
+    // Scans of random names must not grow this without bound: forgetting only costs an extra read.
+    if (this.missesAsked.size >= MAX_MISSES_REMEMBERED) this.missesAsked.clear();
+    this.missesAsked.set(subdomain, now);
+    return true;
   }
 
   /** A doubted owner, asked of Redis (at most once a second per name); Redis away: the map stays as it is. */
