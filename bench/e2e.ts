@@ -27,6 +27,7 @@ import { Store } from '../src/store/store.js';
 import { badCount, runLoad, stopCurrentLoad, type LoadResult, type Target } from './e2e/load.js';
 import { machineInfo, sourceInfo } from './e2e/machine.js';
 import { ensureNginx, startNginxTwoHop } from './e2e/nginx.js';
+import { ensureSsh, SSH_CIPHER, startSshReverse } from './e2e/ssh.js';
 import { KIB, MIB, SHAPES, SMALL, scenarioLabel, type Method, type Scenario } from './e2e/payloads.js';
 import { probe, SENDERS, type Sender } from './e2e/probe.js';
 import { Children, type Child, type ExitInfo } from './e2e/processes.js';
@@ -51,7 +52,8 @@ One run measures, every figure beside direct in the same run (about 13 minutes; 
   1. 1-connection probes (undici, Node http keep-alive, curl reusing its connection): GET 1 KiB and POST
      1 KiB, answers with content-length and chunked, through the tunnel and the floors;
   2. autocannon: GET down / POST up of 1 KiB and 64 KiB @100 connections and 1 MiB @10, both answer
-     shapes, direct, tunnel (capture and inspector on), nginx -> nginx, two bare Node relays (and the
+     shapes, direct, tunnel (capture and inspector on), nginx -> nginx, ssh -R (a private OpenSSH sshd
+     and ssh, aes128-gcm), two bare Node relays (and the
      minimal uWS + undici proxy for 1 KiB), with CPU µs per request of every process on each path;
   3. many tenants: --tenants tunnels x 2 connections through one edge vs the same load on one tunnel;
   4. --idle-tunnels idle tunnels on a fresh edge: connect rate and edge RSS per tunnel.
@@ -72,7 +74,7 @@ Options:
                         --quick: 50)
   --idle-tunnels N      idle tunnels on a fresh edge (default 10000; 0 skips; --quick: 1000)
   --idle-deadline SEC   stop connecting idle tunnels after this long (default 240; --quick: 60)
-  --no-floors           skip the nginx, relay and proxy paths
+  --no-floors           skip the nginx, ssh -R, relay and proxy paths
   --phases LIST         which phases run: probes,matrix,tenants,idle (default all; the acceptance lines
                         of a phase left out say "not measured")
   --pause MS            pause between runs (default 200)
@@ -84,6 +86,8 @@ Options:
                         run on a busy machine still ends in about 15 minutes
   --quick               a smoke run: shorter, fewer rounds, smaller fleets
   --burrow DIR          the Burrow checkout whose bin/burrow.js runs (default: this one); it must be built
+  --baseline DIR        another built Burrow checkout (e.g. a worktree of main) measured in the same run, as
+                        a row beside the floors: its edge (capture on) and client (inspector on)
   --out DIR             where the results JSON goes (default bench/out)
   --keep                keep the temp dir (edge data, client logs, nginx configs) for inspection
   --resummarize FILE    recompute the summary of an existing results file in place (no benchmark run)
@@ -111,6 +115,8 @@ interface Options {
   retries: number;
   quick: boolean;
   burrowDir: string;
+  /** Another Burrow checkout (built) measured as a row of its own beside this one: `--baseline DIR`. */
+  baselineDir: string | null;
   outDir: string;
   keep: boolean;
 }
@@ -135,6 +141,7 @@ function parseOptions(argv: string[]): Options | null {
       retries: { type: 'string' },
       quick: { type: 'boolean' },
       burrow: { type: 'string' },
+      baseline: { type: 'string' },
       out: { type: 'string' },
       keep: { type: 'boolean' },
       resummarize: { type: 'string' },
@@ -181,6 +188,7 @@ function parseOptions(argv: string[]): Options | null {
     retries: Math.round(number(values.retries, 'retries', 1, 0, 20)),
     quick,
     burrowDir: resolve(values.burrow ?? ROOT),
+    baselineDir: values.baseline === undefined ? null : resolve(values.baseline),
     outDir: resolve(values.out ?? join(ROOT, 'bench', 'out')),
     keep: values.keep === true,
   };
@@ -265,6 +273,45 @@ async function startEdge(bin: string, name: string, dataDir: string, env: NodeJS
   return { child, port };
 }
 
+/**
+ * The baseline row: another checkout's edge and client on the same target, set up only through its own CLI
+ * (its account made by its `burrow admin create-account`, so a store format of either side never meets the
+ * other's code).
+ */
+async function startBaseline(dir: string, temp: string, targetPort: number, clientLogs: Map<string, { file: string; offset: number }>): Promise<PathConfig> {
+  const bin = join(dir, 'bin', 'burrow.js');
+  const source = sourceInfo(dir);
+  const name = `baseline ${source.commit?.slice(0, 7) ?? dir}${source.dirtyFiles.length > 0 ? '+' : ''}`;
+  const dataDir = join(temp, 'edge-baseline');
+  const env = edgeEnv(temp, 'edge-baseline');
+  const created = spawnSync(process.execPath, [bin, 'admin', 'create-account', '--email', 'baseline@bench.test', '--data', dataDir, '--json'], { encoding: 'utf8', env, timeout: 30_000 });
+  if (created.status !== 0) throw new Error(`baseline: create-account failed: ${created.stderr}`);
+  const token = (JSON.parse(created.stdout) as { token: { token: string } }).token.token;
+  const { child: edge, port: edgePort } = await startEdge(bin, 'edge-baseline', dataDir, env, true);
+  const logFile = join(temp, 'client-baseline.log');
+  const inspectArgs = /--no-inspect\b/.test(burrowHelp(bin, 'http')) ? ['--inspect', '127.0.0.1:0'] : [];
+  const client = children.spawn({
+    name: 'client-baseline',
+    command: process.execPath,
+    args: [bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', 'bench-baseline', ...inspectArgs],
+    env: { ...env, XDG_CONFIG_HOME: join(temp, 'client-baseline-config') },
+    stdoutFile: logFile,
+  });
+  const forwarding = await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
+  sampler.track('client-baseline', client.pid);
+  clientLogs.set('client-baseline', { file: logFile, offset: statSync(logFile).size });
+  log(`${name}: ${forwarding[1]} (edge pid ${edge.pid}, client pid ${client.pid})`);
+  return {
+    id: 'baseline',
+    kind: 'floor',
+    label: `tunnel, ${name}`,
+    processes: ['edge', 'client'],
+    target: { origin: `http://127.0.0.1:${edgePort}`, host: `bench-baseline.localhost:${edgePort}` },
+    roles: { edge: 'edge-baseline', client: 'client-baseline' },
+    clientName: 'client-baseline',
+  };
+}
+
 async function setUp(options: Options, temp: string): Promise<Setup> {
   const bin = join(options.burrowDir, 'bin', 'burrow.js');
   const inspectFlag = /--no-inspect\b/.test(burrowHelp(bin, 'http'));
@@ -318,6 +365,8 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
     }
   }
 
+  if (options.baselineDir !== null) paths.push(await startBaseline(options.baselineDir, temp, targetPort, clientLogs));
+
   let floorsMissing: string | null = null;
   if (options.floors) {
     floorsMissing = ensureNginx(ROOT);
@@ -336,6 +385,22 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
       });
       log(`nginx → nginx: port ${nginx.port} (workers ${nginx.workers.front}, ${nginx.workers.back})`);
     } else log(`nginx floor skipped: ${floorsMissing}`);
+    const sshMissing = ensureSsh(ROOT);
+    if (sshMissing === null) {
+      const ssh = await startSshReverse(children, join(temp, 'ssh'), targetPort);
+      sampler.track('sshd', ssh.pids.sshd);
+      sampler.track('ssh', ssh.pids.ssh);
+      paths.push({
+        id: 'ssh',
+        kind: 'floor',
+        label: `ssh -R (OpenSSH, ${SSH_CIPHER.replace('@openssh.com', '')})`,
+        processes: ['sshd', 'ssh'],
+        target: { origin: `http://127.0.0.1:${ssh.port}`, host: null },
+        roles: { sshd: 'sshd', ssh: 'ssh' },
+        clientName: null,
+      });
+      log(`ssh -R: port ${ssh.port} (sshd session ${ssh.pids.sshd}, ssh ${ssh.pids.ssh})`);
+    } else log(`ssh -R row skipped: ${sshMissing}`);
     const { child: first, port: firstPort } = await children.spawnServer('relay-1', RELAY_SCRIPT, [String(targetPort)]);
     const { child: second, port: secondPort } = await children.spawnServer('relay-2', RELAY_SCRIPT, [String(firstPort)]);
     sampler.track('relay-1', first.pid);

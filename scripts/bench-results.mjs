@@ -129,7 +129,9 @@ export function checkAcceptance(results) {
         }
         const nginx = findProbe(results, sender, method, shape, 'nginx2');
         const relays = findProbe(results, sender, method, shape, 'relays2');
-        const floors = [nginx ? `nginx → nginx +${num(nginx.addedP50Us)}` : null, relays ? `two relays +${num(relays.addedP50Us)}` : null].filter(Boolean).join(', ');
+        const ssh = findProbe(results, sender, method, shape, 'ssh');
+        const baseline = findProbe(results, sender, method, shape, 'baseline');
+        const floors = [baseline ? `${results.paths.find((p) => p.id === 'baseline')?.label ?? 'baseline'} +${num(baseline.addedP50Us)}` : null, ssh ? `ssh -R +${num(ssh.addedP50Us)}` : null, nginx ? `nginx → nginx +${num(nginx.addedP50Us)}` : null, relays ? `two relays +${num(relays.addedP50Us)}` : null].filter(Boolean).join(', ');
         const pass = probe.addedP50Us <= TARGETS.addedP50Us && probe.p99Us <= TARGETS.tunnelP99Us;
         checks.push({
           name: `1 connection, ${sender}${sender === 'curl' ? ' (not a target; for comparison)' : ''}, ${method} 1 KiB ${shape}: added p50 ≤ ${TARGETS.addedP50Us} µs and p99 ≤ ${TARGETS.tunnelP99Us / 1000} ms (${inspectNote})`,
@@ -151,7 +153,7 @@ export function checkAcceptance(results) {
   for (const shape of ['length', 'chunked']) {
     const scenario = { method: 'POST', size: KIB, shape, connections: 100 };
     const g = findGroup(results, scenario, tunnel);
-    const floors = ['nginx2', 'relays2', 'proxy']
+    const floors = ['baseline', 'ssh', 'nginx2', 'relays2', 'proxy']
       .map((id) => [id, findGroup(results, scenario, id)])
       .filter(([, f]) => f)
       .map(([id, f]) => `${results.paths.find((p) => p.id === id)?.label ?? id} ${num(f.ratio, 3)}`)
@@ -313,6 +315,7 @@ function render(results, file, checks, history) {
   out.push(
     '- Paths: direct = load generator → target (Node `http`, own process). Tunnel = → edge → WebSocket → `burrow http` client → target. ' +
       'Floors, same target, same run: nginx → nginx = two Debian nginx (1.22) processes, one worker each, upstream keep-alive, no buffering either way, temp config on loopback ports (bench/e2e/nginx.ts); ' +
+      'ssh -R = OpenSSH 9.2 (Debian), a private sshd on loopback and `ssh -N -R`, aes128-gcm, every public connection a channel of one TCP connection; its CPU is the sshd session process and ssh (bench/e2e/ssh.ts); ' +
       'two bare Node relays = two `net.Socket.pipe` processes (bench/e2e/relay.ts); minimal proxy = one process with uWS in front and an undici Pool behind (bench/e2e/proxy.ts), 1 KiB rows only (it gathers whole bodies).' +
       (results.floorsMissing ? ` **nginx was missing:** ${results.floorsMissing}.` : ''),
   );

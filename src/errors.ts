@@ -37,10 +37,19 @@ export const ERROR_CODES = {
   TUNNEL_UNAVAILABLE: { status: 503, message: 'The tunnel is offline. Retry after the time in the Retry-After header.' },
   STORE_UNAVAILABLE: { status: 503, message: 'The shared store of the cluster is unreachable. Retry after the time in the Retry-After header.' },
   QUEUE_FULL: { status: 503, message: 'The offline queue of this subdomain is full. Retry after the time in the Retry-After header.' },
+  STORAGE_FULL: { status: 503, message: "The edge's disk is full or failing: nothing new can be stored. Retry after the time in the Retry-After header." },
   TUNNEL_CLOSED: { status: 502, message: 'The tunnel closed before the response was complete.' },
   LOCAL_UNREACHABLE: { status: 502, message: 'The tunnel client could not reach the local server.' },
   LOCAL_TIMEOUT: { status: 504, message: 'The local server did not answer in time.' },
   INVALID_RESPONSE: { status: 502, message: 'The tunnel client sent a response the edge cannot forward.' },
+  // Tunnel policies (docs/policies.md): refusals of public traffic, also marked with `burrow-error`.
+  AUTHENTICATION_REQUIRED: { status: 401, message: 'This tunnel requires a user name and password.' },
+  ADDRESS_FORBIDDEN: { status: 403, message: 'Requests from this address are not allowed on this tunnel.' },
+  SIGNATURE_INVALID: { status: 401, message: 'The webhook signature is missing or does not verify.' },
+  SIGN_IN_REQUIRED: { status: 401, message: 'This tunnel requires signing in; open it in a browser.' },
+  SIGN_IN_FORBIDDEN: { status: 403, message: 'The signed-in account is not allowed on this tunnel.' },
+  SIGN_IN_FAILED: { status: 502, message: 'The sign-in with the identity provider failed.' },
+  POLICY_UNAVAILABLE: { status: 503, message: "The tunnel's policy cannot be read on this edge." },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -12,6 +12,7 @@ import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'n
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { docBlock } from './doc-blocks.js';
 import { ROOT, waitFor } from './helpers.js';
 import { makeCa, makeServerCert } from './tls-fixtures.js';
 
@@ -53,6 +54,40 @@ export interface FrontConfig {
   httpPort: number;
   /** The guide's substitutions of the edge addresses. */
   edges: [RegExp, string][];
+  /**
+   * The file as the guide's own commands wrote it (installAsDeployGuide); then only the loopback
+   * substitutions below are the test's, the rest was the guide's.
+   */
+  installed?: string;
+}
+
+/**
+ * docs/deploy.md, "Behind a front proxy", step 2, run as written by sh in the project directory: its
+ * variables set to `values` (each must be one of the step's), its sed writing into `dir` instead of
+ * /etc/nginx/conf.d. The step's mkdir of certbot's webroot and its nginx reload are the test's own to do
+ * (a webroot in the temp dir, nginx started from it). Returns the file it wrote.
+ */
+export function installAsDeployGuide(dir: string, values: Record<'DOMAIN' | 'EDGE' | 'AGENT' | 'CERTS', string>): string {
+  const output = join(dir, 'guide-burrow.conf');
+  const script: string[] = [];
+  const assigned: string[] = [];
+  for (const { command: line } of docBlock('docs/deploy.md', '2. Install the example with your names')) {
+    if (line === 'mkdir -p /var/www/acme' || line === 'nginx -t && systemctl reload nginx') continue;
+    const assignment = /^([A-Z]+)=\S+$/.exec(line);
+    if (assignment !== null) {
+      const name = assignment[1] as keyof typeof values;
+      assert.ok(Object.hasOwn(values, name), `deploy.md step 2 sets ${name}, which the test does not know`);
+      script.push(`${name}='${values[name]}'`);
+      assigned.push(name);
+    } else if (line.startsWith('sed ') && line.endsWith(' deploy/nginx-burrow.conf > /etc/nginx/conf.d/burrow.conf')) {
+      script.push(line.replace(/ > \/etc\/nginx\/conf\.d\/burrow\.conf$/, ` > '${output}'`));
+    } else {
+      assert.fail(`deploy.md step 2 has a line the test does not know: ${line}`);
+    }
+  }
+  assert.deepEqual(assigned.sort(), Object.keys(values).sort(), 'the step sets each variable');
+  execFileSync('sh', ['-e', '-c', script.join('\n')], { cwd: ROOT });
+  return readFileSync(output, 'utf8');
 }
 
 /**
@@ -61,16 +96,19 @@ export interface FrontConfig {
  * match: if the shipped file changes shape, the test (and the guide) must follow.
  */
 export function installConfig(config: FrontConfig): string {
-  const replacements: [RegExp, string][] = [
+  const guide: [RegExp, string][] = [
     [/\/etc\/letsencrypt\/live\/tunnels\.example\.com\//g, `${config.certDir}/`],
     [/tunnels\.example\.com/g, config.domain],
     ...config.edges,
+  ];
+  const replacements: [RegExp, string][] = [
+    ...(config.installed === undefined ? guide : []),
     [/\/var\/www\/acme/g, config.webroot],
     [/listen 443 /g, `listen 127.0.0.1:${config.httpsPort} `],
     [/listen 80;/g, `listen 127.0.0.1:${config.httpPort};`],
     [/^\s*listen \[::\]:.*$/gm, ''],
   ];
-  let text = readFileSync(join(ROOT, 'deploy', config.shipped), 'utf8');
+  let text = config.installed ?? readFileSync(join(ROOT, 'deploy', config.shipped), 'utf8');
   for (const [pattern, value] of replacements) {
     assert.match(text, pattern, `deploy/${config.shipped} no longer contains ${pattern}`);
     text = text.replace(pattern, value);

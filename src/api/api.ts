@@ -10,14 +10,18 @@ import { idSegmentOfTokenId, nowIso } from '../ids.js';
 import { subdomainProblem } from '../subdomain.js';
 import type { CaptureRecord, CaptureStore, CaptureSummary } from '../store/captures.js';
 import type { DashboardSessions, SessionOptions, SessionRecord } from '../store/account-store.js';
-import type { AccountStore, Principal, UsageCounter, RateLimiter } from '../store/account-store.js';
+import type { AccountStore, Principal, ReservationRecord, UsageCounter, RateLimiter } from '../store/account-store.js';
+import { parsePolicySpec, policySummary, policyView } from '../protocol/policy.js';
+import type { SecretBox } from '../store/secret-box.js';
+import { storePolicy } from '../store/stored-policy.js';
 import { periodOf } from '../store/usage.js';
+import { isWriteFailure, storageFullError, type WriteFailures } from '../store/write-failures.js';
 import { intParam, json, NO_CONTENT, queryParams, readJsonObject } from './http.js';
 import type { RateDecision } from '../store/rate-limit.js';
 import { Router } from './router.js';
 import { isOfflineMode, type OfflineMode, type OfflineQueueStore } from '../store/offline-queue.js';
 import { defineQueueRoutes } from './queue-routes.js';
-import { checkCsrf, clearedSessionCookie, isStateChanging, sessionCookie, sessionIdOf } from './session.js';
+import { checkCsrf, clearedSessionCookie, clearingSessionCookies, isStateChanging, readSessionCookies, sessionCookie } from './session.js';
 import type { ApiRequest, ApiResponse, CaptureLog, HeaderPairs, InstanceInfo, QueueDriver, ReplayOverrides, TunnelDirectory } from './types.js';
 import { LocalCaptureLog } from './capture-log.js';
 
@@ -38,8 +42,10 @@ export interface ApiOptions {
   publicScheme?: 'http' | 'https';
   /** A tunnel's public URL as the edge prints it (the dashboard shows it). */
   publicUrlOf?: (subdomain: string) => string;
-  /** Dashboard session lifetimes (docs/dashboard.md). */
+  /** Dashboard session lifetimes and the cap per token (docs/dashboard.md). */
   sessions?: SessionOptions;
+  /** Sign-ins (`POST /api/v1/session`) per window per token and per client address: 10 and 30 by default. */
+  signInLimits?: { perToken?: number; perAddress?: number };
   /**
    * Whether reserved subdomains may be set to `reject` or `queue` (docs/offline.md); false in cluster
    * mode, where the edge that receives a webhook may not be the one its tunnel comes back to.
@@ -47,8 +53,14 @@ export interface ApiOptions {
   offlineModes?: boolean;
   /** Webhooks held for offline reserved subdomains (the edge's own LMDB). */
   heldEvents: OfflineQueueStore;
+  /** The edge's secret key: seals the secrets of stored policies (docs/policies.md). Without it a policy with secrets is refused. */
+  secrets?: SecretBox;
+  /** Told after a reservation's policy changed, so the edge drops what it compiled from the old one. */
+  policyChanged?: (subdomain: string) => void;
   /** Delivery of held webhooks (the edge's offline queue); without it events are only listed. */
   queue?: QueueDriver;
+  /** Where a write that failed to commit under a handler is counted and logged (issue 23). */
+  writeFailures?: WriteFailures;
   clock?: () => number;
 }
 
@@ -57,16 +69,30 @@ interface Context {
   params: Record<string, string>;
   principal: Principal;
   /** The dashboard session the request came with, when it was authenticated by the cookie. */
-  session: { id: string; record: SessionRecord } | null;
+  session: { id: string; record: SessionRecord; expiresAt: number } | null;
 }
 
 type Handler = (ctx: Context) => ApiResponse | Promise<ApiResponse>;
 interface Route {
   handler: Handler;
   public: boolean;
+  /** The answer, instead of 401, to a request that carries neither a token nor a session cookie. */
+  signedOut?: ApiResponse;
 }
 
 export const LABEL_MAX = 64;
+/**
+ * On every answer of the API host (never a tunnel's): JSON is not to be sniffed into anything else, and
+ * no page may frame it. The dashboard's own files carry their fuller policy (src/edge/dashboard.ts).
+ */
+export const API_SECURITY_HEADERS: readonly (readonly [string, string])[] = Object.freeze([
+  ['x-content-type-options', 'nosniff'],
+  ['content-security-policy', "default-src 'none'; frame-ancestors 'none'"],
+  ['x-frame-options', 'DENY'],
+] as const);
+/** Sign-ins per window (a minute by default) per token and per client address (docs/dashboard.md). */
+export const SIGN_IN_PER_TOKEN = 10;
+export const SIGN_IN_PER_ADDRESS = 30;
 export const REQUEST_LIST_DEFAULT = 50;
 export const REQUEST_LIST_MAX = 1000;
 /**
@@ -81,6 +107,8 @@ export class Api {
   private readonly router = new Router<Route>();
   readonly tokenLimiter: RateLimiter;
   readonly failureLimiter: RateLimiter;
+  readonly signInTokenLimiter: RateLimiter;
+  readonly signInAddressLimiter: RateLimiter;
   private readonly clock: () => number;
   readonly sessions: DashboardSessions;
   private readonly scheme: 'http' | 'https';
@@ -92,6 +120,8 @@ export class Api {
     const windowMs = options.rateWindowMs ?? 60_000;
     this.tokenLimiter = options.store.rateLimiter('api', options.rateLimit ?? 100, windowMs, this.clock);
     this.failureLimiter = options.store.rateLimiter('auth-failures', options.authFailureLimit ?? 30, windowMs, this.clock);
+    this.signInTokenLimiter = options.store.rateLimiter('sign-in-token', options.signInLimits?.perToken ?? SIGN_IN_PER_TOKEN, windowMs, this.clock);
+    this.signInAddressLimiter = options.store.rateLimiter('sign-in-address', options.signInLimits?.perAddress ?? SIGN_IN_PER_ADDRESS, windowMs, this.clock);
     this.defineRoutes();
   }
 
@@ -100,10 +130,12 @@ export class Api {
     return this.router.routes;
   }
 
-  /** Drops finished rate-limit windows; the edge calls this from its coarse timer. */
+  /** Drops finished rate-limit windows and ended sessions; the edge calls this from its coarse timer. */
   sweep(): void {
     this.tokenLimiter.sweep();
     this.failureLimiter.sweep();
+    this.signInTokenLimiter.sweep();
+    this.signInAddressLimiter.sweep();
     this.sessions.sweep(this.clock());
   }
 
@@ -119,6 +151,8 @@ export class Api {
     const { handler: route, params } = lookup.match;
     if (route.public) return this.run(route.handler, { req, params, principal: undefined as unknown as Principal, session: null });
 
+    // Not signed in at all is an answer there, not a failed authentication: it counts against nobody.
+    if (route.signedOut !== undefined && req.headers.authorization === '' && readSessionCookies(req.headers.cookie, this.secureFor(req)).kind === 'none') return route.signedOut;
     let auth: Awaited<ReturnType<Api['authenticate']>>;
     let rate: RateDecision;
     try {
@@ -153,6 +187,12 @@ export class Api {
       return await handler(ctx);
     } catch (error) {
       if (error instanceof BurrowError) return errorResponse(error);
+      // A write that failed to commit (a full disk) and that its store did not answer for already: the
+      // offline queue's (delivery, discard, pause); the accounts' stores answer 503 STORAGE_FULL themselves.
+      if (isWriteFailure(error)) {
+        this.options.writeFailures?.report('queue', error);
+        return errorResponse(storageFullError());
+      }
       process.stderr.write(`burrow: internal error on ${ctx.req.method} ${ctx.req.path}: ${(error as Error)?.stack ?? error}\n`);
       return errorResponse(new BurrowError('INTERNAL_ERROR'));
     }
@@ -164,8 +204,18 @@ export class Api {
    * with it must pass the CSRF rule first (src/api/session.ts).
    */
   private async authenticate(req: ApiRequest): Promise<{ principal: Principal; session: Context['session'] } | { refusal: ApiResponse }> {
-    const sessionId = req.headers.authorization === '' ? sessionIdOf(req.headers.cookie) : null;
-    if (sessionId !== null) {
+    const secure = this.secureFor(req);
+    const cookies = req.headers.authorization === '' && this.servesDashboard(req) ? readSessionCookies(req.headers.cookie, secure) : null;
+    if (cookies !== null && cookies.kind === 'conflict') {
+      // Tossed by a page on another subdomain, most likely: nobody's session, and every copy cleared.
+      const refusal = new BurrowError(
+        'UNAUTHORIZED',
+        `The request carried ${cookies.count} dashboard session cookies (a page on another host of this domain can set one); ` +
+          'none of them is used, all are cleared now. Sign in again.',
+      );
+      return { refusal: errorResponse(refusal, clearingSessionCookies(req, secure).map(setCookie)) };
+    }
+    if (cookies !== null && cookies.kind === 'one') {
       if (isStateChanging(req.method)) {
         try {
           checkCsrf(req, this.scheme);
@@ -173,11 +223,12 @@ export class Api {
           return { refusal: errorResponse(error as BurrowError) };
         }
       }
-      const resolved = await this.sessions.resolve(sessionId, this.clock());
+      const resolved = await this.sessions.resolve(cookies.id, this.clock());
       if (resolved === undefined) {
-        return { refusal: errorResponse(new BurrowError('UNAUTHORIZED', 'The dashboard session ended (signed out, expired, or its token was revoked). Sign in again.')) };
+        const refusal = new BurrowError('UNAUTHORIZED', 'The dashboard session ended (signed out, expired, or its token was revoked). Sign in again.');
+        return { refusal: errorResponse(refusal, [setCookie(clearedSessionCookie(secure))]) };
       }
-      return { principal: resolved.principal, session: { id: sessionId, record: resolved.record } };
+      return { principal: resolved.principal, session: { id: cookies.id, record: resolved.record, expiresAt: resolved.expiresAt } };
     }
     const outcome = await this.authorize(req.headers.authorization, req.clientAddress);
     return outcome instanceof BurrowError ? { refusal: errorResponse(outcome) } : { principal: outcome, session: null };
@@ -227,6 +278,25 @@ export class Api {
     return ms === 60_000 ? 'minute' : `${ms / 1000} seconds`;
   }
 
+  /** Secure cookies when the edge is on HTTPS, or when a trusted proxy says the browser came over HTTPS. */
+  private secureFor(req: ApiRequest): boolean {
+    return this.scheme === 'https' || req.scheme === 'https';
+  }
+
+  /** Off the dashboard's host (`burrow edge --api-host`) the session cookie is ignored and sign-in refused. */
+  private servesDashboard(req: ApiRequest): boolean {
+    return req.dashboardHost !== false;
+  }
+
+  /** Counts a sign-in against `limiter`; 429 RATE_LIMITED past its limit. */
+  private async limitSignIn(limiter: RateLimiter, key: string, what: string): Promise<void> {
+    const decision = await limiter.hit(key);
+    if (decision.allowed) return;
+    throw new BurrowError('RATE_LIMITED', `Too many sign-ins with ${what}: ${decision.limit} per ${this.windowText()}. Wait before trying again.`, {
+      'Retry-After': String(decision.resetSeconds),
+    });
+  }
+
   private retentionOf(principal: Principal): number {
     return this.options.store.planLimits(principal.account.plan).retentionMs;
   }
@@ -243,8 +313,8 @@ export class Api {
   private defineRoutes(): void {
     const { store, tunnels, usage, instance } = this.options;
     const captures = this.options.captureLog ?? new LocalCaptureLog(this.options.captures);
-    const add = (method: string, path: string, handler: Handler, isPublic = false): void => {
-      this.router.add(method, path, { handler, public: isPublic });
+    const add = (method: string, path: string, handler: Handler, isPublic = false, signedOut?: ApiResponse): void => {
+      this.router.add(method, path, { handler, public: isPublic, ...(signedOut === undefined ? {} : { signedOut }) });
     };
 
     add('GET', '/api/v1/instance', ({ req }) =>
@@ -256,30 +326,38 @@ export class Api {
       }), true);
 
     // The dashboard's session (docs/dashboard.md): an access token exchanged once for an HttpOnly cookie.
-    // Secure when the edge is on HTTPS, or when a trusted proxy says the browser came over HTTPS.
-    const secureFor = (req: ApiRequest): boolean => this.scheme === 'https' || req.scheme === 'https';
     add('POST', '/api/v1/session', async ({ req }) => {
+      if (!this.servesDashboard(req)) throw new BurrowError('NOT_FOUND', 'The dashboard, and its sign-in, are on the API host (burrow edge --api-host), not on this one.');
       checkCsrf(req, this.scheme);
       const body = readJsonObject(req);
       rejectUnknownFields(body, ['token']);
       if (typeof body.token !== 'string' || body.token === '') throw new BurrowError('INVALID_REQUEST', '"token" must be an access token.');
+      await this.limitSignIn(this.signInAddressLimiter, req.clientAddress, 'this address');
       const principal = await this.authorize(`Bearer ${body.token}`, req.clientAddress);
       if (principal instanceof BurrowError) throw principal;
+      await this.limitSignIn(this.signInTokenLimiter, principal.token.id, 'this token');
       const now = this.clock();
+      const secure = this.secureFor(req);
+      const cookies = readSessionCookies(req.headers.cookie, secure);
       // Signing in again replaces the browser's session: the old one ends rather than lingering unused.
-      const previous = sessionIdOf(req.headers.cookie);
-      if (previous !== null) await this.sessions.close(previous);
+      if (cookies.kind === 'one') await this.sessions.close(cookies.id);
       const id = await this.sessions.open(principal, now);
       store.touchToken(principal.token.idSegment, now).catch(() => {});
-      return json(201, this.sessionJson(principal, now + this.sessions.idleMs), [['Set-Cookie', sessionCookie(id, this.sessions.maxAgeMs, secureFor(req))]]);
+      // Stray session cookies (tossed from another host) are cleared before the new one is set.
+      const headers = cookies.kind === 'conflict' ? clearingSessionCookies(req, secure, true).map(setCookie) : [];
+      headers.push(setCookie(sessionCookie(id, this.sessions.maxAgeMs, secure)));
+      return json(201, this.sessionJson(principal, now + Math.min(this.sessions.idleMs, this.sessions.maxAgeMs)), headers);
     }, true);
 
+    // The dashboard asks on every load whether this browser is signed in: 204 when the request carries
+    // neither a token nor a session cookie, so a first visit logs no 401. A session that ended (revoked,
+    // idle) is still 401 UNAUTHORIZED, which the page reports as such.
     add('GET', '/api/v1/session', ({ principal, session }) =>
-      json(200, this.sessionJson(principal, session === null ? null : this.sessions.expiresAt(session.record))));
+      json(200, this.sessionJson(principal, session === null ? null : session.expiresAt)), false, NO_CONTENT);
 
     add('DELETE', '/api/v1/session', async ({ req, session }) => {
       if (session !== null) await this.sessions.close(session.id);
-      return { status: 204, headers: [['Set-Cookie', clearedSessionCookie(secureFor(req))]] };
+      return { status: 204, headers: [setCookie(clearedSessionCookie(this.secureFor(req)))] };
     });
 
     add('GET', '/api/v1/auth/me', ({ principal: { account } }) =>
@@ -490,12 +568,50 @@ export class Api {
       return NO_CONTENT;
     });
 
+    const ownReservation = async (principal: Principal, name: string): Promise<ReservationRecord> => {
+      const record = await store.getReservation(name.toLowerCase());
+      if (record === undefined || record.accountId !== principal.account.id) {
+        throw new BurrowError('NOT_FOUND', `No reserved subdomain ${quoted(name)} on this account.`);
+      }
+      return record;
+    };
+    const policyJson = (record: ReservationRecord): Record<string, unknown> => ({ subdomain: record.subdomain, policy: policyView(record.policy) });
+
+    add('GET', '/api/v1/reserved-subdomains/:subdomain/policy', async ({ params, principal }) =>
+      json(200, policyJson(await ownReservation(principal, params.subdomain!))));
+
+    add('PUT', '/api/v1/reserved-subdomains/:subdomain/policy', async ({ req, params, principal }) => {
+      const spec = parsePolicySpec(readJsonObject(req));
+      const existing = await ownReservation(principal, params.subdomain!);
+      const secrets = this.options.secrets;
+      if (secrets === undefined && (spec.oidc?.client_secret !== undefined || spec.verify_webhook?.some((hook) => hook.secret !== undefined))) {
+        throw new BurrowError('INTERNAL_ERROR', 'This edge has no secret key to seal secrets with.');
+      }
+      const stored = await storePolicy(spec, existing.policy, secrets!);
+      const record = await store.setPolicy(principal.account.id, existing.subdomain, stored);
+      if (record === undefined) throw new BurrowError('NOT_FOUND', `No reserved subdomain ${quoted(params.subdomain!)} on this account.`);
+      this.options.policyChanged?.(record.subdomain);
+      return json(200, policyJson(record));
+    });
+
+    add('DELETE', '/api/v1/reserved-subdomains/:subdomain/policy', async ({ params, principal }) => {
+      const existing = await ownReservation(principal, params.subdomain!);
+      await store.setPolicy(principal.account.id, existing.subdomain, undefined);
+      this.options.policyChanged?.(existing.subdomain);
+      return NO_CONTENT;
+    });
+
     defineQueueRoutes(add, store, this.options.heldEvents, this.options.queue);
   }
 }
 
-function reservationJson(record: { subdomain: string; createdAt: number; offline?: OfflineMode }): Record<string, unknown> {
-  return { subdomain: record.subdomain, created_at: nowIso(record.createdAt), offline: record.offline ?? 'off' };
+function reservationJson(record: ReservationRecord): Record<string, unknown> {
+  return {
+    subdomain: record.subdomain,
+    created_at: nowIso(record.createdAt),
+    offline: record.offline ?? 'off',
+    policy: record.policy === undefined ? null : policySummary(record.policy),
+  };
 }
 
 function offlineField(value: unknown, heldOffline: boolean): OfflineMode | undefined {
@@ -505,6 +621,10 @@ function offlineField(value: unknown, heldOffline: boolean): OfflineMode | undef
     throw new BurrowError('INVALID_REQUEST', `"offline": "${value}" is not available in cluster mode yet: a reserved subdomain there is "off" (docs/cluster.md).`);
   }
   return value;
+}
+
+function setCookie(value: string): [string, string] {
+  return ['Set-Cookie', value];
 }
 
 export function errorResponse(error: BurrowError, extraHeaders?: HeaderPairs): ApiResponse {
@@ -558,8 +678,10 @@ const METHOD = /^[A-Z]{1,16}$/;
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$/;
 const HEADER_VALUE = /^[\t\u0020-\u007e\u0080-\u00ff]*$/;
 
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
 export function validateReplayOverrides(body: Record<string, unknown>): ReplayOverrides {
-  rejectUnknownFields(body, ['method', 'path', 'headers', 'body']);
+  rejectUnknownFields(body, ['method', 'path', 'headers', 'body', 'body_encoding']);
   const overrides: ReplayOverrides = {};
   if (body.method !== undefined) {
     if (typeof body.method !== 'string' || !METHOD.test(body.method.toUpperCase())) {
@@ -586,9 +708,15 @@ export function validateReplayOverrides(body: Record<string, unknown>): ReplayOv
     }
     overrides.headers = headers;
   }
+  // A binary body travels as base64 (the editors' hex editing), as the captures' own JSON gives it.
+  const encoding = body.body_encoding ?? 'utf8';
+  if (encoding !== 'utf8' && encoding !== 'base64') throw new BurrowError('INVALID_REQUEST', '"body_encoding" must be "utf8" or "base64".');
   if (body.body !== undefined) {
     if (typeof body.body !== 'string') throw new BurrowError('INVALID_REQUEST', '"body" must be a string.');
-    overrides.body = body.body;
+    if (encoding === 'base64' && !BASE64.test(body.body)) throw new BurrowError('INVALID_REQUEST', '"body" must be base64 when "body_encoding" is "base64".');
+    overrides.body = Buffer.from(body.body, encoding);
+  } else if (body.body_encoding !== undefined) {
+    throw new BurrowError('INVALID_REQUEST', '"body_encoding" says how "body" is written: send it with a "body".');
   }
   return overrides;
 }

@@ -1,11 +1,12 @@
 /**
  * `/api/v1/queue`: the webhooks held for a reserved subdomain while its tunnel is offline (a documented
- * extension, docs/api.md and docs/offline.md). Listing, redelivery, discarding, pause and resume.
+ * extension, docs/api.md and docs/offline.md). Listing, redelivery, discarding (one or in bulk), pause
+ * and resume.
  */
 import { BurrowError } from '../errors.js';
 import { nowIso } from '../ids.js';
 import type { AccountStore, Principal } from '../store/account-store.js';
-import type { OfflineQueueStore, QueuedEvent } from '../store/offline-queue.js';
+import { DISCARD_STATES, generationOf, isDiscardState, type OfflineQueueStore, type QueuedEvent } from '../store/offline-queue.js';
 import { json, NO_CONTENT, queryParams } from './http.js';
 import type { ApiRequest, ApiResponse, QueueDriver } from './types.js';
 
@@ -28,6 +29,8 @@ export function eventJson(event: QueuedEvent): Record<string, unknown> {
     last_status: event.lastStatus,
     last_error: event.lastError,
     last_request_id: event.lastCaptureId,
+    sender_id: event.senderId ?? null,
+    next_attempt_at: event.retryAt == null || event.state === 'failed' || event.state === 'delivered' ? null : nowIso(event.retryAt),
   };
 }
 
@@ -61,7 +64,21 @@ export function defineQueueRoutes(add: Add, store: AccountStore, held: OfflineQu
 
   add('GET', '/api/v1/queue', async ({ req, principal }) => {
     const subdomain = await ownSubdomain(req, principal);
-    return json(200, { ...(await summary(subdomain)), queue: held.list(subdomain).map(eventJson) });
+    // Only this reservation's events: anything of an earlier owner of the name is not theirs to see.
+    const generation = generationOf(await store.getReservation(subdomain));
+    const events = held.list(subdomain).filter((event) => event.accountId === principal.account.id && generationOf(event) === generation);
+    return json(200, { ...(await summary(subdomain)), queue: events.map(eventJson) });
+  });
+
+  add('DELETE', '/api/v1/queue', async ({ req, principal }) => {
+    const subdomain = await ownSubdomain(req, principal);
+    const state = queryParams(req).get('state');
+    if (!isDiscardState(state)) {
+      throw new BurrowError('INVALID_REQUEST', `The "state" query parameter is required: ${DISCARD_STATES.map((name) => `"${name}"`).join(', ')}.`);
+    }
+    const discarded = await held.discard(subdomain, state);
+    driver?.changed(subdomain);
+    return json(200, { ...(await summary(subdomain)), discarded });
   });
 
   add('POST', '/api/v1/queue/pause', async ({ req, principal }) => {
@@ -81,7 +98,8 @@ export function defineQueueRoutes(add: Add, store: AccountStore, held: OfflineQu
   add('POST', '/api/v1/queue/:event_id/deliver', async ({ params, principal }) => {
     const event = ownEvent(params.event_id!, principal);
     if (event.state === 'delivering') return json(202, eventJson(event));
-    const queued = await held.update(event.id, { state: 'queued' });
+    // Back in line with a fresh retry schedule, ahead of the events still queued.
+    const queued = await held.update(event.id, { state: 'queued', retryAt: null, roundAttempts: 0 });
     if (queued === undefined) throw new BurrowError('NOT_FOUND', `No held event ${event.id} on this account.`);
     driver?.changed(event.subdomain);
     return json(202, eventJson(queued));

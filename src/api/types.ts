@@ -27,6 +27,11 @@ export interface ApiRequest {
   clientAddress: string;
   /** The scheme the client used (the edge's own, or a trusted proxy's X-Forwarded-Proto); the API's public scheme when absent. */
   scheme?: string;
+  /**
+   * False when the host the edge dispatched the request on is an API host without the dashboard
+   * (`<domain>` beside `burrow edge --api-host`): there the session cookie is ignored and sign-in refused.
+   */
+  dashboardHost?: boolean;
 }
 
 export type HeaderPairs = [string, string][];
@@ -55,7 +60,8 @@ export interface ReplayOverrides {
   path?: string;
   /** A name mapped to null removes that header (JSON merge-patch style). */
   headers?: Record<string, string | null>;
-  body?: string;
+  /** The body's bytes (sent in JSON as UTF-8 text, or as base64 with `"body_encoding": "base64"`). */
+  body?: Uint8Array;
 }
 
 /** The live tunnels of the edge, as the API sees them (implemented by the edge's registry). */

@@ -14,34 +14,41 @@
  */
 import { request, type Dispatcher } from 'undici';
 import { cleartextRefusal, describeTlsError } from '../client/edge-trust.js';
+import { describeLookupFailure } from '../client/resolve-rules.js';
 import { CliError } from './args.js';
 import { requireToken, resolveCredentials, type CaSource, type Credentials } from './config.js';
-import { dispatcherTrusting, readCaFile } from './edge-ca.js';
+import { edgeDispatcher, readCaFile } from './edge-ca.js';
 
 /** The flags of every command that talks to the edge's API (see CONNECTION_HELP). */
 export const CONNECTION_OPTIONS = {
   edge: { type: 'string', multiple: true },
   token: { type: 'string' },
   ca: { type: 'string' },
+  resolve: { type: 'string', multiple: true },
   insecure: { type: 'boolean' },
   json: { type: 'boolean' },
 } as const;
 
 /** Their help lines, for the Options section of each command's --help. */
-export const CONNECTION_HELP = `  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
-                 repeat it (or give BURROW_EDGE a comma-separated list) to try the next edge
-                 when one cannot be reached
-  --token T      the token (default: BURROW_TOKEN, the config file)
-  --ca FILE      trust this CA (PEM) for an https:// edge with a private certificate, beside the
-                 public roots (default: BURROW_CA, the CA "burrow login --ca" saved)
-  --insecure     allow sending the token over plain http:// to an edge not on this machine
-  --json         print the API's JSON
-  -h, --help     show this help`;
+export const CONNECTION_HELP = `  --edge URL       the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
+                   repeat it (or give BURROW_EDGE a comma-separated list) to try the next edge
+                   when one cannot be reached
+  --token T        the token (default: BURROW_TOKEN, the config file)
+  --ca FILE        trust this CA (PEM) for an https:// edge with a private certificate, beside
+                   the public roots (default: BURROW_CA, the CA "burrow login --ca" saved)
+  --resolve HOST:PORT:ADDRESS
+                   connect to ADDRESS for the edge URL's HOST and PORT, without DNS; the
+                   certificate is still checked for HOST (like curl --resolve; repeatable;
+                   default: BURROW_RESOLVE, comma-separated)
+  --insecure       allow sending the token over plain http:// to an edge not on this machine
+  --json           print the API's JSON
+  -h, --help       show this help`;
 
 export interface ConnectionFlags {
   edge?: string | string[] | undefined;
   token?: string | undefined;
   ca?: string | undefined;
+  resolve?: string[] | undefined;
   insecure?: boolean | undefined;
 }
 
@@ -62,8 +69,11 @@ export function apiClientFor(credentials: Credentials, insecure: boolean): ApiCl
     if (refusal !== null) throw new CliError(refusal);
   }
   const pem = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
-  return new ApiClient(credentials.edges, token, pem === undefined ? undefined : dispatcherTrusting(pem), credentials.ca);
+  return new ApiClient(credentials.edges, token, edgeDispatcher(pem, credentials.resolve), credentials.ca);
 }
+
+/** Without a CA of its own, every API client shares this one (localhost names resolved to loopback, public roots). */
+let sharedDispatcher: Dispatcher | undefined;
 
 /** Transport errors that happen before a request's first byte is written: retrying it elsewhere is safe. */
 const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -76,7 +86,7 @@ export class ApiClient {
   constructor(
     edges: string | readonly string[],
     private readonly token: string | undefined,
-    /** undici's global dispatcher when undefined. */
+    /** The shared edge dispatcher (src/client/edge-lookup.ts) when undefined. */
     private readonly dispatcher?: Dispatcher,
     /** The extra CA trusted, if any (what "burrow login" saves). */
     readonly ca?: CaSource,
@@ -124,7 +134,7 @@ export class ApiClient {
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         headersTimeout: 30_000,
         bodyTimeout: 30_000,
-        ...(this.dispatcher === undefined ? {} : { dispatcher: this.dispatcher }),
+        dispatcher: this.dispatcher ?? (sharedDispatcher ??= edgeDispatcher(undefined)),
       });
     } catch (error) {
       const nested = (error as { cause?: unknown }).cause;
@@ -140,6 +150,8 @@ export class ApiClient {
           'is the edge reachable, and does it speak TLS on this port? If not, use its http:// URL or give it --tls-cert';
         return { kind: 'unreachable', error: new CliError(message, 1, 'EDGE_UNREACHABLE'), unsent };
       }
+      const lookup = describeLookupFailure(code, edge);
+      if (lookup !== null) return { kind: 'unreachable', error: new CliError(`cannot reach the edge at ${edge}: ${lookup}`, 1, 'EDGE_UNREACHABLE'), unsent };
       const cause = code ?? (error as Error).message;
       return { kind: 'unreachable', error: new CliError(`cannot reach the edge at ${edge} (${cause}); is it running? (burrow edge --dev)`, 1, 'EDGE_UNREACHABLE'), unsent };
     }

@@ -1,11 +1,15 @@
 /**
- * `--ca FILE` for the commands that talk to an edge: the file checked once, and undici's global
- * dispatcher (the API client's and the inspector's requests) told to trust it beside the public roots.
+ * `--ca FILE` and `--resolve HOST:PORT:ADDRESS` for the commands that talk to an edge: the CA file checked
+ * once, and a dispatcher for undici requests (the API client's; the inspector's through the global one)
+ * that trusts it beside the public roots, dials a resolve rule's address for its host and port, and
+ * resolves localhost names to loopback itself (src/client/edge-lookup.ts).
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Agent, setGlobalDispatcher } from 'undici';
+import { Agent, buildConnector, setGlobalDispatcher } from 'undici';
+import { edgeLookup } from '../client/edge-lookup.js';
 import { trustedCas } from '../client/edge-trust.js';
+import { resolveRuleFor, type ResolveRule } from '../client/resolve-rules.js';
 import { CliError } from './args.js';
 
 /**
@@ -29,12 +33,26 @@ export function readCaFile(path: string, from = '--ca'): string {
   return pem;
 }
 
-/** A dispatcher for undici requests that trusts `pem` as well as the public roots. */
-export function dispatcherTrusting(pem: string): Agent {
-  return new Agent({ connect: { ca: trustedCas(pem) } });
+/**
+ * A dispatcher for requests to the edge: localhost names are loopback without a resolver, `pem` is
+ * trusted as well as the public roots when given, and a `--resolve` rule's address is dialled when the
+ * request's host and port match it (the name stays the TLS server name and the certificate's subject, as
+ * with curl --resolve).
+ */
+export function edgeDispatcher(pem: string | undefined, rules: readonly ResolveRule[] = []): Agent {
+  const connect = { lookup: edgeLookup, ...(pem === undefined ? {} : { ca: trustedCas(pem) }) };
+  if (rules.length === 0) return new Agent({ connect });
+  const connector = buildConnector(connect);
+  return new Agent({
+    connect: (options, callback) => {
+      const rule = resolveRuleFor(rules, new URL(`${options.protocol}//${options.host}`));
+      // `host` (name:port) keeps deciding the TLS server name; only the address dialled changes.
+      connector(rule === undefined ? options : { ...options, hostname: rule.address.address }, callback);
+    },
+  });
 }
 
-/** Requests made through undici's global dispatcher trust `pem` as well as the public roots. */
-export function trustCaForRequests(pem: string): void {
-  setGlobalDispatcher(dispatcherTrusting(pem));
+/** Requests made through undici's global dispatcher (the inspector's to the edge) follow `edgeDispatcher`. */
+export function useForEdgeRequests(pem: string | undefined, rules: readonly ResolveRule[]): void {
+  setGlobalDispatcher(edgeDispatcher(pem, rules));
 }

@@ -2,7 +2,7 @@
  * The `burrow` command: one entry, a sub-command per job (DESIGN.md section 5). Exit 0 on success;
  * otherwise a one-line reason on stderr and exit 1 (2 for a usage error).
  */
-import { CliError, UsageError } from './args.js';
+import { CliError, noExtraPositionals, parse, UsageError } from './args.js';
 import { tuneHeapForTraffic } from './heap.js';
 import { VERSION } from '../version.js';
 
@@ -13,6 +13,9 @@ Expose a local port on a public subdomain; capture, inspect and replay every req
 
 Commands:
   http PORT                 open a tunnel to localhost:PORT (see burrow http --help)
+  start (NAME... | --all)   run the named tunnels of burrow.yml in one process (docs/config.md)
+  config check|path|edit    check burrow.yml, say which file is used, or edit it (its edge, token
+                            and ca come after the flags and variables, before "burrow login"'s)
   replay (--last | REQ_ID)  replay a captured request through the local inspector
   login TOKEN               save a token and edge URL for later commands
   tokens list|create|revoke manage personal access tokens
@@ -27,17 +30,39 @@ Commands:
                             webhooks held for a reserved subdomain while its tunnel is offline
   edge                      run the edge server (burrow edge --dev: what "npm start" runs)
   admin ...                 create-account, token create, set-plan, accounts list (on --data)
+  version                   print Burrow's version (the same as burrow --version)
 
+burrow --version (or -v) prints the version; burrow help (or --help, -h) prints this.
 Every command takes --help and --json (machine-readable output; errors as {"error":{"code","message"}}
 on stderr). Token and edge come from --token/--edge, then BURROW_TOKEN/BURROW_EDGE, then the config
 file written by "burrow login" (or by "burrow edge --dev"). Every command that sends the token takes
 --ca FILE (a private CA for an https:// edge; then BURROW_CA, then the CA "burrow login --ca" saved)
-and refuses plain http:// to an edge not on this machine unless --insecure.
+and --resolve HOST:PORT:ADDRESS (dial ADDRESS for the edge's name without DNS, like curl --resolve;
+then BURROW_RESOLVE), and refuses plain http:// to an edge not on this machine unless --insecure.
 `;
 
 type Command = (args: string[]) => Promise<number>;
 
 // Loaded on demand: the edge's native server and LMDB are not worth loading for `burrow tokens list`.
+const VERSION_HELP = `
+Usage: burrow version [--json]
+
+Prints Burrow's version: "burrow ${VERSION}", or {"version":"${VERSION}"} with --json (the build an
+edge reports at GET /api/v1/instance).
+
+Options:
+  --json       print {"version":"..."}
+  -h, --help   show this help
+`;
+
+async function versionCommand(args: string[]): Promise<number> {
+  const parsed = parse(args, { json: { type: 'boolean' } }, VERSION_HELP);
+  if (parsed === null) return 0;
+  noExtraPositionals(parsed, 0, VERSION_HELP);
+  process.stdout.write(parsed.values.json === true ? `${JSON.stringify({ version: VERSION })}\n` : `burrow ${VERSION}\n`);
+  return 0;
+}
+
 const commands: Record<string, () => Promise<Command>> = {
   edge: async () => (await import('./commands/edge.js')).edgeCommand,
   admin: async () => (await import('./commands/admin.js')).adminCommand,
@@ -48,8 +73,11 @@ const commands: Record<string, () => Promise<Command>> = {
   reserve: async () => (await import('./commands/api-commands.js')).reserveCommand,
   reservations: async () => (await import('./commands/api-commands.js')).reservationsCommand,
   queue: async () => (await import('./commands/queue.js')).queueCommand,
+  start: async () => (await import('./commands/start.js')).startCommand,
+  config: async () => (await import('./commands/config.js')).configCommand,
   http: async () => (await import('./commands/http.js')).httpCommand,
   replay: async () => (await import('./commands/replay.js')).replayCommand,
+  version: async () => versionCommand,
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -66,7 +94,7 @@ async function main(argv: string[]): Promise<number> {
   const load = commands[name];
   if (load === undefined) throw new UsageError(`unknown command "${name}"; run "burrow --help"`);
   // The edge's and the tunnel client's heaps grow to suit bodies streaming through them (heap.ts).
-  if (name === 'edge' || name === 'http') tuneHeapForTraffic();
+  if (name === 'edge' || name === 'http' || name === 'start') tuneHeapForTraffic();
   return (await load())(args);
 }
 

@@ -1,9 +1,11 @@
 /**
- * Output: aligned tables for people, the API's JSON for machines (--json).
+ * Output: aligned tables for people, the API's JSON for machines (--json). Both carry text that clients
+ * of a tunnel chose (paths, headers): control characters are escaped in both (src/control-chars.ts).
  */
+import { controlSafeJson, escapeControls } from '../control-chars.js';
 
 export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  process.stdout.write(`${controlSafeJson(value, 2)}\n`);
 }
 
 /** Prints rows under headers, columns padded to their widest cell; `empty` when there are no rows. */
@@ -12,7 +14,7 @@ export function printTable(headers: string[], rows: (string | number | boolean |
     process.stdout.write(`${empty}\n`);
     return;
   }
-  const cells = rows.map((row) => row.map((cell) => (cell === null || cell === undefined ? '-' : String(cell))));
+  const cells = rows.map((row) => row.map((cell) => (cell === null || cell === undefined ? '-' : escapeControls(String(cell)))));
   const widths = headers.map((header, column) => Math.max(header.length, ...cells.map((row) => row[column]!.length)));
   const line = (row: string[]): string =>
     row

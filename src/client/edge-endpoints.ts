@@ -9,6 +9,7 @@
 import dns, { type LookupAddress } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import { isLoopbackHost } from './edge-trust.js';
+import { resolveRuleFor, type ResolveRule } from './resolve-rules.js';
 
 export interface EdgeEndpoint {
   /** The configured edge URL (http(s)://name:port). */
@@ -40,12 +41,16 @@ function resolveAll(hostname: string): Promise<LookupAddress[]> {
 /**
  * The endpoints of `edges`, in order. A name that does not resolve (yet) stays one endpoint with no
  * address, so connecting to it fails with the resolver's own error (ENOTFOUND) as it always did;
- * loopback names (localhost: ::1 and 127.0.0.1 are one machine) and IP literals are never split.
+ * loopback names (localhost: ::1 and 127.0.0.1 are one machine) and IP literals are never split. An
+ * edge that a `--resolve` rule names is its rule's one address, without DNS (resolve-rules.ts).
  */
-export async function resolveEndpoints(edges: readonly string[]): Promise<EdgeEndpoint[]> {
+export async function resolveEndpoints(edges: readonly string[], rules: readonly ResolveRule[] = []): Promise<EdgeEndpoint[]> {
   const resolved = await Promise.all(
     edges.map(async (edge): Promise<EdgeEndpoint[]> => {
-      const hostname = new URL(edge).hostname.replace(/^\[|\]$/g, '');
+      const url = new URL(edge);
+      const rule = resolveRuleFor(rules, url);
+      if (rule !== undefined) return [{ edge, address: rule.address }];
+      const hostname = url.hostname.replace(/^\[|\]$/g, '');
       if (isIP(hostname) !== 0 || isLoopbackHost(hostname)) return [{ edge, address: null }];
       const addresses = await resolveAll(hostname);
       if (addresses.length <= 1) return [{ edge, address: null }];

@@ -36,6 +36,8 @@ export interface Exchange {
   source?: 'live' | 'edge';
   /** The held webhook (docs/offline.md) this exchange delivered, when known (from the edge's capture). */
   eventId?: string | null;
+  /** The named tunnel of `burrow start` it came through (set by the inspector; absent under `burrow http`). */
+  tunnel?: string;
 }
 
 /** Messages kept per WebSocket connection (the newest), and bytes kept of each. */
@@ -67,12 +69,14 @@ export interface WebSocketLog {
 }
 
 /**
- * Records one message of a WebSocket connection: O(1) amortised, a copy of at most 4 KiB. `size` is the
+ * Records one message of a WebSocket connection: counted, and (`keep`) its first 4 KiB copied, O(1)
+ * amortised. Without an inspector nothing shows the bytes, so only the counts are kept. `size` is the
  * whole message's (the data may be only its first bytes).
  */
-export function logWebSocketMessage(log: WebSocketLog, direction: 'in' | 'out', data: Uint8Array, binary: boolean, size = data.byteLength, note = ''): void {
+export function logWebSocketMessage(log: WebSocketLog, direction: 'in' | 'out', data: Uint8Array, binary: boolean, size = data.byteLength, note = '', keep = true): void {
   if (direction === 'in') log.messagesIn++;
   else log.messagesOut++;
+  if (!keep) return;
   const kept = Buffer.copyBytesFrom(data, 0, Math.min(data.byteLength, WS_MESSAGE_BYTES_KEPT));
   if (log.messages.length >= WS_MESSAGES_KEPT) log.messages.splice(0, log.messages.length - WS_MESSAGES_KEPT + 1);
   log.messages.push(note === '' ? { at: Date.now(), direction, binary, size, data: kept } : { at: Date.now(), direction, binary, size, data: kept, note });
@@ -93,7 +97,12 @@ export function edgeResetText(code: number | undefined, message: string | undefi
   return reason === '' ? `reset by the edge (code ${code})` : `reset by the edge (code ${code}): ${reason}`;
 }
 
-/** A WebSocket connection as an exchange: status 101 (or the local server's refusal), then its messages. */
+/**
+ * A WebSocket connection as an exchange: status 101 (or the local server's refusal), then its messages.
+ * Its id is `ws_` with the number of the edge's `req_` id for it: the edge keeps no capture of WebSocket
+ * connections, so that id is unknown to its API, `burrow requests show` and the dashboard, and must not
+ * read as a request id (the number still matches the edge's access log `request_id`).
+ */
 export function webSocketExchange(
   requestId: string,
   method: string,
@@ -107,7 +116,7 @@ export function webSocketExchange(
 ): Exchange {
   const now = Date.now();
   return {
-    id: requestId,
+    id: requestId.startsWith('req_') ? `ws_${requestId.slice(4)}` : requestId,
     method,
     path,
     port,

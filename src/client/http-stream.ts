@@ -98,6 +98,8 @@ export class ClientHttpStream implements LocalResponseHandler {
 
   // Recording, for the inspector.
   private readonly requestRecorder: CaptureBuffer | null;
+  /** The path the local server gets (the route's prefix stripped when it says so). */
+  private readonly localPath: string;
   private readonly responseRecorder: CaptureBuffer | null;
   private upgradeLog: Exchange | null = null;
   private observer: WsObserver | null = null;
@@ -107,7 +109,9 @@ export class ClientHttpStream implements LocalResponseHandler {
     private readonly host: StreamHost,
     private readonly request: OpenRequest,
   ) {
-    this.target = host.routes.targetFor(request.path);
+    const resolved = host.routes.resolve(request.path);
+    this.target = resolved.target;
+    this.localPath = resolved.path;
     this.port = this.target.port;
     const settings = host.settings;
     this.requestWindow = new ReceiveWindow(settings.streamWindow);
@@ -139,7 +143,7 @@ export class ClientHttpStream implements LocalResponseHandler {
     const fields = localRequestHeaders(request.headers, this.target, this.host.hostHeader);
     const inline = whole && size > 0 ? viewOf(body!) : null;
     try {
-      this.exchange = this.host.pool(this.target).request({ method: request.method, target: request.path, fields, upgrade: request.upgrade }, inline, whole, this);
+      this.exchange = this.host.pool(this.target).request({ method: request.method, target: this.localPath, fields, upgrade: request.upgrade }, inline, whole, this);
     } catch (error) {
       this.onError(error instanceof LocalHopError ? error : failed(this.target, (error as Error).message));
       return;
@@ -558,21 +562,23 @@ export class ClientHttpStream implements LocalResponseHandler {
 
   /** The inspector's view of an upgrade: the handshake's answer, then (for a WebSocket) its messages and close. */
   private recordUpgrade(status: number, responseHeaders: string[], error: string | null): void {
-    if (this.upgradeLog !== null || this.host.recordLimit === 0 || this.host.recordWebSocket === undefined) return;
+    if (this.upgradeLog !== null || this.host.observesWebSockets !== true || this.host.recordWebSocket === undefined) return;
     const request = this.request;
     const log = webSocketExchange(request.requestId, request.method, request.path, this.port, request.headers, request.clientAddress, status, responseHeaders, error);
     this.upgradeLog = log;
     this.host.recordWebSocket(log);
     if (status !== 101 || !isWebSocket(request.headers)) return;
     const websocket = log.websocket!;
-    this.observer = new WsObserver(responseHeaders, WS_MESSAGE_BYTES_KEPT, (direction: 'in' | 'out', message: ObservedWsMessage) => {
+    // Without an inspector (burrow http's log lines) messages are only counted: nothing is kept or inflated.
+    const keep = this.host.recordLimit > 0;
+    this.observer = new WsObserver(keep ? responseHeaders : [], keep ? WS_MESSAGE_BYTES_KEPT : 0, (direction: 'in' | 'out', message: ObservedWsMessage) => {
       if (message.opcode === WsOpcode.CLOSE) {
         websocket.closeCode ??= message.closeCode;
         if (websocket.closeReason === '') websocket.closeReason = message.closeReason;
         return;
       }
       if (message.opcode !== WsOpcode.TEXT && message.opcode !== WsOpcode.BINARY) return;
-      logWebSocketMessage(websocket, direction, message.data, message.opcode === WsOpcode.BINARY, message.size, message.note);
+      logWebSocketMessage(websocket, direction, message.data, message.opcode === WsOpcode.BINARY, message.size, message.note, keep);
     });
   }
 }

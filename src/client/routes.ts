@@ -21,6 +21,8 @@ export interface Route {
   prefix: string;
   port: number;
   target?: LocalTarget;
+  /** `--strip-prefix`: the local server sees the path without the prefix ("/api/x" → "/x"). */
+  stripPrefix?: boolean;
 }
 
 export interface ResolvedRoute {
@@ -28,6 +30,7 @@ export interface ResolvedRoute {
   target: LocalTarget;
   /** The target's port (for callers that show routes by port). */
   port: number;
+  stripPrefix?: boolean;
 }
 
 export function localTarget(port: number, host = 'localhost', scheme: 'http' | 'https' = 'http'): LocalTarget {
@@ -46,7 +49,7 @@ export class RouteTable {
     this.routes = routes
       .map((route) => {
         const target = route.target ?? localTarget(route.port);
-        return { prefix: route.prefix, target, port: target.port };
+        return { prefix: route.prefix, target, port: target.port, ...(route.stripPrefix === true ? { stripPrefix: true } : {}) };
       })
       .sort((a, b) => b.prefix.length - a.prefix.length);
   }
@@ -74,6 +77,19 @@ export class RouteTable {
     return this.defaultTarget;
   }
 
+  /**
+   * The target and the path the local server gets: the path as received, or without the route's prefix
+   * when the route strips it ("/api" → "/", "/api/x?q=1" → "/x?q=1", "/api?q" → "/?q"). Captures and
+   * the inspector keep the public path; only the local hop sees the stripped one.
+   */
+  resolve(path: string): { target: LocalTarget; path: string } {
+    for (const route of this.routes) {
+      if (!matches(route.prefix, path)) continue;
+      return { target: route.target, path: route.stripPrefix === true ? stripPrefix(route.prefix, path) : path };
+    }
+    return { target: this.defaultTarget, path };
+  }
+
   /** The port for a request path. */
   portFor(path: string): number {
     return this.targetFor(path).port;
@@ -86,6 +102,12 @@ function matches(prefix: string, path: string): boolean {
   if (path.length === prefix.length) return true;
   const next = path.charCodeAt(prefix.length);
   return next === 47 /* / */ || next === 63 /* ? */ || next === 35; /* # */
+}
+
+export function stripPrefix(prefix: string, path: string): string {
+  if (prefix === '/') return path;
+  const rest = path.slice(prefix.length);
+  return rest.startsWith('/') ? rest : `/${rest}`;
 }
 
 export function parsePort(text: string): number | null {
@@ -104,8 +126,12 @@ const TARGET_FORMS = 'PORT, HOST:PORT or http(s)://HOST:PORT';
 export function parseTarget(text: string): LocalTarget | string {
   const bare = parsePort(text);
   if (bare !== null) return localTarget(bare);
+  // All digits but not a port (99999, 0): the port is out of range, not missing.
+  if (/^[0-9]+$/.test(text)) return `"${text}": the port must be 1 to 65535`;
   const hasScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text);
   if (!hasScheme && !/:[0-9]+$/.test(text)) return `"${text}" is not a target (${TARGET_FORMS}); the port is missing`;
+  const portText = /:([0-9]+)$/.exec(text)?.[1];
+  if (portText !== undefined && (Number(portText) < 1 || Number(portText) > 65535)) return `"${text}": the port must be 1 to 65535`;
   let url: URL;
   try {
     url = new URL(hasScheme ? text : `http://${text}`);

@@ -43,7 +43,12 @@ export interface StreamHost {
   /** Whether anyone listens for exchanges: when not, none is built. */
   readonly observed: boolean;
   record(exchange: Exchange): void;
-  /** A WebSocket connection opened or closed (the same object both times; its messages grow meanwhile). */
+  /** Whether anyone listens for WebSocket connections (the inspector, `burrow http`'s log lines). */
+  readonly observesWebSockets?: boolean;
+  /**
+   * A WebSocket connection opened or closed (the same object both times; its messages are counted
+   * meanwhile, and their first bytes kept when `recordLimit` is above 0, for the inspector).
+   */
   recordWebSocket?(exchange: Exchange): void;
   protocolError(message: string): void;
 }

@@ -15,8 +15,11 @@
  * STORE_UNAVAILABLE), the next one is tried at once with the same subdomain; the backoff starts only
  * once every edge has failed in a row. `start()` likewise tries each edge once before it gives up.
  */
+import { encodePolicyHeader, POLICY_HEADER, type PolicySpec } from '../protocol/policy.js';
 import { closeReason } from '../protocol/close-reason.js';
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import type { LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
 import WebSocket from 'ws';
 import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
@@ -33,6 +36,8 @@ import {
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import { endpointLabel, pinnedLookup, resolveEndpoints, type EdgeEndpoint } from './edge-endpoints.js';
+import { edgeLookup } from './edge-lookup.js';
+import { describeLookupFailure, resolveRuleFor, type ResolveRule } from './resolve-rules.js';
 import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
@@ -53,6 +58,12 @@ export interface TunnelClientOptions {
   localInsecure?: boolean;
   /** The subdomain to ask for; the edge makes one up when absent. */
   subdomain?: string;
+  /**
+   * Take the subdomain over from another live tunnel of the account (`--replace`); without it the edge
+   * refuses a name that another client has online (409 SUBDOMAIN_TAKEN). Sent on the first connect only:
+   * the client's own reconnects replace its old session anyway (same instance id).
+   */
+  replace?: boolean;
   /** Bytes of each body kept for `exchange` events; 0 turns recording off. */
   recordLimit?: number;
   /** Connections per local target (the local hop's bound, 128). */
@@ -67,6 +78,10 @@ export interface TunnelClientOptions {
   ca?: string | Buffer;
   /** Send the token over plain ws:// to an edge that is not on this machine (refused otherwise). */
   insecure?: boolean;
+  /** A one-run policy (docs/policies.md), sent as the `burrow-policy` connect header on every connect. */
+  policy?: PolicySpec;
+  /** `--resolve` rules: an edge they name is dialled at their address, its name kept for TLS and Host. */
+  resolve?: readonly ResolveRule[];
 }
 
 /** The edge refused the tunnel: its HTTP status and the spec's error code and message. */
@@ -132,6 +147,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private flushScheduled = false;
   private readonly flushNow = (): void => this.flush();
   private subdomain: string | undefined;
+  /** This client's id on every connect: its reconnects replace its own old session (docs/protocol.md section 1). */
+  readonly instance = randomBytes(12).toString('base64url');
   private publicUrlValue: string | null = null;
   private everReady = false;
   private stopped = false;
@@ -239,7 +256,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     if (this.resolving) return;
     this.resolving = true;
     const current = this.endpoints[this.endpointIndex % this.endpoints.length]!;
-    void resolveEndpoints(this.edges).then((endpoints) => {
+    void resolveEndpoints(this.edges, this.options.resolve).then((endpoints) => {
       this.resolving = false;
       if (this.stopped) return;
       this.endpoints = endpoints;
@@ -284,7 +301,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const dispatcher = new Agent({
       connect: {
         ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
-        ...(endpoint.address === null ? {} : { lookup: pinnedLookup(endpoint.address) }),
+        lookup: endpoint.address === null ? edgeLookup : pinnedLookup(endpoint.address),
         timeout: 10_000,
       },
     });
@@ -300,7 +317,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         agentUrl = undefined;
       }
     } catch (error) {
-      throw new Error(describeTlsError(error as Error) ?? (error as NodeJS.ErrnoException).code ?? (error as Error).message);
+      const code = (error as NodeJS.ErrnoException).code;
+      throw new Error(describeTlsError(error as Error) ?? describeLookupFailure(code, endpoint.edge) ?? code ?? (error as Error).message);
     } finally {
       void dispatcher.close();
     }
@@ -323,19 +341,40 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     return url;
   }
 
+  /**
+   * How the agent endpoint's name is dialled (docs/protocol.md section 1): a `--resolve` rule for its own
+   * host and port first; else, when it is the edge's own name and that edge is dialled at a pinned
+   * address (a `--resolve` rule for the edge URL, or one of the name's addresses in failover), that same
+   * address: the agent port is the edge's, on the same machine, whatever port it names; else localhost
+   * names are loopback and other names go to DNS.
+   */
+  private agentLookup(endpoint: EdgeEndpoint, agentUrl: URL): LookupFunction {
+    const rule = resolveRuleFor(this.options.resolve ?? [], agentUrl);
+    if (rule !== undefined) return pinnedLookup(rule.address);
+    if (endpoint.address !== null && agentUrl.hostname === new URL(endpoint.edge).hostname) return pinnedLookup(endpoint.address);
+    return edgeLookup;
+  }
+
   private openSocket(endpoint: EdgeEndpoint, agentUrl: URL): void {
     const url = new URL(agentUrl.href);
     url.searchParams.set('port', String(this.routes.defaultPort));
     if (this.subdomain !== undefined) url.searchParams.set('subdomain', this.subdomain);
-    // Only the address is pinned, and only for the edge's own name: Host, SNI and the certificate check keep the URL's name.
-    const pinned = endpoint.address !== null && url.hostname === new URL(endpoint.edge).hostname;
+    url.searchParams.set('instance', this.instance);
+    // Only until the first READY: a reconnect must not take the name back from a client that replaced this one.
+    if (this.options.replace === true && !this.everReady) url.searchParams.set('replace', '1');
     const socket = new WebSocket(url, {
-      headers: { authorization: `Bearer ${this.options.token}`, [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) },
+      headers: {
+        authorization: `Bearer ${this.options.token}`,
+        [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+        ...(this.options.policy === undefined ? {} : { [POLICY_HEADER]: encodePolicyHeader(this.options.policy) }),
+      },
       perMessageDeflate: false,
       maxPayload: 8 * 1024 * 1024,
       handshakeTimeout: 15_000,
       ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
-      ...(pinned ? { lookup: pinnedLookup(endpoint.address!) } : {}),
+      // Only the address is pinned: Host, SNI and the certificate check keep the URL's name. Unpinned,
+      // localhost names are loopback without a resolver (RFC 6761, src/client/edge-lookup.ts).
+      lookup: this.agentLookup(endpoint, url),
     });
     socket.on('upgrade', (response) => {
       const version = String(response.headers[PROTOCOL_HEADER] ?? '');
@@ -375,7 +414,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     socket.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
     socket.on('error', (error: NodeJS.ErrnoException) => {
       // 'close' follows and decides what happens next; it names this cause (a certificate problem in full).
-      this.socketError = describeTlsError(error) ?? error.code ?? error.message;
+      this.socketError = describeTlsError(error) ?? describeLookupFailure(error.code, agentUrl.href) ?? error.code ?? error.message;
     });
     socket.on('close', (code: number, reason: Buffer) => this.onClose(socket, code, reason.toString('utf8')));
     this.startWatchdog();
@@ -693,6 +732,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   record(exchange: Exchange): void {
     this.emit('exchange', exchange);
+  }
+
+  get observesWebSockets(): boolean {
+    return this.listenerCount('websocket') > 0;
   }
 
   recordWebSocket(exchange: Exchange): void {

@@ -69,6 +69,8 @@ const MAX_INFLATE_BACKLOG = 8 * 1024 * 1024;
 const MAX_WAITING_MESSAGES = 4096;
 /** Inflaters of one-message contexts alive at once per direction (each holds a 32 KiB window). */
 const MAX_SINGLE_INFLATIONS = 16;
+/** RFC 6455 section 5.5: a control frame's payload is at most 125 bytes. */
+const MAX_CONTROL_PAYLOAD = 125;
 /** RFC 7692 section 7.2.2: the bytes the sender removed from the end of each message. */
 const DEFLATE_TAIL = Buffer.from([0x00, 0x00, 0xff, 0xff]);
 
@@ -375,17 +377,21 @@ export class WsFrameReader {
   }
 
   private readPayload(chunk: Buffer, at: number, take: number): void {
-    const message = this.opcode >= 8 ? this.control! : this.message!;
+    const control = this.opcode >= 8;
+    const message = control ? this.control! : this.message!;
+    // A control frame is read whole whatever the cap (at most 125 bytes): a close's code and reason are
+    // reported even when nothing of the messages is kept (`burrow http`'s lines without an inspector).
+    const cap = control ? MAX_CONTROL_PAYLOAD : this.cap;
     message.wireSize += take;
     const inflation = message.inflation;
-    if (inflation === null && message.wireKept >= this.cap) return;
+    if (inflation === null && message.wireKept >= cap) return;
     // Copy out (and unmask) what is kept or inflated; the chunk itself is left as it is.
-    const copy = inflation !== null ? take : Math.min(take, this.cap - message.wireKept);
+    const copy = inflation !== null ? take : Math.min(take, cap - message.wireKept);
     const bytes = Buffer.allocUnsafe(copy);
     chunk.copy(bytes, 0, at, at + copy);
     if (this.masked) unmask(bytes, this.mask, this.payloadOffset);
-    if (message.wireKept < this.cap) {
-      const keep = Math.min(copy, this.cap - message.wireKept);
+    if (message.wireKept < cap) {
+      const keep = Math.min(copy, cap - message.wireKept);
       message.wire.push(keep === copy ? bytes : bytes.subarray(0, keep));
       message.wireKept += keep;
     }

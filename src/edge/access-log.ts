@@ -8,6 +8,7 @@
  * than held in memory without bound. close() writes what waits.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
+import { controlSafeJsonString } from '../control-chars.js';
 
 const FLUSH_MS = 200;
 const BATCH_CHARS = 64 * 1024;
@@ -33,14 +34,15 @@ export interface AccessLogEntry {
 
 /**
  * One line of the log: the documented field names, in a fixed order. Built as a template rather than
- * JSON.stringify of an object (measured: ~4.5 µs → ~1.5 µs a line); every text a client chose is escaped.
+ * JSON.stringify of an object (measured: ~4.5 µs → ~1.5 µs a line); every text a client chose is escaped,
+ * the path's DEL and C1 controls too (src/control-chars.ts: one regex test when it has none).
  */
 export function accessLogLine(entry: AccessLogEntry): string {
   const requestId = entry.requestId === null ? 'null' : JSON.stringify(entry.requestId);
   const error = entry.error === null ? 'null' : JSON.stringify(entry.error);
   return (
     `{"time":"${isoTime(entry.receivedAt)}","subdomain":${JSON.stringify(entry.subdomain)},"method":${JSON.stringify(entry.method)},` +
-    `"path":${JSON.stringify(entry.path)},"status":${entry.status},"bytes_in":${entry.bytesIn},"bytes_out":${entry.bytesOut},` +
+    `"path":${controlSafeJsonString(entry.path)},"status":${entry.status},"bytes_in":${entry.bytesIn},"bytes_out":${entry.bytesOut},` +
     `"duration_ms":${Math.round(entry.durationMs * 1000) / 1000},"client":${JSON.stringify(entry.clientAddress)},"request_id":${requestId},"error":${error}}\n`
   );
 }

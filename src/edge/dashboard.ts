@@ -1,16 +1,15 @@
 /**
- * The web dashboard's static files (src/dashboard/page/, and src/web/ which it shares with the local
- * inspector's page), served from memory on the
- * API host: the page at `/`, its files under `/dashboard/`. Everything else on the API host stays the
- * API's (so `/health` and unknown paths keep answering the API's 404). The page talks to `/api/v1` only.
+ * The web dashboard's static files (src/dashboard/page/, and the modules it shares with the local
+ * inspector's page, src/web/ as listed in src/web-files.ts), served from memory on the API host: the
+ * page at `/`, its files under `/dashboard/`. Everything else on the API host stays the API's (so
+ * `/health` and unknown paths keep answering the API's 404). The page talks to `/api/v1` only.
  *
  * tsc copies no non-.ts files: as with the inspector (src/inspector/assets.ts), the compiled module
- * reads the files from the source tree (`../../../src/dashboard/page/`), or from `../dashboard/page/`
- * next to it when running from source.
+ * reads the files from the source tree, which the package carries with dist/.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
 import type { ServerExchange } from '../http1/server.js';
+import { sourceFolder, WEB_FILES, webDirectory } from '../web-files.js';
 import { writeOwn } from './responses.js';
 
 interface Asset {
@@ -27,38 +26,24 @@ const FILES: Record<string, [string, string]> = {
   '/dashboard/api.js': ['api.js', 'text/javascript; charset=utf-8'],
   '/dashboard/dom.js': ['dom.js', 'text/javascript; charset=utf-8'],
   '/dashboard/requests.js': ['requests.js', 'text/javascript; charset=utf-8'],
+  '/dashboard/policy.js': ['policy.js', 'text/javascript; charset=utf-8'],
   '/dashboard/style.css': ['style.css', 'text/css; charset=utf-8'],
   '/dashboard/favicon.svg': ['favicon.svg', 'image/svg+xml'],
-};
-
-/** Page modules shared with the inspector (src/web/): URL path → file name. */
-const SHARED_FILES: Record<string, string> = {
-  '/dashboard/exchange-format.js': 'exchange-format.js',
 };
 
 /** The strict policy of docs/dashboard.md: the page's own scripts and styles, nothing inline, no framing. */
 export const DASHBOARD_CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; frame-ancestors 'none'; object-src 'none'; base-uri 'none'; form-action 'self'";
 
-/** `folder` under src/, from the compiled module (dist/src/edge/) or from the source tree. */
-function sourceDirectory(folder: string, probe: string): string {
-  const candidates = [new URL(`../${folder}/`, import.meta.url), new URL(`../../../src/${folder}/`, import.meta.url)];
-  for (const candidate of candidates) {
-    const path = fileURLToPath(candidate);
-    if (existsSync(`${path}${probe}`)) return path;
-  }
-  throw new Error(`the dashboard's page files are missing (looked in ${candidates.map((url) => fileURLToPath(url)).join(' and ')})`);
-}
-
 let cache: Map<string, Asset> | null = null;
 
 function assets(): Map<string, Asset> {
   if (cache !== null) return cache;
-  const directory = sourceDirectory('dashboard/page', 'index.html');
-  const shared = sourceDirectory('web', 'exchange-format.js');
+  const directory = sourceFolder('dashboard/page', 'index.html', "the dashboard's page files");
+  const shared = webDirectory();
   const loaded = new Map<string, Asset>();
   for (const [path, [file, contentType]] of Object.entries(FILES)) loaded.set(path, { body: readFileSync(`${directory}${file}`), contentType });
-  for (const [path, file] of Object.entries(SHARED_FILES)) loaded.set(path, { body: readFileSync(`${shared}${file}`), contentType: 'text/javascript; charset=utf-8' });
+  for (const [file, contentType] of Object.entries(WEB_FILES)) loaded.set(`${DASHBOARD_PREFIX}${file}`, { body: readFileSync(`${shared}${file}`), contentType });
   cache = loaded;
   return loaded;
 }

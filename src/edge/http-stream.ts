@@ -4,11 +4,11 @@
  * (interim answers), RESPONSE (+ DATA, + TRAILERS) and is written to a sink: the public client's socket
  * (PublicHttpStream) or memory, for a replay (ReplayHttpStream). Either way the exchange is captured,
  * and the capture is committed before the last byte of the response leaves (DESIGN.md section 3,
- * "Nothing lost").
+ * "Nothing lost"), except an upgrade request's, which is never captured (see `capture`).
  *
  * An upgrade request (OPEN with `upgrade`) answered 101 switches the stream to raw bytes: DATA both
- * ways under the same credit, `end` as each direction's FIN; the handshake is captured when the 101
- * arrives (docs/protocol.md section 13), the bytes that follow are not.
+ * ways under the same credit, `end` as each direction's FIN (docs/protocol.md section 13); the public
+ * connection switches once the 101's turn is done.
  */
 import { ERROR_CODES, type ErrorCode } from '../errors.js';
 import { encode } from '../protocol/codec.js';
@@ -387,9 +387,9 @@ export abstract class EdgeHttpStream {
   }
 
   /**
-   * A 101 to the upgrade: the handshake is captured now (the bytes that follow are not), and once it is
-   * committed the public connection switches (AfterCapture.SWITCH). Bytes that came with the 101 wait
-   * for the switch like any raw bytes.
+   * A 101 to the upgrade: the exchange is counted now (an upgrade is not captured), then the public
+   * connection switches (AfterCapture.SWITCH). Bytes that came with the 101 wait for the switch like any
+   * raw bytes.
    */
   private switchStream(body: Uint8Array | null, end: boolean): void {
     this.state = HttpStreamState.UPGRADED;
@@ -538,9 +538,14 @@ export abstract class EdgeHttpStream {
     else this.fail('TUNNEL_CLOSED', reason);
   }
 
-  /** Counts the exchange and hands it to this turn's capture commit (or finishes at once without capture). */
+  /**
+   * Counts the exchange and hands it to this turn's capture commit (or finishes at once without capture).
+   * A request that asked to switch protocols (a WebSocket) is not captured, whatever it was answered: the
+   * inspector shows it under a `ws_` id the edge's API does not know (docs/inspector.md), so the edge's
+   * history, the dashboard and `burrow requests` hold HTTP exchanges only, and nothing replays an upgrade.
+   */
   private capture(): void {
-    this.session.capture(this, this.requestCapture.size, this.responseCapture.size);
+    this.session.capture(this, this.requestCapture.size, this.responseCapture.size, !this.head.upgrade);
   }
 
   get ring(): RingHandle {

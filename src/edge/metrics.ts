@@ -8,6 +8,8 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { ERROR_CODES, type ErrorCode } from '../errors.js';
+import type { SkippedCaptures } from '../store/captures.js';
+import { WRITE_KINDS, type WriteKind } from '../store/write-failures.js';
 
 /** Where the edge answered a request with one of its own error codes. */
 export type RefusalSource = 'public' | 'api' | 'connect';
@@ -24,6 +26,18 @@ export interface EdgeGauges {
   tunnelsActive(): number;
   streamsOpen(): number;
   draining(): boolean;
+  /** The disk and the capture quotas (issue 23); absent in tests of the metrics alone. */
+  storage?: StorageGauges;
+}
+
+/** Read at scrape time: free space, the floor, capture quota use, skipped captures, failed writes. */
+export interface StorageGauges {
+  freeBytes(): number;
+  minFreeBytes(): number;
+  low(): boolean;
+  quotaUse(): { storedBytes: number; accountsOver90Percent: number };
+  skipped(): SkippedCaptures;
+  writeFailures(kind: WriteKind): number;
 }
 
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -106,6 +120,39 @@ export class EdgeMetrics {
       },
     });
     counter('burrow_captures_committed_total', 'Captured exchanges written to LMDB.', () => metrics.capturesCommitted);
+    const storage = gauges.storage;
+    if (storage !== undefined) {
+      gauge('burrow_disk_free_bytes', "Free bytes on the data directory's file system (statfs, for unprivileged writers) at the last reading, less what captures wrote since.", () => Math.max(0, storage.freeBytes()));
+      gauge('burrow_disk_min_free_bytes', 'The free-space floor (--min-free-disk) in bytes: below it captures are skipped and held webhooks refused.', () => storage.minFreeBytes());
+      gauge('burrow_disk_low', '1 while free space is below the floor (captures skipped, held webhooks refused with 503 STORAGE_FULL), else 0.', () => (storage.low() ? 1 : 0));
+      gauge('burrow_capture_stored_bytes', "Bytes of captures stored on this edge, all accounts (what the accounts' capture quotas count).", () => storage.quotaUse().storedBytes);
+      gauge(
+        'burrow_capture_quota_accounts_over_90_percent',
+        'Accounts that wrote captures since the edge started and hold 90% of their capture quota or more.',
+        () => storage.quotaUse().accountsOver90Percent,
+      );
+      new Counter({
+        name: 'burrow_captures_skipped_total',
+        help: 'Exchanges forwarded but not captured: over the account\'s capture quota (quota), below the free-space floor (disk), or the commit failed (error).',
+        labelNames: ['reason'],
+        registers,
+        collect() {
+          this.reset();
+          const skipped = storage.skipped();
+          for (const reason of ['quota', 'disk', 'error'] as const) this.inc({ reason }, skipped[reason]);
+        },
+      });
+      new Counter({
+        name: 'burrow_store_write_failures_total',
+        help: 'LMDB writes that failed to commit (a full or failing disk), by what was written.',
+        labelNames: ['store'],
+        registers,
+        collect() {
+          this.reset();
+          for (const kind of WRITE_KINDS) this.inc({ store: kind }, storage.writeFailures(kind));
+        },
+      });
+    }
     counter('burrow_access_log_dropped_lines_total', 'Access log lines dropped because the log could not keep up.', () => metrics.accessLogDropped);
     this.requestDuration = new Histogram({
       name: 'burrow_public_request_duration_seconds',
@@ -125,6 +172,17 @@ export class EdgeMetrics {
       buckets: COMMIT_BUCKETS,
       registers,
     });
+
+    function gauge(name: string, help: string, read: () => number): void {
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.set(read());
+        },
+      });
+    }
 
     function counter(name: string, help: string, read: () => number): void {
       new Counter({

@@ -17,6 +17,43 @@ import type { SessionDirectory, TunnelSession } from './session.js';
 export interface AdmitDetails {
   tokenId: string;
   port: number;
+  /** The public address the client connected from, as the edge believes it. */
+  clientAddress: string;
+  /**
+   * The client process's id (the connect's `instance` parameter, docs/protocol.md section 1): the same
+   * client reconnecting replaces its own old session; another client of the account is refused while
+   * the name is online. null for a client that sends none (older clients), which replaces as before.
+   */
+  instance: string | null;
+  /** The connect asked to take the name over from the account's other live tunnel (`--replace`). */
+  replace: boolean;
+}
+
+/** The tunnel that holds a name online, as a refused connect is told about it. */
+export interface OnlineTunnel {
+  instance: string | null;
+  clientAddress: string;
+  port: number;
+  startedAt: number;
+  tokenId: string;
+  /** The edge it is connected to, in cluster mode. */
+  nodeId?: string;
+}
+
+/**
+ * Whether a connect of the same account may take `subdomain` from the tunnel online on it: only its own
+ * reconnect (same instance: the old session may be half-dead, DESIGN.md "Subdomains"), an explicit
+ * `replace`, or a client that names no instance. Otherwise the 409 names the running tunnel.
+ */
+export function takeoverRefusal(subdomain: string, online: OnlineTunnel, details: AdmitDetails): BurrowError | null {
+  if (details.replace || details.instance === null || details.instance === online.instance) return null;
+  const where = `${online.clientAddress === '' ? 'an unknown address' : online.clientAddress}${online.nodeId === undefined ? '' : ` on edge ${online.nodeId}`}`;
+  return new BurrowError(
+    'SUBDOMAIN_TAKEN',
+    `The subdomain "${subdomain}" is already online for this account: a tunnel to local port ${online.port}, ` +
+      `connected from ${where} at ${new Date(online.startedAt).toISOString()} with token ${online.tokenId}. ` +
+      'Stop that tunnel first, or take the name over with --replace (a client that died is noticed within about 30 s, then the name is free).',
+  );
 }
 
 /**
@@ -74,7 +111,7 @@ export class TunnelRegistry implements EdgeRegistry {
    * not reserved or held by another account, within the tunnel cap) or a fresh generated one.
    * Throws the BurrowError the upgrade answers with.
    */
-  admit(accountId: string, tunnelCap: number, requested: string | null, _details?: AdmitDetails): string {
+  admit(accountId: string, tunnelCap: number, requested: string | null, details: AdmitDetails): string {
     let subdomain: string;
     if (requested !== null) {
       const problem = subdomainProblem(requested);
@@ -87,11 +124,14 @@ export class TunnelRegistry implements EdgeRegistry {
       if (holder !== undefined && holder !== accountId) {
         throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${requested}" is in use by another account.`);
       }
+      const online = this.live.get(requested);
+      const refusal = online === undefined ? null : takeoverRefusal(requested, online, details);
+      if (refusal !== null) throw refusal;
       subdomain = requested;
     } else {
       subdomain = this.freshName();
     }
-    // A reconnect that replaces this account's live session on the same name does not count twice.
+    // A replacement of this account's live session on the same name does not count twice.
     const replacing = this.live.get(subdomain)?.accountId === accountId;
     const active = this.byAccount.get(accountId)?.size ?? 0;
     if (!replacing && active >= tunnelCap) {
@@ -119,7 +159,7 @@ export class TunnelRegistry implements EdgeRegistry {
     set.add(session);
     if (previous !== undefined && previous !== session) {
       this.detach(previous);
-      previous.goAway(GoAwayCode.REPLACED, 'another connection of this account took over the subdomain');
+      previous.goAway(GoAwayCode.REPLACED, replacedReason(previous, session));
     }
   }
 
@@ -205,4 +245,11 @@ export class TunnelRegistry implements EdgeRegistry {
     }
     return session.replay(capture, overrides);
   }
+}
+
+/** The GOAWAY REPLACED message: its own reconnect, or another client that asked to take over (--replace). */
+export function replacedReason(previous: { instance: string | null }, next: { instance: string | null; clientAddress: string }): string {
+  return previous.instance !== null && previous.instance === next.instance
+    ? 'this client reconnected; the new connection took over the subdomain'
+    : `another client of this account (from ${next.clientAddress}) took the subdomain over (--replace)`;
 }

@@ -15,7 +15,7 @@ const RECOMPUTED = new Set(['content-length', 'transfer-encoding']);
 export function replayHead(capture: CaptureRecord, overrides: ReplayOverrides): { head: RequestHead; body: Buffer | null } {
   const body =
     overrides.body !== undefined
-      ? Buffer.from(overrides.body, 'utf8')
+      ? Buffer.from(overrides.body)
       : capture.requestBody === null
         ? null
         : Buffer.from(capture.requestBody);

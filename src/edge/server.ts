@@ -8,15 +8,21 @@
 import { join } from 'node:path';
 import { BurrowError, ERROR_CODES, type ErrorCode } from '../errors.js';
 import { VERSION } from '../version.js';
-import { Api, errorResponse } from '../api/api.js';
+import { Api, API_SECURITY_HEADERS, errorResponse } from '../api/api.js';
 import { LocalCaptureLog } from '../api/capture-log.js';
 import type { ApiRequest, ApiResponse } from '../api/types.js';
 import { fieldValue } from '../http1/head.js';
 import type { Http1ParseError } from '../http1/parser.js';
 import { ServerConnections, type Refusal, type ServerExchange, type ServerSettings } from '../http1/server.js';
-import { CONNECT_PATH, DEFAULT_SETTINGS, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
+import { defaultSecretKeyFile, SecretBox } from '../store/secret-box.js';
+import { storePolicy } from '../store/stored-policy.js';
+import { decodePolicyHeader, POLICY_HEADER } from '../protocol/policy.js';
+import type { StoredPolicy } from '../protocol/policy.js';
+import { CONNECT_PATH, DEFAULT_SETTINGS, INSTANCE_ID, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
+import { FreeSpace, type MinFreeSpace } from '../store/free-space.js';
+import { WriteFailures } from '../store/write-failures.js';
 import type { SessionOptions } from '../store/sessions.js';
 import { Store, type StoreOptions } from '../store/store.js';
 import type { HttpRequest, HttpResponse, us_socket_context_t, WebSocket } from '../uws.js';
@@ -26,7 +32,7 @@ import { AgentListener, uwsFields, uwsOrigin } from './agent-listener.js';
 import { TrustedProxies, requestOrigin } from './client-address.js';
 import { loadDashboard, serveDashboard } from './dashboard.js';
 import { readPublicRequestHead, type PublicRequestHead } from './headers.js';
-import { HostDispatch } from './host.js';
+import { apiHostProblem, HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
@@ -46,6 +52,8 @@ import { ClusterHop, NOT_OWNER, type ClusterHopOptions } from './cluster/hop.js'
 
 export interface EdgeOptions {
   dataDir: string;
+  /** The key that seals policy secrets at rest (docs/policies.md); `<dataDir>/secret.key` by default, created on first start. */
+  secretKeyFile?: string;
   /** Address to bind; 127.0.0.1 by default. */
   host?: string;
   /** Port to bind; 0 picks a free one. */
@@ -67,6 +75,12 @@ export interface EdgeOptions {
   handshakes?: Partial<HandshakeLimits>;
   /** The API answers on <domain> and api.<domain>, tunnels on <sub>.<domain>. */
   domain?: string;
+  /**
+   * The API's and the dashboard's own host, on a registrable domain other than the tunnels' (docs/deploy.md):
+   * the dashboard is served there only, and the edge's URL names it. A lower-case DNS name (see
+   * `apiHostProblem` in src/edge/host.ts).
+   */
+  apiHost?: string;
   /** API requests per minute per token (spec section 8). */
   rateLimit?: number;
   rateWindowMs?: number;
@@ -84,6 +98,13 @@ export interface EdgeOptions {
   captureBodyLimit?: number;
   /** Commit every capture batch with an fsync (power-loss durability, ~0.5-1 ms per commit here). */
   captureFsync?: boolean;
+  /**
+   * The free-space floor of the data directory's file system (`--min-free-disk`): below it captures are
+   * skipped and held webhooks refused. By default the larger of 256 MiB and 5% (src/store/free-space.ts).
+   */
+  minFreeDisk?: MinFreeSpace;
+  /** How often the free space is read (statfs); once a second by default. */
+  freeSpaceCheckMs?: number;
   /** Largest WebSocket message on the agent listener (tunnel frames). */
   maxWebSocketMessage?: number;
   settings?: Partial<Settings>;
@@ -91,8 +112,10 @@ export interface EdgeOptions {
   /** How public URLs are printed: scheme and port (the edge's own port by default). */
   publicScheme?: 'http' | 'https';
   publicPort?: number;
-  /** Dashboard session lifetimes (docs/dashboard.md): 12 h idle, 7 days at most by default. */
+  /** Dashboard session lifetimes and cap per token (docs/dashboard.md): 12 h idle, 7 days at most, 20 by default. */
   dashboardSessions?: SessionOptions;
+  /** Dashboard sign-ins per minute per token and per client address (10 and 30 by default). */
+  signInLimits?: { perToken?: number; perAddress?: number };
   /** Serve HTTPS and wss:// (both listeners) with these certificates (src/edge/tls.ts); public URLs are then https. */
   tls?: TlsOptions;
   /** With `tls`: a plain-HTTP port that redirects to HTTPS and serves ACME challenges from a directory. */
@@ -152,6 +175,9 @@ export class Edge {
   /** Gives the data directory back (one edge per directory, src/store/data-lock.ts). */
   private readonly releaseDataDir: () => void;
   readonly captures: CaptureStore;
+  /** The free-space floor and the failed writes of both LMDB environments (issue 23). */
+  readonly space: FreeSpace;
+  readonly writeFailures: WriteFailures;
   /** Usage per account: this edge's LMDB on one edge, added up in Redis in cluster mode. */
   readonly usage: UsageCounter;
   readonly registry: EdgeRegistry;
@@ -182,12 +208,16 @@ export class Edge {
   private readonly maxRequestBody: number;
   private readonly apiBodyLimit: number;
   private readonly publicScheme: string;
-  /** Added to every answer of the API host and the dashboard: HSTS when asked for. */
+  /** Added to every answer of the API host: API_SECURITY_HEADERS, and HSTS when asked for. */
   private readonly apiHostHeaders: readonly (readonly [string, string])[];
+  /** Added to the dashboard's files, which carry their own CSP and framing rules: HSTS when asked for. */
+  private readonly dashboardHeaders: readonly (readonly [string, string])[];
   private readonly proxies: TrustedProxies | null;
   private readonly log: (line: string) => void;
   /** The internal hop, in cluster mode; null on a lone edge. */
   readonly hop: ClusterHop | null;
+  /** Seals and opens policy secrets and sign-in cookies (src/store/secret-box.ts). */
+  readonly secrets: SecretBox;
 
   private constructor(
     private readonly options: EdgeOptions,
@@ -195,7 +225,11 @@ export class Edge {
   ) {
     this.clusterConnection = cluster;
     this.domain = (options.domain ?? 'localhost').toLowerCase();
-    this.hosts = new HostDispatch(this.domain);
+    if (options.apiHost !== undefined) {
+      const problem = apiHostProblem(options.apiHost, this.domain);
+      if (problem !== null) throw new Error(problem);
+    }
+    this.hosts = new HostDispatch(this.domain, options.apiHost?.toLowerCase());
     this.log = options.log ?? ((line) => process.stderr.write(`${line}\n`));
     this.settings = { ...DEFAULT_SETTINGS, ...options.settings };
     this.maxRequestBody = options.maxRequestBody ?? 100 * 1024 * 1024;
@@ -204,7 +238,8 @@ export class Edge {
     if (options.hsts === true && this.publicScheme !== 'https') {
       throw new Error('HSTS is for an edge served over HTTPS: give it a TLS certificate or an https public URL');
     }
-    this.apiHostHeaders = options.hsts === true ? [HSTS_HEADER] : NO_HEADERS;
+    this.dashboardHeaders = options.hsts === true ? [HSTS_HEADER] : NO_HEADERS;
+    this.apiHostHeaders = [...API_SECURITY_HEADERS, ...this.dashboardHeaders];
     // In cluster mode the hop is built on the lease registry (below); `clusterHop` is for tests of the hop alone.
     this.hop = options.clusterHop === undefined || cluster !== null ? null : new ClusterHop(options.clusterHop, this.log);
     this.proxies = options.trustProxy === undefined ? null : TrustedProxies.parse(options.trustProxy);
@@ -231,11 +266,20 @@ export class Edge {
     this.publicListener = new PublicListener(this.connections, this.tls, { ...DEFAULT_HANDSHAKE_LIMITS, ...options.handshakes });
     // The dashboard's files are read now, before the data directory is taken, as certificates are.
     loadDashboard();
+    // The secret key too: a key file others can read is refused before anything is taken.
+    this.secrets = SecretBox.open(options.secretKeyFile ?? defaultSecretKeyFile(options.dataDir));
     this.releaseDataDir = lockDataDirectory(options.dataDir);
+    this.writeFailures = new WriteFailures(this.log);
+    // Read before anything is served: an edge starting on a full disk says so first.
+    this.space = new FreeSpace(options.dataDir, options.minFreeDisk, this.log, options.freeSpaceCheckMs);
+    this.space.start();
     try {
-      this.store = Store.open(options.dataDir, options.plans === undefined ? {} : { plans: options.plans });
+      this.store = Store.open(options.dataDir, { ...(options.plans === undefined ? {} : { plans: options.plans }), failures: this.writeFailures });
       this.captures = CaptureStore.open(join(options.dataDir, 'captures'), {
         fsync: options.captureFsync === true,
+        failures: this.writeFailures,
+        space: this.space,
+        log: this.log,
         // Capture ids must not repeat across the edges of a cluster (src/edge/cluster/captures.ts).
         ...(cluster !== null
           ? { ringIds: clusterRingIds(cluster.nodeNumber) }
@@ -244,6 +288,7 @@ export class Edge {
             : { ringIds: options.clusterHop.ringIds }),
       });
     } catch (error) {
+      this.space.stop();
       this.releaseDataDir();
       throw error;
     }
@@ -268,10 +313,22 @@ export class Edge {
     const metrics =
       options.admin === undefined
         ? null
-        : new EdgeMetrics({ tunnelsActive: () => this.registry.size, streamsOpen: () => this.openStreams(), draining: () => this.draining });
+        : new EdgeMetrics({
+            tunnelsActive: () => this.registry.size,
+            streamsOpen: () => this.openStreams(),
+            draining: () => this.draining,
+            storage: {
+              freeBytes: () => this.space.freeBytes,
+              minFreeBytes: () => this.space.minFreeBytes,
+              low: () => this.space.low,
+              quotaUse: () => this.captures.quotaUse(),
+              skipped: () => this.captures.skipped,
+              writeFailures: (kind) => this.writeFailures.count(kind),
+            },
+          });
     const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
     this.observer = new EdgeObserver(metrics, accessLog, this.log);
-    this.offline = new OfflineQueue(this.store, this.registry, this.log, options.offlineQueue, this.observer);
+    this.offline = new OfflineQueue(this.store, this.registry, this.log, { ...options.offlineQueue, storageLow: () => this.space.low, secrets: this.secrets }, this.observer);
     // In cluster mode the API reads every edge's captures and replays through the tunnel's edge.
     const clusterApi = this.hop === null ? null : this.hop.apiParts(new LocalCaptureLog(this.captures), this.registry);
     this.api = new Api({
@@ -283,6 +340,7 @@ export class Edge {
       usage: this.usage,
       tunnels: clusterApi === null ? this.registry : clusterApi.tunnels,
       queue: this.offline,
+      writeFailures: this.writeFailures,
       instance: { build: VERSION, region: options.region ?? 'local', agentUrl: (host) => this.agentUrl(host) },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
       ...(options.rateWindowMs === undefined ? {} : { rateWindowMs: options.rateWindowMs }),
@@ -290,6 +348,8 @@ export class Edge {
       publicScheme: this.publicScheme === 'https' ? 'https' : 'http',
       publicUrlOf: (subdomain) => this.publicUrl(subdomain),
       ...(options.dashboardSessions === undefined ? {} : { sessions: options.dashboardSessions }),
+      secrets: this.secrets,
+      ...(options.signInLimits === undefined ? {} : { signInLimits: options.signInLimits }),
     });
     this.deps = {
       settings: this.settings,
@@ -345,9 +405,9 @@ export class Edge {
     return this.agent.port;
   }
 
-  /** The API's base URL as users see it. */
+  /** The API's base URL as users see it: on its own host with `apiHost`, else on the domain. */
   get url(): string {
-    return `${this.publicScheme}://${this.domain}${this.portSuffix()}`;
+    return `${this.publicScheme}://${this.options.apiHost?.toLowerCase() ?? this.domain}${this.portSuffix()}`;
   }
 
   publicUrl(subdomain: string): string {
@@ -389,6 +449,7 @@ export class Edge {
       await this.store.close();
       await this.clusterConnection?.close();
       await this.hop?.close();
+      this.space.stop();
       this.releaseDataDir();
       throw new Error(reason);
     };
@@ -534,7 +595,8 @@ export class Edge {
     }
     if (this.hop !== null && this.hop.servesInternal(exchange, path, queryText)) return;
     if (where.kind === 'api') {
-      if (!serveDashboard(exchange, path, this.apiHostHeaders)) this.serveApi(exchange, path, queryText, framing);
+      // With --api-host, <domain> and api.<domain> serve the API to tokens but never the dashboard.
+      if (!(where.dashboard && serveDashboard(exchange, path, this.dashboardHeaders))) this.serveApi(exchange, path, queryText, framing, where.dashboard);
       return;
     }
     this.writeApiResponse(exchange, errorResponse(new BurrowError('NOT_FOUND', 'Unknown host.')), false, NO_HEADERS);
@@ -559,7 +621,7 @@ export class Edge {
 
   // ---- the API ----------------------------------------------------------------------------------------
 
-  private serveApi(exchange: ServerExchange, path: string, query: string, framing: { contentLength: number; chunked: boolean }): void {
+  private serveApi(exchange: ServerExchange, path: string, query: string, framing: { contentLength: number; chunked: boolean }, dashboardHost: boolean): void {
     const head = exchange.head;
     const fields = head.fields;
     // Behind a trusted proxy, the scheme and host the browser used are the forwarded ones (the
@@ -580,6 +642,7 @@ export class Edge {
       scheme: origin.proto,
       body: null,
       clientAddress: origin.client,
+      dashboardHost,
     };
     const tooLarge = (): void =>
       this.writeApiResponse(exchange, errorResponse(new BurrowError('PAYLOAD_TOO_LARGE', `The body is larger than ${this.apiBodyLimit} bytes.`)), true, this.apiHostHeaders);
@@ -617,6 +680,11 @@ export class Edge {
   private sessionFor(exchange: ServerExchange, subdomain: string, path: string, clientAddress: string, forwarded: boolean): TunnelSession | undefined {
     const session = this.registry.session(subdomain);
     if (session === undefined) {
+      // Cluster mode: the tunnel is connected here, but its lease lapsed while the store is away.
+      if (this.cluster?.lapsed(subdomain) === true) {
+        this.refusePublic(exchange, subdomain, path, clientAddress, 'STORE_UNAVAILABLE', `The cluster's store is unreachable from this edge, which cannot vouch for ${subdomain} until it is back.`, false, RETRY_SOON);
+        return undefined;
+      }
       // Asked as the owner by another edge: say so, and that edge forgets its cached owner (never forwarded again).
       this.refusePublic(exchange, subdomain, path, clientAddress, 'TUNNEL_NOT_FOUND', this.notFoundMessage(subdomain), false, forwarded ? NOT_OWNER : undefined);
       return undefined;
@@ -734,6 +802,7 @@ export class Edge {
     const key = req.getHeader('sec-websocket-key');
     const protocol = req.getHeader('sec-websocket-protocol');
     const extensions = req.getHeader('sec-websocket-extensions');
+    const policyHeader = req.getHeader(POLICY_HEADER);
     const query = new URLSearchParams(req.getQuery() ?? '');
     const connect = { aborted: false };
     res.onAborted(() => {
@@ -754,6 +823,27 @@ export class Edge {
       const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
       if (port < 1 || port > 65535) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
       const requested = query.get('subdomain');
+      const instance = query.get('instance');
+      if (instance !== null && !INSTANCE_ID.test(instance)) throw new BurrowError('INVALID_REQUEST', 'The "instance" query parameter must be 8 to 64 of A-Z, a-z, 0-9, "_" and "-".');
+      const runSpec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
+      if (runSpec !== undefined && requested !== null && requested !== '' && (await this.accounts.getReservation(requested.toLowerCase()))?.policy !== undefined) {
+        throw new BurrowError(
+          'INVALID_REQUEST',
+          `The reserved subdomain "${requested.toLowerCase()}" has a stored policy; change it with "burrow reserve ${requested.toLowerCase()} ..." or connect without policy flags.`,
+        );
+      }
+      // Passwords are hashed here, once per connect; secrets sealed as on a reservation (one code path).
+      const runPolicy = runSpec === undefined ? undefined : await storePolicy(runSpec, undefined, this.secrets);
+      const unenforced = rulesNotYetEnforced(runPolicy ?? (requested === null || requested === '' ? undefined : (await this.accounts.getReservation(requested.toLowerCase()))?.policy));
+      if (unenforced.length > 0) {
+        // The public listener does not apply access rules to live traffic yet (docs/policies.md): a tunnel
+        // that asks for one is refused rather than served without the protection it asked for.
+        throw new BurrowError(
+          'INVALID_REQUEST',
+          `This edge stores access rules but does not yet apply them to live traffic (${unenforced.join(', ')}); the tunnel was not opened rather than served open to anyone. ` +
+            'Connect without policy flags, or clear the reservation\'s policy (burrow reserve NAME --clear-policy).',
+        );
+      }
       const account = principal.account;
       const limits = this.accounts.planLimits(account.plan);
       if (connect.aborted) return;
@@ -762,14 +852,18 @@ export class Edge {
       const admitted = this.registry.admit(account.id, limits.activeTunnels, requested === null || requested === '' ? null : requested.toLowerCase(), {
         tokenId: principal.token.id,
         port,
+        clientAddress,
+        instance,
+        replace: query.get('replace') === '1',
       });
       const subdomain = typeof admitted === 'string' ? admitted : await admitted;
       if (connect.aborted) {
         this.registry.abandon(subdomain, account.id);
         return;
       }
-      const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests);
-      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring);
+      const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests, limits.captureBytes);
+      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring, instance, clientAddress);
+      session.runPolicy = runPolicy;
       res.cork(() => {
         res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
         res.upgrade<SocketData>({ session }, key, protocol, extensions, context);
@@ -837,6 +931,7 @@ export class Edge {
     await this.clusterConnection?.close();
     await this.captures.close();
     await this.store.close();
+    this.space.stop();
     this.releaseDataDir();
     await this.observer.close();
     this.admin?.close();
@@ -892,4 +987,19 @@ function writeUwsError(res: HttpResponse, response: ApiResponse): void {
   for (const [name, value] of response.headers ?? []) res.writeHeader(name, value);
   res.writeHeader('cache-control', 'no-store').writeHeader('content-type', 'application/json; charset=utf-8');
   res.end(JSON.stringify(response.body));
+}
+
+/**
+ * The access rules of `policy` (who may reach the tunnel) that this build does not apply to live traffic
+ * yet: a tunnel relying on one is refused, never served open. Webhook verification (it guards the offline
+ * queue already; on a live tunnel the local app still checks signatures itself), header rules and the rate
+ * limit are stored and taken, and docs/policies.md says they are not applied to live traffic yet.
+ */
+function rulesNotYetEnforced(policy: StoredPolicy | undefined): string[] {
+  if (policy === undefined) return [];
+  const rules: string[] = [];
+  if ((policy.basicAuth?.length ?? 0) > 0) rules.push('basic auth');
+  if ((policy.allowCidr?.length ?? 0) > 0 || (policy.denyCidr?.length ?? 0) > 0) rules.push('CIDR rules');
+  if (policy.oidc !== undefined) rules.push('OIDC');
+  return rules;
 }

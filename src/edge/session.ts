@@ -7,6 +7,7 @@
  * the WebSocket's buffer passes a high-water mark they wait in a backlog for `drain`, so uWS never drops
  * a message. The backlog is bounded because every body byte needs credit the client granted.
  */
+import type { StoredPolicy } from '../protocol/policy.js';
 import { closeReason } from '../protocol/close-reason.js';
 import { BurrowError, type ErrorCode } from '../errors.js';
 import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
@@ -60,6 +61,8 @@ type Stream = EdgeHttpStream;
 
 export class TunnelSession implements StreamHost {
   ws: WebSocket<SocketData> | null = null;
+  /** The one-run policy its client sent at connect (docs/policies.md); enforced by src/edge/policy. */
+  runPolicy: StoredPolicy | undefined = undefined;
   readonly streams = new Map<number, Stream>();
   /** Streams whose outgoing bytes wait for connection credit. */
   readonly blocked = new Set<Stream>();
@@ -86,6 +89,9 @@ export class TunnelSession implements StreamHost {
     readonly port: number,
     readonly publicUrl: string,
     readonly ring: RingHandle,
+    /** Who connected it: the client's instance id (null from older clients) and address (registry.ts). */
+    readonly instance: string | null = null,
+    readonly clientAddress = '',
   ) {
     this.connectionSend = new SendCredit(deps.settings.connectionWindow);
     this.connectionReceive = new ReceiveWindow(deps.settings.connectionWindow);
@@ -130,12 +136,12 @@ export class TunnelSession implements StreamHost {
     this.deps.turn.write(stream);
   }
 
-  capture(exchange: Captured, requestBytes: number, responseBytes: number): void {
+  capture(exchange: Captured, requestBytes: number, responseBytes: number, store: boolean): void {
     const deps = this.deps;
     deps.usage.count(this.accountId, requestBytes, responseBytes);
     // An upgraded connection is logged when it ends (upgradeEnded), with the bytes that passed.
     if (deps.observer.watching && exchange instanceof PublicHttpStream && !exchange.upgraded) deps.observer.exchangeEnded(exchange);
-    if (deps.capture.enabled) deps.turn.capture(exchange);
+    if (deps.capture.enabled && store) deps.turn.capture(exchange);
     else exchange.afterCapture();
   }
 

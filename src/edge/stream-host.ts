@@ -43,8 +43,11 @@ export interface StreamHost {
   deferWrite(stream: Writable): void;
   /** An upgraded stream ended (both directions, or cut): its access-log line and metrics. */
   upgradeEnded(stream: HostedStream): void;
-  /** Counts a finished exchange, then commits its capture this turn (or finishes it at once when capture is off). */
-  capture(exchange: Captured, requestBytes: number, responseBytes: number): void;
+  /**
+   * Counts a finished exchange, then commits its capture this turn (or finishes it at once when capture
+   * is off, or `store` is false: an upgrade request, which the edge never captures).
+   */
+  capture(exchange: Captured, requestBytes: number, responseBytes: number, store: boolean): void;
 }
 
 /** What uWS keeps on each WebSocket of the agent listener: its tunnel session. */

@@ -74,8 +74,8 @@ export class Turn {
       const batch = this.captured;
       this.captured = [];
       const started = this.observeCommit === null ? 0 : performance.now();
-      this.commit(batch);
-      if (this.observeCommit !== null) this.observeCommit(batch.length, performance.now() - started);
+      const written = this.commit(batch);
+      if (this.observeCommit !== null && written > 0) this.observeCommit(written, performance.now() - started);
       for (const exchange of batch) exchange.afterCapture();
     }
     if (this.writes.length > 0) {
@@ -90,12 +90,14 @@ export class Turn {
     }
   }
 
-  private commit(batch: Captured[]): void {
+  /** The captures written: the store skips (and counts) what it cannot write, and reports failed commits itself. */
+  private commit(batch: Captured[]): number {
     try {
-      this.captures.writeAll(batch);
+      return this.captures.writeAll(batch);
     } catch (error) {
-      // The responses still go out; captures that cannot be written are reported, not fatal.
+      // Not the disk (the store answers for that): the responses still go out all the same.
       this.log(`capture write failed for ${batch.length} requests: ${(error as Error).message}`);
+      return 0;
     }
   }
 }

@@ -30,6 +30,8 @@ export interface ExchangeSummaryJson {
   websocket: WebSocketSummaryJson | null;
   /** Set when the edge delivered a held webhook (docs/offline.md): read from its delivery headers. */
   delivery: DeliveryJson | null;
+  /** The tunnel's name under `burrow start` (several tunnels, one inspector); null under `burrow http`. */
+  tunnel: string | null;
 }
 
 export interface DeliveryJson {
@@ -90,6 +92,7 @@ export function summaryJson(exchange: Exchange): ExchangeSummaryJson {
     source: exchange.source ?? 'live',
     websocket: exchange.websocket === undefined ? null : webSocketSummary(exchange.websocket),
     delivery: deliveryOf(exchange),
+    tunnel: exchange.tunnel ?? null,
   };
 }
 
@@ -118,9 +121,17 @@ function webSocketSummary(log: WebSocketLog): WebSocketSummaryJson {
   };
 }
 
+/** A message's data: text messages as text (when UTF-8), binary ones always base64, every byte kept. */
 function messageJson(message: WebSocketMessage): WebSocketMessageJson {
-  const body = bodyJson(message.data, message.size, message.size > message.data.byteLength);
-  const json: WebSocketMessageJson = { at: nowIso(message.at), direction: message.direction, binary: message.binary, size: message.size, data: body.body, data_encoding: body.body_encoding, truncated: body.truncated };
+  const truncated = message.size > message.data.byteLength;
+  let json: WebSocketMessageJson;
+  if (message.binary) {
+    const data = Buffer.from(message.data.buffer, message.data.byteOffset, message.data.byteLength).toString('base64');
+    json = { at: nowIso(message.at), direction: message.direction, binary: true, size: message.size, data, data_encoding: 'base64', truncated };
+  } else {
+    const body = bodyJson(message.data, message.size, truncated);
+    json = { at: nowIso(message.at), direction: message.direction, binary: false, size: message.size, data: body.body, data_encoding: body.body_encoding, truncated: body.truncated };
+  }
   if (message.note !== undefined) json.note = message.note;
   return json;
 }

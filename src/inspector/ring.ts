@@ -104,13 +104,17 @@ export class ExchangeRing {
     return entry;
   }
 
-  /** An entry's exchange grew or shrank in place (its detail arrived): counts it again, evicting the oldest others if needed. */
+  /**
+   * An entry's exchange grew or shrank in place (its detail arrived): counts it again, evicting the oldest
+   * entries until the bound holds, this one too when it is the oldest left (a history entry is older than
+   * everything seen live). The caller may still read an evicted entry; it is just no longer kept.
+   */
   resized(entry: Entry): void {
     if (this.byId.get(entry.exchange.id) !== entry) return;
     const size = sizeOf(entry.exchange);
     this.bytesValue += size - entry.size;
     entry.size = size;
-    while (this.count > 1 && this.bytesValue > this.maxBytes && this.slots[this.head] !== entry) this.evictOldest();
+    while (this.count > 0 && this.bytesValue > this.maxBytes) this.evictOldest();
   }
 
   /** Every entry, newest first (for searches). */

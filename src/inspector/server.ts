@@ -5,7 +5,9 @@
  * - a JSON API: GET /api/requests, GET /api/requests/:id, POST /api/requests/:id/replay, GET /api/status,
  * - a live feed: a WebSocket at /api/live pushing each new exchange's summary to the page.
  *
- * Exchanges come from the TunnelClient's 'exchange' events into a bounded ring (ring.ts). Recording is
+ * Exchanges come from the TunnelClients' 'exchange' events into a bounded ring (ring.ts): one client for
+ * `burrow http`, several named ones for `burrow start` (each exchange then carries its tunnel's name,
+ * and /api/status lists the tunnels). Recording is
  * O(1) and serialises nothing; the feed batches summaries on one short timer and only while someone is
  * subscribed, and a subscriber whose socket buffer is full is skipped (then told to resync once it
  * drains), never buffered for without bound.
@@ -15,6 +17,7 @@
  * here as an ordinary 'exchange' event and is marked `replay_of` when the edge answers.
  * docs/inspector.md explains the choice.
  */
+import { isUtf8 } from 'node:buffer';
 import { request } from 'undici';
 import { refuseTruncatedReplay, takeAllowTruncated, validateReplayOverrides } from '../api/api.js';
 import type { ReplayOverrides } from '../api/types.js';
@@ -53,6 +56,14 @@ export interface InspectorOptions extends RingOptions {
   log?: (line: string) => void;
 }
 
+/** A tunnel client this inspector records: `burrow start`'s carry their name, `burrow http`'s is null. */
+interface AttachedTunnel {
+  client: TunnelClient;
+  name: string | null;
+  history: { loaded: number; error: string | null; started: boolean };
+  detach: () => void;
+}
+
 interface FeedSocket {
   /** Skipped messages since its buffer filled: it gets a resync once it drains. */
   lagging: boolean;
@@ -78,9 +89,8 @@ export class Inspector {
   private readonly pendingReplays = new Map<string, string>();
   /** History entries whose detail is still at the edge (only the list's fields are here). */
   private readonly edgeDetailPending = new Set<string>();
-  private historyState: { loaded: number; error: string | null; started: boolean } = { loaded: 0, error: null, started: false };
-  private client: TunnelClient | null = null;
-  private detach: (() => void) | null = null;
+  /** By name, in the order attached. */
+  private readonly tunnels = new Map<string | null, AttachedTunnel>();
   private closed = false;
   private readonly feedIntervalMs: number;
   private readonly feedMaxBuffered: number;
@@ -111,30 +121,41 @@ export class Inspector {
     return `http://${urlHost(this.host)}:${this.port}`;
   }
 
-  /** Records every exchange of `client` and shows its state on /api/status; returns the detach function. */
-  attach(client: TunnelClient): () => void {
-    this.detach?.();
-    this.client = client;
-    const onExchange = (exchange: Exchange): void => this.record(exchange);
+  /**
+   * Records every exchange of `client` and shows its state on /api/status; returns the detach function.
+   * `name` is the tunnel's in `burrow start` (stamped on its exchanges); a client attached under a name
+   * already attached (null included) takes that one's place.
+   */
+  attach(client: TunnelClient, name: string | null = null): () => void {
+    this.tunnels.get(name)?.detach();
+    const tunnel: AttachedTunnel = { client, name, history: { loaded: 0, error: null, started: false }, detach: () => {} };
+    const onExchange =
+      name === null
+        ? (exchange: Exchange): void => this.record(exchange)
+        : (exchange: Exchange): void => {
+            exchange.tunnel = name;
+            this.record(exchange);
+          };
     const onState = (): void => {
       this.broadcast(JSON.stringify({ type: 'status', status: this.status() }));
-      if (client.connected) void this.loadHistory();
+      if (client.connected) void this.loadHistory(tunnel);
     };
     client.on('exchange', onExchange);
     client.on('websocket', onExchange);
     client.on('ready', onState);
     client.on('reconnecting', onState);
     client.on('closed', onState);
-    this.detach = () => {
+    tunnel.detach = () => {
       client.off('exchange', onExchange);
       client.off('websocket', onExchange);
       client.off('ready', onState);
       client.off('reconnecting', onState);
       client.off('closed', onState);
-      this.detach = null;
+      if (this.tunnels.get(name) === tunnel) this.tunnels.delete(name);
     };
-    if (client.connected) void this.loadHistory();
-    return this.detach;
+    this.tunnels.set(name, tunnel);
+    if (client.connected) void this.loadHistory(tunnel);
+    return tunnel.detach;
   }
 
   /** Keeps an exchange: O(1), nothing serialised here. */
@@ -157,7 +178,7 @@ export class Inspector {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.detach?.();
+    for (const tunnel of [...this.tunnels.values()]) tunnel.detach();
     if (this.flushTimer !== null) clearTimeout(this.flushTimer);
     this.flushTimer = null;
     if (this.listenSocket !== null) uws.us_listen_socket_close(this.listenSocket);
@@ -179,25 +200,49 @@ export class Inspector {
     return { subscribers: this.subscribers.size, lagging, buffered, queued: this.pending.length };
   }
 
+  /**
+   * The tunnels and the ring. The top-level tunnel fields are the first tunnel's (the only one under
+   * `burrow http`), with counters summed and `connected` true when every tunnel is; `tunnels` lists each.
+   */
   status(): Record<string, unknown> {
-    const client = this.client;
+    const tunnels = [...this.tunnels.values()];
+    const first = tunnels[0]?.client ?? null;
+    const sum = (count: (client: TunnelClient) => number): number => tunnels.reduce((total, tunnel) => total + count(tunnel.client), 0);
     return {
-      connected: client?.connected ?? false,
-      public_url: client?.publicUrl ?? null,
-      default_port: client?.routes.defaultPort ?? null,
-      routes: client === null ? [] : client.routes.rules.map((route) => ({ prefix: route.prefix, port: route.port })),
-      active_streams: client?.activeStreams ?? 0,
-      requests: client?.stats.requests ?? 0,
-      errors: client?.stats.errors ?? 0,
-      bytes_in: client?.stats.bytesIn ?? 0,
-      bytes_out: client?.stats.bytesOut ?? 0,
+      connected: tunnels.length > 0 && tunnels.every((tunnel) => tunnel.client.connected),
+      public_url: first?.publicUrl ?? null,
+      default_port: first?.routes.defaultPort ?? null,
+      routes: first === null ? [] : routesJson(first),
+      active_streams: sum((client) => client.activeStreams),
+      requests: sum((client) => client.stats.requests),
+      errors: sum((client) => client.stats.errors),
+      bytes_in: sum((client) => client.stats.bytesIn),
+      bytes_out: sum((client) => client.stats.bytesOut),
       recorded: this.ring.size,
       recorded_bytes: this.ring.bytes,
       max_exchanges: this.ring.maxExchanges,
       max_bytes: this.ring.maxBytes,
       replay: this.options.edge !== undefined && this.options.token !== undefined,
-      history: { loaded: this.historyState.loaded, error: this.historyState.error },
+      history: { loaded: tunnels.reduce((total, tunnel) => total + tunnel.history.loaded, 0), error: tunnels.find((tunnel) => tunnel.history.error !== null)?.history.error ?? null },
+      tunnels: tunnels.map(({ client, name, history }) => ({
+        name,
+        connected: client.connected,
+        public_url: client.publicUrl,
+        default_port: client.routes.defaultPort,
+        routes: routesJson(client),
+        active_streams: client.activeStreams,
+        requests: client.stats.requests,
+        errors: client.stats.errors,
+        bytes_in: client.stats.bytesIn,
+        bytes_out: client.stats.bytesOut,
+        history: { loaded: history.loaded, error: history.error },
+      })),
     };
+  }
+
+  /** The tunnel an exchange came through (by its name), while it is attached. */
+  private tunnelOf(exchange: Exchange): AttachedTunnel | undefined {
+    return this.tunnels.get(exchange.tunnel ?? null);
   }
 
   // ---- listening --------------------------------------------------------------------------------------
@@ -419,11 +464,12 @@ export class Inspector {
     if (before !== undefined && this.ring.get(before) === undefined) {
       throw new BurrowError('NOT_FOUND', `No request ${before} in the inspector to list from.`);
     }
+    const tunnelName = params.get('tunnel');
     const summary = params.get('summary');
     const brief = summary === '1' || summary === 'true';
     const words = searchWords(params.get('q') ?? '');
     let entries: Entry[];
-    if (words.length === 0) {
+    if (words.length === 0 && tunnelName === null) {
       entries = this.ring.list(limit, before);
     } else {
       // A search reads the bodies it needs, on demand: nothing is indexed as traffic passes.
@@ -434,7 +480,7 @@ export class Inspector {
           started = entry.exchange.id === before;
           continue;
         }
-        if (matchesSearch(entry.exchange, words)) entries.push(entry);
+        if ((tunnelName === null || entry.exchange.tunnel === tunnelName) && (words.length === 0 || matchesSearch(entry.exchange, words))) entries.push(entry);
         if (entries.length >= limit) break;
       }
     }
@@ -490,6 +536,10 @@ export class Inspector {
    */
   async replay(id: string, body: Buffer | (ReplayOverrides & { allow_truncated?: boolean }) = {}): Promise<unknown> {
     const original = (await this.detailed(id)).exchange;
+    if (original.websocket !== undefined) {
+      // The edge keeps no capture of a WebSocket connection: there is nothing it could send again.
+      throw new BurrowError('INVALID_REQUEST', `${id} is a WebSocket connection; only HTTP requests can be replayed.`);
+    }
     let overrides: ReplayOverrides;
     let fields: Record<string, unknown>;
     if (Buffer.isBuffer(body)) {
@@ -526,7 +576,7 @@ export class Inspector {
           ...(overrides.method === undefined ? {} : { method: overrides.method }),
           ...(overrides.path === undefined ? {} : { path: overrides.path }),
           ...(overrides.headers === undefined ? {} : { headers: overrides.headers }),
-          ...(overrides.body === undefined ? {} : { body: overrides.body }),
+          ...(overrides.body === undefined ? {} : bodyFields(overrides.body)),
           ...(truncated ? { allow_truncated: true } : {}),
         }),
         headersTimeout: 120_000,
@@ -581,11 +631,11 @@ export class Inspector {
     const exchange = (await this.detailed(id)).exchange;
     let base = `http://localhost:${exchange.port}`;
     if (target === 'public') {
-      const publicUrl = this.client?.publicUrl ?? null;
+      const publicUrl = this.tunnelOf(exchange)?.client.publicUrl ?? null;
       if (publicUrl === null) throw new BurrowError('TUNNEL_OFFLINE', 'The tunnel has no public URL right now (reconnecting or closed); copy the local command instead.');
       base = publicUrl;
     }
-    return curlCommand(exchange, target, base);
+    return curlCommand(exchangeJson(exchange), target, base);
   }
 
   /** GET /api/har[?id=ID&id=...][&limit=N]: a HAR 1.2 file of those exchanges (default: all in the ring). */
@@ -606,33 +656,45 @@ export class Inspector {
       writeError(res, asBurrowError(error, this.log));
       return;
     }
-    // Oldest first, as HAR viewers list them.
-    exchanges.sort((a, b) => a.startedAt - b.startedAt);
-    const base = this.client?.publicUrl ?? `http://localhost:${this.client?.routes.defaultPort ?? 80}`;
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     res.writeStatus('200 OK');
     res.writeHeader('content-type', 'application/json; charset=utf-8');
     res.writeHeader('content-disposition', `attachment; filename="burrow-${stamp}.har"`);
     res.writeHeader('cache-control', 'no-store');
     res.writeHeader('x-content-type-options', 'nosniff');
-    res.end(JSON.stringify(harLog(exchanges, base), null, 1));
+    res.end(JSON.stringify(harLog(exchanges.map(exchangeJson), (exchange) => this.harBase(exchange.tunnel, exchange.port)), null, 1));
+  }
+
+  /**
+   * A HAR entry's URL base: the public URL of the tunnel the exchange came through (burrow start records
+   * several), else that tunnel's local port while it has no public URL, else (its tunnel gone) the
+   * exchange's own local port.
+   */
+  private harBase(tunnel: string | null, port?: number): string {
+    const client = this.tunnels.get(tunnel)?.client;
+    return client?.publicUrl ?? `http://localhost:${client?.routes.defaultPort ?? port ?? 80}`;
   }
 
   // ---- history from the edge --------------------------------------------------------------------------
 
   /**
-   * Once, when the tunnel is first up: the subdomain's newest captures from the edge's API, put behind
+   * Once per tunnel, when it is first up: the subdomain's newest captures from the edge's API, put behind
    * everything seen live and marked `source: 'edge'`. Only the list is fetched (one request); a detail
    * comes from the edge when it is first opened, so a restart costs one API call of the token's rate.
-   * An edge that refuses (old, capture off, rate limited) just means no history.
+   * An edge that refuses (old, capture off, rate limited) just means no history. Without `tunnel`,
+   * every attached tunnel's.
    */
-  async loadHistory(): Promise<void> {
+  async loadHistory(tunnel?: AttachedTunnel): Promise<void> {
+    if (tunnel === undefined) {
+      await Promise.all([...this.tunnels.values()].map((each) => this.loadHistory(each)));
+      return;
+    }
     const count = this.options.historyCount ?? 100;
     const { edgeUrl: edge } = this;
     const { token } = this.options;
-    const publicUrl = this.client?.publicUrl ?? null;
-    if (this.historyState.started || count <= 0 || edge === undefined || token === undefined || publicUrl === null) return;
-    this.historyState.started = true;
+    const publicUrl = tunnel.client.publicUrl;
+    if (tunnel.history.started || count <= 0 || edge === undefined || token === undefined || publicUrl === null) return;
+    tunnel.history.started = true;
     const subdomain = new URL(publicUrl).hostname.split('.')[0]!;
     try {
       const list = (await this.edgeJson(`/api/v1/requests?subdomain=${encodeURIComponent(subdomain)}&limit=${Math.min(count, 1000)}`)) as {
@@ -646,7 +708,7 @@ export class Inspector {
           id: item.id,
           method: item.method,
           path: item.path,
-          port: this.client?.routes.portFor(item.path) ?? 0,
+          port: tunnel.client.routes.portFor(item.path),
           requestHeaders: [],
           requestBody: null,
           requestBodySize: 0,
@@ -661,16 +723,17 @@ export class Inspector {
           error: null,
           replayOf: null,
           source: 'edge',
+          ...(tunnel.name === null ? {} : { tunnel: tunnel.name }),
         });
         if (entry === undefined) continue;
         this.edgeDetailPending.add(item.id);
         added.push(entry);
       }
-      this.historyState.loaded = added.length;
+      tunnel.history.loaded = added.length;
       if (added.length > 0 && this.subscribers.size > 0) this.broadcast('{"type":"resync"}');
     } catch (error) {
-      this.historyState.error = (error as Error).message;
-      this.log(`inspector: no history from the edge: ${(error as Error).message}`);
+      tunnel.history.error = (error as Error).message;
+      this.log(`inspector: no history from the edge${tunnel.name === null ? '' : ` for tunnel ${tunnel.name}`}: ${(error as Error).message}`);
     }
   }
 
@@ -719,12 +782,18 @@ export class Inspector {
   }
 
   /**
-   * The edge replays and history go through: the one the attached client is on now, so after a failover
-   * to another edge they follow the tunnel (the option names the first; undefined: none at all).
+   * The edge replays and history go through: the one an attached client is on now (a connected one
+   * first), so after a failover to another edge they follow the tunnel (the option names the first;
+   * undefined: none at all). Every edge of a cluster answers for the account's captures.
    */
   private get edgeUrl(): string | undefined {
     if (this.options.edge === undefined) return undefined;
-    return this.client?.edge ?? this.options.edge;
+    let fallback: string | undefined;
+    for (const { client } of this.tunnels.values()) {
+      if (client.connected) return client.edge;
+      fallback ??= client.edge;
+    }
+    return fallback ?? this.options.edge;
   }
 
   /** GET on the edge's API with the client's token; the edge's error, or EDGE_UNREACHABLE. */
@@ -794,6 +863,12 @@ export class Inspector {
   }
 }
 
+/** A replacement body as the edge's replay API takes it: text when it is UTF-8 (what any edge reads), else base64. */
+function bodyFields(body: Uint8Array): { body: string; body_encoding?: 'base64' } {
+  const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  return isUtf8(bytes) ? { body: bytes.toString('utf8') } : { body: bytes.toString('base64'), body_encoding: 'base64' };
+}
+
 interface EdgeBodyJson {
   headers: [string, string][];
   body: string;
@@ -811,6 +886,10 @@ interface EdgeCaptureJson {
   event_id?: string | null;
   request: EdgeBodyJson;
   response: EdgeBodyJson & { status: number };
+}
+
+function routesJson(client: TunnelClient): { prefix: string; port: number }[] {
+  return client.routes.rules.map((route) => ({ prefix: route.prefix, port: route.port }));
 }
 
 // ---- responses --------------------------------------------------------------------------------------

@@ -9,6 +9,12 @@ export const PROTOCOL_VERSION = 2;
 export const PROTOCOL_HEADER = 'burrow-protocol';
 /** The path of the tunnel endpoint on the edge's agent listener. */
 export const CONNECT_PATH = '/api/v1/connect';
+/**
+ * The connect's `instance` parameter: one id per client process, the same on each reconnect, so the edge
+ * tells the client's own reconnect (which replaces its old session) from another client asking for a
+ * name that is online (refused unless `replace=1`). docs/protocol.md section 1.
+ */
+export const INSTANCE_ID = /^[A-Za-z0-9_-]{8,64}$/;
 
 /** Frame types: the first element of every frame array. */
 export const FrameType = {
@@ -78,6 +84,11 @@ export const GoAwayCode = {
   CLIENT_CLOSING: 6,
   /** The peer stopped answering pings. */
   TIMEOUT: 7,
+  /**
+   * A cluster edge lost its shared store (Redis) while the other edges still reach it, and its lease on
+   * the tunnel lapsed: reconnect at once, through another edge.
+   */
+  STORE_UNREACHABLE: 8,
 } as const;
 export type GoAwayCodeValue = (typeof GoAwayCode)[keyof typeof GoAwayCode];
 export const CLOSE_CODE_BASE = 4000;

@@ -13,6 +13,7 @@
 import type { PlanLimits, PlanName } from './plans.js';
 import type { RateDecision } from './rate-limit.js';
 import type { OfflineMode } from './offline-queue.js';
+import type { StoredPolicy } from '../protocol/policy.js';
 
 export type Awaitable<T> = T | Promise<T>;
 
@@ -38,6 +39,14 @@ export interface ReservationRecord {
   createdAt: number;
   /** What the edge answers while no tunnel is connected (docs/offline.md); absent means 'off'. */
   offline?: OfflineMode;
+  /** Who may reach the name and what the edge does to its traffic (docs/policies.md); absent means none. */
+  policy?: StoredPolicy;
+  /**
+   * Names this reservation among every reservation the name ever had (issue 23): events held for the
+   * name carry it, so what was accepted for an earlier owner never reaches the next one. Absent on
+   * records made before it existed (they count as '').
+   */
+  generation?: string;
 }
 
 /** A token as callers see it; the secret appears only on the create result. */
@@ -89,25 +98,35 @@ export interface SessionOptions {
   idleMs?: number;
   /** A session ends this long after sign-in, used or not. */
   maxAgeMs?: number;
+  /** Live sessions per token at most: a new one ends the token's oldest (default 20). */
+  perToken?: number;
+}
+
+export interface ResolvedSession {
+  principal: Principal;
+  record: SessionRecord;
+  /** When the session ends unless used again, on the caller's clock (epoch ms). */
+  expiresAt: number;
 }
 
 /**
  * Dashboard sessions (docs/dashboard.md): only the session id's SHA-256 is stored; a session stands for its
- * token and ends with it, after `idleMs` without use, and `maxAgeMs` after sign-in.
+ * token and ends with it, after `idleMs` without use, and `maxAgeMs` after sign-in; a token holds at most
+ * `perToken` sessions (a new one ends the oldest). No operation reads every session: the LMDB store
+ * keeps an index by end and one by token, the Redis store lets Redis expire them.
  */
 export interface DashboardSessions {
   readonly idleMs: number;
   readonly maxAgeMs: number;
-  /** Opens a session for an authenticated token; the returned id goes into the cookie and nowhere else. */
+  readonly perToken: number;
+  /** Opens a session for an authenticated token (ending its oldest beyond `perToken`); the id goes into the cookie and nowhere else. */
   open(principal: Principal, now?: number): Promise<string>;
   /** The principal a session id stands for, or undefined (unknown, expired, or its token revoked). */
-  resolve(id: string, now?: number): Awaitable<{ principal: Principal; record: SessionRecord } | undefined>;
-  /** When the session ends at the latest if it is not used again. */
-  expiresAt(record: SessionRecord): number;
+  resolve(id: string, now?: number): Awaitable<ResolvedSession | undefined>;
   /** Ends a session (sign out); false when there was none. */
   close(id: string): Promise<boolean>;
-  /** Drops ended sessions (a no-op where the store expires them itself). */
-  sweep(now?: number): void;
+  /** Drops ended sessions, reading those only; returns how many it visited (0 where the store expires them itself). */
+  sweep(now?: number): number;
 }
 
 // ---- usage ----------------------------------------------------------------------------------------------
@@ -187,6 +206,13 @@ export interface AccountStore {
   reserve(accountId: string, subdomain: string, now?: number, cap?: number, offline?: OfflineMode): Promise<ReservationRecord>;
   /** Changes a reservation's offline mode; undefined when the account holds no such reservation. */
   setOfflineMode(accountId: string, subdomain: string, offline: OfflineMode): Promise<ReservationRecord | undefined>;
+  /**
+   * Replaces a reservation's policy (undefined removes it); undefined when the account holds no such
+   * reservation. Every edge reads the new policy from here (in cluster mode through Redis). With
+   * `expected`, only while the stored policy is still that one (undefined otherwise): a key rotation
+   * re-sealing secrets never overwrites a change made through the API meanwhile.
+   */
+  setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined, expected?: StoredPolicy): Promise<ReservationRecord | undefined>;
   /** Releases a reservation of the account (and, on LMDB, the events held for it); false when it holds none. */
   releaseReservation(accountId: string, subdomain: string): Promise<boolean>;
 

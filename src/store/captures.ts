@@ -6,11 +6,18 @@
  * deletes. The plan's time window is applied on every read and by a periodic sweep that frees expired
  * slots. A request id `req_<ring><seq>` names its ring and sequence, so a lookup is one read; a slot
  * that holds another sequence (overwritten) or an expired capture answers "not found".
+ *
+ * An account's captures count against its plan's capture quota in bytes, across all its rings (issue
+ * 23): a counter per account, changed in the commit that writes or removes its captures. A capture that
+ * would take the account past its quota is skipped (the request was answered all the same), and so is
+ * every capture while the file system is below the edge's free-space floor, or when a commit fails.
  */
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { Packr, Unpackr } from 'msgpackr';
 import { decode, type OpenFrame } from '../protocol/codec.js';
+import { formatBytes } from './free-space.js';
+import { guardLmdbRejections, isWriteFailure, WriteFailures } from './write-failures.js';
 
 /** What every capture records besides its heads and bodies. */
 export interface CaptureFields {
@@ -145,6 +152,11 @@ interface RingRecord {
    * ring's head is recovered from its slots. Absent in records of older versions: not clean.
    */
   clean?: boolean;
+  /**
+   * The ring's captures are in its account's capture bytes. Rings made before the quota (issue 23) are
+   * not, until an edge takes them for writing again and adds them.
+   */
+  counted?: boolean;
 }
 
 export interface RingHandle {
@@ -370,6 +382,9 @@ class OpenRing implements RingHandle {
   swept: number;
   /** This process may write captures to the ring: it is marked not clean in LMDB until close(). */
   writing = false;
+  counted: boolean;
+  /** The bytes each slot holds, known once the ring is taken for writing (or read after a crash). */
+  sizes: Uint32Array | null;
   private readonly idPrefix: string;
 
   constructor(
@@ -377,6 +392,7 @@ class OpenRing implements RingHandle {
     head: number,
     /** The saved head was exact when the ring was loaded (a clean close before). */
     readonly loadedClean: boolean,
+    sizes: Uint32Array | null,
   ) {
     this.ringId = stored.ringId;
     this.accountId = stored.accountId;
@@ -384,7 +400,14 @@ class OpenRing implements RingHandle {
     this.capacity = stored.capacity;
     this.head = head;
     this.swept = stored.swept;
+    this.counted = stored.counted === true;
+    this.sizes = sizes;
     this.idPrefix = captureId(stored.ringId, 0).slice(0, 4 + RING_DIGITS);
+  }
+
+  /** Ring id 0 is never stored: the ring of a tunnel whose ring could not be made (a full disk). */
+  get detached(): boolean {
+    return this.ringId === 0;
   }
 
   next(): { seq: number; id: string } {
@@ -393,9 +416,53 @@ class OpenRing implements RingHandle {
   }
 
   /** The ring's record as it is saved; `clean` only by close(), and for a ring this process never wrote. */
-  record(clean = !this.writing && this.loadedClean): RingRecord {
-    return { ringId: this.ringId, accountId: this.accountId, subdomain: this.subdomain, capacity: this.capacity, head: this.head, swept: this.swept, clean };
+  record(clean = !this.writing && this.loadedClean, counted = this.counted): RingRecord {
+    return { ringId: this.ringId, accountId: this.accountId, subdomain: this.subdomain, capacity: this.capacity, head: this.head, swept: this.swept, clean, counted };
   }
+}
+
+/** An account's captures on this edge, as committed: the bytes its counted rings' slots hold. */
+interface AccountCaptures {
+  readonly accountId: string;
+  bytes: number;
+  /** The plan's capture quota its latest ring was taken with; Infinity until one is. */
+  quota: number;
+  /** The commit that last changed `bytes` in memory (each account's counter is written once a commit). */
+  commit: number;
+  /** `bytes` before that commit, restored if it fails. */
+  before: number;
+  /** When the log last said this account is at its quota (once an hour at most). */
+  toldFullAt: number;
+}
+
+const QUOTA_NOTICE_MS = 3_600_000;
+
+/** Captures not written, by why (burrow_captures_skipped_total). */
+export interface SkippedCaptures {
+  /** Over the account's capture quota. */
+  quota: number;
+  /** The file system below the free-space floor. */
+  disk: number;
+  /** The commit failed, or the ring could not be taken for writing. */
+  error: number;
+}
+
+/** What the capture store reads of the free-space floor (src/store/free-space.ts). */
+export interface SpaceGauge {
+  readonly low: boolean;
+  spent(bytes: number): void;
+}
+
+export interface CaptureStoreOptions {
+  /** fsync every commit (`--capture-fsync`). */
+  fsync?: boolean;
+  ringIds?: RingIdSpace;
+  /** Where failed writes are counted and logged; by default a reporter of the store's own. */
+  failures?: WriteFailures;
+  /** The free-space floor; none by default. */
+  space?: SpaceGauge;
+  /** Where an account reaching its capture quota is said (once an hour per account). */
+  log?: (line: string) => void;
 }
 
 export class CaptureStore {
@@ -403,8 +470,22 @@ export class CaptureStore {
   private readonly ringsById: Database<RingKey, number>;
   private readonly slots: Database<Buffer, SlotKey>;
   private readonly meta: Database<number, string>;
+  /** Each account's capture bytes (the quota's counter), committed with the captures themselves. */
+  private readonly accountBytes: Database<number, string>;
+  /** The slot sizes of a ring closed cleanly, by ring id (Uint32 per slot): loaded when it is written again. */
+  private readonly slotSizes: Database<Buffer, number>;
   /** Rings in use by this process, by ring id: their heads live here, saved by close(). */
   private readonly open = new Map<number, OpenRing>();
+  /** Accounts whose counter this process has read, by id. */
+  private readonly accounts = new Map<string, AccountCaptures>();
+  private commits = 0;
+  /** Bytes of every account's captures on this edge. */
+  storedBytes = 0;
+  readonly skipped: SkippedCaptures = { quota: 0, disk: 0, error: 0 };
+  readonly failures: WriteFailures;
+  private readonly space: SpaceGauge | null;
+  private readonly ringIds: RingIdSpace;
+  private readonly log: (line: string) => void;
 
   /**
    * Opens the capture log in its own LMDB environment in `dir` (DESIGN.md section 3, with one measured
@@ -413,57 +494,72 @@ export class CaptureStore {
    * unless `fsync` is set. A committed capture is then in the operating system's hands, which is what
    * surviving a kill -9 of the edge needs; `sync()` (the edge calls it every second) bounds what a
    * power loss could take. Measured here: a commit with fsync costs 0.4-1.4 ms, without ~20 µs.
+   *
+   * Pages are written with pwrite, never through a writable memory map (`useWritemap`): LMDB grows a
+   * mapped file sparsely, and a page the file system cannot back once the disk is full kills the process
+   * with SIGBUS (issue 23). Without the map, a full disk fails the one commit.
    */
-  static open(dir: string, options: { fsync?: boolean; ringIds?: RingIdSpace } = {}): CaptureStore {
+  static open(dir: string, options: CaptureStoreOptions = {}): CaptureStore {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    // Without fsync, a commit writes its pages through the shared mapping (useWritemap) instead of with a
-    // pwrite per page (about six per commit): a turn of one capture 15.7 → 6.8 µs in
-    // bench/store/capture.bench.ts. The pages land in the page cache either way, so a kill -9 of the edge
-    // still loses nothing committed. LMDB wants every opener of an environment to agree on this flag: only
-    // the edge opens the capture environment, one edge per data directory.
-    const noSync = options.fsync !== true;
-    const root = open({ path: dir, noSubdir: false, maxDbs: 8, compression: false, noSync, useWritemap: noSync });
+    guardLmdbRejections();
+    const root = open({ path: dir, noSubdir: false, maxDbs: 8, compression: false, noSync: options.fsync !== true });
     root.readerCheck();
-    return new CaptureStore(root, options.ringIds);
+    return new CaptureStore(root, options);
   }
 
   constructor(
     private readonly root: RootDatabase,
-    private readonly ringIds: RingIdSpace = { first: 1, last: MAX_RING_ID },
+    options: Pick<CaptureStoreOptions, 'ringIds' | 'failures' | 'space' | 'log'> = {},
   ) {
+    this.log = options.log ?? (() => {});
+    this.ringIds = options.ringIds ?? { first: 1, last: MAX_RING_ID };
+    this.failures = options.failures ?? new WriteFailures();
+    this.space = options.space ?? null;
     this.rings = root.openDB({ name: 'capture-rings', encoding: 'msgpack' });
     this.ringsById = root.openDB({ name: 'capture-rings-by-id', encoding: 'msgpack' });
     this.slots = root.openDB({ name: 'capture-slots', encoding: 'binary' });
     this.meta = root.openDB({ name: 'capture-meta', encoding: 'msgpack' });
+    this.accountBytes = root.openDB({ name: 'capture-account-bytes', encoding: 'msgpack' });
+    this.slotSizes = root.openDB({ name: 'capture-slot-sizes', encoding: 'binary' });
+    for (const { value } of this.accountBytes.getRange()) this.storedBytes += value;
   }
 
   /**
    * The ring of (account, subdomain) to write captures to, created with `capacity` slots when it does
-   * not exist yet. Synchronous: a tunnel connect needs its ring before the upgrade completes. The first
+   * not exist yet; `quotaBytes` is the account's capture quota (its plan's, read at connect as
+   * `capacity` is). Synchronous: a tunnel connect needs its ring before the upgrade completes. The first
    * call for a ring in this process marks it not clean in one small synchronous commit, before any of
-   * its captures can be written (see `load`).
+   * its captures can be written (see `load`). Never throws for the disk: when the ring cannot be made
+   * (a full disk) the tunnel gets a detached ring, whose captures are skipped, and when it cannot be
+   * marked its captures are skipped until a later commit marks it.
    */
-  ring(accountId: string, subdomain: string, capacity: number): RingHandle {
+  ring(accountId: string, subdomain: string, capacity: number, quotaBytes = Infinity): RingHandle {
+    this.accountOf(accountId).quota = quotaBytes;
     let createdNow = false;
-    const record =
-      this.rings.get([accountId, subdomain]) ??
-      this.root.transactionSync(() => {
-        const existing = this.rings.get([accountId, subdomain]);
-        if (existing !== undefined) return existing;
-        const ringId = Math.max(this.meta.get('next-ring-id') ?? 1, this.ringIds.first);
-        if (ringId > this.ringIds.last) throw new Error(`no ring ids left in ${this.ringIds.first}-${this.ringIds.last}`);
-        const created: RingRecord = { ringId, accountId, subdomain, capacity, head: 0, swept: 0, clean: false };
-        this.meta.put('next-ring-id', ringId + 1);
-        this.rings.put([accountId, subdomain], created);
-        this.ringsById.put(ringId, [accountId, subdomain]);
-        createdNow = true;
-        return created;
-      });
-    const ring = this.load(record, createdNow);
-    if (!ring.writing) {
-      ring.writing = true;
-      if (record.clean === true) this.rings.putSync([accountId, subdomain], ring.record());
+    let record: RingRecord;
+    try {
+      record =
+        this.rings.get([accountId, subdomain]) ??
+        this.root.transactionSync(() => {
+          const existing = this.rings.get([accountId, subdomain]);
+          if (existing !== undefined) return existing;
+          const ringId = Math.max(this.meta.get('next-ring-id') ?? 1, this.ringIds.first);
+          if (ringId > this.ringIds.last) throw new Error(`no ring ids left in ${this.ringIds.first}-${this.ringIds.last}`);
+          const created: RingRecord = { ringId, accountId, subdomain, capacity, head: 0, swept: 0, clean: false, counted: true };
+          this.meta.put('next-ring-id', ringId + 1);
+          this.rings.put([accountId, subdomain], created);
+          this.ringsById.put(ringId, [accountId, subdomain]);
+          createdNow = true;
+          return created;
+        });
+    } catch (error) {
+      if (!isWriteFailure(error)) throw error;
+      this.failures.report('captures', error);
+      return new OpenRing({ ringId: 0, accountId, subdomain, capacity, head: 0, swept: 0 }, 0, false, null);
     }
+    const ring = this.load(record, createdNow);
+    // Below the free-space floor nothing is written; the first capture after it marks the ring.
+    if (this.space?.low !== true) this.startWriting(ring);
     return ring;
   }
 
@@ -471,48 +567,183 @@ export class CaptureStore {
    * The ring as this process uses it, loaded once. A ring closed cleanly has its head saved. Any other
    * may have been written up to a crash: its head follows the newest sequence in its slots, found by
    * reading every slot (each names the sequence it holds, read from its id's digits without decoding
-   * the rest), or the swept mark if it is higher. Measured (docs/architecture.md, "Capture
-   * durability"): 5.8 ms for a FREE ring of 1,000, 92 ms for a PRO ring of 10,000 (a page fault a slot
-   * after a restart), only after a crash and only for the rings that were being written. Nothing is
-   * added to a commit: saving the head in commits, even once in 256 sequences, cost every lone commit
-   * ~0.9 µs. A sequence handed out to a request whose capture never committed (in flight at the crash)
-   * may be handed out again; a committed one never is.
+   * the rest), or the swept mark if it is higher; the same pass notes each slot's size. Measured
+   * (docs/architecture.md, "Capture durability"): 5.8 ms for a FREE ring of 1,000, 92 ms for a PRO ring
+   * of 10,000 (a page fault a slot after a restart), only after a crash and only for the rings that were
+   * being written. Nothing is added to a commit: saving the head in commits, even once in 256 sequences,
+   * cost every lone commit ~0.9 µs. A sequence handed out to a request whose capture never committed (in
+   * flight at the crash) may be handed out again; a committed one never is.
    */
   private load(stored: RingRecord, createdNow = false): OpenRing {
     const cached = this.open.get(stored.ringId);
     if (cached !== undefined) return cached;
     const clean = stored.clean === true;
     let head = stored.head;
+    let sizes: Uint32Array | null = null;
     // A ring this process has just created has a ring id never used before: none of its slots can hold
     // anything, and reading all of them (10,000 for a PRO ring) made a first connect cost ~3.5 ms of CPU.
-    if (!clean && !createdNow) {
+    if (createdNow) sizes = new Uint32Array(stored.capacity);
+    else if (!clean) {
       head = stored.swept;
+      sizes = new Uint32Array(stored.capacity);
       for (let slot = 0; slot < stored.capacity; slot++) {
         const bytes = this.slots.getBinaryFast([stored.ringId, slot]);
         if (bytes === undefined) continue;
+        sizes[slot] = bytes.length;
         const seq = seqOf(bytes);
         if (seq >= head) head = seq + 1;
       }
     }
-    const ring = new OpenRing(stored, head, clean);
+    const ring = new OpenRing(stored, head, clean, sizes);
     this.open.set(ring.ringId, ring);
     return ring;
   }
 
   /**
-   * Writes captures into their slots in one synchronous transaction. When it returns they are
-   * committed: a kill -9 of the process cannot lose them. A capture that completes after a newer one
-   * took its slot (a request slower than `capacity` later ones) is not written over it.
+   * Takes a ring for writing: its slot sizes known (saved by its last clean close, else read from its
+   * slots), its record marked not clean, and a ring from before the quota added to its account's bytes,
+   * in one small commit when there is anything to mark. False when that commit fails.
    */
-  writeAll(batch: readonly { ring: RingHandle; seq: number; storedCapture(): StoredCapture }[]): void {
-    this.root.transactionSync(() => {
-      for (const item of batch) {
-        const ring = item.ring as OpenRing;
-        const slot = item.seq % ring.capacity;
-        if (item.seq + ring.capacity < ring.head && this.holdsNewer(ring, slot, item.seq)) continue;
-        this.slots.put([ring.ringId, slot], encodeStoredCapture(item.storedCapture()));
+  private startWriting(ring: OpenRing): boolean {
+    if (ring.writing) return true;
+    if (ring.detached) return false;
+    ring.sizes ??= this.savedSizes(ring) ?? this.readSizes(ring);
+    if (ring.loadedClean || !ring.counted) {
+      const account = this.accountOf(ring.accountId);
+      let added = 0;
+      if (!ring.counted) for (const size of ring.sizes) added += size;
+      try {
+        this.root.transactionSync(() => {
+          this.rings.put([ring.accountId, ring.subdomain], ring.record(false, true));
+          if (added > 0) this.accountBytes.put(ring.accountId, account.bytes + added);
+        });
+      } catch (error) {
+        if (!isWriteFailure(error)) throw error;
+        this.failures.report('captures', error);
+        return false;
       }
-    });
+      account.bytes += added;
+      this.storedBytes += added;
+      ring.counted = true;
+    }
+    ring.writing = true;
+    return true;
+  }
+
+  /** The slot sizes a clean close saved, when the ring was loaded clean and counted. */
+  private savedSizes(ring: OpenRing): Uint32Array | null {
+    if (!ring.loadedClean || !ring.counted) return null;
+    const saved = this.slotSizes.getBinary(ring.ringId);
+    if (saved === undefined || saved.byteLength !== ring.capacity * 4) return null;
+    return new Uint32Array(saved.buffer.slice(saved.byteOffset, saved.byteOffset + saved.byteLength));
+  }
+
+  /** Says, once an hour per account, that an account's captures are being skipped for its quota. */
+  private overQuota(account: AccountCaptures): void {
+    const now = Date.now();
+    if (now - account.toldFullAt < QUOTA_NOTICE_MS) return;
+    account.toldFullAt = now;
+    this.log(
+      `captures: account ${account.accountId} holds ${formatBytes(account.bytes)} of captures, its plan's quota of ${formatBytes(account.quota)} on this edge: ` +
+        'its new captures are skipped (requests are still forwarded) until older ones expire or are overwritten',
+    );
+  }
+
+  /** Each slot's size, read from the slots (`length`: a getBinaryFast buffer is a shared one, longer than its value). */
+  private readSizes(ring: OpenRing): Uint32Array {
+    const sizes = new Uint32Array(ring.capacity);
+    for (let slot = 0; slot < ring.capacity; slot++) sizes[slot] = this.slots.getBinaryFast([ring.ringId, slot])?.length ?? 0;
+    return sizes;
+  }
+
+  /** The account's capture bytes as this process knows them (read from LMDB the first time). */
+  private accountOf(accountId: string): AccountCaptures {
+    let account = this.accounts.get(accountId);
+    if (account === undefined) {
+      const bytes = this.accountBytes.get(accountId) ?? 0;
+      account = { accountId, bytes, quota: Infinity, commit: 0, before: bytes, toldFullAt: -Infinity };
+      this.accounts.set(accountId, account);
+    }
+    return account;
+  }
+
+  /**
+   * Writes captures into their slots in one synchronous transaction and returns how many it wrote. When
+   * it returns they are committed: a kill -9 of the process cannot lose them. Each write moves its
+   * account's bytes by its size less the size of what it overwrites (one counter put per account per
+   * commit). Not written, and counted in `skipped`: every capture while the file system is below its
+   * free-space floor (nothing is written then); a capture that would take its account past its quota
+   * (the slot's older capture goes all the same, as an overwrite would take it, so the account's bytes
+   * only fall); all of them when the commit fails (reported, never thrown: the requests are answered
+   * regardless). A capture that completes after a newer one took its slot (a request slower than
+   * `capacity` later ones) is not written over it.
+   */
+  writeAll(batch: readonly { ring: RingHandle; seq: number; storedCapture(): StoredCapture }[]): number {
+    if (this.space?.low === true) {
+      this.skipped.disk += batch.length;
+      return 0;
+    }
+    // A ring whose mark failed at connect is marked now, in a commit of its own, before the batch's.
+    for (const item of batch) {
+      const ring = item.ring as OpenRing;
+      if (!ring.writing) this.startWriting(ring);
+    }
+    const commit = ++this.commits;
+    const accounts: AccountCaptures[] = [];
+    // Slot sizes as they were, (ring, slot, size) in order, to put back if the commit fails.
+    const previous: (OpenRing | number)[] = [];
+    let written = 0;
+    let overQuota = 0;
+    try {
+      this.root.transactionSync(() => {
+        for (const item of batch) {
+          const ring = item.ring as OpenRing;
+          if (!ring.writing) {
+            this.skipped.error++;
+            continue;
+          }
+          const slot = item.seq % ring.capacity;
+          if (item.seq + ring.capacity < ring.head && this.holdsNewer(ring, slot, item.seq)) continue;
+          const account = this.accountOf(ring.accountId);
+          if (account.commit !== commit) {
+            account.commit = commit;
+            account.before = account.bytes;
+            accounts.push(account);
+          }
+          const sizes = ring.sizes!;
+          const old = sizes[slot]!;
+          let bytes: Buffer | null = account.bytes - old < account.quota ? encodeStoredCapture(item.storedCapture()) : null;
+          if (bytes !== null && account.bytes - old + bytes.byteLength > account.quota) bytes = null;
+          const size = bytes === null ? 0 : bytes.byteLength;
+          if (bytes === null) {
+            overQuota++;
+            this.overQuota(account);
+            if (old === 0) continue;
+            this.slots.remove([ring.ringId, slot]);
+          } else {
+            this.slots.put([ring.ringId, slot], bytes);
+            written++;
+          }
+          previous.push(ring, slot, old);
+          sizes[slot] = size;
+          account.bytes += size - old;
+        }
+        for (const account of accounts) this.accountBytes.put(account.accountId, account.bytes);
+      });
+    } catch (error) {
+      if (!isWriteFailure(error)) throw error;
+      for (let i = previous.length - 3; i >= 0; i -= 3) (previous[i] as OpenRing).sizes![previous[i + 1] as number] = previous[i + 2] as number;
+      for (const account of accounts) account.bytes = account.before;
+      this.skipped.error += written + overQuota;
+      this.failures.report('captures', error);
+      return 0;
+    }
+    let grown = 0;
+    for (const account of accounts) grown += account.bytes - account.before;
+    this.storedBytes += grown;
+    this.skipped.quota += overQuota;
+    if (grown > 0) this.space?.spent(grown);
+    return written;
   }
 
   /** Whether the slot holds a capture newer than `seq` (read inside the writing transaction). */
@@ -626,17 +857,30 @@ export class CaptureStore {
    */
   async sweep(retentionOf: (accountId: string) => number | undefined, now = Date.now()): Promise<number> {
     let removed = 0;
-    for (const { value: stored } of this.rings.getRange()) {
+    const rings = [...this.rings.getRange()].map(({ value }) => value);
+    for (const stored of rings) {
       const retention = retentionOf(stored.accountId);
       if (retention === undefined) continue;
-      // Inside a write transaction the reads see every capture queued before it, so a slot that a new
-      // capture has just taken over is never removed by mistake.
-      removed += await this.root.transaction(() => {
-        const ring = this.load(stored);
-        const cutoff = now - retention;
-        const start = Math.max(ring.swept, ring.head - ring.capacity, 0);
-        let seq = start;
-        let count = 0;
+      removed += this.sweepRing(this.load(stored), now - retention);
+      // One ring per turn: a sweep of many rings never holds the event loop for long.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return removed;
+  }
+
+  /**
+   * Removes the ring's captures received before `cutoff`, oldest first, in one synchronous transaction
+   * (so a slot a new capture has just taken over is never removed by mistake), giving their bytes back
+   * to the account when the ring is counted. A failed commit is reported and changes nothing.
+   */
+  private sweepRing(ring: OpenRing, cutoff: number): number {
+    const start = Math.max(ring.swept, ring.head - ring.capacity, 0);
+    const removedSlots: number[] = [];
+    let removedBytes = 0;
+    let seq = start;
+    const swept = ring.swept;
+    try {
+      this.root.transactionSync(() => {
         for (; seq < ring.head; seq++) {
           const slot: SlotKey = [ring.ringId, seq % ring.capacity];
           const bytes = this.slots.getBinaryFast(slot);
@@ -644,17 +888,36 @@ export class CaptureStore {
           const capture = summaryOf(bytes);
           if (capture.seq !== seq) continue;
           if (capture.receivedAt >= cutoff) break;
+          removedBytes += bytes.length;
           this.slots.remove(slot);
-          count++;
+          removedSlots.push(slot[1]);
         }
-        if (seq !== start) {
-          ring.swept = seq;
-          this.rings.put([ring.accountId, ring.subdomain], ring.record());
+        if (seq === start) return;
+        ring.swept = seq;
+        this.rings.put([ring.accountId, ring.subdomain], ring.record());
+        if (!ring.counted || removedSlots.length === 0) return;
+        this.accountBytes.put(ring.accountId, this.accountOf(ring.accountId).bytes - removedBytes);
+        // Sizes saved by a clean close must not name the removed captures when the ring is written again.
+        if (ring.sizes === null) {
+          const saved = this.slotSizes.getBinary(ring.ringId);
+          if (saved !== undefined && saved.byteLength === ring.capacity * 4) {
+            for (const slot of removedSlots) saved.writeUInt32LE(0, slot * 4);
+            this.slotSizes.put(ring.ringId, saved);
+          }
         }
-        return count;
       });
+    } catch (error) {
+      ring.swept = swept;
+      if (!isWriteFailure(error)) throw error;
+      this.failures.report('captures', error);
+      return 0;
     }
-    return removed;
+    if (ring.counted && removedSlots.length > 0) {
+      this.accountOf(ring.accountId).bytes -= removedBytes;
+      this.storedBytes -= removedBytes;
+      if (ring.sizes !== null) for (const slot of removedSlots) ring.sizes[slot] = 0;
+    }
+    return removedSlots.length;
   }
 
   private currentRing(accountId: string, subdomain: string): OpenRing | undefined {
@@ -662,25 +925,50 @@ export class CaptureStore {
     return stored === undefined ? undefined : this.load(stored);
   }
 
-  /** Asks the operating system to write committed captures to disk (asynchronously). */
+  /** Asks the operating system to write committed captures to disk (asynchronously); a failure is reported. */
   sync(): Promise<void> {
     // RootDatabase.sync exists in lmdb-js (open.js) but not in its typings.
     const root = this.root as unknown as { sync(callback: (error?: Error) => void): void };
-    return new Promise((resolve, reject) => {
-      root.sync((error?: Error) => (error ? reject(error) : resolve()));
+    return new Promise((resolve) => {
+      root.sync((error?: Error) => {
+        if (error) this.failures.report('captures', error);
+        resolve();
+      });
     });
   }
 
+  /** Accounts' capture use for /metrics: bytes stored, and how many accounts that wrote since the start are at 90% of their quota or more. */
+  quotaUse(): { storedBytes: number; accountsOver90Percent: number } {
+    let over = 0;
+    for (const account of this.accounts.values()) if (account.bytes >= account.quota * 0.9) over++;
+    return { storedBytes: this.storedBytes, accountsOver90Percent: over };
+  }
+
+  /** The account's capture bytes on this edge. */
+  bytesOf(accountId: string): number {
+    return this.accountOf(accountId).bytes;
+  }
+
   /**
-   * Saves the head of every ring this process wrote or recovered, marked clean; waits for queued writes,
-   * writes everything to disk, closes the environment. The edge calls it when no capture can follow.
+   * Saves the head (and slot sizes) of every ring this process wrote or recovered, marked clean, in one
+   * commit; writes everything to disk; closes the environment. The edge calls it when no capture can
+   * follow. When that commit fails (a full disk), the rings stay marked not clean and the next start
+   * recovers their heads and sizes from their slots.
    */
   async close(): Promise<void> {
-    // A ring recovered from its slots and not written since has an exact head too.
-    for (const ring of this.open.values()) {
-      if (ring.writing || !ring.loadedClean) void this.rings.put([ring.accountId, ring.subdomain], ring.record(true));
+    try {
+      this.root.transactionSync(() => {
+        // A ring recovered from its slots and not written since has an exact head too.
+        for (const ring of this.open.values()) {
+          if (!ring.writing && ring.loadedClean) continue;
+          this.rings.put([ring.accountId, ring.subdomain], ring.record(true));
+          if (ring.sizes !== null && ring.counted) this.slotSizes.put(ring.ringId, Buffer.from(ring.sizes.buffer, ring.sizes.byteOffset, ring.sizes.byteLength));
+        }
+      });
+    } catch (error) {
+      if (!isWriteFailure(error)) throw error;
+      this.failures.report('captures', error);
     }
-    await this.root.committed;
     await this.sync().catch(() => undefined);
     await this.root.close();
   }

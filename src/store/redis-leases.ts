@@ -15,7 +15,8 @@
  *   node:<id>, nodes        heartbeats: where an edge is reached (advertise) and which boot it is.
  *   secret                  the internal hop's secret when none is configured (SET NX by the first edge).
  *   node-numbers, node-number  each node id's number (drawn once with INCR): its span of capture ring ids.
- *   commands                pub/sub channel: close a tunnel, revoke a token, an owner changed.
+ *   commands                pub/sub channel: close a tunnel, revoke a token (the API); every grant, release
+ *                           and renewal round (pushed by the scripts themselves).
  *
  * Timing (the defaults; ClusterRegistry may be given others, tests shrink them):
  *   lease TTL 15 s, renewed every 3 s in one batched script per edge (with the heartbeat), so four
@@ -27,15 +28,25 @@
  *   (13 %; real clocks differ by parts per million). Never two owners, even while Redis is unreachable.
  *   Heartbeats last 10 s.
  *
+ * Every change is also pushed to every edge by the script that makes it (PUBLISH on the commands
+ * channel, in the same atomic step): 'granted' with the whole lease, 'released' with its fence, and one
+ * 'renewed' per renewal round of an edge. Each edge keeps from them a map of every name's last-known
+ * owner (src/edge/cluster/registry.ts), loaded once from `snapshot()` after each (re)subscription, so a
+ * public request never reads Redis to find its owner and still finds it while Redis is down.
+ *
  * What this relies on from Redis: that an acknowledged write survives. With AOF and `appendfsync
  * always` (the tests' Redis, and what docs/cluster.md asks for) a restart keeps every lease and the fence
- * counter. Without persistence, or with `appendfsync everysec` (up to 1 s of writes lost), a restart can
- * forget a lease that an edge is still serving and grant the name again: two edges serve it until the
- * first one's renewal finds the lease gone or changed (at most one renewal period, 3 s) and it sends its
- * session GOAWAY. The same holds for a failover to a replica that had not yet received the grant
- * (replication is asynchronous; `WAIT 1 0` after a grant would narrow it at a latency cost). A wall-clock
- * jump on the Redis host expires keys early, with the same effect. Keys are built inside the scripts
- * from the prefix, so this needs a single Redis (or a Sentinel pair), not Redis Cluster.
+ * counter. Across a failover to a replica (Sentinel) the same holds because a grant and a renewal count
+ * only once `replicas` replicas acknowledged them (WAIT, `options.replicas`): an unacknowledged grant is
+ * dropped and refused (503), an unacknowledged renewal counts as failed, so the edge never serves on a
+ * write the promoted replica may lack. Releases are not waited for: a lost release only keeps the name
+ * held longer. Without persistence, or with `appendfsync everysec`, a restart can forget a lease an edge
+ * is still serving and grant the name again: two edges serve it until the first one's renewal finds the
+ * lease gone or changed (at most one renewal period) and it sends its session GOAWAY. A wall-clock jump
+ * on the Redis host (or, across a failover, a replica's clock ahead of the master's by more than the
+ * margin) expires keys early, with the same effect. Keys are built inside the scripts from the prefix,
+ * so this needs one Redis (or a master with replicas under Sentinel), not Redis Cluster, which
+ * RedisStore refuses at start-up.
  */
 import type { Redis } from 'ioredis';
 import { BurrowError } from '../errors.js';
@@ -46,6 +57,14 @@ export const VALIDITY_MARGIN_MS = 2_000;
 export const HEARTBEAT_TTL_MS = 10_000;
 /** Retry-After (seconds) when Redis cannot be reached. */
 export const STORE_RETRY_SECONDS = 2;
+/** How long a grant or renewal waits for its replicas' acknowledgement (WAIT) before it counts as failed. */
+export const REPLICA_ACK_TIMEOUT_MS = 1_000;
+
+export interface RedisLeasesOptions {
+  /** Replicas that must acknowledge a grant or renewal (WAIT) before it counts; 0: none (one Redis). */
+  replicas?: number;
+  replicaTimeoutMs?: number;
+}
 
 /** Who holds a subdomain, as stored. */
 export interface LeaseRecord {
@@ -58,6 +77,9 @@ export interface LeaseRecord {
   nodeId: string;
   advertise: string;
   boot: string;
+  /** The client process that connected it ('' for a client that sends none) and its address. */
+  instance: string;
+  clientAddress: string;
   fence: number;
   /** 'live': a tunnel is connected to `nodeId`; 'held': the name is its account's for the grace period. */
   state: 'live' | 'held';
@@ -76,6 +98,11 @@ export interface LeaseClaim {
   nodeId: string;
   advertise: string;
   boot: string;
+  /** The connecting client process ('' when it sends none) and its address: see AdmitDetails. */
+  instance: string;
+  clientAddress: string;
+  /** Take the name over from another client of the account that has it live (`--replace`). */
+  replace: boolean;
   /** The account's tunnel cap, counted over every edge. */
   cap: number;
   /** Take the name over from this fence: the holder (same account, another edge) released it or is gone. */
@@ -86,6 +113,8 @@ export type ClaimResult =
   | { granted: true; fence: number; expiresAt: number }
   | { granted: false; reason: 'taken'; state: 'live' | 'held' }
   | { granted: false; reason: 'cap'; active: number }
+  /** Another client of the same account has the name live, and the claim did not ask to replace it. */
+  | { granted: false; reason: 'online'; holder: Pick<LeaseRecord, 'instance' | 'clientAddress' | 'port' | 'startedAt' | 'tokenId' | 'nodeId'> }
   /** The same account holds the name live on another edge: ask it to release, then claim `fromFence`. */
   | { granted: false; reason: 'takeover'; holder: { nodeId: string; boot: string; advertise: string }; fence: number };
 
@@ -102,11 +131,25 @@ export interface PeerRecord extends NodeBeat {
   expiresInMs: number;
 }
 
-/** A cluster-wide command, published to every edge. */
+/**
+ * A cluster-wide message, published to every edge: a command from the API ('close', 'revoke'), or a
+ * lease change pushed by the script that made it ('granted', 'released', 'renewed').
+ */
 export type ClusterCommand =
   | { type: 'close'; subdomain: string; fence: number; reason: 'closed-by-api' | 'token-revoked' }
   | { type: 'revoke'; tokenId: string }
-  | { type: 'owner'; subdomain: string };
+  /** A name was granted: its whole lease, live for `ttlMs` from now unless renewed. */
+  | { type: 'granted'; lease: LeaseRecord; ttlMs: number }
+  /** The grant `fence` of `subdomain` ended (held for its account's grace period, or dropped). */
+  | { type: 'released'; subdomain: string; fence: number }
+  /** `nodeId` (that boot) renewed every lease it still holds for `ttlMs` from now. */
+  | { type: 'renewed'; nodeId: string; boot: string; advertise: string; ttlMs: number };
+
+/** Every live lease at one moment, and Redis's clock then (for their remaining time). */
+export interface LeaseSnapshot {
+  leases: LeaseRecord[];
+  redisNow: number;
+}
 
 const NOW = `
 local function now_ms()
@@ -116,13 +159,19 @@ end
 `;
 
 // KEYS: lease, account set, fence counter.
-// ARGV: subdomain, accountId, tokenId, port, startedAt, publicUrl, nodeId, advertise, boot, ttlMs, cap, fromFence ('' for none).
+// ARGV: subdomain, accountId, tokenId, port, startedAt, publicUrl, nodeId, advertise, boot, ttlMs, cap, fromFence ('' for none),
+//       instance ('' for none), clientAddress, replace ('1' or ''), the commands channel.
+// A live name of the same account goes only to its own client's reconnect (same instance), to a replace,
+// or to a client that names no instance (registry.ts, takeoverRefusal: the same rule on one edge).
 const CLAIM = `${NOW}
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local cur = redis.call('HMGET', KEYS[1], 'accountId', 'state', 'nodeId', 'boot', 'advertise', 'fence')
+local cur = redis.call('HMGET', KEYS[1], 'accountId', 'state', 'nodeId', 'boot', 'advertise', 'fence', 'instance', 'clientAddress', 'port', 'startedAt', 'tokenId')
 if cur[1] then
   if cur[1] ~= ARGV[2] then return {'taken', cur[2]} end
+  if cur[2] == 'live' and ARGV[15] ~= '1' and ARGV[13] ~= '' and cur[7] ~= ARGV[13] then
+    return {'online', cur[7] or '', cur[8] or '', cur[9] or '0', cur[10] or '0', cur[11] or '', cur[3] or ''}
+  end
   if cur[2] == 'live' and (cur[3] ~= ARGV[7] or cur[4] ~= ARGV[9]) and cur[6] ~= ARGV[12] then
     return {'takeover', cur[3], cur[4], cur[5], cur[6]}
   end
@@ -136,9 +185,13 @@ local expires = now + tonumber(ARGV[10])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'subdomain', ARGV[1], 'accountId', ARGV[2], 'tokenId', ARGV[3], 'port', ARGV[4],
   'startedAt', ARGV[5], 'publicUrl', ARGV[6], 'nodeId', ARGV[7], 'advertise', ARGV[8], 'boot', ARGV[9],
+  'instance', ARGV[13], 'clientAddress', ARGV[14],
   'fence', fence, 'state', 'live', 'expiresAt', string.format('%d', expires))
 redis.call('PEXPIREAT', KEYS[1], string.format('%d', expires))
 redis.call('ZADD', KEYS[2], string.format('%d', expires), ARGV[1])
+redis.call('PUBLISH', ARGV[16], cjson.encode({type = 'granted', ttlMs = ARGV[10], lease = {subdomain = ARGV[1], accountId = ARGV[2],
+  tokenId = ARGV[3], port = ARGV[4], startedAt = ARGV[5], publicUrl = ARGV[6], nodeId = ARGV[7], advertise = ARGV[8], boot = ARGV[9],
+  fence = tostring(fence), state = 'live', expiresAt = string.format('%d', expires)}}))
 return {'granted', tostring(fence), string.format('%d', expires)}
 `;
 
@@ -166,14 +219,16 @@ while i + 2 <= #ARGV do
   end
   i = i + 3
 end
+redis.call('PUBLISH', ARGV[1] .. 'commands', cjson.encode({type = 'renewed', nodeId = ARGV[2], boot = ARGV[3], advertise = ARGV[4], ttlMs = ARGV[5]}))
 return out
 `;
 
-// KEYS: lease, account set. ARGV: subdomain, fence, nodeId, graceMs (0: drop the name).
+// KEYS: lease, account set. ARGV: subdomain, fence, nodeId, graceMs (0: drop the name), the commands channel.
 const RELEASE = `${NOW}
 local cur = redis.call('HMGET', KEYS[1], 'fence', 'nodeId')
 if cur[1] ~= ARGV[2] or cur[2] ~= ARGV[3] then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[5], cjson.encode({type = 'released', subdomain = ARGV[1], fence = ARGV[2]}))
 local grace = tonumber(ARGV[4])
 if grace <= 0 then
   redis.call('DEL', KEYS[1])
@@ -250,6 +305,9 @@ export class RedisLeases {
   private readonly peersScript: ScriptRunner;
   private readonly nodeNumberScript: ScriptRunner;
   readonly channel: string;
+  /** Replicas that must acknowledge a grant or renewal (WAIT) before the edge relies on it. */
+  readonly replicas: number;
+  private readonly replicaTimeoutMs: number;
 
   /**
    * `redis` should fail fast while disconnected (`enableOfflineQueue: false`, a `commandTimeout`):
@@ -258,7 +316,10 @@ export class RedisLeases {
   constructor(
     readonly redis: Redis,
     readonly prefix = 'burrow:cluster:',
+    options: RedisLeasesOptions = {},
   ) {
+    this.replicas = options.replicas ?? 0;
+    this.replicaTimeoutMs = options.replicaTimeoutMs ?? REPLICA_ACK_TIMEOUT_MS;
     this.claimScript = this.define('burrowLeaseClaim', 3, CLAIM);
     this.renewScript = this.define('burrowLeaseRenew', 2, RENEW);
     this.releaseScript = this.define('burrowLeaseRelease', 2, RELEASE);
@@ -286,8 +347,9 @@ export class RedisLeases {
   /**
    * Grants `claim.subdomain` to this edge for `ttlMs`: refused when another account holds it (live or in
    * its grace hold) or the account's live tunnels over every edge reach its cap (taking over or renewing
-   * a name of its own does not count twice); a live lease of the same account on another edge is answered
-   * 'takeover' unless `fromFence` names it.
+   * a name of its own does not count twice); a live lease of another client of the same account is
+   * answered 'online' unless the claim replaces it; a live lease of the same account on another edge is
+   * answered 'takeover' unless `fromFence` names it.
    */
   async claim(claim: LeaseClaim, ttlMs = LEASE_TTL_MS): Promise<ClaimResult> {
     const reply = (await this.claimScript(
@@ -306,14 +368,31 @@ export class RedisLeases {
       ttlMs,
       claim.cap,
       claim.fromFence === undefined ? '' : String(claim.fromFence),
+      claim.instance,
+      claim.clientAddress,
+      claim.replace ? '1' : '',
+      this.channel,
     )) as string[];
     switch (reply[0]) {
-      case 'granted':
-        return { granted: true, fence: Number(reply[1]), expiresAt: Number(reply[2]) };
+      case 'granted': {
+        const fence = Number(reply[1]);
+        if (!(await this.replicated())) {
+          // The grant may be missing from the replica a failover promotes: nobody serves on it.
+          await this.drop(claim.subdomain, claim.accountId, fence, claim.nodeId).catch(() => undefined);
+          throw this.notReplicated('grant');
+        }
+        return { granted: true, fence, expiresAt: Number(reply[2]) };
+      }
       case 'taken':
         return { granted: false, reason: 'taken', state: reply[1] === 'held' ? 'held' : 'live' };
       case 'cap':
         return { granted: false, reason: 'cap', active: Number(reply[1]) };
+      case 'online':
+        return {
+          granted: false,
+          reason: 'online',
+          holder: { instance: reply[1]!, clientAddress: reply[2]!, port: Number(reply[3]), startedAt: Number(reply[4]), tokenId: reply[5]!, nodeId: reply[6]! },
+        };
       default:
         return { granted: false, reason: 'takeover', holder: { nodeId: reply[1]!, boot: reply[2]!, advertise: reply[3]! }, fence: Number(reply[4]) };
     }
@@ -332,12 +411,41 @@ export class RedisLeases {
   ): Promise<RenewOutcome[]> {
     const args: (string | number)[] = [this.prefix, node.nodeId, node.boot, node.advertise, ttlMs, heartbeatTtlMs];
     for (const lease of leases) args.push(lease.subdomain, String(lease.fence), lease.accountId);
-    return (await this.renewScript(`${this.prefix}node:${node.nodeId}`, `${this.prefix}nodes`, ...args)) as RenewOutcome[];
+    const outcomes = (await this.renewScript(`${this.prefix}node:${node.nodeId}`, `${this.prefix}nodes`, ...args)) as RenewOutcome[];
+    // An extension the promoted replica may lack must not extend what the edge serves (a heartbeat alone extends nothing).
+    if (leases.length > 0 && !(await this.replicated())) throw this.notReplicated('renewal');
+    return outcomes;
+  }
+
+  /**
+   * True once `replicas` replicas acknowledged every write this connection made (WAIT; at once when
+   * none are asked for). WAIT cannot run inside a script, so it follows the script on the same
+   * connection: Redis counts this client's writes up to that point.
+   */
+  private async replicated(): Promise<boolean> {
+    if (this.replicas === 0) return true;
+    let acknowledged: number;
+    try {
+      acknowledged = await this.redis.wait(this.replicas, this.replicaTimeoutMs);
+    } catch (error) {
+      throw asStoreError(error);
+    }
+    return acknowledged >= this.replicas;
+  }
+
+  private notReplicated(what: 'grant' | 'renewal'): BurrowError {
+    const replicas = `${this.replicas} replica${this.replicas === 1 ? '' : 's'}`;
+    return new BurrowError(
+      'STORE_UNAVAILABLE',
+      `The cluster's store could not make the lease ${what} safe: it was not acknowledged by ${replicas} within ${this.replicaTimeoutMs} ms ` +
+        `(a replica is down or lagging). Retry after ${STORE_RETRY_SECONDS} s.`,
+      { 'Retry-After': String(STORE_RETRY_SECONDS) },
+    );
   }
 
   /** A tunnel dropped: the name stays its account's for `graceMs` (if this grant still holds it). */
   async hold(subdomain: string, accountId: string, fence: number, nodeId: string, graceMs: number): Promise<boolean> {
-    return (await this.releaseScript(this.leaseKey(subdomain), this.accountKey(accountId), subdomain, String(fence), nodeId, graceMs)) === 1;
+    return (await this.releaseScript(this.leaseKey(subdomain), this.accountKey(accountId), subdomain, String(fence), nodeId, graceMs, this.channel)) === 1;
   }
 
   /** A tunnel closed for good (through the API, token revoked): the name is free at once. */
@@ -354,6 +462,44 @@ export class RedisLeases {
       throw asStoreError(error);
     }
     return fields.fence === undefined ? null : leaseFromFields(fields);
+  }
+
+  /**
+   * Every live lease now (SCAN over the lease keys, read in pipelined batches) with Redis's clock: what
+   * an edge loads after (re)subscribing, before the pushed changes keep it current. Leases that change
+   * while it runs are in the pushed messages too; the fences order the two.
+   */
+  async snapshot(): Promise<LeaseSnapshot> {
+    const leases: LeaseRecord[] = [];
+    try {
+      const redisNow = await this.now();
+      let cursor = '0';
+      do {
+        const [next, keys] = await this.redis.scan(cursor, 'MATCH', `${this.leaseKey('')}*`, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length === 0) continue;
+        const pipeline = this.redis.pipeline();
+        for (const key of keys) pipeline.hgetall(key);
+        for (const [error, fields] of (await pipeline.exec()) ?? []) {
+          if (error !== null) throw error;
+          const record = fields as Record<string, string>;
+          if (record.fence !== undefined && record.state === 'live') leases.push(leaseFromFields(record));
+        }
+      } while (cursor !== '0');
+      return { leases, redisNow };
+    } catch (error) {
+      throw asStoreError(error);
+    }
+  }
+
+  /** Redis's clock (ms since the epoch): what lease expiries are measured on. */
+  async now(): Promise<number> {
+    try {
+      const [seconds, micros] = await this.redis.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    } catch (error) {
+      throw asStoreError(error);
+    }
   }
 
   /** The account's live leases over every edge, oldest first. */
@@ -413,14 +559,17 @@ export class RedisLeases {
     }
   }
 
-  /** The internal hop's secret: `candidate` if no edge stored one before, else the stored one. */
-  async sharedSecret(candidate: string): Promise<string> {
+  /**
+   * The internal hop's secret: `candidate` if no edge stored one before (`stored`: this call stored it),
+   * else the stored one.
+   */
+  async sharedSecret(candidate: string): Promise<{ secret: string; stored: boolean }> {
     try {
       const key = `${this.prefix}secret`;
-      await this.redis.set(key, candidate, 'NX');
+      const stored = (await this.redis.set(key, candidate, 'NX')) === 'OK';
       const secret = await this.redis.get(key);
       if (secret === null) throw new Error('the cluster secret vanished right after it was set');
-      return secret;
+      return { secret, stored };
     } catch (error) {
       throw asStoreError(error);
     }
@@ -444,13 +593,27 @@ export class RedisLeases {
       if (from !== channel) return;
       let command: ClusterCommand;
       try {
-        command = JSON.parse(message) as ClusterCommand;
+        command = parseCommand(JSON.parse(message));
       } catch {
         return;
       }
       onCommand(command);
     });
     await subscriber.subscribe(channel);
+  }
+}
+
+/** A message of the commands channel: the scripts send numbers as strings (Lua's cjson would shorten them). */
+function parseCommand(raw: { type?: unknown } & Record<string, unknown>): ClusterCommand {
+  switch (raw.type) {
+    case 'granted':
+      return { type: 'granted', lease: leaseFromFields(raw.lease as Record<string, string>), ttlMs: Number(raw.ttlMs) };
+    case 'released':
+      return { type: 'released', subdomain: String(raw.subdomain), fence: Number(raw.fence) };
+    case 'renewed':
+      return { type: 'renewed', nodeId: String(raw.nodeId), boot: String(raw.boot), advertise: String(raw.advertise), ttlMs: Number(raw.ttlMs) };
+    default:
+      return raw as ClusterCommand;
   }
 }
 
@@ -465,6 +628,8 @@ function leaseFromFields(fields: Record<string, string>): LeaseRecord {
     nodeId: fields.nodeId ?? '',
     advertise: fields.advertise ?? '',
     boot: fields.boot ?? '',
+    instance: fields.instance ?? '',
+    clientAddress: fields.clientAddress ?? '',
     fence: Number(fields.fence),
     state: fields.state === 'held' ? 'held' : 'live',
     expiresAt: Number(fields.expiresAt),

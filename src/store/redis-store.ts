@@ -11,9 +11,11 @@
  *   token:~decoy, account:~decoy         the decoy token an unknown id is compared against, and its account
  *   token-last-used                      HASH id segment → ms of the last use
  *   account-tokens:<account id>          SET of the account's active token id segments (the cap's count)
- *   reservation:<subdomain>              JSON ReservationRecord
+ *   reservation:<subdomain>              JSON ReservationRecord (its policy a JSON string inside)
  *   account-reservations:<account id>    SET of the account's reserved subdomains
- *   session:<SHA-256 hex of session id>  JSON SessionRecord, PX = until it ends unless used again
+ *   session:<SHA-256 hex of session id>  JSON SessionRecord (times on Redis's clock), PX = until it ends
+ *                                        unless used again: Redis alone judges a session's end
+ *   token-sessions:<id segment>          ZSET of the token's session hashes by creation (the per-token cap)
  *   usage:<account id>:<period start ms> HASH requests / bytesIn / bytesOut (HINCRBY)
  *   usage-flush:<batch id>               marker that a usage batch was applied (24 h)
  *   limit:<limiter name>:<key>           a fixed window's count, PX = the window's rest
@@ -32,8 +34,8 @@
  * RedisStore works again when Redis is back. The persistence cluster mode asks for is Redis's own
  * (appendonly, docs/cluster.md).
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { Redis, ReplyError } from 'ioredis';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { Redis, ReplyError, type RedisOptions } from 'ioredis';
 import { BurrowError } from '../errors.js';
 import {
   hashToken,
@@ -53,6 +55,7 @@ import type {
   Principal,
   RateLimiter,
   ReservationRecord,
+  ResolvedSession,
   SessionOptions,
   SessionRecord,
   StoreOptions,
@@ -62,10 +65,12 @@ import type {
   UsageCounter,
 } from './account-store.js';
 import type { OfflineMode } from './offline-queue.js';
+import type { StoredPolicy } from '../protocol/policy.js';
 import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
 import type { RateDecision } from './rate-limit.js';
 import { REDIS_SCRIPTS, type ScriptName } from './redis-scripts.js';
-import { isSessionId, SESSION_IDLE_MS, SESSION_MAX_AGE_MS, sessionEndsAt, sessionPrincipalHolds, touchedSession } from './sessions.js';
+import { redisTarget, type RedisTarget } from './redis-url.js';
+import { isSessionId, newSessionId, SESSION_IDLE_MS, SESSION_MAX_AGE_MS, sessionKeyOf, sessionPrincipalHolds, SESSIONS_PER_TOKEN, TOUCH_EVERY_MS } from './sessions.js';
 import { periodOf } from './usage.js';
 
 export interface RedisStoreOptions extends StoreOptions {
@@ -87,6 +92,8 @@ const DECOY_ACCOUNT: AccountRecord = { id: '~decoy', email: '', plan: 'FREE', cr
 const CONNECT_TIMEOUT_MS = 2_000;
 /** A Redis that accepts the connection but does not answer (stopped, swapping) fails the call after this. */
 const COMMAND_TIMEOUT_MS = 5_000;
+/** The longest pause between two attempts to reach Redis again. */
+const RECONNECT_MAX_DELAY_MS = 500;
 /** A usage batch's applied-marker outlives any retry of the batch. */
 const FLUSH_MARKER_MS = 24 * 3_600_000;
 /** Replies that mean "Redis cannot serve now" (loading, a replica after failover, ...), not a bad command. */
@@ -100,13 +107,17 @@ export class RedisStore implements AccountStore {
   /** Why the connection is down, while it is: more telling than the "Connection is closed." of a call. */
   private connectionError: Error | undefined;
 
+  /** The URL without its password, for messages. */
+  readonly displayUrl: string;
+
   private constructor(
     /** The connection, shared with the lease registry (src/store/redis-leases.ts). */
     readonly redis: Redis,
-    /** The URL without its password, for messages. */
-    readonly displayUrl: string,
+    /** Where Redis is (one, or through Sentinel) and how many replicas must acknowledge a lease. */
+    readonly target: RedisTarget,
     options: RedisStoreOptions,
   ) {
+    this.displayUrl = target.display;
     this.prefix = options.keyPrefix ?? DEFAULT_PREFIX;
     this.plans = {
       FREE: { ...DEFAULT_PLANS.FREE, ...options.plans?.FREE },
@@ -115,15 +126,23 @@ export class RedisStore implements AccountStore {
   }
 
   /**
-   * Connects to `url` (redis://[:PASSWORD@]HOST:PORT[/DB]) and makes sure the decoy token exists; rejects
-   * with STORE_UNAVAILABLE when Redis cannot be reached within the connect timeout.
+   * Connects to `url` (redis://[:PASSWORD@]HOST:PORT[/DB], or redis-sentinel://... for a master found
+   * through Sentinel: src/store/redis-url.ts) and makes sure the decoy token exists; rejects with
+   * STORE_UNAVAILABLE when Redis cannot be reached within the connect timeout, and refuses a Redis
+   * Cluster node (the scripts touch keys of many hash slots).
    */
   static async connect(url: string, options: RedisStoreOptions = {}): Promise<RedisStore> {
-    const displayUrl = withoutPassword(url);
-    const redis = new Redis(url, {
+    let target: RedisTarget;
+    try {
+      target = redisTarget(url);
+    } catch (error) {
+      throw new BurrowError('INVALID_REQUEST', (error as Error).message);
+    }
+    const connection: RedisOptions = {
+      ...target.options,
       lazyConnect: true,
       // Fail fast while Redis is away instead of queueing calls of a public request for minutes; the
-      // default retry strategy keeps reconnecting, so the store recovers by itself.
+      // retry strategy keeps reconnecting, so the store recovers by itself.
       enableOfflineQueue: false,
       // Calls in flight when the connection drops fail at once and are never sent again after the
       // reconnect: their callers were told STORE_UNAVAILABLE, a late createToken must not happen behind them.
@@ -134,17 +153,33 @@ export class RedisStore implements AccountStore {
       // ioredis waits this long for a dropped socket's close, even one that failed to connect: a CLI
       // facing a dead Redis would linger for it after printing its error.
       disconnectTimeout: 200,
-    });
+      // Back within half a second of Redis (ioredis' default waits up to 2 s between attempts): the
+      // lease registry renews the moment it is connected again (issue 28).
+      retryStrategy: (attempt: number) => Math.min(attempt * 50, RECONNECT_MAX_DELAY_MS),
+      // A master demoted to a replica (a failover it missed) answers writes READONLY: find the master again.
+      reconnectOnError: (error: Error) => (error.message.startsWith('READONLY') ? 1 : false),
+      ...(target.sentinel
+        ? {
+            // Asked again after every lost connection; a failover announced by the sentinels
+            // (+switch-master) drops the connection to the old master at once.
+            sentinelRetryStrategy: (attempt: number) => Math.min(attempt * 100, RECONNECT_MAX_DELAY_MS),
+            failoverDetector: true,
+            sentinelMaxConnections: 3,
+          }
+        : {}),
+    };
+    const redis = target.url === null ? new Redis(connection) : new Redis(target.url, connection);
     for (const [name, { lua, numberOfKeys }] of Object.entries(REDIS_SCRIPTS)) {
       // No numberOfKeys: ioredis takes the key count as the first argument (a usage batch's keys vary).
       redis.defineCommand(name, numberOfKeys < 0 ? { lua } : { lua, numberOfKeys });
     }
-    const store = new RedisStore(redis, displayUrl, options);
+    const store = new RedisStore(redis, target, options);
     // A listener also keeps ioredis from printing every failed reconnect; each call reports its own.
     redis.on('error', (error: Error) => (store.connectionError = error));
     redis.on('ready', () => (store.connectionError = undefined));
     try {
       await redis.connect();
+      await refuseRedisCluster(redis);
       // Revoked and in no index (never active, whatever its hash), its account in no e-mail index (never
       // listed or counted): an unknown id reads a token and an account as a known one does.
       const decoy: StoredToken = {
@@ -307,7 +342,7 @@ export class RedisStore implements AccountStore {
   // ---- reservations ---------------------------------------------------------------------------
 
   async getReservation(subdomain: string): Promise<ReservationRecord | undefined> {
-    return parse<ReservationRecord>(await this.call(() => this.redis.get(this.key('reservation', subdomain))));
+    return parseReservation(await this.call(() => this.redis.get(this.key('reservation', subdomain))));
   }
 
   /** The account's reservations, by name (the LMDB index's order). */
@@ -316,13 +351,14 @@ export class RedisStore implements AccountStore {
     if (names.length === 0) return [];
     const records = await this.call(() => this.redis.mget(names.map((name) => this.key('reservation', name))));
     return records.flatMap((json) => {
-      const record = parse<ReservationRecord>(json);
+      const record = parseReservation(json);
       return record !== undefined && record.accountId === accountId ? [record] : [];
     });
   }
 
   async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity, offline?: OfflineMode): Promise<ReservationRecord> {
-    const record: ReservationRecord = { subdomain, accountId, createdAt: now, ...(offline === undefined ? {} : { offline }) };
+    const generation = randomBytes(8).toString('hex');
+    const record: ReservationRecord = { subdomain, accountId, createdAt: now, generation, ...(offline === undefined ? {} : { offline }) };
     const [status, json] = await this.script<[string, string]>(
       'burrowReserve',
       [this.key('reservation', subdomain), this.key('account-reservations', accountId)],
@@ -330,11 +366,18 @@ export class RedisStore implements AccountStore {
     );
     if (status === 'cap') throw new BurrowError('RESERVATION_LIMIT_REACHED', `The plan allows ${cap} reserved subdomains. Release one or upgrade.`);
     if (status === 'taken') throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is reserved by another account.`);
-    return JSON.parse(json) as ReservationRecord;
+    return parseReservation(json)!;
   }
 
   async setOfflineMode(accountId: string, subdomain: string, offline: OfflineMode): Promise<ReservationRecord | undefined> {
-    return parse<ReservationRecord>(await this.script<string | null>('burrowSetOfflineMode', [this.key('reservation', subdomain)], [accountId, offline]));
+    return parseReservation(await this.script<string | null>('burrowSetOfflineMode', [this.key('reservation', subdomain)], [accountId, offline]));
+  }
+
+  async setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined, expected?: StoredPolicy): Promise<ReservationRecord | undefined> {
+    const json = policy === undefined ? '' : JSON.stringify(policy);
+    // The stored policy is the JSON string this method wrote; parsed and stringified again it is the same text.
+    const check = expected === undefined ? [] : [JSON.stringify(expected)];
+    return parseReservation(await this.script<string | null>('burrowSetPolicy', [this.key('reservation', subdomain)], [accountId, json, ...check]));
   }
 
   /**
@@ -372,11 +415,11 @@ export class RedisStore implements AccountStore {
     if (this.redis.status === 'ready') {
       try {
         await this.redis.quit();
-        return;
       } catch {
-        // fall through: the connection broke meanwhile
+        // the connection broke meanwhile
       }
     }
+    // Also ends what quit leaves open: the connections to the sentinels that watch for a failover.
     this.redis.disconnect();
   }
 
@@ -417,63 +460,66 @@ export class RedisStore implements AccountStore {
 /**
  * Dashboard sessions in Redis with the rules of src/store/sessions.ts: only the id's SHA-256 is a key,
  * the session ends with its token (checked on every use), after `idleMs` without use and `maxAgeMs`
- * after sign-in. Each record carries a PX until its end, so Redis drops ended sessions itself.
+ * after sign-in, and a token keeps at most `perToken`. Every time is Redis's own (TIME inside the
+ * scripts) and each record carries a PX until its end, so Redis drops ended sessions itself and an edge
+ * whose clock is wrong can neither end nor prolong anyone's session.
  */
 class RedisSessions implements DashboardSessions {
   readonly idleMs: number;
   readonly maxAgeMs: number;
+  readonly perToken: number;
 
   constructor(private readonly store: RedisStore, options: SessionOptions) {
     this.idleMs = options.idleMs ?? SESSION_IDLE_MS;
     this.maxAgeMs = options.maxAgeMs ?? SESSION_MAX_AGE_MS;
+    this.perToken = options.perToken ?? SESSIONS_PER_TOKEN;
   }
 
-  async open(principal: Principal, now = Date.now()): Promise<string> {
-    const id = randomBytes(32).toString('base64url');
-    const record: SessionRecord = { tokenIdSegment: principal.token.idSegment, accountId: principal.account.id, createdAt: now, lastSeenAt: now };
-    await this.store.call(() => this.store.redis.set(this.keyOf(id), JSON.stringify(record), 'PX', this.lifetime(record, now)));
+  /** `now` is not used: the session's times are Redis's. */
+  async open(principal: Principal): Promise<string> {
+    const id = newSessionId();
+    const hash = sessionKeyOf(id);
+    const segment = principal.token.idSegment;
+    await this.store.script<[number, number]>(
+      'burrowOpenSession',
+      [this.store.key('session', hash), this.store.key('token-sessions', segment)],
+      [JSON.stringify({ tokenIdSegment: segment, accountId: principal.account.id }), String(this.idleMs), String(this.maxAgeMs), String(this.perToken), hash, this.store.key('session', '')],
+    );
     return id;
   }
 
-  async resolve(id: string, now = Date.now()): Promise<{ principal: Principal; record: SessionRecord } | undefined> {
+  /** `now` only dates the answer's `expiresAt` (now + what Redis says is left); Redis decides the rest. */
+  async resolve(id: string, now = Date.now()): Promise<ResolvedSession | undefined> {
     if (!isSessionId(id)) return undefined;
     const key = this.keyOf(id);
-    const record = parse<SessionRecord>(await this.store.call(() => this.store.redis.get(key)));
-    if (record === undefined) return undefined;
-    if (now > this.expiresAt(record)) {
-      this.store.redis.del(key).catch(() => undefined);
-      return undefined;
-    }
+    const used = await this.store.script<[string, number] | null>('burrowUseSession', [key], [String(this.idleMs), String(this.maxAgeMs), String(TOUCH_EVERY_MS)]);
+    if (used === null) return undefined;
+    const record = JSON.parse(used[0]) as SessionRecord;
     const principal = await this.store.activePrincipal(record.tokenIdSegment);
     if (!sessionPrincipalHolds(record, principal)) {
       this.store.redis.del(key).catch(() => undefined);
       return undefined;
     }
-    const touched = touchedSession(record, now);
-    // XX: a sign-out that landed meanwhile stays signed out.
-    if (touched !== null) this.store.redis.set(key, JSON.stringify(touched), 'PX', this.lifetime(touched, now), 'XX').catch(() => undefined);
-    return { principal, record: touched ?? record };
-  }
-
-  expiresAt(record: SessionRecord): number {
-    return sessionEndsAt(record, this.idleMs, this.maxAgeMs);
+    return { principal, record, expiresAt: now + Math.max(0, used[1]) };
   }
 
   async close(id: string): Promise<boolean> {
     if (!isSessionId(id)) return false;
-    return (await this.store.call(() => this.store.redis.del(this.keyOf(id)))) > 0;
+    const hash = sessionKeyOf(id);
+    const key = this.store.key('session', hash);
+    const record = parse<SessionRecord>(await this.store.call(() => this.store.redis.get(key)));
+    if (record === undefined) return false;
+    const replies = await this.store.call(() => this.store.redis.multi().del(key).zrem(this.store.key('token-sessions', record.tokenIdSegment), hash).exec());
+    return replies?.[0]?.[1] === 1;
   }
 
   /** Redis expires ended sessions itself; a revoked token's are dropped on their next use. */
-  sweep(): void {}
-
-  /** Milliseconds until the session ends unless used again (at least 1: PX takes no 0). */
-  private lifetime(record: SessionRecord, now: number): number {
-    return Math.max(1, this.expiresAt(record) - now);
+  sweep(): number {
+    return 0;
   }
 
   private keyOf(id: string): string {
-    return this.store.key('session', createHash('sha256').update(id).digest('hex'));
+    return this.store.key('session', sessionKeyOf(id));
   }
 }
 
@@ -606,6 +652,14 @@ const NO_TOKEN_HASH = Buffer.alloc(32);
 const MALFORMED: AuthOutcome = Object.freeze({ failure: 'malformed' as const });
 const UNKNOWN: AuthOutcome = Object.freeze({ failure: 'unknown' as const });
 
+/** A reservation record; its policy is kept as a JSON string inside it (see burrowSetPolicy). */
+function parseReservation(json: string | null | undefined): ReservationRecord | undefined {
+  const record = parse<Omit<ReservationRecord, 'policy'> & { policy?: string }>(json);
+  if (record === undefined) return undefined;
+  const { policy, ...rest } = record;
+  return policy === undefined ? rest : { ...rest, policy: JSON.parse(policy) as StoredPolicy };
+}
+
 function parse<T>(json: string | null | undefined): T | undefined {
   return json === null || json === undefined ? undefined : (JSON.parse(json) as T);
 }
@@ -638,13 +692,17 @@ function toTokenInfo(record: StoredToken, lastUsedAt: number | null): TokenInfo 
   };
 }
 
-/** The URL as messages may show it: a password never reaches a log or an error body. */
-export function withoutPassword(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'the configured Redis URL';
+/**
+ * Redis Cluster is refused at start-up with a message that says why: every lease script and several
+ * account scripts touch keys of many hash slots in one atomic step, which Redis Cluster cannot run.
+ */
+async function refuseRedisCluster(redis: Redis): Promise<void> {
+  const info = await redis.info('cluster');
+  if (/^cluster_enabled:1\b/m.test(info)) {
+    throw new BurrowError(
+      'INVALID_REQUEST',
+      'Redis Cluster is not supported as the cluster store: its scripts change keys of many hash slots in one atomic step. ' +
+        'Use one Redis (redis://) or a master with replicas under Sentinel (redis-sentinel://HOST:PORT,.../MASTER); see docs/cluster.md.',
+    );
   }
 }

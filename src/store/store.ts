@@ -6,6 +6,7 @@
  * Writes that must hold together (a token and its account index, a revoke) run in one lmdb transaction,
  * checks first and writes last, so a crash leaves either all of it or none. Other processes (`burrow
  * admin`) may write while the edge runs; nothing here is cached in memory, so the edge sees their writes.
+ * A write whose commit fails (a full disk) is reported and refused with 503 STORAGE_FULL (issue 23).
  */
 import { mkdirSync } from 'node:fs';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
@@ -36,14 +37,21 @@ import type {
   UsageCounter,
 } from './account-store.js';
 import { OfflineQueueStore, type OfflineMode } from './offline-queue.js';
+import type { StoredPolicy } from '../protocol/policy.js';
 import { DEFAULT_PLANS, type PlanLimits, type PlanName } from './plans.js';
 import { FixedWindowLimiter } from './rate-limit.js';
 import { SessionStore } from './sessions.js';
 import { UsageMeter } from './usage.js';
+import { guardLmdbRejections, isWriteFailure, WriteFailures } from './write-failures.js';
 
 export type { AccountRecord, TokenRecord, ReservationRecord, TokenInfo, CreatedToken, Principal, AuthOutcome, StoreOptions } from './account-store.js';
 
 type Key = string | (string | number)[];
+
+export interface LmdbStoreOptions extends StoreOptions {
+  /** Where failed writes are counted and logged (the edge shares one with its capture store). */
+  failures?: WriteFailures;
+}
 
 /** Sorts after every token id segment and subdomain in an account's index ranges. */
 const RANGE_END = '\uffff';
@@ -61,10 +69,12 @@ export class Store implements AccountStore {
   private readonly plans: Record<PlanName, PlanLimits>;
   /** Webhooks held for offline reserved subdomains. */
   readonly queue: OfflineQueueStore;
+  readonly failures: WriteFailures;
   private closed = false;
 
-  private constructor(root: RootDatabase, options: StoreOptions) {
+  private constructor(root: RootDatabase, options: LmdbStoreOptions) {
     this.root = root;
+    this.failures = options.failures ?? new WriteFailures();
     this.accounts = root.openDB({ name: 'accounts', encoding: 'msgpack' });
     this.accountsByEmail = root.openDB({ name: 'accounts-by-email', encoding: 'msgpack' });
     this.tokens = root.openDB({ name: 'tokens', encoding: 'msgpack' });
@@ -72,7 +82,10 @@ export class Store implements AccountStore {
     this.accountTokens = root.openDB({ name: 'account-tokens', encoding: 'msgpack' });
     this.reservations = root.openDB({ name: 'reservations', encoding: 'msgpack' });
     this.accountReservations = root.openDB({ name: 'account-reservations', encoding: 'msgpack' });
-    this.queue = new OfflineQueueStore(root);
+    this.queue = new OfflineQueueStore(root, {
+      reservation: (subdomain) => this.reservations.get(subdomain),
+      subdomainsOf: (accountId) => this.listReservations(accountId).map((record) => record.subdomain),
+    });
     this.plans = {
       FREE: { ...DEFAULT_PLANS.FREE, ...options.plans?.FREE },
       PRO: { ...DEFAULT_PLANS.PRO, ...options.plans?.PRO },
@@ -80,8 +93,9 @@ export class Store implements AccountStore {
   }
 
   /** Opens (creating when needed) the environment in `dir` and clears stale readers of dead processes. */
-  static open(dir: string, options: StoreOptions = {}): Store {
+  static open(dir: string, options: LmdbStoreOptions = {}): Store {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
+    guardLmdbRejections();
     // noSubdir false: `dir` is always a directory; lmdb-js would take a name with a dot ("burrow.data")
     // for a file and fail to open it.
     const root = open({ path: dir, noSubdir: false, maxDbs: 32, compression: false });
@@ -99,7 +113,18 @@ export class Store implements AccountStore {
     if (this.tokens.get(DECOY_KEY) !== undefined) return;
     // Stored as revoked and in no account's index: it is never active, whatever its hash.
     const decoy: TokenRecord = { idSegment: DECOY_KEY, accountId: '', label: 'decoy', hash: randomBytes(32), createdAt: 0, revokedAt: 0 };
-    this.tokens.putSync(DECOY_KEY, decoy);
+    try {
+      this.tokens.putSync(DECOY_KEY, decoy);
+    } catch (error) {
+      // A full disk must not stop the edge from starting; the next start writes it.
+      if (!isWriteFailure(error)) throw error;
+      this.failures.report('accounts', error);
+    }
+  }
+
+  /** A write transaction; a failed commit is reported and rejected with 503 STORAGE_FULL. */
+  private write<T>(transaction: () => T): Promise<T> {
+    return this.failures.guard('accounts', this.root.transaction(transaction));
   }
 
   planLimits(plan: PlanName): PlanLimits {
@@ -134,7 +159,7 @@ export class Store implements AccountStore {
 
   /** Moves an account to another plan; its limits apply from the next request on. */
   async setPlan(accountId: string, plan: PlanName): Promise<AccountRecord | undefined> {
-    return this.root.transaction(() => {
+    return this.write(() => {
       const account = this.accounts.get(accountId);
       if (account === undefined) return undefined;
       const updated = { ...account, plan };
@@ -147,7 +172,7 @@ export class Store implements AccountStore {
   async createAccount(email: string, plan: PlanName, tokenLabel: string, now = Date.now()): Promise<{ account: AccountRecord; token: CreatedToken }> {
     const normalisedEmail = email.trim().toLowerCase();
     const account: AccountRecord = { id: newAccountId(), email: normalisedEmail, plan, createdAt: now };
-    const created = await this.root.transaction(() => {
+    const created = await this.write(() => {
       if (this.accountsByEmail.get(normalisedEmail) !== undefined) return null;
       this.accounts.put(account.id, account);
       this.accountsByEmail.put(normalisedEmail, account.id);
@@ -162,7 +187,7 @@ export class Store implements AccountStore {
   /** Creates a token unless the plan's active-token cap is reached (403 TOKEN_LIMIT_REACHED). */
   async createToken(account: AccountRecord, label: string, now = Date.now()): Promise<CreatedToken> {
     const cap = this.planLimits(account.plan).activeTokens;
-    const created = await this.root.transaction(() => {
+    const created = await this.write(() => {
       if (this.countActiveTokens(account.id) >= cap) return null;
       return this.writeNewToken(account.id, label, now);
     });
@@ -205,7 +230,7 @@ export class Store implements AccountStore {
 
   /** Revokes an active token of the account; false when there is no such token on it. */
   async revokeToken(accountId: string, idSegment: string, now = Date.now()): Promise<boolean> {
-    return this.root.transaction(() => {
+    return this.write(() => {
       const record = this.tokens.get(idSegment);
       if (record === undefined || record.accountId !== accountId || record.revokedAt !== null) return false;
       this.tokens.put(idSegment, { ...record, revokedAt: now });
@@ -251,8 +276,12 @@ export class Store implements AccountStore {
     return { account, token: toTokenInfo(record, this.tokenLastUsed.get(idSegment) ?? null) };
   }
 
-  /** Records a use of a token; not awaited by callers, lmdb batches it with other writes. */
+  /**
+   * Records a use of a token; not awaited by callers, lmdb batches it with other writes. Put off while
+   * writes fail (a full disk): a last-use time can wait.
+   */
   touchToken(idSegment: string, now = Date.now()): Promise<boolean> {
+    if (this.failures.failing) return Promise.resolve(false);
     return this.tokenLastUsed.put(idSegment, now);
   }
 
@@ -278,7 +307,7 @@ export class Store implements AccountStore {
    * already holds returns that reservation.
    */
   async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity, offline?: OfflineMode): Promise<ReservationRecord> {
-    const outcome = await this.root.transaction(() => {
+    const outcome = await this.write(() => {
       const existing = this.reservations.get(subdomain);
       if (existing !== undefined) {
         if (existing.accountId !== accountId || offline === undefined || (existing.offline ?? 'off') === offline) return existing;
@@ -287,7 +316,8 @@ export class Store implements AccountStore {
         return changed;
       }
       if (this.accountReservations.getKeysCount({ start: [accountId], end: [accountId, RANGE_END] }) >= cap) return null;
-      const record: ReservationRecord = { subdomain, accountId, createdAt: now, ...(offline === undefined ? {} : { offline }) };
+      const generation = randomBytes(8).toString('hex');
+      const record: ReservationRecord = { subdomain, accountId, createdAt: now, generation, ...(offline === undefined ? {} : { offline }) };
       this.reservations.put(subdomain, record);
       this.accountReservations.put([accountId, subdomain], true);
       return record;
@@ -303,7 +333,7 @@ export class Store implements AccountStore {
 
   /** Changes a reservation's offline mode; undefined when the account holds no such reservation. */
   async setOfflineMode(accountId: string, subdomain: string, offline: OfflineMode): Promise<ReservationRecord | undefined> {
-    return this.root.transaction(() => {
+    return this.write(() => {
       const existing = this.reservations.get(subdomain);
       if (existing === undefined || existing.accountId !== accountId) return undefined;
       const changed: ReservationRecord = { ...existing, offline };
@@ -312,8 +342,20 @@ export class Store implements AccountStore {
     });
   }
 
-  async releaseReservation(accountId: string, subdomain: string): Promise<boolean> {
+  async setPolicy(accountId: string, subdomain: string, policy: StoredPolicy | undefined, expected?: StoredPolicy): Promise<ReservationRecord | undefined> {
     return this.root.transaction(() => {
+      const existing = this.reservations.get(subdomain);
+      if (existing === undefined || existing.accountId !== accountId) return undefined;
+      if (expected !== undefined && JSON.stringify(existing.policy) !== JSON.stringify(expected)) return undefined;
+      const { policy: _previous, ...rest } = existing;
+      const changed: ReservationRecord = policy === undefined ? rest : { ...rest, policy };
+      this.reservations.put(subdomain, changed);
+      return changed;
+    });
+  }
+
+  async releaseReservation(accountId: string, subdomain: string): Promise<boolean> {
+    return this.write(() => {
       const existing = this.reservations.get(subdomain);
       if (existing === undefined || existing.accountId !== accountId) return false;
       this.reservations.remove(subdomain);
@@ -327,11 +369,11 @@ export class Store implements AccountStore {
   // ---- sessions, usage, limiters ------------------------------------------------------------
 
   dashboardSessions(options: SessionOptions = {}): DashboardSessions {
-    return new SessionStore(this.root, this, options);
+    return new SessionStore(this.root, this, options, this.failures);
   }
 
   usageCounter(clock: () => number = Date.now): UsageCounter {
-    return new UsageMeter(this.root, clock);
+    return new UsageMeter(this.root, clock, this.failures);
   }
 
   /** In memory: one edge owns a data directory (src/store/data-lock.ts), so its windows are the only ones. */
@@ -341,15 +383,23 @@ export class Store implements AccountStore {
 
   // ---- lifecycle ------------------------------------------------------------------------------
 
-  /** Waits for every queued write to commit, then closes the environment. */
+  /**
+   * Waits for every queued write to commit, then closes the environment. After failed writes (a full
+   * disk) it waits a second at most: lmdb-js waits for the newest batch's flush to disk, which never
+   * comes when that batch failed to commit, and LMDB needs no close to stay consistent.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.root.committed;
-    await this.root.close();
+    const closed = this.root.close();
+    if (this.failures.total === 0) return closed;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([closed.catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_AFTER_FAILURES_MS)))]);
+    clearTimeout(timer);
   }
 }
 
+const CLOSE_AFTER_FAILURES_MS = 1_000;
 const NO_TOKEN_HASH = Buffer.alloc(32);
 /** The key of the decoy token record: never an id segment (those are 8 hex characters). */
 const DECOY_KEY = '~decoy';

@@ -6,6 +6,7 @@
 import type { Database, RootDatabase } from 'lmdb';
 
 import type { Usage, UsageCounter } from './account-store.js';
+import { isWriteFailure, type WriteFailures } from './write-failures.js';
 
 export type { Usage } from './account-store.js';
 
@@ -28,7 +29,12 @@ export class UsageMeter implements UsageCounter {
   private readonly totals = new Map<string, Usage & { start: number }>();
   private readonly dirty = new Set<string>();
 
-  constructor(private readonly root: RootDatabase, private readonly clock: () => number = Date.now) {
+  constructor(
+    private readonly root: RootDatabase,
+    private readonly clock: () => number = Date.now,
+    /** Where a failed flush is reported (it is then retried at the next): without one, it rejects. */
+    private readonly failures: WriteFailures | null = null,
+  ) {
     this.db = root.openDB({ name: 'usage', encoding: 'msgpack' });
   }
 
@@ -58,16 +64,24 @@ export class UsageMeter implements UsageCounter {
 
   /** Writes the totals changed since the last flush, in one transaction. */
   async flush(): Promise<void> {
-    if (this.dirty.size === 0) return;
+    // While writes fail (a full disk) the counts wait in memory; a try a minute is enough.
+    if (this.dirty.size === 0 || this.failures?.failing === true) return;
     const batch: [UsageKey, Usage][] = [];
     for (const accountId of this.dirty) {
       const totals = this.totals.get(accountId)!;
       batch.push([[accountId, totals.start], copy(totals)]);
     }
     this.dirty.clear();
-    await this.root.transaction(() => {
-      for (const [key, usage] of batch) this.db.put(key, usage);
-    });
+    try {
+      await this.root.transaction(() => {
+        for (const [key, usage] of batch) this.db.put(key, usage);
+      });
+    } catch (error) {
+      // The totals stay in memory: the next flush writes them.
+      for (const [[accountId]] of batch) this.dirty.add(accountId);
+      if (this.failures === null || !isWriteFailure(error)) throw error;
+      this.failures.report('usage', error);
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 // How a captured exchange reads on a page: status classes, times, sizes, and bodies (JSON pretty-printed,
-// binary as a hex dump). Shared by the local inspector's page (served at /exchange-format.js) and the
-// web dashboard (/dashboard/exchange-format.js); plain functions of the JSON both APIs return
-// (src/exchange-json.ts), no DOM. Everything they return is text for textContent.
+// raw, or as a hex dump), and the bytes behind a body for the editor, curl and HAR. Shared by the local
+// inspector's page (served at /exchange-format.js) and the web dashboard (/dashboard/exchange-format.js);
+// plain functions of the JSON both APIs return (src/exchange-json.ts), no DOM, so Node runs them too.
+// Everything they return for display is text for textContent.
 
 export function statusClass(item) {
   if (item.error !== null && item.status === 0) return 'serr';
@@ -23,10 +24,18 @@ export function latencyText(ms) {
   return `${(ms / 1000).toFixed(1)} s`;
 }
 
+const pad = (n, w = 2) => String(n).padStart(w, '0');
+
 export function timeText(iso) {
   const date = new Date(iso);
-  const pad = (n, w = 2) => String(n).padStart(w, '0');
   return `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}`;
+}
+
+/** The time of day for today's exchanges; the date too for older ones (the edge keeps days of them). */
+export function whenText(iso, now = new Date()) {
+  const date = new Date(iso);
+  if (date.toDateString() === now.toDateString()) return timeText(iso);
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
 }
 
 export function sizeText(bytes) {
@@ -44,6 +53,44 @@ export function base64Bytes(text) {
   const binary = atob(text);
   const bytes = new Uint8Array(binary.length);
   for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+export function base64Of(bytes) {
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(binary);
+}
+
+/** The bytes of a body (or a WebSocket message): `{body, body_encoding}` or `{data, data_encoding}`. */
+export function bytesOf(part) {
+  const text = part.body ?? part.data;
+  const encoding = part.body_encoding ?? part.data_encoding;
+  return encoding === 'base64' ? base64Bytes(text) : new TextEncoder().encode(text);
+}
+
+/** A body the editor shows as hex: not text (the API sends it as base64). */
+export function isBinary(part) {
+  return part.body_encoding === 'base64';
+}
+
+/** Bytes as the editor's hex: two digits a byte, 16 bytes a line. */
+export function hexLines(bytes) {
+  const lines = [];
+  for (let offset = 0; offset < bytes.length; offset += 16) {
+    lines.push(Array.from(bytes.subarray(offset, offset + 16), (byte) => byte.toString(16).padStart(2, '0')).join(' '));
+  }
+  return lines.join('\n');
+}
+
+/** The editor's hex back to bytes: pairs of hex digits, any white space between them. Throws on anything else. */
+export function parseHex(text) {
+  const digits = text.replace(/\s+/g, '');
+  const bad = /[^0-9a-fA-F]/.exec(digits);
+  if (bad !== null) throw new Error(`"${bad[0]}" is not a hex digit: write the body as pairs of hex digits (00-ff).`);
+  if (digits.length % 2 !== 0) throw new Error(`${digits.length} hex digits: a byte is two of them, so the count must be even.`);
+  const bytes = new Uint8Array(digits.length / 2);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(digits.slice(i * 2, i * 2 + 2), 16);
   return bytes;
 }
 
@@ -70,10 +117,14 @@ export function hexDump(bytes) {
   return lines.join('\n');
 }
 
-/** What a body pane shows: pretty JSON, the text, or a hex dump; `raw` shows the text exactly as received. */
-export function renderBody(part, headers, raw = false) {
+/**
+ * What a body pane shows in `mode`: 'pretty' (JSON pretty-printed, else the text), 'raw' (the text exactly
+ * as received) or 'hex' (a hex dump of the bytes). A binary body is a hex dump in every mode.
+ */
+export function renderBody(part, headers, mode = 'pretty') {
   if (part.body_encoding === 'base64') return { text: hexDump(base64Bytes(part.body)), kind: 'binary, hex dump' };
-  if (raw) return { text: part.body, kind: 'raw text' };
+  if (mode === 'hex') return { text: hexDump(new TextEncoder().encode(part.body)), kind: 'hex dump' };
+  if (mode === 'raw') return { text: part.body, kind: 'raw text' };
   const type = headerValue(headers, 'content-type').toLowerCase();
   const trimmed = part.body.trimStart();
   if (!part.truncated && (type.includes('json') || trimmed.startsWith('{') || trimmed.startsWith('['))) {
@@ -88,6 +139,11 @@ export function renderBody(part, headers, raw = false) {
 
 export function bodyInfo(part, kind) {
   if (part.body_size === 0) return '';
-  const kept = part.truncated ? `, first ${sizeText(part.body_encoding === 'base64' ? Math.floor((part.body.length * 3) / 4) : new TextEncoder().encode(part.body).length)} kept` : '';
+  const kept = part.truncated ? `, first ${sizeText(bytesOf(part).length)} kept` : '';
   return `(${sizeText(part.body_size)}, ${kind}${kept})`;
+}
+
+/** A WebSocket message as text: a binary message is a hex dump whatever its bytes, text as sent. */
+export function messageText(message) {
+  return message.binary ? hexDump(bytesOf(message)) : message.data;
 }

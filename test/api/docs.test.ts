@@ -31,12 +31,12 @@ test('the endpoint table of docs/api.md lists exactly the routes of the API', ()
   assert.deepEqual(documentedRoutes().sort(), defined);
 });
 
-test('each documented endpoint answers: 200 for the public one, 403 for a sign-in from no page, 401 without a token for the rest', async () => {
+test('each documented endpoint answers: 200 for the public one, 403 for a sign-in from no page, 204 for "which session?" without one, 401 without a token for the rest', async () => {
   for (const route of documentedRoutes()) {
     const [method, pattern] = route.split(' ') as [string, string];
     const path = pattern.replace(/:[a-z]+/g, 'x-y-z');
     const response = await call(target, method, path);
-    const expected = path === '/api/v1/instance' ? 200 : route === 'POST /api/v1/session' ? 403 : 401;
+    const expected = path === '/api/v1/instance' ? 200 : route === 'POST /api/v1/session' ? 403 : route === 'GET /api/v1/session' ? 204 : 401;
     assert.equal(response.status, expected, `${route}: ${response.text}`);
   }
 });

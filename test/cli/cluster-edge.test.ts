@@ -15,6 +15,7 @@ const REFUSALS: [string, string[], RegExp][] = [
   ['--node-id without --cluster', ['--node-id', 'a'], /--node-id is for cluster mode/],
   ['--cluster that is not redis://', ['--cluster', 'http://127.0.0.1:1', '--node-id', 'a', '--advertise', 'http://x:1'], /redis:\/\//],
   ['a bad --node-id', ['--cluster', 'redis://127.0.0.1:1', '--node-id', 'a b', '--advertise', 'http://x:1'], /--node-id must be/],
+  ['a Sentinel URL without a master name', ['--cluster', 'redis-sentinel://127.0.0.1:26379', '--node-id', 'a', '--advertise', 'http://x:1'], /redis-sentinel:\/\/.*\/MASTER/],
 ];
 
 for (const [name, args, reason] of REFUSALS) {
@@ -31,6 +32,17 @@ test('burrow edge --cluster with Redis unreachable exits with the reason', async
   const result = await runCli(['edge', '--port', '0', '--data', tempDir(), '--cluster', `redis://127.0.0.1:${port}`, '--node-id', 'a', '--advertise', 'http://127.0.0.1:1']);
   assert.notEqual(result.code, 0);
   assert.match(result.stderr, /cannot reach the cluster store/);
+});
+
+test('burrow edge --cluster on a Redis Cluster node exits with a message that says it is not supported and what to use', { skip: redisSkip }, async () => {
+  const node = await TestRedis.start({ args: ['--cluster-enabled', 'yes'] });
+  const result = await runCli(['edge', '--port', '0', '--data', tempDir(), '--cluster', node.url, '--node-id', 'a', '--advertise', 'http://127.0.0.1:1']);
+  assert.notEqual(result.code, 0);
+  assert.match(result.stderr, /Redis Cluster is not supported/);
+  assert.match(result.stderr, /redis-sentinel:\/\//);
+  const admin = await runCli(['admin', 'accounts', 'list', '--cluster', node.url]);
+  assert.notEqual(admin.code, 0);
+  assert.match(admin.stderr, /Redis Cluster is not supported/);
 });
 
 test('burrow edge --cluster joins the cluster (its heartbeat is in Redis) and leaves on SIGTERM', { skip: redisSkip }, async () => {

@@ -12,6 +12,8 @@ import { edgeCommand } from '../../src/cli/commands/edge.js';
 import { httpCommand } from '../../src/cli/commands/http.js';
 import { queueCommand } from '../../src/cli/commands/queue.js';
 import { replayCommand } from '../../src/cli/commands/replay.js';
+import { startCommand } from '../../src/cli/commands/start.js';
+import { configCommand } from '../../src/cli/commands/config.js';
 
 type Command = (argv: string[]) => Promise<number>;
 
@@ -22,6 +24,7 @@ const COMMANDS: [string, Command, string[]][] = [
   ['admin set-plan', adminCommand, ['set-plan']],
   ['admin accounts list', adminCommand, ['accounts', 'list']],
   ['admin backup', adminCommand, ['backup']],
+  ['admin rotate-secret-key', adminCommand, ['rotate-secret-key']],
   ['login', loginCommand, []],
   ['tokens', tokensCommand, []],
   ['tunnels', tunnelsCommand, []],
@@ -32,6 +35,8 @@ const COMMANDS: [string, Command, string[]][] = [
   ['queue', queueCommand, []],
   ['http', httpCommand, []],
   ['replay', replayCommand, []],
+  ['start', startCommand, []],
+  ['config', configCommand, []],
 ];
 
 /** The flags an Options section lists: lines that start with "  --name" or "  -h, --name". */

@@ -170,7 +170,7 @@ describe('issue 16: CLI gaps', () => {
     assert.equal(reserved.code, 0, reserved.stderr);
     assert.match(reserved.stdout, /^reserved my-hooks-16; use it with: burrow http PORT --subdomain my-hooks-16\n$/);
     const list = await runCli(['reservations'], environment);
-    assert.match(list.stdout, /^SUBDOMAIN +RESERVED +OFFLINE\nmy-hooks-16 +\d{4}-.* off\n/);
+    assert.match(list.stdout, /^SUBDOMAIN +RESERVED +OFFLINE +POLICY\nmy-hooks-16 +\d{4}-.* off +-\n/);
     const json = await runCli(['reservations', 'list', '--json'], environment);
     assert.deepEqual(JSON.parse(json.stdout).reserved_subdomains.map((r: { subdomain: string }) => r.subdomain), ['my-hooks-16']);
     const released = await runCli(['reservations', 'release', 'my-hooks-16'], environment);

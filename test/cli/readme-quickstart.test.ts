@@ -7,56 +7,17 @@
  * printed. A command this test does not know fails it, so the README cannot grow an unchecked step.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { freePort, ROOT, runCli, spawnCli, tempDirs, waitFor } from '../helpers.js';
-
-interface Step {
-  command: string;
-  comment: string;
-}
-
-function quickStart(): Step[] {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## Quick start'));
-  const block = /```sh\n([\s\S]*?)```/.exec(section)![1]!;
-  return block
-    .trimEnd()
-    .split('\n')
-    .map((line) => {
-      const hash = line.indexOf('  #');
-      return { command: (hash === -1 ? line : line.slice(0, hash)).trim(), comment: hash === -1 ? '' : line.slice(hash + 3).trim() };
-    });
-}
-
-/** The quoted text a comment says a command prints, as a pattern: placeholders become wildcards. */
-function printed(comment: string, substitute: (text: string) => string): RegExp {
-  const quoted = /"(.*)"/.exec(comment);
-  assert.ok(quoted, `the comment says what it prints: ${comment}`);
-  const text = substitute(quoted[1]!.replace(/\\"/g, '"'));
-  const escaped = text
-    .replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-    .replace(/<[a-z ]+>|req_\\\.\\\.\\\.|\\\.\\\.\\\./g, '.+?')
-    .replace(/ /g, ' +');
-  return new RegExp(escaped);
-}
+import { test } from 'node:test';
+import { accepts, docBlock, printedPattern, stoppedAfterwards } from '../doc-blocks.js';
+import { freePort, runCli, spawnCli, tempDirs, waitFor } from '../helpers.js';
 
 const tempDir = tempDirs('burrow-readme-');
-const running: ChildProcess[] = [];
-after(async () => {
-  for (const child of running.reverse()) {
-    if (child.exitCode !== null || child.signalCode !== null) continue;
-    child.kill('SIGINT');
-    await once(child, 'exit');
-  }
-});
+const running = stoppedAfterwards();
 
 test("README's quick start works as written, from a fresh directory and config", async () => {
-  const steps = quickStart();
+  const steps = docBlock('README.md', '## Quick start');
   const cwd = tempDir();
   const env = { XDG_CONFIG_HOME: tempDir(), BURROW_TOKEN: '', BURROW_EDGE: '', BURROW_INSPECTOR: '' };
   const localPort = await freePort();
@@ -82,7 +43,7 @@ test("README's quick start works as written, from a fresh directory and config",
       token = edge.match[1]!;
       edgePort = Number(/listening on http:\/\/localhost:(\d+)/.exec(edge.output())![1]);
       assert.match(comment, /the edge on http:\/\/localhost:8080, data in \.\/\.burrow/);
-      assert.match(edge.output(), printed(comment, substitute));
+      assert.match(edge.output(), printedPattern(comment, substitute));
       assert.ok(edge.output().includes(`data in ${join(cwd, '.burrow')}`), edge.output());
     } else if (command.startsWith('python3 -m http.server')) {
       const server = spawn(argv[0]!, argv.slice(1), { cwd, stdio: 'ignore' });
@@ -94,7 +55,7 @@ test("README's quick start works as written, from a fresh directory and config",
       const forwarding = /Forwarding http:\/\/([a-z0-9-]+)\.localhost/.exec(http.output())!;
       name = forwarding[1]!;
       inspector = http.match[1]!;
-      assert.match(http.output(), printed(comment, substitute));
+      assert.match(http.output(), printedPattern(comment, substitute));
     } else if (command.startsWith('curl')) {
       const result = spawnSync('curl', ['-sS', ...argv.slice(1)], { encoding: 'utf8', timeout: 20_000 });
       assert.equal(result.status, 0, result.stderr);
@@ -105,13 +66,13 @@ test("README's quick start works as written, from a fresh directory and config",
         assert.deepEqual({ email: answer.email, plan: answer.plan }, { email: shown.email, plan: shown.plan });
         assert.equal(answer.id!.split('_')[0], shown.id!.split('_')[0], 'the id has the shape the README shows');
       } else {
-        assert.match(result.stdout, printed(comment, substitute), result.stdout);
+        assert.match(result.stdout, printedPattern(comment, substitute), result.stdout);
       }
     } else if (command.startsWith('burrow ')) {
       // Other inspectors may hold 4040 on a shared machine: the variable points replay at this one.
       const result = await runCli(argv.slice(1), { ...env, BURROW_INSPECTOR: inspector }, 20_000, cwd);
       assert.equal(result.code, 0, result.stderr);
-      assert.match(result.stdout, printed(comment, substitute), result.stdout);
+      assert.match(result.stdout, printedPattern(comment, substitute), result.stdout);
     } else {
       assert.fail(`the quick start has a command this test does not know: ${command}`);
     }
@@ -119,13 +80,3 @@ test("README's quick start works as written, from a fresh directory and config",
   assert.deepEqual(seen, ['burrow edge', 'python3 -m', 'burrow http', `curl http://<name>.localhost:8080/`, 'burrow requests', 'burrow replay', 'curl -H']);
 });
 
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}

@@ -54,8 +54,8 @@ describe('three edges, one cluster', { skip: redisSkip }, () => {
     assertApiError(await refusedConnect(c, account.token, 'third-tunnel'), 'TUNNEL_LIMIT_REACHED');
     const listed = await call(c, 'GET', '/api/v1/tunnels', { token: account.token });
     assert.deepEqual(listed.json.tunnels.map((tunnel: { subdomain: string }) => tunnel.subdomain).sort(), [first.subdomain, second.subdomain].sort());
-    // A reconnect of its own name on another edge is not a third tunnel: it takes the name over.
-    const moved = await startClient(c, account.token, other.port, { subdomain: first.subdomain });
+    // Taking its own name over on another edge is not a third tunnel.
+    const moved = await startClient(c, account.token, other.port, { subdomain: first.subdomain, replace: true });
     assert.deepEqual(await publicGet(c, first.subdomain), { status: 200, text: 'second' });
     await moved.client.close();
     await waitFor(async () => (await call(b, 'GET', '/api/v1/tunnels', { token: account.token })).json.tunnels.length === 1, 3_000, 'the slot to free');
@@ -63,11 +63,11 @@ describe('three edges, one cluster', { skip: redisSkip }, () => {
     await Promise.all([first.client.close(), second.client.close(), third.client.close()]);
   });
 
-  test('a reconnect through another edge takes the name over: the old session gets REPLACED, the new edge serves', async () => {
+  test('a takeover through another edge (--replace) moves the name: the old session gets REPLACED, the new edge serves', async () => {
     const account = await createAccount(a);
     const old = await startClient(a, account.token, local.port, { subdomain: 'moving-name' });
     const replaced = once(old.client, 'closed') as Promise<[ClosedInfo]>;
-    const fresh = await startClient(b, account.token, other.port, { subdomain: 'moving-name' });
+    const fresh = await startClient(b, account.token, other.port, { subdomain: 'moving-name', replace: true });
     const [info] = await replaced;
     assert.equal(info.code, 'REPLACED');
     assert.equal(a.edge.registry.session('moving-name'), undefined);

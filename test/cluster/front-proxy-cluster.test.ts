@@ -127,6 +127,12 @@ test('nginx round-robins over three cluster edges: a tunnel on one edge answers 
       await once(socket, 'close');
     }
 
+    // Plain HTTP: a 308 to HTTPS, so a webhook POST sent to http:// is re-sent as a POST (a 301 lets it become a GET).
+    const redirect = await request(`http://${SUBDOMAIN}.${DOMAIN}:${httpPort}/webhook?x=1`, { method: 'POST', body: '{"event":"ping"}' });
+    await redirect.body.dump();
+    assert.equal(redirect.statusCode, 308);
+    assert.equal(redirect.headers.location, `https://${SUBDOMAIN}.${DOMAIN}/webhook?x=1`);
+
     // nginx used every edge, for plain requests and for WebSockets.
     const edgeOf = new Map(edges.map((edge, index) => [`127.0.0.1:${edge.port}`, index]));
     let lines: { uri: string; status: string; edge: number | undefined }[] = [];

@@ -34,8 +34,8 @@ test('a draining edge serves none of its tunnels to new requests once its listen
     await new Promise((resolve) => setTimeout(resolve, 100));
     const closing = a.edge.close(5_000);
     await waitFor(() => a.edge.draining, 1_000, 'A to drain');
-    // The same account reconnects through B: A's listener refuses the release call, so the name moves.
-    const fresh = await startClient(b, account.token, newLocal.port, { subdomain: 'draining' });
+    // The same account takes the name over through B: A's listener refuses the release call, so the name moves.
+    const fresh = await startClient(b, account.token, newLocal.port, { subdomain: 'draining', replace: true });
     assert.deepEqual(await publicGet(b, 'draining'), { status: 200, text: 'new' });
     const probe = await get('/after-takeover');
     assert.notEqual(probe.text, 'old', `the draining edge answered ${probe.status} ${probe.text}`);

@@ -13,37 +13,22 @@
  * through B. Either B is refused, or A is asked over the hop and lets go first: never both serving.
  */
 import assert from 'node:assert/strict';
-import { createServer, connect, type Socket } from 'node:net';
-import { once } from 'node:events';
 import { test } from 'node:test';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
 import { createAccount, startClient, type TestEdge } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
-import { publicGet, startClusterEdge, startNamed } from './cluster-helpers.js';
+import { RedisRelay, publicGet, startClusterEdge, startNamed } from './cluster-helpers.js';
 
-const TIMINGS = { leaseTtlMs: 6_000, renewEveryMs: 500, marginMs: 500, heartbeatTtlMs: 2_000, ownerCacheMs: 100 };
+const TIMINGS = { leaseTtlMs: 6_000, renewEveryMs: 500, marginMs: 500, heartbeatTtlMs: 2_000 };
 
 test("an edge cut off from Redis is not taken for gone while its leases are still valid: no second owner", {
   skip: redisSkip,
   timeout: 60_000,
 }, async () => {
   const redis = await TestRedis.start();
-  // A's way to Redis: a relay whose sockets the test can cut.
-  const relayed = new Set<Socket>();
-  const relay = createServer((socket) => {
-    const upstream = connect(redis.port, '127.0.0.1');
-    relayed.add(socket).add(upstream);
-    socket.pipe(upstream).pipe(socket);
-    const drop = (): void => {
-      socket.destroy();
-      upstream.destroy();
-    };
-    socket.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-  });
-  relay.listen(0, '127.0.0.1');
-  await once(relay, 'listening');
-  const relayUrl = `redis://127.0.0.1:${(relay.address() as { port: number }).port}`;
+  // A's way to Redis: a relay the test can cut.
+  const relay = await RedisRelay.start(redis.port);
+  const relayUrl = relay.url;
 
   const edges: TestEdge[] = [];
   const clients: TunnelClient[] = [];
@@ -60,14 +45,13 @@ test("an edge cut off from Redis is not taken for gone while its leases are stil
     assert.deepEqual(await publicGet(a, 'cut-off'), { status: 200, text: 'first' });
 
     // The partition: A loses Redis (and only Redis).
-    relay.close();
-    for (const socket of relayed) socket.destroy();
+    relay.cut();
     // Past the heartbeat TTL asked for, well inside the lease's validity: A still serves.
     await new Promise((resolve) => setTimeout(resolve, TIMINGS.heartbeatTtlMs + 1_000));
     assert.deepEqual(await publicGet(a, 'cut-off'), { status: 200, text: 'first' }, 'A still serves its tunnel');
 
-    // A second client of the same account asks for the name through B.
-    const onB = await startClient(b, account.token, second.port, { subdomain: 'cut-off' }).catch((error: Error) => error);
+    // A second client of the same account takes the name over (--replace) through B.
+    const onB = await startClient(b, account.token, second.port, { subdomain: 'cut-off', replace: true }).catch((error: Error) => error);
     if (!(onB instanceof Error)) clients.push(onB.client);
     const servedByA = a.edge.registry.session('cut-off') !== undefined;
     const servedByB = b.edge.registry.session('cut-off') !== undefined;
@@ -76,8 +60,7 @@ test("an edge cut off from Redis is not taken for gone while its leases are stil
     for (const client of clients) await client.close();
     await first.close();
     await second.close();
-    relay.close();
-    for (const socket of relayed) socket.destroy();
     for (const edge of edges) await edge.close();
+    await relay.close();
   }
 });

@@ -28,7 +28,7 @@ test('captures of one tunnel on two edges have ids of their own, and each id sho
     clients.push(first.client);
     assert.equal((await publicGet(a, 'moved-captures', '/on-a')).status, 200);
     const replaced = once(first.client, 'closed') as Promise<[ClosedInfo]>;
-    const second = await startClient(b, account.token, local.port, { subdomain: 'moved-captures' });
+    const second = await startClient(b, account.token, local.port, { subdomain: 'moved-captures', replace: true });
     clients.push(second.client);
     await replaced;
     assert.equal((await publicGet(b, 'moved-captures', '/on-b')).status, 200);

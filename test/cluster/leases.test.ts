@@ -43,7 +43,7 @@ test("a dropped tunnel's name is held on every edge: another account is refused 
 test('Redis killed and restarted: held tunnels keep answering, connects get 503 meanwhile, then work again by themselves', { skip: redisSkip }, async () => {
   const redis = await TestRedis.start();
   // Leases of 10 s, served for 9 s after each renewal: longer than the outage below.
-  const timings = { leaseTtlMs: 10_000, renewEveryMs: 300, marginMs: 1_000, heartbeatTtlMs: 5_000, ownerCacheMs: 200 };
+  const timings = { leaseTtlMs: 10_000, renewEveryMs: 300, marginMs: 1_000, heartbeatTtlMs: 5_000 };
   const a = await startClusterEdge(redis.url, 'a', { clusterTimings: timings });
   const b = await startClusterEdge(redis.url, 'b', { clusterTimings: timings });
   const local = await startNamed('steady');
@@ -92,7 +92,7 @@ test('Redis killed and restarted: held tunnels keep answering, connects get 503 
 
 test('a lease that expired while Redis was away is claimed again for its tunnel when Redis is back', { skip: redisSkip }, async () => {
   const redis = await TestRedis.start();
-  const timings = { leaseTtlMs: 1_500, renewEveryMs: 200, marginMs: 300, heartbeatTtlMs: 1_000, ownerCacheMs: 100 };
+  const timings = { leaseTtlMs: 1_500, renewEveryMs: 200, marginMs: 300, heartbeatTtlMs: 1_000 };
   const a = await startClusterEdge(redis.url, 'a', { clusterTimings: timings });
   const local = await startNamed('comeback');
   let started: Awaited<ReturnType<typeof startClient>> | undefined;

@@ -8,7 +8,9 @@
  * violation and no page error.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
 import type { Page } from 'playwright-core';
 import { request } from 'undici';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
@@ -172,7 +174,7 @@ describe('the dashboard in Chromium', () => {
     assert.equal((await call(edge, 'GET', '/api/v1/auth/me', { token: alice.token })).status, 200);
   });
 
-  test('a reservation made in the page refuses another account, and is released in the page', async () => {
+  test('a reservation made in the page refuses another account, and is released in the page after a confirmation', async () => {
     await link('Reserved subdomains').click();
     await page.getByLabel('Subdomain', { exact: true }).fill('acme-hooks');
     await button('Reserve').click();
@@ -183,6 +185,7 @@ describe('the dashboard in Chromium', () => {
     await button('Reserve').click();
     await page.getByText(/INVALID_REQUEST/).waitFor();
     await rowWith('acme-hooks').getByRole('button', { name: 'Release', exact: true }).click();
+    await button('Release subdomain').click();
     await rowWith('acme-hooks').waitFor({ state: 'detached' });
     assert.deepEqual((await call(edge, 'GET', '/api/v1/reserved-subdomains', { token: alice.token })).json.reserved_subdomains, []);
   });
@@ -223,23 +226,29 @@ describe('the dashboard in Chromium', () => {
     assert.deepEqual(dialogs, [], 'no payload ran');
 
     await page.getByLabel('Path', { exact: true }).fill('/ord');
-    await page.waitForFunction(() => document.querySelectorAll('table.requests tbody tr').length === 1);
+    await page.waitForFunction(() => document.querySelectorAll('table.requests tbody tr:not([hidden])').length === 1);
     await page.getByLabel('Path', { exact: true }).fill('');
     await page.getByLabel('Method', { exact: true }).selectOption('GET');
-    await page.waitForFunction(() => document.querySelectorAll('table.requests tbody tr').length === 2);
+    await page.waitForFunction(() => document.querySelectorAll('table.requests tbody tr:not([hidden])').length === 2);
     await page.getByLabel('Method', { exact: true }).selectOption('');
   });
 
   test('the keyboard opens a row; the detail shows the JSON body pretty, timing and the client address', async () => {
     await rowWith('/orders').focus();
     await page.keyboard.press('Enter');
-    await page.getByRole('heading', { name: 'POST /orders' }).waitFor();
+    await page.getByRole('heading', { name: 'POST /orders', exact: true }).waitFor();
     const detail = await page.locator('section.detail').innerText();
     assert.match(detail, /"sku": "TEE"/);
     assert.match(detail, /Client address\s+127\.0\.0\.1/);
     assert.match(detail, /Duration\s+[0-9.]+ m?s/);
     await button('Copy as curl').click();
-    assert.match((await page.locator('pre.curl').textContent())!, new RegExp(`^curl -X POST 'http://alice-main\\.localhost:${edge.port}/orders'`));
+    // The same command the inspector gives (src/web/curl.js); run by bash, it sends the request again.
+    const command = (await page.locator('pre.curl').textContent())!;
+    assert.match(command, new RegExp(`^curl .* -X POST http://alice-main\\.localhost:${edge.port}/orders `));
+    const count = seen.length;
+    await promisify(execFile)('bash', ['-c', command]);
+    assert.equal(seen.length, count + 1);
+    assert.deepEqual([seen.at(-1)!.method, seen.at(-1)!.url, seen.at(-1)!.body], ['POST', '/orders', '{"sku":"TEE","qty":2}']);
   });
 
   test('Replay sends the request again; Replay with edits sends the edits', async () => {

@@ -144,6 +144,26 @@ describe('the dashboard queue in Chromium', () => {
     assert.ok(!(await queueOf()).queue.some((event: { id: string }) => event.id === firstId));
   });
 
+  test('issue 23: Discard all asks first, then drops every event of the name in one go', async () => {
+    await button('Pause queue').click();
+    await button('Resume queue').waitFor();
+    const ids: string[] = [];
+    for (const n of [1, 2, 3]) ids.push((await post(`/hooks/junk-${n}`, `{"junk":${n}}`)).json.event_id);
+    await rowWith(ids[2]!).waitFor({ timeout: 10_000 });
+    await button('Discard all').click();
+    await page.getByText(`Discard every event of ${NAME}?`).waitFor();
+    await button('Cancel').click();
+    assert.equal((await queueOf()).events, 4, 'Cancel keeps them (three queued, one delivered)');
+    await button('Discard all').click();
+    await button('Discard all events').click();
+    await page.getByText('Nothing held.').waitFor({ timeout: 10_000 });
+    const after = await queueOf();
+    assert.deepEqual([after.queue, after.events, after.bytes], [[], 0, 0]);
+    await button('Resume queue').click();
+    await button('Pause queue').waitFor();
+    assert.equal(delivered.length, 2, 'nothing discarded was delivered');
+  });
+
   test('Requests: Search finds the requests whose bodies hold the text, through the edge', async () => {
     await link('Requests').click();
     await page.getByLabel('Tunnel', { exact: true }).selectOption(NAME);

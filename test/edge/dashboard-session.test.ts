@@ -74,7 +74,12 @@ describe('the session', () => {
       assert.ok(response.status === 400 || response.status === 401, response.text);
       assert.equal(response.headers['set-cookie'], undefined);
     }
-    assertApiError(await call(target, 'GET', '/api/v1/session'), 'UNAUTHORIZED');
+    // No cookie and no token: not signed in, which is an answer (204), not an error (issue 29).
+    const none = await call(target, 'GET', '/api/v1/session');
+    assert.equal(none.status, 204, none.text);
+    assert.equal(none.headers['set-cookie'], undefined);
+    assertApiError(await call(target, 'GET', '/api/v1/session', { token: 'svc_pat_00000000_000000000000000000000000000000000000' }), 'UNAUTHORIZED');
+    assertApiError(await call(target, 'GET', '/api/v1/session', { headers: { cookie: `burrow_session=${'A'.repeat(43)}` } }), 'UNAUTHORIZED');
     assertApiError(await call(target, 'GET', '/api/v1/tokens', { headers: { cookie: `burrow_session=${'A'.repeat(43)}` } }), 'UNAUTHORIZED');
   });
 
@@ -105,7 +110,7 @@ describe('the session', () => {
     }
   });
 
-  test('an edge on TLS serves the page over HTTPS and its cookie is Secure', async () => {
+  test('an edge on TLS serves the page over HTTPS and its cookie is __Host-burrow_session, Secure', async () => {
     const dir = certDirs();
     const pem = makeServerCert(dir, 'edge', ['localhost', '*.localhost'], null);
     const tlsEdge = await startEdge({ tls: { certFile: pem.cert, keyFile: pem.key }, authFailureLimit: 1_000 });
@@ -124,7 +129,7 @@ describe('the session', () => {
       });
       await response.body.text();
       assert.equal(response.statusCode, 201);
-      assert.match(String(response.headers['set-cookie']), /^burrow_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=\d+; Secure$/);
+      assert.match(String(response.headers['set-cookie']), /^__Host-burrow_session=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=\d+; Secure$/);
     } finally {
       await agent.close();
       await tlsEdge.close();

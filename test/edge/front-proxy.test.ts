@@ -21,7 +21,7 @@ import WebSocket, { WebSocketServer } from 'ws';
 import '../wildcard-dns.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
 import { wildcardDnsEnv } from '../tls-fixtures.js';
-import { ensureNginx, frontProxySkip, makeCertificates, startNginx, type RunningNginx } from '../nginx-front.js';
+import { ensureNginx, frontProxySkip, installAsDeployGuide, makeCertificates, startNginx, type RunningNginx } from '../nginx-front.js';
 import { ROOT, call, createAccount, freePort, readBody, spawnCli, startEdge, startLocal, tempDirs, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 
 const skip = frontProxySkip();
@@ -94,6 +94,10 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip }, () =
     const webroot = join(dir, 'webroot');
     mkdirSync(join(webroot, '.well-known', 'acme-challenge'), { recursive: true });
     writeFileSync(join(webroot, '.well-known', 'acme-challenge', 'token-1'), 'challenge answer');
+    // docs/deploy.md's step 2 as written: its sed, with this test's domain, edge and certificates.
+    const installed = installAsDeployGuide(dir, { DOMAIN, EDGE: `127.0.0.1:${target.port}`, AGENT: `127.0.0.1:${target.edge.agentPort}`, CERTS: certificates.certDir });
+    assert.doesNotMatch(installed, /tunnels\.example\.com|127\.0\.0\.1:808[01]/, 'every placeholder was replaced');
+    assert.match(installed, new RegExp(`ssl_certificate +${certificates.certDir}/fullchain\\.pem;`));
     nginx = await startNginx(dir, {
       shipped: 'nginx-burrow.conf',
       domain: DOMAIN,
@@ -101,11 +105,8 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip }, () =
       webroot,
       httpsPort,
       httpPort,
-      // The guide's own: the edge's address and its agent port.
-      edges: [
-        [/127\.0\.0\.1:8080/g, `127.0.0.1:${target.port}`],
-        [/127\.0\.0\.1:8081/g, `127.0.0.1:${target.edge.agentPort}`],
-      ],
+      edges: [],
+      installed,
     });
 
     publicClient = new Agent({ localAddress: PUBLIC_CLIENT, connect: { ca } });
@@ -274,13 +275,17 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip }, () =
     }
   });
 
-  test('plain HTTP redirects to HTTPS, except certbot\'s webroot', async () => {
+  test('plain HTTP redirects to HTTPS with 308 (a webhook POST stays a POST), except certbot\'s webroot', async () => {
     const plain = new Agent({ localAddress: PUBLIC_CLIENT });
     try {
       const redirect = await request(`http://${SUBDOMAIN}.${DOMAIN}:${httpPort}/hook?x=2`, { dispatcher: plain });
       await redirect.body.dump();
-      assert.equal(redirect.statusCode, 301);
+      assert.equal(redirect.statusCode, 308);
       assert.equal(redirect.headers.location, `https://${SUBDOMAIN}.${DOMAIN}/hook?x=2`);
+      const post = await request(`http://${SUBDOMAIN}.${DOMAIN}:${httpPort}/webhook`, { method: 'POST', body: '{"event":"ping"}', headers: { 'content-type': 'application/json' }, dispatcher: plain });
+      await post.body.dump();
+      assert.equal(post.statusCode, 308, 'a 301 would let the sender re-send the POST as a GET');
+      assert.equal(post.headers.location, `https://${SUBDOMAIN}.${DOMAIN}/webhook`);
       const challenge = await request(`http://${DOMAIN}:${httpPort}/.well-known/acme-challenge/token-1`, { dispatcher: plain });
       assert.equal(challenge.statusCode, 200);
       assert.equal(await challenge.body.text(), 'challenge answer');

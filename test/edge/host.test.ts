@@ -4,9 +4,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { HostDispatch, type HostTarget } from '../../src/edge/host.js';
+import { apiHostProblem, HostDispatch, type HostTarget } from '../../src/edge/host.js';
 
-const API: HostTarget = { kind: 'api' };
+const API: HostTarget = { kind: 'api', dashboard: true };
+const API_ONLY: HostTarget = { kind: 'api', dashboard: false };
 const UNKNOWN: HostTarget = { kind: 'unknown' };
 const tunnel = (subdomain: string): HostTarget => ({ kind: 'tunnel', subdomain });
 
@@ -53,3 +54,39 @@ for (const [domain, host, expected] of cases) {
     assert.deepEqual(new HostDispatch(domain).resolve(host), expected);
   });
 }
+
+// `burrow edge --api-host`: the API and the dashboard on a host of another registrable domain (issue 23).
+const apiHostCases: [host: string, expected: HostTarget][] = [
+  ['dashboard.example', API],
+  ['DASHBOARD.example:8443', API],
+  ['dashboard.example.', API],
+  ['burrow-tunnels.example', API_ONLY],
+  ['api.burrow-tunnels.example:443', API_ONLY],
+  ['127.0.0.1:8080', API],
+  ['', API],
+  ['hooks.burrow-tunnels.example', tunnel('hooks')],
+  ['hooks.dashboard.example', UNKNOWN],
+  ['example', UNKNOWN],
+];
+
+for (const [host, expected] of apiHostCases) {
+  test(`--api-host dashboard.example beside *.burrow-tunnels.example: Host ${JSON.stringify(host)} → ${JSON.stringify(expected)}`, () => {
+    const hosts = new HostDispatch('burrow-tunnels.example', 'dashboard.example');
+    assert.deepEqual(hosts.resolve(host), expected);
+  });
+}
+
+test('--api-host refuses addresses, and names the tunnels\' pages can set cookies for', () => {
+  assert.equal(apiHostProblem('dashboard.example', 'burrow-tunnels.example'), null);
+  assert.equal(apiHostProblem('dash.other.example.org', 'tunnels.example.com'), null);
+  for (const [apiHost, reason] of [
+    ['10.0.0.5', /DNS name/],
+    ['dash board.example', /DNS name/],
+    ['burrow-tunnels.example', /under the tunnels' domain/],
+    ['dashboard.burrow-tunnels.example', /under the tunnels' domain/],
+    ['example', /parent of the tunnels' domain/],
+  ] as const) {
+    assert.match(apiHostProblem(apiHost, 'burrow-tunnels.example') ?? '', reason, apiHost);
+  }
+  assert.match(apiHostProblem('example.com', 'tunnels.example.com') ?? '', /parent/);
+});

@@ -110,11 +110,11 @@ describe('who may hold a subdomain', () => {
     await again.client.close();
   });
 
-  test('a reconnect of the owner replaces the live session: never two on one name', async () => {
+  test('another client of the owner that asks to replace takes the live name over: never two on one name', async () => {
     const owner = await createAccount(target);
     const first = await startClient(target, owner.token, local.port, { subdomain: 'replaced-name-1' });
     const closed = once(first.client, 'closed') as Promise<[ClosedInfo]>;
-    const second = await startClient(target, owner.token, local.port, { subdomain: 'replaced-name-1' });
+    const second = await startClient(target, owner.token, local.port, { subdomain: 'replaced-name-1', replace: true });
     const [info] = await closed;
     assert.equal(info.code, 'REPLACED');
     assert.equal((await target.edge.registry.listByAccount(owner.id)).length, 1);

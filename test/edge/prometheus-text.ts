@@ -87,17 +87,28 @@ export function parsePrometheusText(text: string): Exposition {
 function checkHistograms(types: Map<string, string>, samples: Sample[]): void {
   for (const [name, type] of types) {
     if (type !== 'histogram') continue;
-    const buckets = samples.filter((sample) => sample.name === `${name}_bucket`);
-    const count = samples.find((sample) => sample.name === `${name}_count`);
-    if (count === undefined) continue;
-    let previous = 0;
-    for (const bucket of buckets) {
-      assert.ok(bucket.labels.le !== undefined, `${name}_bucket without le`);
-      assert.ok(bucket.value >= previous, `${name} buckets are cumulative`);
-      previous = bucket.value;
+    // One series per set of labels besides `le` (nodejs_gc_duration_seconds has one per GC kind).
+    const series = new Map<string, { buckets: Sample[]; count: Sample | undefined }>();
+    const keyOf = (labels: Record<string, string>): string => JSON.stringify(Object.entries(labels).filter(([label]) => label !== 'le').sort());
+    for (const sample of samples) {
+      if (sample.name !== `${name}_bucket` && sample.name !== `${name}_count`) continue;
+      const key = keyOf(sample.labels);
+      const entry = series.get(key) ?? { buckets: [], count: undefined };
+      if (sample.name === `${name}_count`) entry.count = sample;
+      else entry.buckets.push(sample);
+      series.set(key, entry);
     }
-    assert.equal(buckets.at(-1)?.labels.le, '+Inf', `${name} ends with the +Inf bucket`);
-    assert.equal(buckets.at(-1)?.value, count.value, `${name}: +Inf bucket equals _count`);
+    for (const { buckets, count } of series.values()) {
+      if (count === undefined) continue;
+      let previous = 0;
+      for (const bucket of buckets) {
+        assert.ok(bucket.labels.le !== undefined, `${name}_bucket without le`);
+        assert.ok(bucket.value >= previous, `${name} buckets are cumulative`);
+        previous = bucket.value;
+      }
+      assert.equal(buckets.at(-1)?.labels.le, '+Inf', `${name} ends with the +Inf bucket`);
+      assert.equal(buckets.at(-1)?.value, count.value, `${name}: +Inf bucket equals _count`);
+    }
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { BIN } from '../helpers.js';
+import { BIN, testEdgeArgs } from '../helpers.js';
 
 export interface EdgeExit {
   code: number | null;
@@ -55,7 +55,7 @@ export class EdgeProcess {
 
   /** Starts `burrow edge` on `port` (a fixed port, so tunnels reconnect to the same URL after a restart). */
   static async start(port: number, dataDir: string, env: Record<string, string>, extraArgs: string[] = []): Promise<EdgeProcess> {
-    const child = spawn(process.execPath, [BIN, 'edge', '--port', String(port), '--data', dataDir, ...extraArgs], {
+    const child = spawn(process.execPath, [BIN, ...testEdgeArgs(['edge', '--port', String(port), '--data', dataDir, ...extraArgs])], {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

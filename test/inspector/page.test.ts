@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { waitFor } from '../helpers.js';
-import { launchChromium, type Browser } from './browser.js';
+import { openInspectorPage, type Browser } from './browser.js';
 import { startStack, type Stack } from './fixture.js';
 
 // These run inside the page (tsconfig has no DOM library): module-local declarations, nothing global.
@@ -19,18 +19,11 @@ describe('inspector page in Chromium', () => {
   let stack: Stack;
   let browser: Browser;
   let page: Page;
-  const problems: string[] = [];
+  let problems: string[] = [];
 
   before(async () => {
     stack = await startStack();
-    browser = await launchChromium();
-    page = await browser.context.newPage();
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('console', (message) => {
-      if (message.type() === 'error') problems.push(`console: ${message.text()}`);
-    });
-    await page.goto(stack.inspector.url);
-    await page.waitForSelector('#session.pill-on', { timeout: 10_000 });
+    ({ browser, page, problems } = await openInspectorPage(stack.inspector.url));
   });
 
   after(async () => {

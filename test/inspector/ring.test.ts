@@ -223,6 +223,21 @@ describe('history behind the oldest entry', () => {
     assert.equal(ring.bytes, before + 1000);
     assert.equal(entry.size, before + 1000);
   });
+
+  for (const order of ['oldest first', 'newest first']) {
+    test(`details that arrive for history entries (${order}) never take the ring past maxBytes, oldest out first`, () => {
+      const ring = new ExchangeRing({ maxExchanges: 10, maxBytes: 45_000 });
+      // The edge lists newest first; each goes behind the previous one.
+      const entries = ['req_h5', 'req_h4', 'req_h3', 'req_h2', 'req_h1', 'req_h0'].map((id) => ring.addOldest(historyExchange(id))!);
+      for (const entry of order === 'oldest first' ? entries.reverse() : entries) {
+        entry.exchange.requestBody = Buffer.alloc(10_000);
+        entry.exchange.responseBody = Buffer.alloc(10_000);
+        ring.resized(entry);
+        assert.ok(ring.bytes <= 45_000, `${ring.bytes} bytes after ${entry.exchange.id}`);
+      }
+      assert.deepEqual(ring.list(10).map((entry) => entry.exchange.id).slice(0, 2), ['req_h5', 'req_h4']);
+    });
+  }
 });
 
 /** An exchange loaded from the edge's history (no body, marked with its source). */

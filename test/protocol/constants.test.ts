@@ -80,6 +80,7 @@ test('GOAWAY codes', () => {
       PROTOCOL_ERROR: 5,
       CLIENT_CLOSING: 6,
       TIMEOUT: 7,
+      STORE_UNREACHABLE: 8,
     },
   );
 });
@@ -94,13 +95,14 @@ test('WebSocket close codes are 4000 + the GOAWAY code', () => {
     ['PROTOCOL_ERROR', 4005],
     ['CLIENT_CLOSING', 4006],
     ['TIMEOUT', 4007],
+    ['STORE_UNREACHABLE', 4008],
   ];
   for (const [name, close] of table) assert.equal(CLOSE_CODE_BASE + GoAwayCode[name], close, name);
 });
 
 test('final GOAWAY codes: the client does not reconnect after these', () => {
   assert.deepEqual([...FINAL_GOAWAY_CODES].sort((a, b) => a - b), [2, 3, 4, 6]);
-  for (const code of [1, 5, 7]) assert.equal(FINAL_GOAWAY_CODES.has(code), false, `code ${code} is not final`);
+  for (const code of [1, 5, 7, 8]) assert.equal(FINAL_GOAWAY_CODES.has(code), false, `code ${code} is not final`);
 });
 
 test('the maximum window is 2^31 - 1', () => {

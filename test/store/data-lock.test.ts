@@ -5,9 +5,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { LOCK_FILE, lockDataDirectory } from '../../src/store/data-lock.js';
+import { LOCK_FILE, lockDataDirectory, readLockHolder } from '../../src/store/data-lock.js';
 import { tempDirs } from '../helpers.js';
 
 const freshDir = tempDirs('burrow-lock-');
@@ -21,14 +21,13 @@ function deadPid(): number {
 test('a held data directory is refused with the holder named; release gives it back', () => {
   const dir = freshDir();
   const release = lockDataDirectory(dir);
-  assert.equal(readFileSync(join(dir, LOCK_FILE), 'utf8'), `${process.pid}\n`);
+  assert.equal(readLockHolder(join(dir, LOCK_FILE)), process.pid);
   assert.throws(() => lockDataDirectory(dir), (error: Error) => {
     assert.match(error.message, /^the data directory .+ is in use by another edge in this process; stop it first, or remove .+edge\.pid if no edge runs there$/);
     return true;
   });
   assert.deepEqual(readdirSync(dir), [LOCK_FILE], 'no helper file is left behind, held or refused');
   release();
-  assert.equal(existsSync(join(dir, LOCK_FILE)), false);
   assert.deepEqual(readdirSync(dir), []);
   release(); // idempotent
   lockDataDirectory(dir)();
@@ -47,7 +46,7 @@ test('a lock left by a process that is gone, or holding no pid, is taken over', 
     const dir = freshDir();
     writeFileSync(join(dir, LOCK_FILE), content);
     const release = lockDataDirectory(dir);
-    assert.equal(readFileSync(join(dir, LOCK_FILE), 'utf8'), `${process.pid}\n`);
+    assert.equal(readLockHolder(join(dir, LOCK_FILE)), process.pid);
     release();
   }
 });
@@ -55,7 +54,20 @@ test('a lock left by a process that is gone, or holding no pid, is taken over', 
 test('release leaves a lock that is no longer ours alone', () => {
   const dir = freshDir();
   const release = lockDataDirectory(dir);
-  writeFileSync(join(dir, LOCK_FILE), `${process.ppid}\n`); // someone took it over (say, after removing ours)
+  // Someone took it over after removing ours.
+  unlinkSync(join(dir, LOCK_FILE));
+  writeFileSync(join(dir, LOCK_FILE), `${process.ppid}\n`);
   release();
   assert.equal(readFileSync(join(dir, LOCK_FILE), 'utf8'), `${process.ppid}\n`);
+});
+
+test('the lock is a symbolic link naming the pid: taking it needs no free data block (issue 23)', () => {
+  const dir = freshDir();
+  const release = lockDataDirectory(dir);
+  const lock = join(dir, LOCK_FILE);
+  assert.equal(lstatSync(lock).isSymbolicLink(), true);
+  // A short link's target is kept in its inode: the file system allocates no block for it.
+  assert.equal(lstatSync(lock).blocks, 0);
+  release();
+  assert.deepEqual(readdirSync(dir), []);
 });

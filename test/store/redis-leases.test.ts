@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { BurrowError } from '../../src/errors.js';
 import { MAX_CLUSTER_NODE_NUMBER } from '../../src/store/captures.js';
-import { RedisLeases, type LeaseClaim } from '../../src/store/redis-leases.js';
+import { RedisLeases, type ClusterCommand, type LeaseClaim } from '../../src/store/redis-leases.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 
 // TestRedis.start registers its own after(): it is started at the top level, not in a hook.
@@ -24,7 +24,20 @@ const A = { nodeId: 'a', advertise: 'http://127.0.0.1:1', boot: 'boot-a' };
 const B = { nodeId: 'b', advertise: 'http://127.0.0.1:2', boot: 'boot-b' };
 
 function claim(subdomain: string, accountId: string, node: typeof A, extra: Partial<LeaseClaim> = {}): LeaseClaim {
-  return { subdomain, accountId, tokenId: `tok_${accountId}`, port: 3000, startedAt: Date.now(), publicUrl: `http://${subdomain}.localhost`, cap: 3, ...node, ...extra };
+  return {
+    subdomain,
+    accountId,
+    tokenId: `tok_${accountId}`,
+    port: 3000,
+    startedAt: Date.now(),
+    publicUrl: `http://${subdomain}.localhost`,
+    cap: 3,
+    instance: '',
+    clientAddress: '127.0.0.1',
+    replace: false,
+    ...node,
+    ...extra,
+  };
 }
 
 test('a name is granted once; another account is refused while it is live and while it is held', { skip: redisSkip }, async () => {
@@ -98,8 +111,8 @@ test('heartbeats list the live edges; the secret is the first one stored', { ski
   assert.deepEqual((await leases.peers()).map((peer) => peer.nodeId), ['a', 'b']);
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.deepEqual((await leases.peers()).map(({ nodeId, advertise, boot }) => ({ nodeId, advertise, boot })), [A]);
-  assert.equal(await leases.sharedSecret('first'), 'first');
-  assert.equal(await leases.sharedSecret('second'), 'first');
+  assert.deepEqual(await leases.sharedSecret('first'), { secret: 'first', stored: true });
+  assert.deepEqual(await leases.sharedSecret('second'), { secret: 'first', stored: false });
 });
 
 test('each node id gets a number of its own, drawn once and kept across calls (its span of capture ring ids)', { skip: redisSkip }, async () => {
@@ -124,6 +137,47 @@ test('commands reach every subscriber', { skip: redisSkip }, async () => {
   } finally {
     subscriber.disconnect();
   }
+});
+
+test('every grant, release and renewal round is pushed to every edge by its own script; a snapshot lists the live leases', { skip: redisSkip }, async () => {
+  const leases = fresh();
+  const subscriber = client.duplicate({ enableOfflineQueue: true });
+  try {
+    const received: ClusterCommand[] = [];
+    await RedisLeases.subscribe(subscriber, leases.channel, (command) => received.push(command));
+    const granted = await leases.claim(claim('pushed', 'usr_1', A), 5_000);
+    assert.ok(granted.granted);
+    await leases.renew(A, [{ subdomain: 'pushed', fence: granted.fence, accountId: 'usr_1' }], 5_000);
+    const snapshot = await leases.snapshot();
+    assert.deepEqual(snapshot.leases.map((lease) => [lease.subdomain, lease.nodeId, lease.fence, lease.state]), [['pushed', 'a', granted.fence, 'live']]);
+    assert.ok(snapshot.leases[0]!.expiresAt - snapshot.redisNow > 4_000, 'the snapshot gives the remaining time on Redis\'s clock');
+    await leases.hold('pushed', 'usr_1', granted.fence, 'a', 1_000);
+    assert.deepEqual((await leases.snapshot()).leases, [], 'a held name has no owner');
+    for (let i = 0; i < 100 && received.length < 3; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    const [grant, renewal, release] = received;
+    assert.equal(grant?.type, 'granted');
+    if (grant?.type === 'granted') {
+      assert.deepEqual([grant.lease.subdomain, grant.lease.nodeId, grant.lease.boot, grant.lease.advertise, grant.lease.fence, grant.lease.port, grant.ttlMs], ['pushed', 'a', 'boot-a', A.advertise, granted.fence, 3000, 5_000]);
+    }
+    assert.deepEqual(renewal, { type: 'renewed', nodeId: 'a', boot: 'boot-a', advertise: A.advertise, ttlMs: 5_000 });
+    assert.deepEqual(release, { type: 'released', subdomain: 'pushed', fence: granted.fence });
+  } finally {
+    subscriber.disconnect();
+  }
+});
+
+test('with replicas asked for, a grant no replica acknowledges is dropped and refused, and so is a renewal', { skip: redisSkip }, async () => {
+  // This Redis has no replica: WAIT answers 0.
+  const leases = new RedisLeases(client, `test${++counter}:`, { replicas: 1, replicaTimeoutMs: 50 });
+  const refusal = await leases.claim(claim('unacknowledged', 'usr_1', A)).catch((error: unknown) => error);
+  assert.ok(refusal instanceof BurrowError && refusal.code === 'STORE_UNAVAILABLE', String(refusal));
+  assert.match((refusal as BurrowError).message, /not acknowledged by 1 replica/);
+  assert.equal(await leases.owner('unacknowledged'), null, 'the unacknowledged grant is gone');
+  const plain = new RedisLeases(client, leases.prefix);
+  const granted = await plain.claim(claim('unacknowledged', 'usr_1', A));
+  assert.ok(granted.granted);
+  const renewal = await leases.renew(A, [{ subdomain: 'unacknowledged', fence: granted.fence, accountId: 'usr_1' }]).catch((error: unknown) => error);
+  assert.ok(renewal instanceof BurrowError && renewal.code === 'STORE_UNAVAILABLE', String(renewal));
 });
 
 test('Redis down: every lease call is 503 STORE_UNAVAILABLE with Retry-After; it recovers when Redis is back', { skip: redisSkip }, async () => {

@@ -58,7 +58,7 @@ test('a session ends after its idle time, slides with use, and ends at its cap w
       assert.ok(sessions.resolve(used, hour * HOUR), `used at ${hour} h`);
       await store.root.committed; // the use's new deadline is written without waiting for it
     }
-    assert.equal(sessions.expiresAt(sessions.resolve(used, 9.5 * HOUR)!.record), 10 * HOUR);
+    assert.equal(sessions.resolve(used, 9.5 * HOUR)!.expiresAt, 10 * HOUR);
     assert.equal(sessions.resolve(used, 10 * HOUR + 1), undefined, 'the absolute cap');
   }));
 
@@ -71,7 +71,7 @@ test('close ends a session; sweep drops ended ones', () =>
     assert.equal(sessions.resolve(closed, 1), undefined);
     await sessions.open(principal, 0);
     const live = await sessions.open(principal, 3 * HOUR);
-    sessions.sweep(3 * HOUR);
+    assert.equal(sessions.sweep(3 * HOUR), 1, 'visits the ended one only');
     await store.root.committed;
     const rows = [...store.root.openDB({ name: 'dashboard-sessions', encoding: 'msgpack' }).getRange()];
     assert.equal(rows.length, 1);
@@ -84,4 +84,20 @@ test('closing a session twice answers false the second time', () =>
     const id = await sessions.open(store.authenticate(token.token)!, 0);
     assert.equal(await sessions.close(id), true);
     assert.equal(await sessions.close(id), false);
+  }));
+
+test('sessions stored before the indexes existed are indexed once at start-up, then swept and capped', () =>
+  withSessions(async (store) => {
+    const { token } = await store.createAccount('f@example.test', 'FREE', 'first');
+    const principal = store.authenticate(token.token)!;
+    // As an edge before the indexes wrote them: the record alone.
+    const records = store.root.openDB<object, string>({ name: 'dashboard-sessions', encoding: 'msgpack' });
+    for (let i = 0; i < 5; i++) await records.put(`old-${i}`, { tokenIdSegment: principal.token.idSegment, accountId: principal.account.id, createdAt: i, lastSeenAt: i });
+    const sessions = new SessionStore(store.root, store, { idleMs: 2 * HOUR, maxAgeMs: 10 * HOUR, perToken: 3 });
+    await sessions.open(principal, 100);
+    await store.root.committed;
+    assert.equal(sessions.count(), 3, 'the cap counted the old sessions too');
+    assert.equal(sessions.sweep(2 * HOUR + 50), 2, 'the two remaining old ones ended, and were found by the index');
+    await store.root.committed;
+    assert.equal(sessions.count(), 1);
   }));

@@ -113,12 +113,12 @@ test('the active-token cap refuses with TOKEN_LIMIT_REACHED and writes nothing; 
 test('plan limits: FREE and PRO defaults (DESIGN.md section 4), overridable per store', async () => {
   await withStore(freshDir(), async (store) => {
     assert.deepEqual(store.planLimits('FREE'), {
-      activeTokens: 5, activeTunnels: 3, capturedRequests: 1_000, retentionMs: 24 * 3_600_000, reservedSubdomains: 3,
-      queuedEvents: 1_000, queuedBytes: 100 * 1024 * 1024, queueMaxAgeMs: 72 * 3_600_000,
+      activeTokens: 5, activeTunnels: 3, capturedRequests: 1_000, retentionMs: 24 * 3_600_000, captureBytes: 100 * 1024 * 1024, reservedSubdomains: 3,
+      queuedEvents: 1_000, queuedBytes: 100 * 1024 * 1024, queueMaxAgeMs: 72 * 3_600_000, accountQueuedEvents: 2_000, accountQueuedBytes: 200 * 1024 * 1024,
     });
     assert.deepEqual(store.planLimits('PRO'), {
-      activeTokens: 50, activeTunnels: 25, capturedRequests: 10_000, retentionMs: 7 * 24 * 3_600_000, reservedSubdomains: 50,
-      queuedEvents: 10_000, queuedBytes: 1024 * 1024 * 1024, queueMaxAgeMs: 7 * 24 * 3_600_000,
+      activeTokens: 50, activeTunnels: 25, capturedRequests: 10_000, retentionMs: 7 * 24 * 3_600_000, captureBytes: 2048 * 1024 * 1024, reservedSubdomains: 50,
+      queuedEvents: 10_000, queuedBytes: 1024 * 1024 * 1024, queueMaxAgeMs: 7 * 24 * 3_600_000, accountQueuedEvents: 20_000, accountQueuedBytes: 2048 * 1024 * 1024,
     });
   });
   const store = Store.open(freshDir(), { plans: { FREE: { activeTokens: 2 } } });
@@ -173,7 +173,8 @@ test('reservations: reserve, idempotent for the owner, SUBDOMAIN_TAKEN for other
     const a = (await store.createAccount('a@example.test', 'FREE', 'a')).account;
     const b = (await store.createAccount('b@example.test', 'FREE', 'b')).account;
     const record = await store.reserve(a.id, 'my-hook', 1_000);
-    assert.deepEqual(record, { subdomain: 'my-hook', accountId: a.id, createdAt: 1_000 });
+    assert.deepEqual(record, { subdomain: 'my-hook', accountId: a.id, createdAt: 1_000, generation: record.generation });
+    assert.match(record.generation!, /^[0-9a-f]{16}$/);
     assert.deepEqual(await store.reserve(a.id, 'my-hook', 2_000), record);
     await assert.rejects(store.reserve(b.id, 'my-hook'), (error: unknown) => error instanceof BurrowError && error.code === 'SUBDOMAIN_TAKEN');
     assert.deepEqual(store.listReservations(a.id), [record]);
@@ -182,7 +183,9 @@ test('reservations: reserve, idempotent for the owner, SUBDOMAIN_TAKEN for other
     assert.equal(await store.releaseReservation(a.id, 'my-hook'), true);
     assert.equal(store.getReservation('my-hook'), undefined);
     assert.deepEqual(store.listReservations(a.id), []);
-    assert.equal((await store.reserve(b.id, 'my-hook')).accountId, b.id);
+    const next = await store.reserve(b.id, 'my-hook');
+    assert.equal(next.accountId, b.id);
+    assert.notEqual(next.generation, record.generation, 'each reservation of a name is a new generation (issue 23)');
   });
 });
 
@@ -216,7 +219,10 @@ test('reopening the store keeps accounts, tokens, last use and reservations', as
     assert.equal(store.listTokens(saved.account.id)[0]!.lastUsedAt, 4_000);
     assert.equal(store.authenticate(saved.token.token), null);
     assert.equal(store.authenticate(saved.second.token)?.account.id, saved.account.id);
-    assert.deepEqual(store.listReservations(saved.account.id), [{ subdomain: 'kept-name', accountId: saved.account.id, createdAt: 5_000 }]);
+    assert.deepEqual(
+      store.listReservations(saved.account.id).map(({ generation: _, ...rest }) => rest),
+      [{ subdomain: 'kept-name', accountId: saved.account.id, createdAt: 5_000 }],
+    );
     // The e-mail index survived too.
     await assert.rejects(store.createAccount('hal@example.test', 'FREE', 'again'), /exists already/);
   });

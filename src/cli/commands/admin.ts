@@ -12,12 +12,15 @@ import { nowIso } from '../../ids.js';
 import { isPlanName } from '../../store/plans.js';
 import type { AccountRecord, AccountStore } from '../../store/account-store.js';
 import { RedisStore } from '../../store/redis-store.js';
+import { redisTarget } from '../../store/redis-url.js';
+import { defaultSecretKeyFile, SecretBox } from '../../store/secret-box.js';
+import { namesUnderOldKeys, resealStoredPolicies, type ResealReport } from '../../store/secret-rotation.js';
 import { Store } from '../../store/store.js';
 import { CliError, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
 const HELP = `
-Usage: burrow admin create-account | token create | set-plan | accounts list | backup [options]
+Usage: burrow admin create-account | token create | set-plan | accounts list | backup | rotate-secret-key [options]
 
 The operator's commands, on the edge's data directory or a cluster's Redis (they work while the edges run):
   create-account --email E [--plan FREE|PRO]   an account and its first token
@@ -25,10 +28,12 @@ The operator's commands, on the edge's data directory or a cluster's Redis (they
   set-plan --email E --plan FREE|PRO           move an account to another plan
   accounts list                                every account with its plan and active tokens
   backup --to DIR                              a consistent copy of accounts, tokens and reservations (LMDB)
+  rotate-secret-key [--step add|reseal|drop]   replace the key that seals stored policies' secrets
 
 Options:
   --data DIR     LMDB data directory (default ./.burrow)
-  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                 redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
   --json         print JSON
   -h, --help     show this help
 (burrow admin COMMAND --help shows each command's options)
@@ -44,7 +49,8 @@ Options:
   --email E      the account's e-mail address (unique)
   --plan NAME    FREE (default) or PRO
   --data DIR     LMDB data directory (default ./.burrow)
-  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                 redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
   --json         print {"account":{...},"token":{...}}
   -h, --help     show this help
 `;
@@ -60,7 +66,8 @@ Options:
   --email E      the account's e-mail address
   --label L      the token's label (default "admin")
   --data DIR     LMDB data directory (default ./.burrow)
-  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                 redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
   --json         print {"account":{...},"token":{...}}
   -h, --help     show this help
 `;
@@ -75,7 +82,8 @@ Options:
   --email E      the account's e-mail address
   --plan NAME    FREE or PRO
   --data DIR     LMDB data directory (default ./.burrow)
-  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                 redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
   --json         print {"account":{...}}
   -h, --help     show this help
 `;
@@ -88,7 +96,8 @@ plan, active tokens, created.
 
 Options:
   --data DIR     LMDB data directory (default ./.burrow)
-  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB]
+  --cluster URL  a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                 redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
   --json         print {"accounts":[...]}
   -h, --help     show this help
 `;
@@ -109,6 +118,34 @@ Options:
   --cluster URL  refused: a cluster's store is Redis's to back up (see above)
   --json         print {"backup":{"path","bytes"}}
   -h, --help     show this help
+`;
+
+const ROTATE_HELP = `
+Usage: burrow admin rotate-secret-key [--data DIR | --cluster URL --secret-key-file FILE]
+                                      [--step add|reseal|drop] [--json]
+
+Replaces the edge's secret key, the one that seals stored policies' webhook and OIDC client secrets
+and OIDC sign-in cookies (docs/policies.md). On one edge's data directory the three steps run at once,
+also while the edge runs: a new current key is put first in the key file (the edge seals under it
+from its next seal on), every stored secret is sealed again under it (a policy changed meanwhile
+through the API is read again, never overwritten), then the old keys are dropped from the file.
+People signed in through OIDC sign in again. A cluster's edges each hold a copy of the key file,
+so with --cluster it takes steps, with the file copied to every edge between them:
+  --step add      put a new current key first in FILE (the old ones stay); copy FILE to every edge
+  --step reseal   seal every stored secret again under FILE's current key
+  --step drop     check that nothing is sealed under an old key, then drop the old keys from FILE;
+                  copy FILE to every edge again
+
+Options:
+  --data DIR               LMDB data directory (default ./.burrow); its key file is DIR/secret.key
+  --cluster URL            a cluster's shared store instead: redis://HOST:PORT[/DB] or
+                           redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
+  --secret-key-file FILE   the key file, as given to burrow edge --secret-key-file (default:
+                           DIR/secret.key; required with --cluster)
+  --step STEP              add, reseal or drop: one step only (required with --cluster)
+  --json                   print {"rotation":{"key_file","current_key","dropped_keys","resealed":[...],
+                           "resealed_secrets"}}
+  -h, --help               show this help
 `;
 
 const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
@@ -140,6 +177,8 @@ export async function adminCommand(args: string[]): Promise<number> {
     }
     case 'backup':
       return backup(rest);
+    case 'rotate-secret-key':
+      return rotateSecretKey(rest);
     default:
       throw new UsageError(`unknown admin command "${sub}"; ${usageHint(HELP)}`);
   }
@@ -156,8 +195,12 @@ interface StoreChoice {
  */
 async function withStore<T>({ data, cluster }: StoreChoice, work: (store: AccountStore) => Promise<T>): Promise<T> {
   if (cluster !== undefined && data !== undefined) throw new UsageError('give either --data DIR (one edge) or --cluster URL (a cluster), not both');
-  if (cluster !== undefined && !/^rediss?:\/\/[^/\s]+/.test(cluster)) {
-    throw new UsageError(`--cluster must be a Redis URL, redis://HOST:PORT[/DB], not ${cluster}`);
+  if (cluster !== undefined) {
+    try {
+      redisTarget(cluster);
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
   }
   let store: AccountStore;
   try {
@@ -295,4 +338,60 @@ async function backup(args: string[]): Promise<number> {
     else process.stdout.write(`backed up accounts, tokens and reservations to ${target} (${size} bytes; captures not included)\n`);
     return 0;
   });
+}
+
+const ROTATION_STEPS = ['add', 'reseal', 'drop'] as const;
+
+async function rotateSecretKey(args: string[]): Promise<number> {
+  const parsed = parse(
+    args,
+    { data: { type: 'string' }, cluster: { type: 'string' }, 'secret-key-file': { type: 'string' }, step: { type: 'string' }, json: { type: 'boolean' } },
+    ROTATE_HELP,
+  );
+  if (parsed === null) return 0;
+  noExtraPositionals(parsed, 0, ROTATE_HELP);
+  const { cluster, step } = parsed.values;
+  if (step !== undefined && !(ROTATION_STEPS as readonly string[]).includes(step)) throw new UsageError(`--step must be add, reseal or drop, not ${step}`);
+  if (cluster !== undefined && (step === undefined || parsed.values['secret-key-file'] === undefined)) {
+    throw new UsageError(
+      "with --cluster the rotation takes steps, each edge holding its own copy of the key file: --step add, copy the file to every edge, --step reseal, --step drop, copy it again (each with --secret-key-file FILE)",
+    );
+  }
+  const keyFile = resolve(parsed.values['secret-key-file'] ?? defaultSecretKeyFile(resolve(parsed.values.data ?? '.burrow')));
+  let box: SecretBox;
+  try {
+    box = SecretBox.open(keyFile, { create: false });
+  } catch (error) {
+    throw new CliError(`${(error as Error).message}${existsSync(keyFile) ? '' : ' The edge creates it when it first starts; there is nothing to rotate yet.'}`);
+  }
+  const steps = step === undefined ? ROTATION_STEPS : [step as (typeof ROTATION_STEPS)[number]];
+  const run = async (store: AccountStore | null): Promise<number> => {
+    let resealed: ResealReport = { names: [], secrets: 0 };
+    let dropped: string[] = [];
+    const lines: string[] = [];
+    if (steps.includes('add')) {
+      box.addKey();
+      lines.push(`${keyFile}: new current key ${box.currentKeyId} (keys: ${box.keyIds.join(', ')})`);
+    }
+    if (steps.includes('reseal')) {
+      resealed = await resealStoredPolicies(store!, box);
+      const names = resealed.names.length;
+      lines.push(`sealed ${resealed.secrets} secret${resealed.secrets === 1 ? '' : 's'} again under ${box.currentKeyId} (${names} reserved name${names === 1 ? '' : 's'})`);
+    }
+    if (steps.includes('drop')) {
+      const left = await namesUnderOldKeys(store!, box);
+      if (left.length > 0) {
+        throw new CliError(`not dropping the old keys: the policies of ${left.join(', ')} still have secrets sealed under them; run --step reseal first`);
+      }
+      dropped = box.dropOldKeys();
+      lines.push(`${dropped.length === 0 ? 'no old key to drop' : `dropped ${dropped.join(', ')}`}; ${keyFile} holds ${box.currentKeyId} only`);
+    }
+    if (cluster !== undefined && step !== 'reseal') lines.push(`now copy ${keyFile} to every edge (same path, mode 0600)${step === 'add' ? ', then run --step reseal' : ''}`);
+    if (parsed.values.json === true) {
+      printJson({ rotation: { key_file: keyFile, current_key: box.currentKeyId, dropped_keys: dropped, resealed: resealed.names, resealed_secrets: resealed.secrets } });
+    } else process.stdout.write(`${lines.join('\n')}\n`);
+    return 0;
+  };
+  // Adding a key alone needs no store.
+  return steps.length === 1 && steps[0] === 'add' ? run(null) : withStore(parsed.values, run);
 }

@@ -2,12 +2,14 @@
  * The thin wrappers over the API: login, tokens, tunnels, requests. Tables by default, the API's JSON
  * with --json.
  */
+import { POLICY_FLAG_OPTIONS, policyFlagsHelp, policySpecFromFlags, type PolicySpec, type PolicyView } from '../../protocol/policy.js';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseToken, tokenIdOf } from '../../ids.js';
 import { apiClientFor, CONNECTION_HELP, CONNECTION_OPTIONS, edgeApiClient, type ApiClient, type ConnectionFlags } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { configPath, readConfig, resolveCredentials, requireToken, writeConfig, type ClientConfig } from '../config.js';
+import { escapeControls } from '../../control-chars.js';
 import { printJson, printTable, shortTime } from '../output.js';
 
 function client(values: ConnectionFlags): ApiClient {
@@ -17,7 +19,7 @@ function client(values: ConnectionFlags): ApiClient {
 // ---- login ----------------------------------------------------------------------------------------
 
 const LOGIN_HELP = `
-Usage: burrow login TOKEN [--edge URL ...] [--json] [--ca FILE] [--insecure]
+Usage: burrow login TOKEN [--edge URL ...] [--json] [--ca FILE] [--resolve HOST:PORT:ADDRESS ...] [--insecure]
 
 Checks the token against the edge and saves both to the client config (mode 0600), so later commands
 need neither. The CA it trusted (--ca, else BURROW_CA, else the one saved before for the same edge) is
@@ -25,17 +27,25 @@ saved too, as an absolute path: later commands use it when they get no --ca and 
 in to another edge without --ca or BURROW_CA forgets it, and so does logging in once its file is gone.
 
 Options:
-  --edge URL     the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
-                 repeated, every edge is saved in that order (failover order for later commands)
-  --json         print {"edge","account":{id,email,plan},"config","ca"}
-  --ca FILE      trust this CA (PEM) to check an https:// edge with a private certificate, beside
-                 the public roots (NODE_EXTRA_CA_CERTS works too)
-  --insecure     allow sending the token over plain http:// to an edge not on this machine
-  -h, --help     show this help
+  --edge URL       the edge (default: BURROW_EDGE, the config file, http://localhost:8080);
+                   repeated, every edge is saved in that order (failover order for later commands)
+  --json           print {"edge","account":{id,email,plan},"config","ca"}
+  --ca FILE        trust this CA (PEM) to check an https:// edge with a private certificate,
+                   beside the public roots (NODE_EXTRA_CA_CERTS works too)
+  --resolve HOST:PORT:ADDRESS
+                   connect to ADDRESS for the edge URL's HOST and PORT, without DNS (like curl
+                   --resolve; repeatable; default: BURROW_RESOLVE); not saved: give it (or
+                   BURROW_RESOLVE) to later commands too
+  --insecure       allow sending the token over plain http:// to an edge not on this machine
+  -h, --help       show this help
 `;
 
 export async function loginCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { edge: { type: 'string', multiple: true }, json: { type: 'boolean' }, ca: { type: 'string' }, insecure: { type: 'boolean' } }, LOGIN_HELP);
+  const parsed = parse(
+    args,
+    { edge: { type: 'string', multiple: true }, json: { type: 'boolean' }, ca: { type: 'string' }, resolve: { type: 'string', multiple: true }, insecure: { type: 'boolean' } },
+    LOGIN_HELP,
+  );
   if (parsed === null) return 0;
   const token = requirePositional(parsed, 0, 'TOKEN', LOGIN_HELP);
   noExtraPositionals(parsed, 1, LOGIN_HELP);
@@ -43,8 +53,9 @@ export async function loginCommand(args: string[]): Promise<number> {
   const path = configPath();
   const saved = readConfig(path);
   // Edge and CA as every other command finds them: the flag, then BURROW_EDGE / BURROW_CA, then the config
-  // file; but a CA saved for another edge is not carried over to this one.
-  const credentials = resolveCredentials({ edge: parsed.values.edge, token, ca: parsed.values.ca });
+  // file; but a CA saved for another edge is not carried over to this one. Not burrow.yml's edge: a file
+  // in a directory someone else wrote must not decide where a token typed here is sent and saved for.
+  const credentials = resolveCredentials({ edge: parsed.values.edge, token, ca: parsed.values.ca, resolve: parsed.values.resolve }, process.env, null);
   if (credentials.ca?.from === path && saved.edge !== credentials.edge) credentials.ca = undefined;
   // Logging in again is the way out of a saved CA file that is gone (the edge may have a public certificate now).
   if (credentials.ca?.from === path && !existsSync(credentials.ca.path)) {
@@ -77,8 +88,8 @@ refused without --force: afterwards every command gets 401 (the operator's way b
 "burrow admin token create --email E").
 
 Options:
-  --label L      label of a new token (1 to 64 characters)
-  --force        revoke even the token this command uses
+  --label L        label of a new token (1 to 64 characters)
+  --force          revoke even the token this command uses
 ${CONNECTION_HELP}
 `;
 
@@ -294,20 +305,20 @@ async function showRequest(args: string[]): Promise<number> {
     return 0;
   }
   const lines = [
-    `${detail.id}  ${detail.method} ${detail.path}`,
+    `${detail.id}  ${escapeControls(detail.method)} ${escapeControls(detail.path)}`,
     `status        ${detail.status}${detail.error === null ? '' : ` (${detail.error}, answered by the edge)`}`,
     `received      ${shortTime(detail.received_at)} from ${detail.client_address} on ${detail.subdomain}`,
     `duration      ${detail.duration_ms} ms`,
     ...(detail.replay_of === null ? [] : [`replay of     ${detail.replay_of}`]),
     '',
     'Request headers',
-    ...detail.request.headers.map(([name, value]) => `  ${name}: ${value}`),
+    ...detail.request.headers.map(headerLine),
     '',
     `Request body  ${bodySummary(detail.request)}`,
     ...bodyText(detail.request),
     '',
     `Response headers (${detail.response.status})`,
-    ...detail.response.headers.map(([name, value]) => `  ${name}: ${value}`),
+    ...detail.response.headers.map(headerLine),
     '',
     `Response body  ${bodySummary(detail.response)}`,
     ...bodyText(detail.response),
@@ -327,58 +338,88 @@ function bodySummary(part: BodyJson): string {
   return `${part.body_size} bytes${part.truncated ? `, the first ${kept} captured` : ''}${part.body_encoding === 'base64' ? ', binary (--raw writes the bytes)' : ''}`;
 }
 
+/** A captured header as a terminal shows it: a client chose its bytes, control characters come out as \xHH. */
+function headerLine([name, value]: [string, string]): string {
+  return `  ${escapeControls(name)}: ${escapeControls(value)}`;
+}
+
+/** A text body for the terminal: its lines and tabs kept, every other control character as \xHH (--raw writes the bytes). */
 function bodyText(part: BodyJson): string[] {
   if (part.body === null || part.body_size === 0 || part.body_encoding === 'base64') return [];
-  return [part.body];
+  return [escapeControls(part.body, true)];
 }
 
 // ---- reservations ----------------------------------------------------------------------------------
 
 const RESERVE_HELP = `
-Usage: burrow reserve NAME [--offline queue|reject|off]
+Usage: burrow reserve NAME [--offline queue|reject|off] [policy flags] [--clear-policy]
 
 Reserves a subdomain for the account: no other account can open a tunnel on it, and it stays the
 URL of "burrow http PORT --subdomain NAME" across restarts. The plan caps how many. Reserving a name
-the account holds again with --offline changes its offline mode.
+the account holds again with --offline changes its offline mode; with policy flags it replaces the
+name's stored policy (a policy holds while the tunnel is offline too, in queue and reject modes).
+Secrets are write-only: "burrow reservations show NAME" shows them as set. Routes and --strip-prefix
+are the client's and stay on "burrow http".
 
 Options:
-  --offline MODE what the edge answers while no tunnel is connected (docs/offline.md):
-                 off (default) 404 as for any offline tunnel; reject 503 with Retry-After, so the
-                 provider retries; queue 202, the request is held and delivered in order when the
-                 tunnel connects (see burrow queue --help)
+  --offline MODE   what the edge answers while no tunnel is connected (docs/offline.md):
+                   off (default) 404 as for any offline tunnel; reject 503 with Retry-After, so
+                   the provider retries; queue 202, the request is held and delivered in order
+                   when the tunnel connects (see burrow queue --help)
+  --clear-policy   removes the name's stored policy
 ${CONNECTION_HELP}
+
+${policyFlagsHelp(19)}
 `;
 
 interface ReservationJson {
   subdomain: string;
   created_at: string;
   offline: string;
+  /** A one-line summary of the stored policy, null without one. */
+  policy: string | null;
 }
 
 const OFFLINE_MODE_NAMES = ['off', 'reject', 'queue'];
 
 export async function reserveCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { ...CONNECTION_OPTIONS, offline: { type: 'string' } }, RESERVE_HELP);
+  const parsed = parse(args, { ...CONNECTION_OPTIONS, offline: { type: 'string' }, 'clear-policy': { type: 'boolean' }, ...POLICY_FLAG_OPTIONS }, RESERVE_HELP);
   if (parsed === null) return 0;
   const name = requirePositional(parsed, 0, 'NAME', RESERVE_HELP);
   noExtraPositionals(parsed, 1, RESERVE_HELP);
   const offline = parsed.values.offline;
   if (offline !== undefined && !OFFLINE_MODE_NAMES.includes(offline)) throw new UsageError(`--offline must be queue, reject or off, not "${offline}"`);
+  let policy: PolicySpec | undefined;
+  try {
+    policy = policySpecFromFlags(parsed.values);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (policy !== undefined && parsed.values['clear-policy'] === true) throw new UsageError('give policy flags or --clear-policy, not both');
+  const api = client(parsed.values);
   const request = offline === undefined ? { subdomain: name } : { subdomain: name, offline };
-  const reservation = await client(parsed.values).call<ReservationJson>('POST', '/api/v1/reserved-subdomains', request);
+  let reservation = await api.call<ReservationJson>('POST', '/api/v1/reserved-subdomains', request);
+  const policyPath = `/api/v1/reserved-subdomains/${encodeURIComponent(reservation.subdomain)}/policy`;
+  if (policy !== undefined || parsed.values['clear-policy'] === true) {
+    if (policy !== undefined) await api.call('PUT', policyPath, policy);
+    else await api.call('DELETE', policyPath);
+    const listed = await api.call<{ reserved_subdomains: ReservationJson[] }>('GET', '/api/v1/reserved-subdomains');
+    reservation = listed.reserved_subdomains.find((entry) => entry.subdomain === reservation.subdomain) ?? reservation;
+  }
   if (parsed.values.json === true) printJson(reservation);
   else {
     const mode = reservation.offline === 'off' ? '' : ` (offline: ${reservation.offline})`;
-    process.stdout.write(`reserved ${reservation.subdomain}${mode}; use it with: burrow http PORT --subdomain ${reservation.subdomain}\n`);
+    const rules = reservation.policy === null ? '' : ` (policy: ${reservation.policy})`;
+    process.stdout.write(`reserved ${reservation.subdomain}${mode}${rules}; use it with: burrow http PORT --subdomain ${reservation.subdomain}\n`);
   }
   return 0;
 }
 
 const RESERVATIONS_HELP = `
-Usage: burrow reservations [list | release NAME]
+Usage: burrow reservations [list | show NAME | release NAME]
 
-Lists the account's reserved subdomains (the default), or releases one. A tunnel running on a released
-name keeps running.
+Lists the account's reserved subdomains (the default), shows one with its policy (secrets shown only
+as set), or releases one. A tunnel running on a released name keeps running.
 
 Options:
 ${CONNECTION_HELP}
@@ -396,10 +437,21 @@ export async function reservationsCommand(args: string[]): Promise<number> {
       if (values.json === true) printJson(result);
       else
         printTable(
-          ['SUBDOMAIN', 'RESERVED', 'OFFLINE'],
-          result.reserved_subdomains.map((r) => [r.subdomain, shortTime(r.created_at), r.offline]),
+          ['SUBDOMAIN', 'RESERVED', 'OFFLINE', 'POLICY'],
+          result.reserved_subdomains.map((r) => [r.subdomain, shortTime(r.created_at), r.offline, r.policy ?? '-']),
           'no reserved subdomains (burrow reserve NAME)',
         );
+      return 0;
+    }
+    case 'show': {
+      const name = requirePositional(parsed, 1, 'NAME', RESERVATIONS_HELP);
+      noExtraPositionals(parsed, 2, RESERVATIONS_HELP);
+      const api = client(values);
+      const { policy } = await api.call<{ subdomain: string; policy: PolicyView }>('GET', `/api/v1/reserved-subdomains/${encodeURIComponent(name)}/policy`);
+      const listed = await api.call<{ reserved_subdomains: ReservationJson[] }>('GET', '/api/v1/reserved-subdomains');
+      const reservation = listed.reserved_subdomains.find((entry) => entry.subdomain === name.toLowerCase());
+      if (values.json === true) printJson({ ...reservation, policy });
+      else process.stdout.write(policyLines(name.toLowerCase(), reservation, policy).join('\n') + '\n');
       return 0;
     }
     case 'release': {
@@ -411,6 +463,31 @@ export async function reservationsCommand(args: string[]): Promise<number> {
       return 0;
     }
     default:
-      throw new UsageError(`unknown reservations action "${action}"; use list or release NAME`);
+      throw new UsageError(`unknown reservations action "${action}"; use list, show NAME or release NAME`);
   }
+}
+
+/** `burrow reservations show NAME`: one line per rule; secrets as "(set)". */
+function policyLines(name: string, reservation: ReservationJson | undefined, policy: PolicyView): string[] {
+  const lines = [`${name}`, `  reserved     ${reservation === undefined ? '-' : shortTime(reservation.created_at)}`, `  offline      ${reservation?.offline ?? 'off'}`];
+  const rule = (label: string, value: string): void => {
+    lines.push(`  ${label.padEnd(12)} ${value}`);
+  };
+  for (const user of policy.basic_auth) rule('basic-auth', `${user.user}:(password set)`);
+  if (policy.basic_auth_forward) rule('basic-auth', 'Authorization forwarded to the local server');
+  for (const block of policy.allow_cidr) rule('allow-cidr', block);
+  for (const block of policy.deny_cidr) rule('deny-cidr', block);
+  if (policy.oidc !== null) {
+    rule('oidc', `${policy.oidc.issuer} client ${policy.oidc.client_id} (secret set)`);
+    for (const email of policy.oidc.allow_email) rule('oidc-allow', email);
+    for (const domain of policy.oidc.allow_domain) rule('oidc-allow', `@${domain}`);
+  }
+  for (const hook of policy.verify_webhook) rule('webhook', `${hook.provider}${hook.header === undefined ? '' : ` (${hook.header})`} ${hook.id} (secret set)`);
+  for (const { name: header, value } of policy.request_header_add) rule('request +', `${header}: ${value}`);
+  for (const header of policy.request_header_remove) rule('request -', header);
+  for (const { name: header, value } of policy.response_header_add) rule('response +', `${header}: ${value}`);
+  for (const header of policy.response_header_remove) rule('response -', header);
+  if (policy.rate_limit !== null) rule('rate-limit', `${policy.rate_limit.requests} per ${policy.rate_limit.period_seconds} s per client address`);
+  if (lines.length === 3) lines.push('  policy       none (anyone can reach it)');
+  return lines;
 }

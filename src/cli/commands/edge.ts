@@ -1,22 +1,29 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { ClusterOptions } from '../../edge/cluster/types.js';
+import { redisTarget } from '../../store/redis-url.js';
 import { parseAdminAddress } from '../../edge/admin.js';
 import { TrustedProxies } from '../../edge/client-address.js';
+import { DEFAULT_SOURCE_RATE_LIMIT } from '../../edge/offline-queue.js';
 import { Edge } from '../../edge/server.js';
+import { apiHostProblem } from '../../edge/host.js';
+import { parseMinFreeSpace } from '../../store/free-space.js';
 import { certificateCovers, type ServerName } from '../../edge/tls.js';
 import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
 
 const HELP = `
-Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--agent-port N] [--domain localhost] [--data DIR] [--rate-limit N] [--json]
-                   [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS]
+Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--agent-port N] [--domain localhost] [--api-host HOST] [--data DIR]
+                   [--rate-limit N] [--json] [--secret-key-file FILE]
+                   [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS] [--min-free-disk BYTES|PERCENT]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
                    [--trust-proxy CIDR[,CIDR...]]
-                   [--cluster redis://HOST:PORT[/DB] --node-id ID --advertise URL [--cluster-secret-file F]]
+                   [--cluster redis://HOST:PORT[/DB]|redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
+                    --node-id ID --advertise URL [--cluster-secret-file F]]
 
-Runs the edge: the /api/v1 API on <domain> and api.<domain>, tunnels on <sub>.<domain>, all on one port;
-tunnel clients connect to the agent port, which GET /api/v1/instance names (clients need only the edge URL).
+Runs the edge: the /api/v1 API and the dashboard on <domain> and api.<domain> (or on --api-host), tunnels
+on <sub>.<domain>, all on one port; tunnel clients connect to the agent port, which GET /api/v1/instance
+names (clients need only the edge URL).
 
 Options:
   --host ADDR            address to bind (default 127.0.0.1)
@@ -32,8 +39,20 @@ Options:
                          (default 32768)
   --max-header-lines N   most field lines in a request head, 431 beyond (default 100)
   --domain NAME          the edge's domain (default localhost)
+  --api-host HOST        serve the API and the dashboard on HOST, a name on another registrable domain
+                         than the tunnels' (e.g. dashboard.example beside *.burrow-tunnels.example), so
+                         no tunnel's page can set cookies for it (docs/deploy.md); <domain> and
+                         api.<domain> then serve the API to tokens, without the dashboard. The edge's
+                         URL (printed, saved by --dev) becomes https://HOST
   --data DIR             LMDB data directory (default ./.burrow); one edge per directory
+  --secret-key-file FILE
+                         the key that seals stored policies' secrets and OIDC sign-in cookies
+                         (docs/policies.md; default DIR/secret.key): created with mode 0600 when
+                         missing, refused when others can read it; every edge of a cluster needs the
+                         same file; burrow admin rotate-secret-key replaces the key
   --rate-limit N         API requests per minute per token (default 100)
+  --queue-rate-limit N   requests held per minute for one client address (an IPv6 /64) on one name in
+                         offline mode queue, 429 beyond (default 120; docs/offline.md)
   --timeout MS           the edge's timeout for a local response, 504 after it (default 30000)
   --max-body BYTES       largest public request body, 413 beyond (default 104857600)
   --grace MS             how long an ended tunnel's subdomain (dropped, or closed with Ctrl-C) stays held
@@ -42,6 +61,11 @@ Options:
   --no-capture           forward without capturing (benchmarks)
   --capture-fsync        fsync every capture commit: captures survive power loss too, at ~0.5-1 ms
                          of latency per commit (by default they survive a crash of the edge process)
+  --min-free-disk BYTES|PERCENT
+                         free space to keep on the data directory's file system, e.g. 512MiB, 2GiB or
+                         10%: below it new captures are skipped (requests are still forwarded) and new
+                         held webhooks are refused with 503 STORAGE_FULL; 0 turns it off (default: the
+                         larger of 256MiB and 5%)
   --public-port N        port shown in public URLs, when a proxy in front of the edge uses another
   --public-url URL       the edge's URL as the public sees it, e.g. https://tunnels.example.com when a
                          TLS-terminating proxy is in front: printed URLs, the client's public URL and
@@ -68,7 +92,8 @@ Options:
                          default: believe nobody; see docs/deploy.md)
   --region NAME          region reported by /api/v1/instance (default local)
   --admin [HOST:]PORT    serve GET /metrics (Prometheus text) and GET /healthz (200 serving, 503 draining)
-                         on this address; a bare port binds 127.0.0.1 (default: off)
+                         on this address; a bare port binds 127.0.0.1 (default: off). It answers a Host
+                         of localhost, an IP address or HOST only (421 otherwise: DNS rebinding)
   --access-log FILE|-    one JSON line per public request, appended to FILE or written to stdout (-)
   --drain MS             on SIGTERM/SIGINT, how long in-flight requests may take to finish before the
                          tunnels are told to go (GOAWAY) and the edge exits (default 10000)
@@ -76,14 +101,18 @@ Options:
                          redis://[:PASSWORD@]HOST:PORT[/DB] for accounts, tokens, reservations and
                          the tunnel registry (a lease per subdomain); --data keeps this edge's
                          captures and offline queue. Redis should run with appendonly yes and
-                         appendfsync always. Needs --node-id and --advertise
+                         appendfsync always. Or a master found through Redis Sentinel:
+                         redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]; lease
+                         grants and renewals then wait for a replica (?replicas=N, default 1).
+                         Redis Cluster is refused. Needs --node-id and --advertise
   --node-id ID           this edge's name in the cluster: unique, stable across restarts
   --advertise URL        where the other edges reach this one, e.g. http://10.0.0.5:8080
   --cluster-secret-file F
                          the internal hop's shared secret (first line of F); by default the first
                          edge stores a random one in Redis and the others read it
-  --dev                  on a data directory without accounts, create a dev account, print its token once
-                         and save it to the client config (what "npm start" does)
+  --dev                  on a data directory without accounts, create a dev account (dev@localhost, plan
+                         PRO: 25 tunnels), print its token once and save it to the client config (what
+                         "npm start" does)
   --json                 print events as JSON lines: {"event":"listening","url":...}, agent, admin, dev_account, stopping
   -h, --help             show this help
 
@@ -105,14 +134,18 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'max-header-size': { type: 'string' },
       'max-header-lines': { type: 'string' },
       domain: { type: 'string' },
+      'api-host': { type: 'string' },
       data: { type: 'string' },
       'rate-limit': { type: 'string' },
+      'queue-rate-limit': { type: 'string' },
       timeout: { type: 'string' },
       'max-body': { type: 'string' },
       grace: { type: 'string' },
       'capture-body': { type: 'string' },
       'no-capture': { type: 'boolean' },
       'capture-fsync': { type: 'boolean' },
+      'min-free-disk': { type: 'string' },
+      'secret-key-file': { type: 'string' },
       'public-port': { type: 'string' },
       'public-url': { type: 'string' },
       'tls-cert': { type: 'string' },
@@ -156,6 +189,11 @@ export async function edgeCommand(args: string[]): Promise<number> {
     publicScheme = publicUrl.scheme;
     publicPort = publicUrl.port;
   }
+  const apiHost = values['api-host']?.toLowerCase().replace(/\.$/, '');
+  if (apiHost !== undefined) {
+    const problem = apiHostProblem(apiHost, domain.toLowerCase());
+    if (problem !== null) throw new UsageError(problem);
+  }
   const tls = tlsOptions(values);
   const httpPort = values['http-port'] === undefined ? undefined : intOption(values['http-port'], 'http-port', 0, 0, 65535);
   if (httpPort !== undefined && tls === undefined) throw new UsageError('--http-port redirects to HTTPS: it needs --tls-cert and --tls-key');
@@ -187,6 +225,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
     maxHeadBytes: intOption(values['max-header-size'], 'max-header-size', 32 * 1024, 1024, 1024 * 1024),
     maxFieldLines: intOption(values['max-header-lines'], 'max-header-lines', 100, 8, 10_000),
   };
+  const minFreeDisk = values['min-free-disk'] === undefined ? undefined : parseMinFreeSpace(values['min-free-disk']);
+  if (typeof minFreeDisk === 'string') throw new UsageError(`--min-free-disk must be ${minFreeDisk}`);
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
   const edge = await Edge.start({
     ...(cluster === undefined ? {} : { cluster }),
@@ -197,13 +237,17 @@ export async function edgeCommand(args: string[]): Promise<number> {
     ...(advertisedAgent === undefined ? {} : { agentUrl: advertisedAgent }),
     http,
     domain,
+    ...(apiHost === undefined ? {} : { apiHost }),
     rateLimit: intOption(values['rate-limit'], 'rate-limit', 100, 1, 1_000_000),
     requestTimeoutMs: intOption(values.timeout, 'timeout', 30_000, 1, 3_600_000),
+    offlineQueue: { sourceRateLimit: intOption(values['queue-rate-limit'], 'queue-rate-limit', DEFAULT_SOURCE_RATE_LIMIT, 1, 1_000_000) },
     maxRequestBody: intOption(values['max-body'], 'max-body', 100 * 1024 * 1024, 0, 2 ** 40),
     graceMs: intOption(values.grace, 'grace', 60_000, 0, 86_400_000),
     captureBodyLimit: intOption(values['capture-body'], 'capture-body', 1024 * 1024, 0, 64 * 1024 * 1024),
     capture: values['no-capture'] !== true,
     captureFsync: values['capture-fsync'] === true,
+    ...(values['secret-key-file'] === undefined ? {} : { secretKeyFile: resolve(values['secret-key-file']) }),
+    ...(minFreeDisk === undefined ? {} : { minFreeDisk }),
     ...(publicPort === undefined ? {} : { publicPort }),
     ...(trustProxy === undefined ? {} : { trustProxy }),
     ...(publicScheme === undefined ? {} : { publicScheme }),
@@ -247,6 +291,9 @@ export async function edgeCommand(args: string[]): Promise<number> {
     });
     const names = edge.certificate()?.names ?? [];
     const uncovered = [edge.domain, `tunnel.${edge.domain}`].filter((name) => !certificateCovers(names, name));
+    if (apiHost !== undefined && !certificateCovers([...names, ...tls.serverNames.map((server) => server.name)], apiHost)) {
+      process.stderr.write(`burrow edge: warning: no certificate covers the API host ${apiHost}; give one with --tls-sni ${apiHost},CERT,KEY or a certificate naming it too\n`);
+    }
     if (uncovered.length > 0) {
       process.stderr.write(
         `burrow edge: warning: the certificate (${names.join(', ') || 'no DNS names'}) does not cover ${uncovered[0] === edge.domain ? edge.domain : `*.${edge.domain}`}; ` +
@@ -255,11 +302,19 @@ export async function edgeCommand(args: string[]): Promise<number> {
     }
   }
   const host = values.host ?? '127.0.0.1';
+  // Plain HTTP: tokens and the session cookie travel in clear, and any tunnel's page can set cookies the
+  // dashboard receives (no __Host- cookie without HTTPS): docs/security.md, "Cookie tossing".
+  const plainHttp = !edge.url.startsWith('https:');
+  const warning = 'plain HTTP: for this machine only, not safe to expose (tokens and the dashboard session travel in clear, and any tunnel page can set cookies for the dashboard); use --tls-cert or a TLS proxy with --public-url https://...';
   say(
-    { event: 'listening', url: edge.url, message: `listening on ${edge.url}`, host, port: edge.port, data: dataDir },
-    `burrow edge listening on ${edge.url} (bound to ${host}:${edge.port}, data in ${dataDir})\n`,
+    { event: 'listening', url: edge.url, message: `listening on ${edge.url}`, host, port: edge.port, data: dataDir, ...(plainHttp ? { warning } : {}) },
+    `burrow edge listening on ${edge.url} (bound to ${host}:${edge.port}, data in ${dataDir})\n${plainHttp ? `burrow edge: ${warning}\n` : ''}`,
   );
-  const agentUrl = edge.agentUrl(edge.domain);
+  if (apiHost !== undefined) {
+    say({ event: 'tunnels', url: edge.publicUrl('*') }, `burrow edge tunnels on ${edge.publicUrl('*')}\n`);
+  }
+  // As a client asking the edge's URL is told it (the host it asked by, on the agent port).
+  const agentUrl = edge.agentUrl(new URL(edge.url).host);
   say({ event: 'agent', url: agentUrl, host, port: edge.agentPort }, `burrow edge tunnel clients connect on ${host}:${edge.agentPort} (advertised as ${agentUrl})\n`);
   if (edge.httpPort !== 0) {
     say({ event: 'redirecting', host, port: edge.httpPort }, `burrow edge redirecting http on ${host}:${edge.httpPort} to HTTPS\n`);
@@ -285,7 +340,8 @@ async function devAccount(edge: Edge, say: (event: Record<string, unknown>, text
     );
     return;
   }
-  const { account, token } = await edge.accounts.createAccount('dev@localhost', 'FREE', 'dev');
+  // PRO, not FREE: this is the developer's own edge, and FREE's 3 tunnels are a hosted plan's cap.
+  const { account, token } = await edge.accounts.createAccount('dev@localhost', 'PRO', 'dev');
   const saved = readConfig(path);
   // A CA saved by "burrow login --ca" was for the edge logged in to, not for this one.
   const config = { ...saved, edge: edge.url, token: token.token };
@@ -309,17 +365,15 @@ export function clusterOptions(values: {
   const redis = values.cluster;
   if (redis === undefined) {
     for (const companion of ['node-id', 'advertise', 'cluster-secret-file'] as const) {
-      if (values[companion] !== undefined) throw new UsageError(`--${companion} is for cluster mode: give --cluster redis://HOST:PORT too`);
+      if (values[companion] !== undefined) throw new UsageError(`--${companion} is for cluster mode: give --cluster redis://HOST:PORT (or redis-sentinel://...) too`);
     }
     return undefined;
   }
-  let url: URL;
   try {
-    url = new URL(redis);
-  } catch {
-    throw new UsageError(`--cluster "${redis}" is not a URL; use redis://HOST:PORT[/DB]`);
+    redisTarget(redis);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new UsageError('--cluster must be a redis:// (or rediss://) URL');
   const nodeId = values['node-id'];
   if (nodeId === undefined || !/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/.test(nodeId)) {
     throw new UsageError(

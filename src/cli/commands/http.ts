@@ -14,17 +14,21 @@ import { parseRoute, parseTarget, RouteTable, type LocalTarget, type Route } fro
 import { cleartextRefusal } from '../../client/edge-trust.js';
 import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
 import type { Exchange } from '../../client/exchange.js';
+import { controlSafeJson, escapeControls } from '../../control-chars.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseInspectAddress } from '../../inspector/address.js';
 import { Inspector } from '../../inspector/server.js';
 import { ApiClient } from '../api-client.js';
+import { encodePolicyHeader, POLICY_FLAG_OPTIONS, policyFlagsHelp, policySpecFromFlags, type PolicySpec } from '../../protocol/policy.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
-import { rememberedName, rememberName, requireToken, resolveCredentials } from '../config.js';
-import { readCaFile, trustCaForRequests } from '../edge-ca.js';
+import { rememberedName, rememberName, requireToken, resolveCredentials, type Credentials } from '../config.js';
+import { formatProblem, loadConfig, type ConfigFile } from '../config-file.js';
+import { readCaFile, useForEdgeRequests } from '../edge-ca.js';
 
 const HELP = `
-Usage: burrow http [scheme://][host:]port [--subdomain NAME] [--route PREFIX=TARGET ...]
+Usage: burrow http [scheme://][host:]port [--subdomain NAME [--replace]] [--route PREFIX=TARGET ...]
                         [--host-header rewrite|VALUE] [--local-insecure] [--edge URL ...] [--token T]
-                        [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE] [--insecure]
+                        [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE]
+                        [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--config FILE]
 
 Opens a tunnel: requests to the public URL the edge gives are forwarded to the local target:
   3000                     http://localhost:3000 (localhost: 127.0.0.1 and ::1 are both tried)
@@ -36,6 +40,10 @@ Prints "Forwarding <public URL> -> <target>" once the tunnel is live; reconnects
 it asks for the name this port got from this edge last time (remembered in names.json next to the
 config file; the edge holds it for its account for a minute after the tunnel ends), and says so when
 that name is no longer available. A warning says when nothing listens on the local port yet.
+
+A name that another tunnel of the account has online (another "burrow http", here or elsewhere) is
+refused with 409 SUBDOMAIN_TAKEN naming that tunnel (its address, start and local port), unless
+--replace takes it over; this client's own reconnects always get its name back.
 
 Several edges (a cluster): repeat --edge, or give BURROW_EDGE a comma-separated list; an edge name
 with several DNS addresses is tried address by address. When the edge in use dies, goes away (GOAWAY)
@@ -49,9 +57,13 @@ with headers, body, the local response and latency, live, and replays them (burr
 
 Options:
   --subdomain NAME        ask for this subdomain (3-63 of a-z, 0-9, -); default: one is made up
+  --replace               take the subdomain over when another tunnel of this account has it online
+                          (that tunnel ends with GOAWAY REPLACED); default: refuse
   --route PREFIX=TARGET   send paths under PREFIX to another target, in the same forms
                           (repeatable; longest wins; case-sensitive; the path is forwarded
                           whole, prefix included)
+  --strip-prefix          right after a --route: that route's local server gets the path without
+                          PREFIX (/api/users -> /users); captures keep the public path
   --host-header rewrite|VALUE
                           the Host the local server sees (HTTP and WebSocket): rewrite sends the
                           target's host:port (Vite, Django ALLOWED_HOSTS, Rails), VALUE sends VALUE;
@@ -64,18 +76,51 @@ Options:
                           the public roots (default: BURROW_CA, the CA "burrow login --ca" saved;
                           NODE_EXTRA_CA_CERTS works too); https:// edges are always verified, and a
                           bad certificate ends the command naming the problem
+  --resolve HOST:PORT:ADDRESS
+                          connect to ADDRESS for the edge URL's HOST and PORT, without DNS: the
+                          Host header, TLS server name and certificate check keep HOST (like curl
+                          --resolve; repeatable; default: BURROW_RESOLVE, comma-separated)
   --insecure              allow sending the token over plain http:// to an edge that is not on this
                           machine (refused otherwise: use https://)
   --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
                           (exactly this port; 0 picks a free one)
-  --no-inspect            no inspector: nothing is recorded
-  --log text|json         one line per request, also in a terminal (default: a live status
-                          block in a terminal, text lines otherwise); NO_COLOR turns colour off
-  --json                  one JSON object per line per event: ready, request, reconnect, failover,
-                          warning, error, closed (errors before the tunnel opens: {"error":{...}}
-                          on stderr)
+  --no-inspect            no inspector: no bodies or WebSocket messages are kept
+  --log text|json         one line per request and per WebSocket opened and closed, also in a
+                          terminal (default: a live status block in a terminal, text lines
+                          otherwise); NO_COLOR turns colour off
+  --json                  one JSON object per line per event: ready, request, websocket, reconnect,
+                          failover, warning, error, closed (errors before the tunnel opens:
+                          {"error":{...}} on stderr)
+  --config FILE           the burrow.yml whose edge, token, ca, inspect and log apply (default:
+                          BURROW_CONFIG, ./burrow.yml, burrow.yml in the user config directory);
+                          flags win over it, and its tunnels are for "burrow start" (docs/config.md)
   -h, --help              show this help
+
+${policyFlagsHelp(26)}
+  A one-run policy holds while this command runs; for a reserved name with a stored policy, change
+  that one instead (burrow reserve NAME ...).
 `;
+
+/**
+ * Which --route (by position among the --route flags) each --strip-prefix follows: it belongs to the
+ * nearest --route before it. A --strip-prefix before any --route is a usage error.
+ */
+export function stripPrefixRoutes(args: readonly string[]): Set<number> {
+  const marked = new Set<number>();
+  let routeIndex = -1;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') break;
+    if (arg === '--route' || arg.startsWith('--route=')) {
+      routeIndex++;
+      if (arg === '--route') i++;
+    } else if (arg === '--strip-prefix') {
+      if (routeIndex === -1) throw new UsageError('--strip-prefix belongs right after the --route PREFIX=TARGET it applies to');
+      marked.add(routeIndex);
+    }
+  }
+  return marked;
+}
 
 /** Bytes of each body the client keeps for the inspector (the edge keeps the same by default). */
 export const INSPECTOR_BODY_LIMIT = 1024 * 1024;
@@ -88,6 +133,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     args,
     {
       subdomain: { type: 'string' },
+      replace: { type: 'boolean' },
       route: { type: 'string', multiple: true },
       edge: { type: 'string', multiple: true },
       token: { type: 'string' },
@@ -98,7 +144,11 @@ export async function httpCommand(args: string[]): Promise<number> {
       'local-insecure': { type: 'boolean' },
       json: { type: 'boolean' },
       ca: { type: 'string' },
+      resolve: { type: 'string', multiple: true },
       insecure: { type: 'boolean' },
+      'strip-prefix': { type: 'boolean', multiple: true },
+      ...POLICY_FLAG_OPTIONS,
+      config: { type: 'string' },
     },
     HELP,
   );
@@ -110,16 +160,25 @@ export async function httpCommand(args: string[]): Promise<number> {
   const hostHeader = parsed.values['host-header'] === undefined ? 'keep' : parseHostHeader(parsed.values['host-header']);
   if (typeof hostHeader === 'object' && 'error' in hostHeader) throw new UsageError(`--host-header ${hostHeader.error}`);
   const routes: Route[] = [];
-  for (const text of parsed.values.route ?? []) {
+  const stripped = stripPrefixRoutes(args);
+  for (const [index, text] of (parsed.values.route ?? []).entries()) {
     const route = parseRoute(text);
     if (typeof route === 'string') throw new UsageError(`--route ${route}`);
-    routes.push(route);
+    routes.push(stripped.has(index) ? { ...route, stripPrefix: true } : route);
   }
-  const logFormat = parsed.values.log;
+  let policy: PolicySpec | undefined;
+  try {
+    policy = policySpecFromFlags(parsed.values);
+    if (policy !== undefined) encodePolicyHeader(policy);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  // burrow.yml's shared settings (not its tunnels), below the flags.
+  const loaded = loadConfig(parsed.values.config);
+  const logFormat = parsed.values.log ?? loaded.config?.log;
   if (logFormat !== undefined && logFormat !== 'text' && logFormat !== 'json') throw new UsageError('--log must be text or json');
-  const inspect = parsed.values['no-inspect'] === true ? null : inspectAddress(parsed.values.inspect);
-  if (parsed.values['no-inspect'] === true && parsed.values.inspect !== undefined) throw new UsageError('give --inspect or --no-inspect, not both');
-  const credentials = resolveCredentials(parsed.values);
+  const inspect = inspectorAddress(parsed.values, loaded.config);
+  const credentials = resolveCredentials(parsed.values, process.env, loaded.config);
   const token = requireToken(credentials);
   const table = new RouteTable(target, routes);
   const json = parsed.values.json === true;
@@ -129,25 +188,11 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (events !== null) events({ event: 'warning', code, message, ...extra });
     else process.stderr.write(`burrow: warning: ${message}\n`);
   };
+  for (const warning of loaded.warnings) warn('CONFIG_WARNING', formatProblem(warning));
   // Before anything reaches the edge (the remembered name's check sends the token too).
-  for (const edge of credentials.edges) {
-    const refusal = cleartextRefusal(edge, parsed.values.insecure === true);
-    if (refusal !== null) throw new CliError(refusal);
-  }
-  // --ca, else BURROW_CA, else the CA "burrow login --ca" saved.
-  const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
-  // The inspector reaches the edge through undici's global dispatcher (history, replays): same trust.
-  if (ca !== undefined) trustCaForRequests(ca);
-
+  const ca = edgeAccess(credentials, parsed.values.insecure === true);
   // The inspector first: a taken --inspect port fails before any tunnel opens.
-  let inspector: Inspector | null = null;
-  if (inspect !== null) {
-    try {
-      inspector = await Inspector.start({ ...inspect, edge: credentials.edge, token });
-    } catch (error) {
-      throw new CliError(`${(error as Error).message}; choose another with --inspect PORT, or --no-inspect`);
-    }
-  }
+  const inspector = await startInspector(inspect, credentials, token, '--inspect PORT');
   const open = async (subdomain: string | undefined): Promise<{ client: TunnelClient; ready: ReadyInfo }> => {
     const client = new TunnelClient({
       edge: credentials.edges,
@@ -158,6 +203,9 @@ export async function httpCommand(args: string[]): Promise<number> {
       localInsecure: parsed.values['local-insecure'] === true,
       ...(ca === undefined ? {} : { ca }),
       insecure: parsed.values.insecure === true,
+      ...(policy === undefined ? {} : { policy }),
+      resolve: credentials.resolve,
+      replace: parsed.values.replace === true,
       ...(subdomain === undefined ? {} : { subdomain }),
     });
     inspector?.attach(client);
@@ -172,10 +220,10 @@ export async function httpCommand(args: string[]): Promise<number> {
   // Without --subdomain, the name this port got from this edge last time: a restart keeps the URL.
   const chosen = parsed.values.subdomain?.toLowerCase();
   let remembered = chosen === undefined ? rememberedName(credentials.edge, target.port) : undefined;
-  // Asking for a name this account has live would replace that tunnel (a second `burrow http` of the
-  // same port): then this one takes a new name, and the memory stays the first one's.
+  // A name this account has live is refused (a second `burrow http` of the same port): then this one
+  // takes a new name, and the memory stays the first one's; --replace takes the name over instead.
   let remember = chosen === undefined;
-  if (remembered !== undefined && (await liveTunnel(credentials.edges, token, remembered))) {
+  if (remembered !== undefined && parsed.values.replace !== true && (await liveTunnel(credentials.edges, token, remembered))) {
     warn('SUBDOMAIN_TAKEN', `the subdomain of last time, ${remembered}, is live in another tunnel of this account; this one gets a new one`);
     remembered = undefined;
     remember = false;
@@ -224,6 +272,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   const live = out.isTTY === true && logFormat === undefined && !json ? new StatusBlock(client, table, inspector?.url ?? null, out) : null;
   if (events !== null) {
     client.on('exchange', (exchange: Exchange) => events(requestEvent(exchange)));
+    client.on('websocket', (exchange: Exchange) => events({ event: 'websocket', ...webSocketFields(exchange) }));
     client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => events({ event: 'reconnect', attempt, delay_ms: delayMs, reason, edge }));
     client.on('ready', (info) => {
       if (info.movedFrom !== null) {
@@ -237,6 +286,8 @@ export async function httpCommand(args: string[]): Promise<number> {
     if (!writesToNull(1)) {
       const lines = batchedWriter(out);
       client.on('exchange', (exchange: Exchange) => lines(jsonLog ? jsonLine(exchange) : textLine(exchange)));
+      // WebSockets too: a line when one opens (or is refused) and one when it closes.
+      client.on('websocket', (exchange: Exchange) => lines(jsonLog ? webSocketJsonLine(exchange) : webSocketLine(exchange)));
     }
     client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => {
       if (delayMs === 0) process.stderr.write(`burrow: ${reason}; trying the next edge, ${edge}\n`);
@@ -273,9 +324,10 @@ export async function httpCommand(args: string[]): Promise<number> {
 }
 
 /** --json: one JSON object per line per event, written at once (events are few; requests are batched). */
-function jsonEvents(out: NodeJS.WritableStream): (event: Record<string, unknown>) => void {
+export function jsonEvents(out: NodeJS.WritableStream): (event: Record<string, unknown>) => void {
   const lines = batchedWriter(out);
-  return (event) => lines(`${JSON.stringify(event)}\n`);
+  // A request's path and a WebSocket's close reason are the public client's text: no control character out.
+  return (event) => lines(`${controlSafeJson(event)}\n`);
 }
 
 export function requestEvent(exchange: Exchange): Record<string, unknown> {
@@ -294,7 +346,7 @@ export function requestEvent(exchange: Exchange): Record<string, unknown> {
 }
 
 /** "burrow: edge A went away (cause); reconnected to B as NAME": a failover, said once. */
-function movedLine(info: ReadyInfo): string {
+export function movedLine(info: ReadyInfo): string {
   return `burrow: edge ${info.movedFrom?.edge ?? '?'} went away (${info.movedFrom?.cause ?? 'connection lost'}); reconnected to ${info.edge} as ${info.subdomain}`;
 }
 
@@ -309,7 +361,7 @@ async function liveTunnel(edges: string[], token: string, subdomain: string): Pr
 }
 
 /** Why nothing accepts a TCP connection on the target (ECONNREFUSED...), or null when something does. */
-function localProblem(target: LocalTarget): Promise<string | null> {
+export function localProblem(target: LocalTarget): Promise<string | null> {
   return new Promise((resolve) => {
     // Dialled as the client dials it: `localhost` on both loopbacks.
     const { lookup, autoSelectFamily } = dialOptions(target, true);
@@ -326,22 +378,56 @@ function localProblem(target: LocalTarget): Promise<string | null> {
   });
 }
 
-function inspectAddress(text: string | undefined): { host: string; port: number; portTries: number } {
-  if (text === undefined) return { host: DEFAULT_INSPECT_HOST, port: DEFAULT_INSPECT_PORT, portTries: DEFAULT_PORT_TRIES - 1 };
-  const address = parseInspectAddress(text);
+/**
+ * Before anything reaches the edge, for every command that opens tunnels: no token in clear text to an
+ * edge off this machine (without --insecure); the CA (--ca, else BURROW_CA, else burrow.yml's, else the
+ * one "burrow login --ca" saved) read; and the inspector's requests to the edge (history, replays),
+ * which go through undici's global dispatcher, given the same trust and addresses (--resolve rules), and
+ * localhost names resolved as the tunnel's own connection resolves them. Returns the CA's PEM.
+ */
+export function edgeAccess(credentials: Credentials, insecure: boolean): string | undefined {
+  for (const edge of credentials.edges) {
+    const refusal = cleartextRefusal(edge, insecure);
+    if (refusal !== null) throw new CliError(refusal);
+  }
+  const ca = credentials.ca === undefined ? undefined : readCaFile(credentials.ca.path, credentials.ca.from);
+  useForEdgeRequests(ca, credentials.resolve);
+  return ca;
+}
+
+/** The inspector at `address` (null: none); a port it cannot take ends the command, saying how to choose another. */
+export async function startInspector(address: ReturnType<typeof inspectorAddress>, credentials: Credentials, token: string, choose: string): Promise<Inspector | null> {
+  if (address === null) return null;
+  try {
+    return await Inspector.start({ ...address, edge: credentials.edge, token });
+  } catch (error) {
+    throw new CliError(`${(error as Error).message}; choose another with ${choose}, or --no-inspect`);
+  }
+}
+
+/** --no-inspect, else --inspect ADDR, else burrow.yml's `inspect` (off, or exactly ADDR), else 4040 and up. */
+export function inspectorAddress(flags: { inspect?: string | undefined; 'no-inspect'?: boolean | undefined }, config: ConfigFile | null): { host: string; port: number; portTries: number } | null {
+  if (flags['no-inspect'] === true && flags.inspect !== undefined) throw new UsageError('give --inspect or --no-inspect, not both');
+  if (flags['no-inspect'] === true) return null;
+  if (flags.inspect === undefined) {
+    if (config?.inspect === null) return null;
+    if (config?.inspect !== undefined) return { ...config.inspect, portTries: 0 };
+    return { host: DEFAULT_INSPECT_HOST, port: DEFAULT_INSPECT_PORT, portTries: DEFAULT_PORT_TRIES - 1 };
+  }
+  const address = parseInspectAddress(flags.inspect);
   if (typeof address === 'string') throw new UsageError(`--inspect ${address}`);
   return { ...address, portTries: 0 };
 }
 
-function forwardingLines(publicUrl: string, table: RouteTable): string[] {
+export function forwardingLines(publicUrl: string, table: RouteTable): string[] {
   return [
     `${publicUrl} -> ${table.defaultTarget.origin}`,
-    ...table.rules.map((route) => `${publicUrl}${route.prefix} -> ${route.target.origin}`),
+    ...table.rules.map((route) => `${publicUrl}${route.prefix} -> ${route.target.origin}${route.stripPrefix === true ? ' (prefix stripped)' : ''}`),
   ];
 }
 
 /** Whether file descriptor `fd` is /dev/null (a benchmark or service discarding the log). */
-function writesToNull(fd: number): boolean {
+export function writesToNull(fd: number): boolean {
   try {
     const target = fstatSync(fd);
     const nul = statSync('/dev/null');
@@ -355,7 +441,7 @@ function writesToNull(fd: number): boolean {
  * Lines written once per event-loop turn rather than one write each: under load a tunnel logs tens of
  * thousands of requests a second, and a write per line would cost a syscall per request.
  */
-function batchedWriter(out: NodeJS.WritableStream): (line: string) => void {
+export function batchedWriter(out: NodeJS.WritableStream): (line: string) => void {
   let pending = '';
   const flush = (): void => {
     const text = pending;
@@ -374,11 +460,56 @@ function round(ms: number): number {
 
 export function textLine(exchange: Exchange): string {
   const status = exchange.error !== null && exchange.status === 0 ? 'ERR' : String(exchange.status);
-  return `${exchange.method} ${exchange.path} ${status} ${round(exchange.latencyMs)}ms${exchange.error !== null ? ` ${exchange.error}` : ''}\n`;
+  return `${escapeControls(exchange.method)} ${escapeControls(exchange.path)} ${status} ${round(exchange.latencyMs)}ms${exchange.error !== null ? ` ${exchange.error}` : ''}\n`;
+}
+
+/** A WebSocket connection's state at this event: 'open', 'closed', or 'refused' (not 101, or failed). */
+function webSocketState(exchange: Exchange): 'open' | 'closed' | 'refused' {
+  if (exchange.status !== 101) return 'refused';
+  return exchange.websocket?.closedAt === null ? 'open' : 'closed';
+}
+
+/** "WS /chat 101 open", "WS /chat closed 1000 after 12.3 s (4 in, 3 out)", "WS /chat 403" (line mode). */
+export function webSocketLine(exchange: Exchange): string {
+  const log = exchange.websocket!;
+  const state = webSocketState(exchange);
+  const path = escapeControls(exchange.path);
+  if (state === 'open') return `WS ${path} 101 open\n`;
+  if (state === 'refused') {
+    const status = exchange.status === 0 ? 'ERR' : String(exchange.status);
+    return `WS ${path} ${status}${exchange.error === null ? '' : ` ${exchange.error}`}\n`;
+  }
+  const seconds = Math.round(((log.closedAt ?? log.openedAt) - log.openedAt) / 100) / 10;
+  // Either side may close with any reason text: the public client's included.
+  const reason = log.closeReason === '' ? '' : ` ${escapeControls(log.closeReason)}`;
+  return `WS ${path} closed ${log.closeCode ?? '-'}${reason} after ${seconds} s (${log.messagesIn} in, ${log.messagesOut} out)\n`;
+}
+
+/** The same as JSON fields (--log json lines; --json's "websocket" events). */
+export function webSocketFields(exchange: Exchange): Record<string, unknown> {
+  const log = exchange.websocket!;
+  const state = webSocketState(exchange);
+  return {
+    websocket: state,
+    id: exchange.id,
+    path: exchange.path,
+    status: exchange.status,
+    port: exchange.port,
+    opened_at: new Date(log.openedAt).toISOString(),
+    error: exchange.error,
+    ...(state === 'closed'
+      ? { close_code: log.closeCode, close_reason: log.closeReason, duration_ms: (log.closedAt ?? log.openedAt) - log.openedAt, messages_in: log.messagesIn, messages_out: log.messagesOut }
+      : {}),
+  };
+}
+
+/** `--log json`'s line for a WebSocket: its fields, control-safe. */
+export function webSocketJsonLine(exchange: Exchange): string {
+  return `${controlSafeJson(webSocketFields(exchange))}\n`;
 }
 
 export function jsonLine(exchange: Exchange): string {
-  return `${JSON.stringify({
+  return `${controlSafeJson({
     id: exchange.id,
     method: exchange.method,
     path: exchange.path,
@@ -449,9 +580,10 @@ export function renderStatus(view: StatusView, options: RenderOptions): string[]
   for (let i = view.recent.length - 1; i >= 0; i--) {
     const request = view.recent[i]!;
     const status = request.error !== null && request.status === 0 ? 'ERR' : String(request.status);
-    const path = request.path.length > pathWidth ? `${request.path.slice(0, pathWidth - 1)}…` : request.path.padEnd(pathWidth);
+    const shown = escapeControls(request.path);
+    const path = shown.length > pathWidth ? `${shown.slice(0, pathWidth - 1)}…` : shown.padEnd(pathWidth);
     const latency = `${round(request.latencyMs)} ms`.padStart(10);
-    const head = `${request.method.padEnd(7)} ${path} `;
+    const head = `${escapeControls(request.method).padEnd(7)} ${path} `;
     const reason = request.error === null ? '' : `  ${request.error}`;
     add(`${head}${paint(statusColor(request), status.padEnd(4))}${latency}${paint('2', reason)}`, head.length + 4 + latency.length + reason.length);
   }
@@ -524,6 +656,12 @@ class StatusBlock {
     this.client.on('exchange', (exchange) => {
       // Only what the block shows: no reference to the bodies is kept.
       this.recent.push({ method: exchange.method, path: exchange.path, status: exchange.status, error: exchange.error, latencyMs: exchange.latencyMs });
+      if (this.recent.length > RECENT) this.recent.shift();
+      this.dirty = true;
+    });
+    this.client.on('websocket', (exchange) => {
+      if (exchange.websocket?.closedAt !== null && exchange.status === 101) return;
+      this.recent.push({ method: 'WS', path: exchange.path, status: exchange.status, error: exchange.error, latencyMs: 0 });
       if (this.recent.length > RECENT) this.recent.shift();
       this.dirty = true;
     });

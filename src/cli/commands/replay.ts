@@ -9,12 +9,13 @@
 import { request } from 'undici';
 import { edgeApiClient } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, UsageError } from '../args.js';
-import { resolveCredentials } from '../config.js';
+import { projectConfig, resolveCredentials } from '../config.js';
 import { printJson } from '../output.js';
+import { DEFAULT_INSPECT_HOST, urlHost } from '../../inspector/address.js';
 
 const HELP = `
-Usage: burrow replay (--last | REQ_ID) [--header 'Name: value' ...] [--allow-truncated] [--inspector URL] [--json]
-                    [--edge URL] [--token T] [--ca FILE] [--insecure]
+Usage: burrow replay (--last | REQ_ID) [--header 'Name: value' ...] [--allow-truncated] [--inspector URL|PORT] [--json]
+                    [--edge URL] [--token T] [--ca FILE] [--resolve HOST:PORT:ADDRESS ...] [--insecure]
 
 Replays a captured request to the local server again, without the original sender, through the
 running inspector of "burrow http" (default http://127.0.0.1:4040). If no inspector is running, or it
@@ -27,12 +28,18 @@ Options:
   --last            replay the newest request the inspector holds
   --header 'N: v'   replace (or add) a request header; repeatable
   --allow-truncated replay even a request whose captured body was cut at the cap
-  --inspector URL   the inspector (default: BURROW_INSPECTOR, http://127.0.0.1:4040)
+  --inspector URL|PORT
+                    the inspector: its URL, HOST:PORT, or a PORT on 127.0.0.1, as "burrow http
+                    --inspect PORT" took it (default: BURROW_INSPECTOR, burrow.yml's inspect,
+                    http://127.0.0.1:4040)
   --edge URL        the edge, when no inspector runs (default: BURROW_EDGE, the config file);
                     repeat it to try the next edge when one cannot be reached
   --token T         the token, when no inspector runs (default: BURROW_TOKEN, the config file)
   --ca FILE         trust this CA (PEM) for an https:// edge with a private certificate (default:
                     BURROW_CA, the CA "burrow login --ca" saved)
+  --resolve HOST:PORT:ADDRESS
+                    connect to ADDRESS for the edge URL's HOST and PORT, without DNS (like curl
+                    --resolve; repeatable; default: BURROW_RESOLVE)
   --insecure        allow sending the token over plain http:// to an edge not on this machine
   --json            print the new request as JSON
   -h, --help        show this help
@@ -64,6 +71,7 @@ export async function replayCommand(args: string[]): Promise<number> {
       edge: { type: 'string', multiple: true },
       token: { type: 'string' },
       ca: { type: 'string' },
+      resolve: { type: 'string', multiple: true },
       insecure: { type: 'boolean' },
       json: { type: 'boolean' },
     },
@@ -85,7 +93,7 @@ export async function replayCommand(args: string[]): Promise<number> {
     ...(Object.keys(headers).length > 0 ? { headers } : {}),
     ...(parsed.values['allow-truncated'] === true ? { allow_truncated: true } : {}),
   };
-  const inspector = inspectorUrl(parsed.values.inspector ?? nonEmpty(process.env.BURROW_INSPECTOR) ?? DEFAULT_INSPECTOR);
+  const inspector = inspectorUrl(parsed.values.inspector ?? nonEmpty(process.env.BURROW_INSPECTOR) ?? configuredInspector() ?? DEFAULT_INSPECTOR);
 
   let replayed: Replayed | null = null;
   try {
@@ -119,11 +127,24 @@ export async function replayCommand(args: string[]): Promise<number> {
   return 0;
 }
 
+/** burrow.yml's `inspect` address, when it names a port (0 means "any free one": nothing to find). */
+function configuredInspector(): string | undefined {
+  const address = projectConfig()?.inspect;
+  if (address === undefined || address === null || address.port === 0) return undefined;
+  return `http://${urlHost(address.host)}:${address.port}`;
+}
+
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
+/** --inspector: a URL, HOST:PORT, or a bare PORT on 127.0.0.1 (what "burrow http --inspect PORT" takes). */
 function inspectorUrl(text: string): string {
+  if (/^[0-9]+$/.test(text)) {
+    const port = Number(text);
+    if (port < 1 || port > 65535) throw new UsageError(`--inspector ${text}: the port must be 1 to 65535`);
+    return `http://${DEFAULT_INSPECT_HOST}:${port}`;
+  }
   let url: URL;
   try {
     url = new URL(text.includes('://') ? text : `http://${text}`);

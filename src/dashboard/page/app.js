@@ -2,8 +2,10 @@
 // framework, no build step. The session lives in an HttpOnly cookie the page cannot read; the page
 // learns whether it is signed in by asking GET /api/v1/session.
 import { api, errorText, onApiFailure } from './api.js';
-import { clear, copyText, dateText, h, labelled, table } from './dom.js';
+import { dateText, labelled, table } from './dom.js';
+import { clear, copyText, h } from './elements.js';
 import { sizeText } from './exchange-format.js';
+import { openPolicyEditor } from './policy.js';
 import { requestsView } from './requests.js';
 
 const $ = (id) => document.getElementById(id);
@@ -30,13 +32,16 @@ async function showShell() {
 }
 
 async function start() {
+  let message;
   try {
+    // 204 (null) when this browser has no session: a first visit is not an error.
     state.session = await api('GET', '/api/v1/session');
-  } catch {
-    showSignIn();
-    return;
+  } catch (error) {
+    state.session = null;
+    message = error.status === 401 ? 'Your session ended (signed out elsewhere, idle too long, or its token was revoked): sign in again.' : errorText(error);
   }
-  await showShell();
+  if (state.session === null) showSignIn(message);
+  else await showShell();
 }
 
 $('signin-form').addEventListener('submit', async (event) => {
@@ -47,7 +52,8 @@ $('signin-form').addEventListener('submit', async (event) => {
   try {
     state.session = await api('POST', '/api/v1/session', { token });
     input.value = '';
-    if (!location.hash) location.hash = '#/tunnels';
+    // Without a hashchange event: showShell routes once.
+    if (!location.hash) history.replaceState(null, '', '#/tunnels');
     await showShell();
   } catch (error) {
     $('signin-error').textContent = errorText(error);
@@ -68,23 +74,28 @@ onApiFailure((error) => {
   if (error.status === 401 && state.session !== null) showSignIn(`${errorText(error)}`);
 });
 
+// One line under the navigation for both: an error (red, until the next action clears it) or a notice of
+// success (green, gone after a moment). Each sets its own class, so an error that follows a notice is
+// never shown in the notice's colour.
+let noticeTimer = null;
+
 function setError(error) {
   const element = $('error');
+  clearTimeout(noticeTimer);
+  element.className = 'error';
+  element.setAttribute('role', 'alert');
   element.hidden = error === null;
   element.textContent = error === null ? '' : errorText(error);
 }
 
 function notify(message) {
   const element = $('error');
-  element.hidden = false;
+  clearTimeout(noticeTimer);
   element.className = 'notice';
+  element.setAttribute('role', 'status');
+  element.hidden = false;
   element.textContent = message;
-  setTimeout(() => {
-    if (element.textContent === message) {
-      element.hidden = true;
-      element.className = 'error';
-    }
-  }, 2500);
+  noticeTimer = setTimeout(() => setError(null), 2500);
 }
 
 function leaveView() {
@@ -92,11 +103,13 @@ function leaveView() {
   state.leave = null;
 }
 
+let routeTicket = 0;
+
 async function route() {
   if (state.session === null) return;
+  const ticket = ++routeTicket;
   leaveView();
   setError(null);
-  $('error').className = 'error';
   const [, name = 'tunnels', argument] = /^#\/([a-z]+)(?:\/(.*))?$/.exec(location.hash) ?? [];
   const view = VIEWS.includes(name) ? name : 'tunnels';
   for (const link of document.querySelectorAll('nav a')) {
@@ -105,9 +118,12 @@ async function route() {
   }
   const root = clear($('view'));
   try {
-    state.leave = (await VIEW_FUNCTIONS[view](root, argument === undefined ? null : decodeURIComponent(argument))) ?? null;
+    const leave = (await VIEW_FUNCTIONS[view](root, argument === undefined ? null : argument)) ?? null;
+    // Another route began while this view loaded: this one is gone, and so must be its timers.
+    if (ticket === routeTicket) state.leave = leave;
+    else leave?.();
   } catch (error) {
-    setError(error);
+    if (ticket === routeTicket) setError(error);
   }
 }
 
@@ -115,7 +131,6 @@ window.addEventListener('hashchange', () => void route());
 
 // ---- confirmation dialog -------------------------------------------------------------------------------
 
-/** Asks in a modal dialog; resolves true when the `confirmLabel` button was chosen. */
 /** Asks first; once confirmed, sends the DELETE, says `done`, shows an error as text, and refreshes. */
 async function confirmThenDelete(dialog, path, done, refresh) {
   if (!(await confirmAction(dialog))) return;
@@ -128,6 +143,7 @@ async function confirmThenDelete(dialog, path, done, refresh) {
   await refresh();
 }
 
+/** Asks in a modal dialog; resolves true when the `confirmLabel` button was chosen. */
 function confirmAction({ title, text, warnings = [], confirmLabel }) {
   const dialog = $('confirm');
   $('confirm-title').textContent = title;
@@ -202,11 +218,13 @@ async function tunnelsView(root) {
 
 // ---- Requests ------------------------------------------------------------------------------------------
 
+/** #/requests/NAME opens a tunnel's requests, #/requests/NAME/ID one of them too. */
 async function requestsPage(root, argument) {
-  const { tunnels, reserved } = await loadTunnelsAndReservations();
+  const [subdomain = null, request = null] = argument === null ? [] : argument.split('/', 2).map(decodeURIComponent);
+  const [{ tunnels, reserved }, instance] = await Promise.all([loadTunnelsAndReservations(), api('GET', '/api/v1/instance')]);
   const names = [...new Set([...tunnels.map((tunnel) => tunnel.subdomain), ...reserved.map((record) => record.subdomain), ...state.seen])];
-  if (argument !== null && !names.includes(argument)) names.unshift(argument);
-  return requestsView({ root, subdomains: names, preferred: argument, setError, notify, publicUrlOf });
+  if (subdomain !== null && !names.includes(subdomain)) names.unshift(subdomain);
+  return requestsView({ root, subdomains: names, preferred: subdomain, request, setError, notify, publicUrlOf, build: instance.build });
 }
 
 // ---- Access tokens -------------------------------------------------------------------------------------
@@ -278,6 +296,7 @@ async function tokensView(root) {
 async function reservedView(root) {
   const name = h('input', { id: 'reserve-name', required: true, autocomplete: 'off', spellcheck: 'false' });
   const list = h('div');
+  const editorHost = h('div');
   const refresh = async () => {
     const { tunnels, reserved } = await loadTunnelsAndReservations();
     const live = new Set(tunnels.map((tunnel) => tunnel.subdomain));
@@ -286,9 +305,28 @@ async function reservedView(root) {
       h('td', {}, dateText(record.created_at)),
       h('td', {}, live.has(record.subdomain) ? 'live' : 'idle'),
       h('td', {}, offlineSelect(record)),
+      h('td', {}, record.policy ?? 'none', ' ', h('button.small', { type: 'button', 'aria-label': `Policy of ${record.subdomain}`, on: { click: () => void editPolicy(record.subdomain) } }, 'Edit')),
       h('td', {}, h('a', { href: `#/queue/${encodeURIComponent(record.subdomain)}`, 'aria-label': `Queue of ${record.subdomain}` }, 'Queue')),
-      h('td', {}, h('button', { type: 'button', 'aria-label': 'Release', title: `Release ${record.subdomain}`, on: { click: () => void release(record.subdomain) } }, 'Release'))));
-    clear(list).append(table('Reserved subdomains', ['Subdomain', 'Reserved', 'Tunnel', 'Offline mode', 'Held webhooks', ''], rows, 'No reserved subdomains.'));
+      h('td', {}, h('button.danger', { type: 'button', 'aria-label': 'Release', title: `Release ${record.subdomain}`, on: { click: () => void release(record, live.has(record.subdomain)) } }, 'Release'))));
+    clear(list).append(table('Reserved subdomains', ['Subdomain', 'Reserved', 'Tunnel', 'Offline mode', 'Policy', 'Held webhooks', ''], rows, 'No reserved subdomains.'));
+  };
+  /** The name's policy (docs/policies.md) in an editor under the list (src/dashboard/page/policy.js). */
+  const editPolicy = async (subdomain) => {
+    setError(null);
+    try {
+      const editor = await openPolicyEditor(editorHost, subdomain, {
+        onDone: async () => {
+          clear(editorHost);
+          await refresh();
+        },
+        report: setError,
+        notify,
+        confirm: confirmAction,
+      });
+      editor.querySelector('input, textarea')?.focus();
+    } catch (error) {
+      setError(error);
+    }
   };
   /** The name's offline mode (docs/offline.md): changed at once, with PATCH, when another is chosen. */
   const offlineSelect = (record) => {
@@ -317,20 +355,28 @@ async function reservedView(root) {
       setError(error);
     }
   };
-  const release = async (subdomain) => {
-    try {
-      await api('DELETE', `/api/v1/reserved-subdomains/${encodeURIComponent(subdomain)}`);
-      notify(`Released ${subdomain}.`);
-      await refresh();
-    } catch (error) {
-      setError(error);
-    }
+  const release = (record, live) => {
+    const warnings = [];
+    if (live) warnings.push(`A tunnel is live on ${record.subdomain}: it keeps running, but once it disconnects any account may take the name.`);
+    if (record.offline === 'queue') warnings.push(`Webhooks held for ${record.subdomain} are dropped.`);
+    return confirmThenDelete(
+      {
+        title: `Release ${record.subdomain}?`,
+        text: `${record.subdomain} stops being yours alone: another account can reserve it or open a tunnel on it.`,
+        warnings,
+        confirmLabel: 'Release subdomain',
+      },
+      `/api/v1/reserved-subdomains/${encodeURIComponent(record.subdomain)}`,
+      `Released ${record.subdomain}.`,
+      refresh,
+    );
   };
   root.append(
     h('h1', {}, 'Reserved subdomains'),
     h('p.muted', {}, 'A reserved name is yours alone: no other account can open a tunnel on it.'),
     h('form.inline', { on: { submit: reserve } }, h('label', { for: 'reserve-name' }, 'Subdomain'), name, h('button', { type: 'submit' }, 'Reserve')),
     list,
+    editorHost,
   );
   await refresh();
 }
@@ -340,7 +386,8 @@ const OFFLINE_MODES = [['off', 'off (404)'], ['reject', 'reject (503, retry late
 // ---- Queue ---------------------------------------------------------------------------------------------
 
 /** The webhooks held for one reserved subdomain (docs/offline.md): redeliver, discard, pause, resume. */
-async function queueView(root, argument) {
+async function queueView(root, path) {
+  const argument = path === null ? null : decodeURIComponent(path);
   const { reserved_subdomains: reserved } = await api('GET', '/api/v1/reserved-subdomains');
   const names = reserved.map((record) => record.subdomain);
   if (argument !== null && !names.includes(argument)) names.unshift(argument);
@@ -353,6 +400,7 @@ async function queueView(root, argument) {
   const select = h('select', { id: 'queue-subdomain' }, names.map((name) => h('option', { value: name, selected: name === subdomain }, name)));
   const facts = h('div');
   const pauseButton = h('button', { type: 'button', on: { click: () => void togglePause() } }, 'Pause queue');
+  const discardAllButton = h('button.danger', { type: 'button', on: { click: () => void discardAll() } }, 'Discard all');
   const list = h('div');
   let paused = false;
   select.addEventListener('change', () => {
@@ -360,7 +408,7 @@ async function queueView(root, argument) {
     history.replaceState(null, '', `#/queue/${encodeURIComponent(subdomain)}`);
     void refresh();
   });
-  root.append(h('div.filters', {}, h('label', { for: 'queue-subdomain' }, 'Reserved subdomain'), select, pauseButton), facts, list);
+  root.append(h('div.filters', {}, h('label', { for: 'queue-subdomain' }, 'Reserved subdomain'), select, pauseButton, discardAllButton), facts, list);
 
   const refresh = async () => {
     try {
@@ -407,6 +455,17 @@ async function queueView(root, argument) {
       },
       `/api/v1/queue/${encodeURIComponent(event.id)}`,
       `Discarded ${event.id}.`,
+      refresh,
+    );
+  const discardAll = () =>
+    confirmThenDelete(
+      {
+        title: `Discard every event of ${subdomain}?`,
+        text: 'Every held event of this name (queued, failed and delivered) is dropped and never delivered again.',
+        confirmLabel: 'Discard all events',
+      },
+      `/api/v1/queue?subdomain=${encodeURIComponent(subdomain)}&state=all`,
+      `Discarded every event of ${subdomain}.`,
       refresh,
     );
   const togglePause = async () => {

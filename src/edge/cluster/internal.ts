@@ -12,7 +12,7 @@ import type { ServerExchange } from '../../http1/server.js';
 import { gatherBody, requestFraming } from '../request-framing.js';
 import { writeOwn } from '../responses.js';
 import type { ReleaseCall } from './peer-link.js';
-import { INTERNAL_PREFIX, RELEASE_PATH, SECRET_HEADER, type ClusterSecret } from './secret.js';
+import { INTERNAL_PREFIX, RELEASE_PATH, SECRET_HEADER, STORE_STATUS_PATH, type ClusterSecret } from './secret.js';
 import type { ClusterDirectory, LocalTunnels } from './types.js';
 
 /** Internal calls carry small JSON bodies (a capture for a replay is the largest). */
@@ -39,6 +39,8 @@ export class InternalEndpoints {
     private readonly log: (line: string) => void,
   ) {
     this.routes.set(`POST ${RELEASE_PATH}`, (request) => this.release(request));
+    // An edge that lost the store asks whether the others still reach it (src/edge/cluster/registry.ts).
+    this.routes.set(`GET ${STORE_STATUS_PATH}`, () => ({ status: 200, body: { available: this.local?.storeAvailable?.() ?? false } }));
   }
 
   /** Adds a route under INTERNAL_PREFIX (the capture fan-out's, src/edge/cluster/captures.ts). */

@@ -5,7 +5,7 @@
  */
 import { Agent } from 'undici';
 import type { ClusterPeer, PeerLink, ReleaseOutcome } from './types.js';
-import { RELEASE_PATH, SECRET_HEADER } from './secret.js';
+import { RELEASE_PATH, SECRET_HEADER, STORE_STATUS_PATH } from './secret.js';
 
 export interface PeerLinkOptions {
   secret: string;
@@ -55,6 +55,24 @@ export class HttpPeerLink implements PeerLink {
     } catch (error) {
       // Nothing listens at the peer's address: its process is gone, and its tunnels with it.
       return connectionRefused(error) ? 'not-held' : 'unreachable';
+    }
+  }
+
+  async storeAvailable(peer: ClusterPeer): Promise<boolean | null> {
+    try {
+      const response = await this.agent.request({
+        origin: peer.advertise,
+        path: STORE_STATUS_PATH,
+        method: 'GET',
+        headers: { [SECRET_HEADER]: this.secret },
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      const text = await response.body.text();
+      if (response.statusCode !== 200) return null;
+      const available = (JSON.parse(text) as { available?: unknown }).available;
+      return typeof available === 'boolean' ? available : null;
+    } catch {
+      return null;
     }
   }
 

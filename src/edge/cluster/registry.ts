@@ -5,13 +5,25 @@
  *
  * A tunnel is served here only while its lease is valid locally: until the start of its last successful
  * renewal (or its grant) + TTL − margin, on this process's monotonic clock, which ends before Redis can
- * expire the lease and grant the name elsewhere (the argument is in redis-leases.ts). So while Redis is
- * unreachable, held tunnels keep answering for up to TTL − margin (13 s by default), renewals keep being
- * tried, and new connects get 503 STORE_UNAVAILABLE; when Redis is back, renewals extend the validity
- * again, and a lease that expired meanwhile is claimed again for its session (or the session gets GOAWAY
- * REPLACED when someone else has the name by then).
+ * expire the lease and grant the name elsewhere (the argument is in redis-leases.ts and docs/cluster.md).
+ * So while Redis is unreachable, held tunnels keep answering for up to TTL − margin (13 s by default),
+ * through every edge, since each keeps the last-known owner of every name (owner-map.ts, pushed by
+ * Redis); renewals keep being tried and new connects get 503 STORE_UNAVAILABLE. Past its validity a
+ * session that is still connected is answered 503 (`lapsed`), never 404. When Redis is back (the lease
+ * connection is ready again) the edge renews at once, and a lease that expired meanwhile is claimed
+ * again for its session (or the session gets GOAWAY REPLACED when someone else has the name by then).
+ *
+ * Store status: the edge emits 'store-status' ({available, since, reason}) when a renewal round fails
+ * after one succeeded, and when one succeeds again; the session layer tells its clients.
+ *
+ * Partitions: when leases lapse while the store is unreachable, the edge asks the other edges whether
+ * they reach it. If one does (or none answers: this edge is cut off from them too), this edge is the
+ * one cut off and its lapsed sessions get GOAWAY STORE_UNREACHABLE, so their clients reconnect through
+ * another edge at once; if the others cannot reach the store either, moving would not help, and the
+ * sessions stay to be served again the moment Redis is back.
  */
 import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { BurrowError } from '../../errors.js';
@@ -25,16 +37,22 @@ import {
   RENEW_EVERY_MS,
   VALIDITY_MARGIN_MS,
   RedisLeases,
+  storeUnavailable,
   type ClaimResult,
   type ClusterCommand,
   type LeaseRecord,
 } from '../../store/redis-leases.js';
 import type { Store } from '../../store/store.js';
 import type { ReplayOverrides, TunnelCloseReason, TunnelInfo } from '../../api/types.js';
-import { TunnelRegistry, type AdmitDetails, type EdgeRegistry } from '../registry.js';
+import { takeoverRefusal, TunnelRegistry, type AdmitDetails, type EdgeRegistry } from '../registry.js';
 import type { TunnelSession } from '../session.js';
+import { OwnerMap } from './owner-map.js';
 import type { ClusterDirectory, ClusterPeer, LocalTunnels, PeerLink, TunnelLease } from './types.js';
 
+
+/** A name the owner map has no owner for is asked of Redis at most this often. */
+const MISS_RECHECK_MS = 1_000;
+const MAX_MISSES_REMEMBERED = 50_000;
 export interface ClusterTimings {
   /** How long a lease lives in Redis without renewal. */
   leaseTtlMs: number;
@@ -42,8 +60,6 @@ export interface ClusterTimings {
   /** Served locally until (last renewal's start + TTL − margin). */
   marginMs: number;
   heartbeatTtlMs: number;
-  /** How long `ownerOf` answers from memory (pub/sub drops entries as owners change). */
-  ownerCacheMs: number;
 }
 
 export const DEFAULT_CLUSTER_TIMINGS: Readonly<ClusterTimings> = Object.freeze({
@@ -51,8 +67,19 @@ export const DEFAULT_CLUSTER_TIMINGS: Readonly<ClusterTimings> = Object.freeze({
   renewEveryMs: RENEW_EVERY_MS,
   marginMs: VALIDITY_MARGIN_MS,
   heartbeatTtlMs: HEARTBEAT_TTL_MS,
-  ownerCacheMs: 1_000,
 });
+
+/** Whether this edge reaches the cluster's store (the 'store-status' event), since when (epoch ms), and why not. */
+export interface StoreStatus {
+  available: boolean;
+  since: number;
+  /** Why the store is unavailable ('' when it is available). */
+  reason: string;
+}
+
+interface ClusterRegistryEvents {
+  'store-status': [StoreStatus];
+}
 
 export interface ClusterRegistryOptions {
   leases: RedisLeases;
@@ -75,6 +102,8 @@ interface LocalLease {
   accountId: string;
   tokenId: string;
   port: number;
+  instance: string | null;
+  clientAddress: string;
   startedAt: number;
   publicUrl: string;
   cap: number;
@@ -88,8 +117,14 @@ interface LocalLease {
 /** A granted name whose WebSocket has not opened yet is given back after this long. */
 const PENDING_LIMIT_MS = 30_000;
 const TAKEOVER_ATTEMPTS = 3;
+/** A (re)subscription not confirmed within this long is given up and its connection made anew. */
+const SUBSCRIBE_TIMEOUT_MS = 5_000;
 
-export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTunnels {
+/**
+ * Events: 'store-status' (StoreStatus) when the store becomes unavailable to this edge and when it is
+ * reachable again, once each. The session layer tells its clients (the tunnel protocol's notice).
+ */
+export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> implements EdgeRegistry, ClusterDirectory, LocalTunnels {
   readonly self: ClusterPeer;
   /** The internal hop's control calls; set by the edge once the hop exists. Without one a takeover waits for expiry. */
   peerLink: PeerLink | null = null;
@@ -99,24 +134,33 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
   private readonly held = new Map<string, LocalLease>();
   /** Leases granted to connects whose WebSocket is not open yet. */
   private readonly pending = new Map<string, LocalLease>();
-  private readonly owners = new Map<string, { lease: TunnelLease | null; until: number }>();
+  /** Every name's last-known owner, pushed by Redis. */
+  private readonly owners: OwnerMap;
+  /** Since when (monotonic ms) the owner map is in step with Redis: subscribed and loaded; -1 while not. */
+  private inStepSince = -1;
+  private syncing: Promise<void> | null = null;
   private readonly timings: ClusterTimings;
   private readonly clock = (): number => performance.now();
   private timer: NodeJS.Timeout | null = null;
+  private lapseTimer: NodeJS.Timeout | null = null;
   private renewing: Promise<void> | null = null;
+  /** Another round was asked for while one ran (the store came back meanwhile): run it right after. */
+  private renewAgain = false;
   /** Redis writes started by session ends (holds): awaited on stop. */
   private readonly writes = new Set<Promise<unknown>>();
-  private storeDown = false;
+  private status: StoreStatus = { available: true, since: Date.now(), reason: '' };
   private stopped = false;
   /** The edge stopped accepting connections: it serves nothing new (see `quiesce`). */
   private leaving = false;
 
   constructor(private readonly options: ClusterRegistryOptions) {
+    super();
     this.self = options.self;
     this.leases = options.leases;
     // Grace holds live in Redis; locally a session that ends is simply gone.
     this.local = new TunnelRegistry(options.local, 0);
     this.timings = { ...DEFAULT_CLUSTER_TIMINGS, ...options.timings };
+    this.owners = new OwnerMap(this.timings.leaseTtlMs, this.clock);
   }
 
   /** A fresh boot id: tells a restarted edge apart from its former self. */
@@ -124,12 +168,43 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     return randomBytes(8).toString('hex');
   }
 
-  /** Joins the cluster: listens for commands, beats the first heartbeat, starts renewing. */
+  /**
+   * Joins the cluster: listens for commands and lease changes, loads every owner, beats the first
+   * heartbeat, starts renewing. From then on the owner map is loaded again after every resubscription,
+   * and a renewal round runs the moment the lease connection is back (or lost: the outage is noticed at once).
+   */
   async start(): Promise<void> {
-    await RedisLeases.subscribe(this.options.subscriber, this.leases.channel, (command) => this.onCommand(command));
+    const subscriber = this.options.subscriber;
+    await RedisLeases.subscribe(subscriber, this.leases.channel, (command) => this.onCommand(command));
     await this.leases.renew(this.self, [], this.timings.leaseTtlMs, this.timings.heartbeatTtlMs);
+    await this.syncOwners();
+    if (this.inStepSince < 0) throw storeUnavailable(new Error('the tunnel owners could not be loaded'));
+    subscriber.on('ready', this.onSubscriberReady);
+    subscriber.on('close', this.onSubscriberClose);
+    this.leases.redis.on('ready', this.onStoreConnection);
+    this.leases.redis.on('close', this.onStoreConnection);
     this.timer = setInterval(() => void this.renew(), this.timings.renewEveryMs);
     this.timer.unref();
+  }
+
+  private readonly onSubscriberReady = (): void => void this.syncOwners();
+  private readonly onSubscriberClose = (): void => {
+    this.inStepSince = -1;
+  };
+  private readonly onStoreConnection = (): void => {
+    if (!this.stopped) void this.renew();
+  };
+
+  private detach(): void {
+    this.stopped = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    if (this.lapseTimer !== null) clearTimeout(this.lapseTimer);
+    this.timer = null;
+    this.lapseTimer = null;
+    this.options.subscriber.off('ready', this.onSubscriberReady);
+    this.options.subscriber.off('close', this.onSubscriberClose);
+    this.leases.redis.off('ready', this.onStoreConnection);
+    this.leases.redis.off('close', this.onStoreConnection);
   }
 
   /**
@@ -137,9 +212,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
    * removes the heartbeat. Redis being down does not stop the edge from stopping.
    */
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer !== null) clearInterval(this.timer);
-    this.timer = null;
+    this.detach();
     await this.renewing;
     for (const lease of this.pending.values()) this.track(this.leases.drop(lease.subdomain, lease.accountId, lease.fence, this.self.nodeId));
     this.pending.clear();
@@ -161,9 +234,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
 
   /** Stops renewing without telling Redis anything: what a crashed edge looks like to the others (tests). */
   halt(): void {
-    this.stopped = true;
-    if (this.timer !== null) clearInterval(this.timer);
-    this.timer = null;
+    this.detach();
   }
 
   // ---- the edge's registry ----------------------------------------------------------------------------
@@ -197,7 +268,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
       const started = this.clock();
       const result = await this.leases.claim(this.claimOf(requested, accountId, tunnelCap, details, fromFence), this.timings.leaseTtlMs);
       if (result.granted) return this.granted(requested, accountId, tunnelCap, details, result.fence, started);
-      this.refuse(requested, tunnelCap, result);
+      this.refuse(requested, tunnelCap, result, details);
       if (result.reason !== 'takeover') break;
       // The same account holds the name live on another edge: a reconnect. The old edge ends its session
       // first (or is shown to be gone), then the name moves from exactly the fence it held.
@@ -225,7 +296,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
       const started = this.clock();
       const result = await this.leases.claim(this.claimOf(name, accountId, tunnelCap, details, undefined), this.timings.leaseTtlMs);
       if (result.granted) return this.granted(name, accountId, tunnelCap, details, result.fence, started);
-      if (result.reason === 'cap') this.refuse(name, tunnelCap, result);
+      if (result.reason === 'cap') this.refuse(name, tunnelCap, result, details);
     }
   }
 
@@ -235,6 +306,9 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
       accountId,
       tokenId: details.tokenId,
       port: details.port,
+      instance: details.instance ?? '',
+      clientAddress: details.clientAddress,
+      replace: details.replace,
       startedAt: Date.now(),
       publicUrl: this.options.publicUrlOf(subdomain),
       nodeId: this.self.nodeId,
@@ -246,9 +320,14 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
   }
 
   /** Throws the refusal a claim result means ('takeover' is the caller's to handle). */
-  private refuse(subdomain: string, tunnelCap: number, result: Exclude<ClaimResult, { granted: true }>): void {
+  private refuse(subdomain: string, tunnelCap: number, result: Exclude<ClaimResult, { granted: true }>, details: AdmitDetails): void {
     if (result.reason === 'taken') {
       throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is in use by another account.`);
+    }
+    if (result.reason === 'online') {
+      const { holder } = result;
+      const online = { ...holder, instance: holder.instance === '' ? null : holder.instance, nodeId: holder.nodeId === this.self.nodeId ? undefined : holder.nodeId };
+      throw takeoverRefusal(subdomain, online, details) ?? new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is online in another tunnel of this account.`);
     }
     if (result.reason === 'cap') {
       throw new BurrowError(
@@ -267,19 +346,22 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
       live.fence = fence;
       live.validUntil = validUntil;
     }
-    this.pending.set(subdomain, {
+    const lease: LocalLease = {
       subdomain,
       accountId,
       tokenId: details.tokenId,
       port: details.port,
+      instance: details.instance,
+      clientAddress: details.clientAddress,
       startedAt: Date.now(),
       publicUrl: this.options.publicUrlOf(subdomain),
       cap,
       fence,
       validUntil,
       grantedAt: now,
-    });
-    this.announce(subdomain);
+    };
+    this.pending.set(subdomain, lease);
+    this.learnOwn(lease);
     return subdomain;
   }
 
@@ -290,7 +372,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     // A live local session of the same account keeps the name under the new grant (a replacement that never happened).
     if (this.held.get(subdomain)?.fence === lease.fence) return;
     this.track(this.leases.drop(subdomain, accountId, lease.fence, this.self.nodeId));
-    this.announce(subdomain);
+    this.owners.released(subdomain, lease.fence);
   }
 
   add(session: TunnelSession): void {
@@ -320,21 +402,29 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     // A new connect of the same name on this edge is waiting for its upgrade: it keeps the lease.
     if (this.pending.has(session.subdomain)) return;
     this.track(this.leases.hold(lease.subdomain, lease.accountId, lease.fence, this.self.nodeId, this.options.graceMs));
-    this.announce(lease.subdomain);
+    this.owners.released(lease.subdomain, lease.fence);
   }
 
   sweep(): void {
     const cutoff = this.clock() - PENDING_LIMIT_MS;
     for (const lease of [...this.pending.values()]) if (lease.grantedAt < cutoff) this.abandon(lease.subdomain, lease.accountId);
-    for (const [subdomain, entry] of this.owners) if (entry.until <= this.clock()) this.owners.delete(subdomain);
+    this.owners.sweep(this.inStepFor());
   }
 
   // ---- renewals ---------------------------------------------------------------------------------------
 
-  /** One renewal round (also the heartbeat); rounds never overlap. */
+  /** One renewal round (also the heartbeat); rounds never overlap, one asked for meanwhile runs right after. */
   renew(): Promise<void> {
-    this.renewing ??= this.renewRound().finally(() => {
+    if (this.renewing !== null) {
+      this.renewAgain = true;
+      return this.renewing;
+    }
+    this.renewing = this.renewRound().finally(() => {
       this.renewing = null;
+      if (this.renewAgain && !this.stopped) {
+        this.renewAgain = false;
+        void this.renew();
+      }
     });
     return this.renewing;
   }
@@ -346,12 +436,12 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     try {
       outcomes = await this.leases.renew(this.self, batch, this.timings.leaseTtlMs, this.timings.heartbeatTtlMs);
     } catch (error) {
-      if (!this.storeDown) this.options.log(`cluster: lease renewal failed, tunnels stay served while their leases are valid: ${(error as Error).message}`);
-      this.storeDown = true;
+      this.storeLost((error as Error).message);
+      void this.checkLapses();
       return;
     }
-    if (this.storeDown) this.options.log('cluster: the shared store is reachable again');
-    this.storeDown = false;
+    this.storeBack();
+    if (this.inStepSince < 0) void this.syncOwners();
     const reclaims: Promise<void>[] = [];
     for (let i = 0; i < batch.length; i++) {
       const { lease, fence } = batch[i]!;
@@ -364,6 +454,156 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     await Promise.all(reclaims);
   }
 
+  /** Whether this edge reaches the cluster's store now (the last renewal round), since when, and why not. */
+  get storeStatus(): Readonly<StoreStatus> {
+    return this.status;
+  }
+
+  private storeLost(reason: string): void {
+    if (!this.status.available || this.stopped) return;
+    this.status = { available: false, since: Date.now(), reason };
+    // The subscribed connection may hang without closing (a lost network): pushed changes cannot be trusted
+    // to arrive; the map is loaded again once a renewal round reaches Redis.
+    this.inStepSince = -1;
+    this.options.log(`cluster: the shared store is unavailable, tunnels stay served while their leases are valid: ${reason}`);
+    this.emit('store-status', this.status);
+    this.scheduleLapseCheck();
+  }
+
+  private storeBack(): void {
+    if (this.status.available) return;
+    this.status = { available: true, since: Date.now(), reason: '' };
+    if (this.lapseTimer !== null) clearTimeout(this.lapseTimer);
+    this.lapseTimer = null;
+    this.options.log('cluster: the shared store is reachable again');
+    this.emit('store-status', this.status);
+  }
+
+  // ---- leases that lapse while the store is away ------------------------------------------------------
+
+  /**
+   * True when this edge has a live session on `subdomain` whose lease it cannot vouch for any more (its
+   * validity ended without a renewal: the store is unreachable): the public request is answered 503
+   * STORE_UNAVAILABLE, not 404, since the tunnel is still there and comes back with the store.
+   */
+  lapsed(subdomain: string): boolean {
+    const lease = this.held.get(subdomain);
+    return lease !== undefined && !this.leaving && lease.validUntil <= this.clock() && this.local.session(subdomain) !== undefined;
+  }
+
+  /** Checks again when the next lease's validity ends (while the store is away). */
+  private scheduleLapseCheck(): void {
+    if (this.lapseTimer !== null || this.stopped) return;
+    let next = Number.POSITIVE_INFINITY;
+    for (const lease of this.held.values()) next = Math.min(next, lease.validUntil);
+    if (next === Number.POSITIVE_INFINITY) return;
+    this.lapseTimer = setTimeout(() => {
+      this.lapseTimer = null;
+      void this.checkLapses();
+    }, Math.max(0, next - this.clock()) + 1);
+    this.lapseTimer.unref();
+  }
+
+  /**
+   * While the store is away: sessions whose lease lapsed get GOAWAY STORE_UNREACHABLE when this edge is
+   * the one cut off (see `cutOff`), so their clients reconnect through an edge that can serve them.
+   */
+  private async checkLapses(): Promise<void> {
+    if (this.status.available || this.stopped || this.leaving) return;
+    const now = this.clock();
+    const lapsed = [...this.held.values()].filter((lease) => lease.validUntil <= now && this.local.session(lease.subdomain) !== undefined);
+    if (lapsed.length === 0) {
+      this.scheduleLapseCheck();
+      return;
+    }
+    if (!(await this.cutOff())) return;
+    for (const lease of lapsed) {
+      // Renewed meanwhile, or gone another way.
+      if (this.held.get(lease.subdomain) !== lease || lease.validUntil > this.clock() || this.status.available) continue;
+      this.held.delete(lease.subdomain);
+      this.owners.released(lease.subdomain, lease.fence);
+      // Its lease stays in Redis until it expires: a reconnect through another edge takes the name over
+      // (this edge answers the release call 'not-held'), and no other account can have it before.
+      this.local.evict(lease.subdomain, GoAwayCode.STORE_UNREACHABLE, 'this edge lost the cluster store; reconnect through another edge of the cluster');
+      this.options.log(`cluster: ${lease.subdomain} told to reconnect through another edge (its lease lapsed; the other edges reach the store)`);
+    }
+    this.scheduleLapseCheck();
+  }
+
+  /**
+   * Whether this edge alone lost the store: asks the edges that renewed lately, over the hop. True when
+   * one of them reaches the store, or when none answers (cut off from them too); false when they say
+   * the store is down for them as well, or when this edge knows no other.
+   */
+  private async cutOff(): Promise<boolean> {
+    const link = this.peerLink;
+    const peers = this.owners.peers(this.self.nodeId);
+    if (link === null || peers.length === 0) return false;
+    const answers = await Promise.all(peers.map((peer) => link.storeAvailable(peer)));
+    return answers.includes(true) || answers.every((answer) => answer === null);
+  }
+
+  /** LocalTunnels: whether this edge reaches the store (another edge asks when it lost it). */
+  storeAvailable(): boolean {
+    return this.status.available;
+  }
+
+  // ---- the owner map ----------------------------------------------------------------------------------
+
+  /** How long the owner map has been in step with Redis (subscribed and loaded), -1 while it is not. */
+  private inStepFor(): number {
+    return this.inStepSince < 0 ? -1 : this.clock() - this.inStepSince;
+  }
+
+  /**
+   * Loads every live lease into the owner map once the commands channel is subscribed (again): the
+   * pushed changes keep it current from then on. Runs after each resubscription; a failure leaves the
+   * map out of step until the next renewal round that reaches Redis tries again.
+   */
+  private syncOwners(): Promise<void> {
+    this.syncing ??= (async () => {
+      this.inStepSince = -1;
+      try {
+        // Answered once the subscription is active: nothing pushed from here on is missed. A subscribed
+        // connection that does not answer (hung on a lost network without closing) is made anew.
+        const subscriber = this.options.subscriber;
+        const subscribed = await Promise.race([
+          subscriber.subscribe(this.leases.channel).then(() => true, () => false),
+          new Promise<false>((resolve) => setTimeout(resolve, SUBSCRIBE_TIMEOUT_MS, false).unref()),
+        ]);
+        if (!subscribed) {
+          if (!this.stopped && subscriber.status === 'ready') subscriber.disconnect(true);
+          return;
+        }
+        const snapshot = await this.leases.snapshot();
+        for (const record of snapshot.leases) this.owners.granted(tunnelLease(record), record.expiresAt - snapshot.redisNow);
+        if (this.options.subscriber.status === 'ready') this.inStepSince = this.clock();
+      } catch {
+        // Out of step until a renewal round reaches Redis again.
+      }
+    })().finally(() => {
+      this.syncing = null;
+    });
+    return this.syncing;
+  }
+
+  /** This edge's own grant, known at once (its pushed copy comes back a moment later). */
+  private learnOwn(lease: LocalLease): void {
+    this.owners.granted(
+      {
+        subdomain: lease.subdomain,
+        accountId: lease.accountId,
+        tokenId: lease.tokenId,
+        port: lease.port,
+        startedAt: lease.startedAt,
+        publicUrl: lease.publicUrl,
+        fence: lease.fence,
+        ...this.self,
+      },
+      this.timings.leaseTtlMs,
+    );
+  }
+
   private isCurrent(lease: LocalLease): boolean {
     return this.held.get(lease.subdomain) === lease || this.pending.get(lease.subdomain) === lease;
   }
@@ -374,7 +614,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     let result: ClaimResult;
     try {
       result = await this.leases.claim(
-        this.claimOf(lease.subdomain, lease.accountId, lease.cap, { tokenId: lease.tokenId, port: lease.port }, undefined),
+        this.claimOf(lease.subdomain, lease.accountId, lease.cap, { tokenId: lease.tokenId, port: lease.port, instance: lease.instance, clientAddress: lease.clientAddress, replace: false }, undefined),
         this.timings.leaseTtlMs,
       );
     } catch {
@@ -387,7 +627,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     if (result.granted) {
       lease.fence = result.fence;
       lease.validUntil = started + this.timings.leaseTtlMs - this.timings.marginMs;
-      this.announce(lease.subdomain);
+      this.learnOwn(lease);
     } else {
       this.lose(lease, 'the subdomain was given to another tunnel while the cluster store was unreachable');
     }
@@ -422,8 +662,14 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
 
   private onCommand(command: ClusterCommand): void {
     switch (command.type) {
-      case 'owner':
-        this.owners.delete(command.subdomain);
+      case 'granted':
+        this.owners.granted(tunnelLease(command.lease), command.ttlMs);
+        return;
+      case 'released':
+        this.owners.released(command.subdomain, command.fence);
+        return;
+      case 'renewed':
+        this.owners.renewed(command, command.ttlMs);
         return;
       case 'close': {
         const lease = this.held.get(command.subdomain);
@@ -442,13 +688,7 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
     this.held.delete(lease.subdomain);
     this.local.close(lease.subdomain, reason);
     this.track(this.leases.drop(lease.subdomain, lease.accountId, lease.fence, this.self.nodeId));
-    this.announce(lease.subdomain);
-  }
-
-  /** Tells every edge (this one too) that the owner of `subdomain` changed: their caches drop it. */
-  private announce(subdomain: string): void {
-    this.owners.delete(subdomain);
-    this.track(this.leases.publish({ type: 'owner', subdomain }));
+    this.owners.released(lease.subdomain, lease.fence);
   }
 
   private track(write: Promise<unknown>): void {
@@ -473,18 +713,54 @@ export class ClusterRegistry implements EdgeRegistry, ClusterDirectory, LocalTun
 
   // ---- ClusterDirectory (the hop's view) ------------------------------------------------------------
 
+  /**
+   * The edge holding `subdomain` now, from the owner map (no Redis read on the way of a public request):
+   * the last-known owner while Redis is away, whatever its validity (that edge decides); null when no
+   * edge holds it. Rejects with 503 STORE_UNAVAILABLE when this edge cannot know (Redis away and the
+   * name unknown or released), or when it is the owner itself with a lapsed lease (`lapsed`).
+   */
   async ownerOf(subdomain: string): Promise<TunnelLease | null> {
-    const now = this.clock();
-    const cached = this.owners.get(subdomain);
-    if (cached !== undefined && cached.until > now) return cached.lease;
-    const record = await this.leases.owner(subdomain);
-    const lease = record === null || record.state !== 'live' ? null : tunnelLease(record);
-    this.owners.set(subdomain, { lease, until: now + this.timings.ownerCacheMs });
-    return lease;
+    if (this.lapsed(subdomain)) throw storeUnavailable(new Error(`the lease of ${subdomain} on this edge lapsed while the store was away`));
+    if (this.inStepSince >= 0 && this.owners.needsCheck(subdomain)) await this.recheck(subdomain);
+    let owner = this.owners.lookup(subdomain, this.inStepFor());
+    if (owner === null && this.inStepSince >= 0 && this.mayAskAboutMiss(subdomain)) {
+      // No owner known: a grant made a moment ago on another edge may still be on its way here (pub/sub
+      // is not part of the claim's reply). Redis is asked, at most once a second per name.
+      await this.recheck(subdomain);
+      owner = this.owners.lookup(subdomain, this.inStepFor());
+    }
+    if (owner === undefined) throw storeUnavailable();
+    return owner;
   }
 
+  /** Names asked of Redis because the map had no owner for them: when (monotonic ms); bounded. */
+  private readonly missesAsked = new Map<string, number>();
+
+  private mayAskAboutMiss(subdomain: string): boolean {
+    const now = performance.now();
+    const asked = this.missesAsked.get(subdomain);
+    if (asked !== undefined && now - asked < MISS_RECHECK_MS) return false;
+    // Scans of random names must not grow this without bound: forgetting only costs an extra read.
+    if (this.missesAsked.size >= MAX_MISSES_REMEMBERED) this.missesAsked.clear();
+    this.missesAsked.set(subdomain, now);
+    return true;
+  }
+
+  /** A doubted owner, asked of Redis (at most once a second per name); Redis away: the map stays as it is. */
+  private async recheck(subdomain: string): Promise<void> {
+    let record: LeaseRecord | null;
+    let redisNow: number;
+    try {
+      [record, redisNow] = await Promise.all([this.leases.owner(subdomain), this.leases.now()]);
+    } catch {
+      return;
+    }
+    this.owners.checked(subdomain, record === null || record.state !== 'live' ? null : { lease: tunnelLease(record), remainingMs: record.expiresAt - redisNow });
+  }
+
+  /** The owner the map names was wrong (it said "not mine", or could not be reached): Redis is asked on next use. */
   forget(subdomain: string): void {
-    this.owners.delete(subdomain);
+    this.owners.doubt(subdomain);
   }
 
   async peers(): Promise<ClusterPeer[]> {

@@ -37,6 +37,8 @@ export const CLUSTER_HEADER_PREFIX = 'burrow-cluster-';
  */
 export const INTERNAL_PREFIX = '/_burrow/cluster/';
 export const RELEASE_PATH = '/_burrow/cluster/v1/release';
+/** Whether the asked edge reaches the cluster's store: asked by an edge that lost it (a partition or an outage?). */
+export const STORE_STATUS_PATH = '/_burrow/cluster/v1/store';
 
 export class ClusterSecret {
   private readonly digest: Buffer;

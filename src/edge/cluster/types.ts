@@ -6,7 +6,7 @@
  */
 
 export interface ClusterOptions {
-  /** redis://HOST:PORT[/DB] */
+  /** redis://HOST:PORT[/DB], or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER (src/store/redis-url.ts). */
   redis: string;
   /** This edge's name in the cluster: stable across restarts, unique among the edges. */
   nodeId: string;
@@ -61,10 +61,14 @@ export type ReleaseOutcome = 'released' | 'not-held' | 'unreachable';
 export interface PeerLink {
   /** Asks `peer` to end its session on `subdomain` granted with `fence` (a takeover by the same account). */
   release(peer: ClusterPeer, subdomain: string, fence: number): Promise<ReleaseOutcome>;
+  /** Asks `peer` whether it reaches the cluster's store; null when it could not be asked. */
+  storeAvailable(peer: ClusterPeer): Promise<boolean | null>;
 }
 
 /** What this edge does when another edge's hop asks it (implemented by the lease registry). */
 export interface LocalTunnels {
   /** Ends the local session on `subdomain` if it was granted with `fence` (GOAWAY REPLACED); 'not-held' otherwise. */
   release(subdomain: string, fence: number): 'released' | 'not-held';
+  /** Whether this edge reaches the cluster's store now (asked by an edge that lost it). */
+  storeAvailable?(): boolean;
 }

@@ -1,0 +1,283 @@
+/**
+ * `burrow start NAME... | --all`: the named tunnels of burrow.yml (docs/config.md) in one process, with
+ * one inspector for all of them. Each tunnel prints its "Forwarding <public URL> -> <target>" line(s)
+ * once live, exactly as `burrow http` does; request lines carry the tunnel's name, and so does every
+ * --json event.
+ *
+ * A tunnel the edge refuses for good (a name taken, a plan's cap) or closes for good is reported and
+ * the others keep running; the process ends when none is left, or on Ctrl-C, which closes them all. The
+ * exit code is 0 when every tunnel ran until Ctrl-C, 1 when any could not start or was ended by the edge.
+ */
+import { CliError, parse, UsageError } from '../args.js';
+import { requireToken, resolveCredentials, type Credentials } from '../config.js';
+import { formatProblem, loadConfig, type ConfigFile, type HttpTunnelConfig, type TunnelConfig } from '../config-file.js';
+import type { Exchange } from '../../client/exchange.js';
+import { RouteTable } from '../../client/routes.js';
+import { policySpecFromFlags } from '../../protocol/policy.js';
+import { TunnelClient, TunnelRefusedError, type ClosedInfo, type ReadyInfo } from '../../client/tunnel-client.js';
+import {
+  batchedWriter,
+  edgeAccess,
+  forwardingLines,
+  INSPECTOR_BODY_LIMIT,
+  inspectorAddress,
+  jsonEvents,
+  jsonLine,
+  localProblem,
+  movedLine,
+  requestEvent,
+  startInspector,
+  textLine,
+  webSocketFields,
+  webSocketJsonLine,
+  webSocketLine,
+  writesToNull,
+} from './http.js';
+
+const HELP = `
+Usage: burrow start (NAME... | --all) [--config FILE] [--edge URL ...] [--token T] [--ca FILE]
+                    [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--inspect ADDR | --no-inspect]
+                    [--log text|json] [--json]
+
+Runs the tunnels named in burrow.yml (docs/config.md), or all of them, in one process with one
+inspector. The file is --config FILE, else BURROW_CONFIG, else ./burrow.yml, else burrow.yml in the
+user config directory ("burrow config path" says which; "burrow config check" checks it).
+
+Each tunnel prints "Forwarding <public URL> -> <target>" once it is live, as "burrow http" does, and
+reconnects by itself. A tunnel the edge refuses (its subdomain taken, the plan's tunnel cap) or ends
+(closed through the API, token revoked) is reported and the others keep running. Ctrl-C closes them
+all. Exit code: 0 when every tunnel ran until Ctrl-C; 1 when one could not start or was ended by the
+edge (the process ends at once when no tunnel is left).
+
+Request lines start with the tunnel's name; the inspector (http://127.0.0.1:4040, or the next free
+port up to 4059) shows every tunnel's requests, each marked with its name. Without "subdomain" in the
+file a tunnel gets a new name each time: set it, and reserve it (burrow reserve NAME) to keep it.
+
+Edge, token, CA, inspector and log format: the flags, then BURROW_EDGE / BURROW_TOKEN / BURROW_CA,
+then the file, then what "burrow login" saved.
+
+Options:
+  --all              run every tunnel of the file
+  --config FILE      the config file (default: BURROW_CONFIG, ./burrow.yml, the user's burrow.yml)
+  --edge URL         the edge (repeatable: failover order); default: BURROW_EDGE, the file, the login
+  --token T          the token (default: BURROW_TOKEN, the file's token_env or token, the login's)
+  --ca FILE          trust this CA (PEM) for an https:// edge (default: BURROW_CA, the file's ca)
+  --resolve HOST:PORT:ADDRESS
+                     connect to ADDRESS for the edge URL's HOST and PORT, without DNS (like curl
+                     --resolve; repeatable; default: BURROW_RESOLVE, comma-separated)
+  --insecure         allow sending the token over plain http:// to an edge not on this machine
+  --inspect ADDR     the inspector's address: PORT or HOST:PORT on a loopback address
+  --no-inspect       no inspector: no bodies or WebSocket messages are kept
+  --log text|json    one line per request and per WebSocket opened and closed (default: the
+                     file's log, else text)
+  --json             one JSON object per line per event, each with "tunnel": ready, request,
+                     websocket, reconnect, failover, warning, error, closed
+  -h, --help         show this help
+`;
+
+/** The settings every tunnel of one `burrow start` shares. */
+interface SharedConnection {
+  edges: string[];
+  token: string;
+  ca: string | undefined;
+  insecure: boolean;
+  resolve: Credentials['resolve'];
+  recording: boolean;
+}
+
+/**
+ * The one place a tunnel of the file becomes a client. Each tunnel has its own connection to the edge
+ * today; once the tunnel protocol carries several tunnels on one connection (version 2), this is where
+ * they would share it.
+ */
+function openTunnel(tunnel: HttpTunnelConfig, shared: SharedConnection): TunnelClient {
+  return new TunnelClient({
+    edge: shared.edges,
+    token: shared.token,
+    routes: new RouteTable(tunnel.target, tunnel.routes),
+    recordLimit: shared.recording ? INSPECTOR_BODY_LIMIT : 0,
+    hostHeader: tunnel.hostHeader,
+    localInsecure: tunnel.localInsecure,
+    ...(shared.ca === undefined ? {} : { ca: shared.ca }),
+    insecure: shared.insecure,
+    resolve: shared.resolve,
+    ...(tunnel.subdomain === undefined ? {} : { subdomain: tunnel.subdomain }),
+    // Checked when the file was read (config-file.ts policyFlags), so it builds here.
+    ...(tunnel.policy === undefined ? {} : { policy: policySpecFromFlags(tunnel.policy.flags)! }),
+  });
+}
+
+/** Why this build cannot run a tunnel the file describes (a kind it does not carry yet), or null. */
+function unsupported(tunnel: TunnelConfig): string | null {
+  if (tunnel.kind !== 'http') {
+    return `${tunnel.kind} tunnels need an edge and a client that carry ${tunnel.kind === 'tcp' ? 'TCP' : 'TLS passthrough'} (burrow ${tunnel.kind}), which this version of burrow does not have yet`;
+  }
+  return null;
+}
+
+export async function startCommand(args: string[]): Promise<number> {
+  const parsed = parse(
+    args,
+    {
+      all: { type: 'boolean' },
+      config: { type: 'string' },
+      edge: { type: 'string', multiple: true },
+      token: { type: 'string' },
+      ca: { type: 'string' },
+      resolve: { type: 'string', multiple: true },
+      insecure: { type: 'boolean' },
+      inspect: { type: 'string' },
+      'no-inspect': { type: 'boolean' },
+      log: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+    HELP,
+  );
+  if (parsed === null) return 0;
+  const { values } = parsed;
+  const loaded = loadConfig(values.config);
+  const config = loaded.config;
+  if (config === null) {
+    throw new CliError(`no burrow.yml: looked at ${loaded.lookup.looked.map((place) => place.path).join(', ')}; "burrow config edit" creates one, --config FILE names another`);
+  }
+  const json = values.json === true;
+  const out = process.stdout;
+  const events = json ? jsonEvents(out) : null;
+  const warn = (tunnel: string | null, code: string, message: string): void => {
+    if (events !== null) events({ event: 'warning', ...(tunnel === null ? {} : { tunnel }), code, message });
+    else process.stderr.write(`burrow: warning: ${tunnel === null ? '' : `tunnel ${tunnel}: `}${message}\n`);
+  };
+  for (const warning of loaded.warnings) warn(null, 'CONFIG_WARNING', formatProblem(warning));
+  const tunnels = selectTunnels(config, parsed.positionals, values.all === true);
+  const logFormat = values.log ?? config.log;
+  if (logFormat !== undefined && logFormat !== 'text' && logFormat !== 'json') throw new UsageError('--log must be text or json');
+  const inspect = inspectorAddress(values, config);
+  const credentials = resolveCredentials(values, process.env, config);
+  const token = requireToken(credentials);
+  const ca = edgeAccess(credentials, values.insecure === true);
+  const inspector = await startInspector(inspect, credentials, token, `--inspect PORT, inspect: in ${config.path}`);
+  if (inspector !== null && events === null) out.write(`Inspector ${inspector.url}\n`);
+  const shared: SharedConnection = { edges: credentials.edges, token, ca, insecure: values.insecure === true, resolve: credentials.resolve, recording: inspector !== null };
+  const width = Math.max(...tunnels.map((tunnel) => tunnel.name.length));
+  const lines = json || writesToNull(1) ? null : batchedWriter(out);
+
+  const clients = new Set<TunnelClient>();
+  const stop = (): void => {
+    for (const client of clients) void client.close('the client was stopped (Ctrl-C)');
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+
+  /** Runs one tunnel until it ends; true when it ended by Ctrl-C. */
+  const run = (tunnel: TunnelConfig): Promise<boolean> =>
+    new Promise<boolean>((resolve) => {
+      const failed = (code: string, message: string): void => {
+        if (events !== null) {
+          events({ event: 'error', tunnel: tunnel.name, code, message });
+          events({ event: 'closed', tunnel: tunnel.name, by_user: false, code, reason: message });
+        } else process.stderr.write(`burrow: tunnel ${tunnel.name} not started: ${code}: ${message}\n`);
+        resolve(false);
+      };
+      const reason = unsupported(tunnel);
+      if (reason !== null || tunnel.kind !== 'http') {
+        failed('INVALID_REQUEST', reason ?? `${tunnel.kind} tunnels are not supported`);
+        return;
+      }
+      const client = openTunnel(tunnel, shared);
+      const table = client.routes;
+      clients.add(client);
+      const detach = inspector?.attach(client, tunnel.name);
+      let settled = false;
+      client.once('closed', (info: ClosedInfo) => {
+        clients.delete(client);
+        // Its requests stay in the inspector; the tunnel leaves its status.
+        detach?.();
+        if (settled) return;
+        settled = true;
+        if (events !== null) {
+          if (!info.byUser) events({ event: 'error', tunnel: tunnel.name, code: info.code, message: info.reason });
+          events({ event: 'closed', tunnel: tunnel.name, by_user: info.byUser, code: info.code, reason: info.reason });
+        } else if (!info.byUser) {
+          process.stderr.write(`burrow: tunnel ${tunnel.name} closed by the edge: ${info.code}: ${info.reason}\n`);
+        }
+        resolve(info.byUser);
+      });
+      client.start().then(
+        (ready: ReadyInfo) => {
+          const forwarding = forwardingLines(ready.publicUrl, table);
+          if (events !== null) events({ event: 'ready', tunnel: tunnel.name, subdomain: ready.subdomain, url: ready.publicUrl, forwarding, inspector: inspector?.url ?? null });
+          else out.write(forwarding.map((line) => `Forwarding ${line}\n`).join(''));
+          for (const local of table.targets()) {
+            void localProblem(local).then((problem) => {
+              if (problem !== null) warn(tunnel.name, 'LOCAL_UNREACHABLE', `nothing answers on ${local.authority} (${problem}); requests to it get 502 LOCAL_UNREACHABLE until a server listens there`);
+            });
+          }
+          follow(client, tunnel.name, table);
+        },
+        (error: unknown) => {
+          clients.delete(client);
+          detach?.();
+          if (settled) return;
+          settled = true;
+          if (error instanceof TunnelRefusedError) failed(error.code, error.message);
+          else failed('EDGE_UNREACHABLE', (error as Error).message);
+        },
+      );
+    });
+
+  /** Request lines and connection events of a live tunnel. */
+  const follow = (client: TunnelClient, name: string, table: RouteTable): void => {
+    if (events !== null) {
+      client.on('exchange', (exchange: Exchange) => events({ event: 'request', tunnel: name, ...requestEvent(exchange) }));
+      client.on('websocket', (exchange: Exchange) => events({ event: 'websocket', tunnel: name, ...webSocketFields(exchange) }));
+      client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => events({ event: 'reconnect', tunnel: name, attempt, delay_ms: delayMs, reason, edge }));
+      client.on('ready', (info) => {
+        if (info.movedFrom !== null) {
+          events({ event: 'failover', tunnel: name, from: info.movedFrom.edge, to: info.edge, cause: info.movedFrom.cause, subdomain: info.subdomain, url: info.publicUrl });
+        }
+        if (info.reconnected) events({ event: 'ready', tunnel: name, subdomain: info.subdomain, url: info.publicUrl, forwarding: forwardingLines(info.publicUrl, table), reconnected: true });
+      });
+      return;
+    }
+    if (lines !== null) {
+      const label = name.padEnd(width);
+      // --log json: the `burrow http` line with the tunnel's name first (names are plain words, no escaping).
+      const prefix = `{"tunnel":${JSON.stringify(name)},`;
+      client.on('exchange', (exchange: Exchange) => lines(logFormat === 'json' ? `${prefix}${jsonLine(exchange).slice(1)}` : `${label}  ${textLine(exchange)}`));
+      // WebSockets too, as burrow http prints them: a line when one opens (or is refused) and when it closes.
+      client.on('websocket', (exchange: Exchange) =>
+        lines(logFormat === 'json' ? `${prefix}${webSocketJsonLine(exchange).slice(1)}` : `${label}  ${webSocketLine(exchange)}`),
+      );
+    }
+    client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => {
+      if (delayMs === 0) process.stderr.write(`burrow: tunnel ${name}: ${reason}; trying the next edge, ${edge}\n`);
+      else process.stderr.write(`burrow: tunnel ${name}: ${reason}; reconnecting in ${delayMs} ms (attempt ${attempt})\n`);
+    });
+    client.on('ready', (info) => {
+      if (info.movedFrom !== null) process.stderr.write(`burrow: tunnel ${name}: ${movedLine(info).slice('burrow: '.length)}\n`);
+      if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> ${table.defaultTarget.origin}\n`);
+    });
+  };
+
+  const outcomes = await Promise.all(tunnels.map(run));
+  inspector?.close();
+  const code = outcomes.every((byUser) => byUser) ? 0 : 1;
+  if (events === null && outcomes.some((byUser) => byUser)) out.write(`${tunnels.length === 1 ? 'tunnel' : 'tunnels'} closed\n`);
+  // Nothing should keep the process up now; if something does, it must not hold Ctrl-C hostage.
+  setTimeout(() => process.exit(code), 2_000).unref();
+  return code;
+}
+
+/** The tunnels asked for, in the file's order: every one with --all, else those named (each once). */
+function selectTunnels(config: ConfigFile, names: string[], all: boolean): TunnelConfig[] {
+  if (all && names.length > 0) throw new UsageError('give tunnel names or --all, not both');
+  if (!all && names.length === 0) throw new UsageError(`name the tunnels to start, or --all; ${config.path} has: ${config.tunnels.map((tunnel) => tunnel.name).join(', ') || 'none'}`);
+  if (config.tunnels.length === 0) throw new CliError(`${config.path} has no tunnels; add one under "tunnels:" (docs/config.md)`);
+  if (all) return config.tunnels;
+  const known = new Set(config.tunnels.map((tunnel) => tunnel.name));
+  const unknown = names.filter((name) => !known.has(name));
+  if (unknown.length > 0) {
+    throw new UsageError(`${config.path} has no tunnel ${unknown.map((name) => `"${name}"`).join(', ')}; it has: ${[...known].join(', ')}`);
+  }
+  return config.tunnels.filter((tunnel) => names.includes(tunnel.name));
+}
