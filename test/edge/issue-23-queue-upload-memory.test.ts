@@ -21,7 +21,7 @@ const SENT_BEFORE_STALL = 768 * 1024;
 const WRITE = 16 * 1024;
 /** What the edge's own gauge may show per stalled upload: the piece it fills and a spare one. */
 const STALLED_PIECES_BOUND = 32 * 1024;
-/** Two 16 KiB pieces, the upload's state and its uWS connection, with room to spare. */
+/** Two 16 KiB pieces, the upload's state and its connection, with room to spare. */
 const PER_UPLOAD_BOUND = 64 * 1024;
 /** Garbage not yet collected, code paths warmed up, prom-client's own scrape. */
 const SLACK = 8 * 1024 * 1024;
