@@ -14,6 +14,8 @@ run('npx', ['tsc', '-p', 'tsconfig.json']);
 run(process.execPath, ['scripts/ensure-browser.mjs']);
 run(process.execPath, ['scripts/ensure-nginx.mjs']);
 run(process.execPath, ['scripts/ensure-redis.mjs']);
+run(process.execPath, ['scripts/ensure-ab.mjs']);
+run(process.execPath, ['scripts/ensure-ssh.mjs']);
 const files = process.argv.slice(2);
 // No --test-force-exit: with test files in parallel processes it can drop the last verdicts of a file
 // (nodejs/node#64833; seen here as 692 of 704 tests reported, exit 0). Every file ends on its own.
