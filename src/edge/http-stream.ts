@@ -56,6 +56,11 @@ export interface RequestHead {
   clientAddress: string;
   /** An upgrade request: a 101 switches the stream to raw bytes. */
   upgrade: boolean;
+  /**
+   * The head a capture keeps instead of the OPEN frame, when the frame carries a credential the
+   * tunnel's policy redacts (docs/policies.md, "What is captured"); absent or null: the frame.
+   */
+  captureHeaders?: readonly string[] | null;
 }
 
 export abstract class EdgeHttpStream {
@@ -576,7 +581,8 @@ export abstract class EdgeHttpStream {
     const requestCapture = this.requestCapture;
     const responseCapture = this.responseCapture;
     // A frame whose inline body was cut by the capture limit is not stored: it would keep the whole body.
-    const open = this.openFrame !== null && !(this.openHasBody && requestCapture.truncated) ? this.openFrame : null;
+    const redacted = this.head.captureHeaders ?? null;
+    const open = this.openFrame !== null && redacted === null && !(this.openHasBody && requestCapture.truncated) ? this.openFrame : null;
     const requestInFrame = open !== null && this.openHasBody;
     const response = this.responseFrame !== null && !(this.responseHasBody && responseCapture.truncated) ? this.responseFrame : null;
     const responseInFrame = response !== null && this.responseHasBody;
@@ -599,7 +605,7 @@ export abstract class EdgeHttpStream {
       responseBodySize: responseCapture.size,
       responseTruncated: responseCapture.truncated,
       open,
-      requestHeaders: open === null ? this.head.headers : null,
+      requestHeaders: open === null ? ((redacted as string[] | null) ?? this.head.headers) : null,
       requestBody: requestInFrame ? null : requestCapture.bytes(),
       response,
       responseHeaders: response === null ? this.responseHeaders : null,
