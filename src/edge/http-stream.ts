@@ -63,6 +63,12 @@ export interface RequestHead {
   captureHeaders?: readonly string[] | null;
 }
 
+/**
+ * Bytes an OPEN frame holds after its inline body: the booleans `end` and `upgrade`, one byte each in
+ * msgpack. A field appended to OPEN after them must be counted here, or captures of inline bodies shift.
+ */
+const OPEN_BYTES_AFTER_BODY = 2;
+
 export abstract class EdgeHttpStream {
   readonly kind = 'http';
   state = HttpStreamState.AWAITING_HEAD;
@@ -164,10 +170,10 @@ export abstract class EdgeHttpStream {
     this.openFrame = frame;
     if (this.session.timesHops) this.openedAt = performance.now();
     if (inline !== null && size > 0) {
-      // The frame ends with the body's bytes and a one-byte boolean: the capture keeps a view of the
-      // frame (which outlives this call) instead of a second copy of the body.
+      // The capture keeps a view of the frame (which outlives this call) instead of a second copy of the body.
       this.openHasBody = true;
-      this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
+      const bodyEnd = frame.byteLength - OPEN_BYTES_AFTER_BODY;
+      this.requestCapture.addOwned(frame.subarray(bodyEnd - size, bodyEnd));
     }
     this.session.send(frame);
     if (complete) {
@@ -214,7 +220,7 @@ export abstract class EdgeHttpStream {
       if (size === 0) break;
       const end = last && offset + size === length;
       const frame = encode([FrameType.DATA, this.id, chunk.subarray(offset, offset + size), end && trailers === null]);
-      // The frame ends with the bytes and a one-byte boolean (as OPEN does). A switched stream's bytes
+      // The frame ends with the bytes and a one-byte boolean (`end`). A switched stream's bytes
       // are not captured (its handshake was).
       if (capture && this.state !== HttpStreamState.UPGRADED) this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
       this.session.send(frame);
