@@ -159,6 +159,17 @@ test('CIDR allow/deny on the address a trusted proxy names (X-Forwarded-For, PRO
   assert.equal(seenOn('/cidr').length, 2, 'only the allowed ones reached the app');
 });
 
+test('CIDR with IPv6 blocks (a trusted proxy names the client): allowed inside the block, 403 inside the denied one and outside', async () => {
+  const host = await tunnel('cidr-v6', { allow_cidr: ['2001:db8:aa::/48', '203.0.113.0/24'], deny_cidr: ['2001:db8:aa:bad::/64'] });
+  const allowed = await publicCall(host, '/cidr6', { headers: { 'x-forwarded-for': '2001:db8:aa:1::7' } });
+  assert.equal(allowed.status, 200);
+  assert.equal(seenOn('/cidr6')[0]!.headers['x-forwarded-for'], '2001:db8:aa:1::7, 127.0.0.1');
+  const denied = await publicCall(host, '/cidr6', { headers: { 'x-forwarded-for': '2001:db8:aa:bad::1' } });
+  assert.deepEqual([denied.status, denied.json.error.code, denied.json.error.message], [403, 'ADDRESS_FORBIDDEN', 'Requests from 2001:db8:aa:bad::1 are not allowed on this tunnel.']);
+  assert.equal((await publicCall(host, '/cidr6', { headers: { 'x-forwarded-for': '2001:db8:bb::1' } })).status, 403);
+  assert.equal(seenOn('/cidr6').length, 1);
+});
+
 test('header rules: request headers set and removed for the app, response headers set and removed for the client; Burrow-User-Email from the public never passes', async () => {
   const host = await tunnel('headers-live', {
     request_header_add: [{ name: 'X-Tenant', value: 'blue' }],
