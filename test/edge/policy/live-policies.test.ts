@@ -16,7 +16,8 @@ import { verify as githubVerify } from '@octokit/webhooks-methods';
 import { request } from 'undici';
 import WebSocket, { WebSocketServer } from 'ws';
 import type { PolicySpec } from '../../../src/protocol/policy.js';
-import { call, createAccount, readBody, startClient, startEdge, startLocal, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../../helpers.js';
+import { call, createAccount, readBody, runCli, startClient, startEdge, startLocal, tempDir, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../../helpers.js';
+import { launchChromium } from '../../inspector/browser.js';
 import { curl } from './curl.js';
 
 interface Seen {
@@ -248,6 +249,38 @@ test('webhook verification: signed reaches the app byte-exact (its own SDK check
   assert.equal(JSON.parse(forgedCapture.response.body).error.code, 'SIGNATURE_INVALID');
   const unsignedCapture = await capture(listed[0].id);
   assert.deepEqual([unsignedCapture.request.body, unsignedCapture.request.body_size, unsignedCapture.request.truncated], ['', 10, true], 'refused from its head: the body was not read');
+});
+
+test('the rejected mark where people look: `burrow requests` (table and show) and the dashboard\'s Requests page in Chromium', { timeout: 60_000 }, async () => {
+  // The captures of the webhook test above, on hooks-live: two refused (401, rejected: signature), two delivered.
+  const env = { XDG_CONFIG_HOME: tempDir('burrow-cli-'), BURROW_TOKEN: '', BURROW_EDGE: '' };
+  const cli = (args: string[]) => runCli([...args, '--edge', edge.url, '--token', account.token], env);
+  const table = await cli(['requests', 'hooks-live']);
+  assert.equal(table.code, 0, table.stderr);
+  const rows = table.stdout.split('\n').filter((line) => line.includes('/github'));
+  assert.equal(rows.filter((line) => / 401 rejected: signature /.test(line)).length, 2, table.stdout);
+  assert.equal(rows.filter((line) => / 200 /.test(line) && !line.includes('rejected')).length, 2, table.stdout);
+  const [refused] = await captures('hooks-live');
+  const shown = await cli(['requests', 'show', refused.id]);
+  assert.equal(shown.code, 0, shown.stderr);
+  assert.match(shown.stdout, /^rejected {6}signature: refused by the edge, never sent to the local server$/m);
+
+  const browser = await launchChromium();
+  try {
+    const page = await browser.context.newPage();
+    await page.goto(`http://localhost:${edge.port}/`);
+    await page.getByLabel('Access token', { exact: true }).fill(account.token);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByRole('link', { name: 'Requests', exact: true }).click();
+    await page.getByLabel('Tunnel', { exact: true }).selectOption('hooks-live');
+    const marked = page.getByRole('row').filter({ hasText: 'rejected: signature' });
+    await marked.first().waitFor();
+    assert.equal(await marked.count(), 2);
+    await marked.first().click();
+    await page.getByText('signature: refused by the edge: the webhook signature did not verify (401); it never reached the local server').waitFor();
+  } finally {
+    await browser.close();
+  }
 });
 
 test('webhook verification with Expect: 100-continue (curl): the edge answers the 100, reads and verifies the body, the app gets it without the Expect', async () => {
