@@ -18,6 +18,9 @@ import WebSocket, { WebSocketServer } from 'ws';
 import type { PolicySpec } from '../../../src/protocol/policy.js';
 import { call, createAccount, readBody, runCli, startClient, startEdge, startLocal, tempDir, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../../helpers.js';
 import { launchChromium } from '../../inspector/browser.js';
+import { inspect } from '../../inspector/fixture.js';
+import { Inspector } from '../../../src/inspector/server.js';
+import type { TunnelClient } from '../../../src/client/tunnel-client.js';
 import { curl } from './curl.js';
 
 interface Seen {
@@ -32,6 +35,7 @@ let account: TestAccount;
 let local: LocalServer;
 const seen: Seen[] = [];
 const clients: { close(): Promise<void> }[] = [];
+const clientOf = new Map<string, TunnelClient>();
 
 before(async () => {
   edge = await startEdge({ trustProxy: '127.0.0.1/32' });
@@ -57,6 +61,7 @@ after(async () => {
 async function tunnel(subdomain: string, policy: PolicySpec): Promise<string> {
   const started = await startClient(edge, account.token, local.port, { subdomain, policy });
   clients.push(started.client);
+  clientOf.set(subdomain, started.client);
   return started.host;
 }
 
@@ -251,7 +256,7 @@ test('webhook verification: signed reaches the app byte-exact (its own SDK check
   assert.deepEqual([unsignedCapture.request.body, unsignedCapture.request.body_size, unsignedCapture.request.truncated], ['', 10, true], 'refused from its head: the body was not read');
 });
 
-test('the rejected mark where people look: `burrow requests` (table and show) and the dashboard\'s Requests page in Chromium', { timeout: 60_000 }, async () => {
+test('the rejected mark where people look: `burrow requests` (table and show), the inspector\'s history from the edge, and the dashboard\'s Requests page in Chromium', { timeout: 60_000 }, async () => {
   // The captures of the webhook test above, on hooks-live: two refused (401, rejected: signature), two delivered.
   const env = { XDG_CONFIG_HOME: tempDir('burrow-cli-'), BURROW_TOKEN: '', BURROW_EDGE: '' };
   const cli = (args: string[]) => runCli([...args, '--edge', edge.url, '--token', account.token], env);
@@ -264,6 +269,16 @@ test('the rejected mark where people look: `burrow requests` (table and show) an
   const shown = await cli(['requests', 'show', refused.id]);
   assert.equal(shown.code, 0, shown.stderr);
   assert.match(shown.stdout, /^rejected {6}signature: refused by the edge, never sent to the local server$/m);
+
+  const inspector = await Inspector.start({ port: 0, edge: edge.url, token: account.token, historyCount: 10 });
+  try {
+    inspector.attach(clientOf.get('hooks-live')!);
+    await waitFor(async () => (await inspect(inspector, 'GET', '/api/status')).json.history.loaded === 4, 5_000, 'the history');
+    const list = (await inspect(inspector, 'GET', '/api/requests?summary=1')).json.requests;
+    assert.deepEqual(list.map((item: any) => [item.status, item.source, item.rejected]), [[401, 'edge', 'signature'], [401, 'edge', 'signature'], [200, 'edge', null], [200, 'edge', null]]);
+  } finally {
+    inspector.close();
+  }
 
   const browser = await launchChromium();
   try {
