@@ -13,14 +13,13 @@
  */
 import { createHmac } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon, { type Options, type Result } from 'autocannon';
 import { payload, SMALL } from './e2e/payloads.js';
-import { Children } from './e2e/processes.js';
+import { Children, freePort } from './e2e/processes.js';
 import { clockTicks, readProc } from './e2e/sampler.js';
 import { formatNumber, textTable } from './e2e/table.js';
 
@@ -45,14 +44,6 @@ const ROWS: Row[] = [
 ];
 
 const log = (line: string): void => void process.stderr.write(`bench:policy: ${line}\n`);
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 function ticksOf(pid: number): number {
   const sample = readProc(pid);
