@@ -17,7 +17,6 @@
  * `--docs` writes the tables into docs/cluster.md between its bench:cluster markers.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +24,7 @@ import { parseArgs } from 'node:util';
 import type { HopsPlan } from './e2e/hops.js';
 import { runLoad, type Method, type Target } from './e2e/load.js';
 import { probe, type ProbeResult } from './e2e/probe.js';
-import { Children, type Child } from './e2e/processes.js';
+import { Children, freePort, type Child } from './e2e/processes.js';
 import { clockTicks, readProc } from './e2e/sampler.js';
 import { median } from './e2e/stats.js';
 import { formatNumber, textTable } from './e2e/table.js';
@@ -54,14 +53,6 @@ function count(value: string | undefined, name: string, fallback: number): numbe
   const parsed = Number(value);
   if (!Number.isInteger(parsed) || parsed < 1 || parsed > 10_000_000) throw new Error(`--${name} must be a whole number from 1 to 10000000, not "${value}"`);
   return parsed;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** Runs a burrow command to its end; its stdout, or an error with its stderr. */

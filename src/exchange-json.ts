@@ -13,6 +13,14 @@ export interface BodyJson {
   truncated: boolean;
 }
 
+/**
+ * The mark of a capture the edge refused before it reached the local server (docs/api.md, `rejected`):
+ * "signature" for a webhook whose signature did not verify (error SIGNATURE_INVALID), else null.
+ */
+export function rejectionOf(error: string | null | undefined): 'signature' | null {
+  return error === 'SIGNATURE_INVALID' ? 'signature' : null;
+}
+
 export function headerPairs(flat: readonly string[]): [string, string][] {
   const list: [string, string][] = [];
   for (let i = 0; i + 1 < flat.length; i += 2) list.push([flat[i]!, flat[i + 1]!]);

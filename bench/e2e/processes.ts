@@ -6,6 +6,7 @@
  */
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { closeSync, openSync, readSync } from 'node:fs';
+import { createServer } from 'node:net';
 
 /** Keeps the last `limit` characters of a stream's text. */
 class Tail {
@@ -210,4 +211,13 @@ export class Children {
       if (child.alive) child.process.kill('SIGKILL');
     }
   }
+}
+
+/** A loopback port free at the moment of asking, for a child to listen on. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
 }

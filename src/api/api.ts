@@ -5,7 +5,7 @@
  * handler, and map every failure to the spec's error shape. It owns no sockets.
  */
 import { BurrowError, ERROR_CODES } from '../errors.js';
-import { bodyJson, headerPairs } from '../exchange-json.js';
+import { bodyJson, headerPairs, rejectionOf } from '../exchange-json.js';
 import { idSegmentOfTokenId, nowIso } from '../ids.js';
 import { subdomainProblem } from '../subdomain.js';
 import type { CaptureRecord, CaptureStore, CaptureSummary } from '../store/captures.js';
@@ -457,6 +457,7 @@ export class Api {
         status: entry.status,
         duration_ms: entry.durationMs,
         received_at: nowIso(entry.receivedAt),
+        rejected: rejectionOf(entry.error),
       });
       if (q !== null) {
         const found = await captures.search(principal.account.id, subdomain, q, { ...listOptions, maxScanned: REQUEST_SEARCH_SCAN, maxBodyBytes: REQUEST_SEARCH_BODY_BYTES });
@@ -565,6 +566,8 @@ export class Api {
         throw new BurrowError('NOT_FOUND', `No reserved subdomain ${quoted(params.subdomain!)} on this account.`);
       }
       this.options.queue?.changed(params.subdomain!.toLowerCase());
+      // Its stored policy went with it: a live tunnel on the name falls back to its one-run policy, if any.
+      this.options.policyChanged?.(params.subdomain!.toLowerCase());
       return NO_CONTENT;
     });
 
@@ -752,6 +755,7 @@ export function captureJson(capture: CaptureRecord): Record<string, unknown> {
     client_address: capture.clientAddress,
     token_id: capture.tokenId,
     error: capture.error,
+    rejected: rejectionOf(capture.error),
     // A delivery of a held webhook is sent by the replay machinery: its "replay_of" is the event's id.
     replay_of: capture.replayOf !== null && capture.replayOf.startsWith('evt_') ? null : capture.replayOf,
     event_id: capture.replayOf !== null && capture.replayOf.startsWith('evt_') ? capture.replayOf : null,

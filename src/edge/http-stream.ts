@@ -56,7 +56,18 @@ export interface RequestHead {
   clientAddress: string;
   /** An upgrade request: a 101 switches the stream to raw bytes. */
   upgrade: boolean;
+  /**
+   * The head a capture keeps instead of the OPEN frame, when the frame carries a credential the
+   * tunnel's policy redacts (docs/policies.md, "What is captured"); absent or null: the frame.
+   */
+  captureHeaders?: readonly string[] | null;
 }
+
+/**
+ * Bytes an OPEN frame holds after its inline body: the booleans `end` and `upgrade`, one byte each in
+ * msgpack. A field appended to OPEN after them must be counted here, or captures of inline bodies shift.
+ */
+const OPEN_BYTES_AFTER_BODY = 2;
 
 export abstract class EdgeHttpStream {
   readonly kind = 'http';
@@ -159,10 +170,10 @@ export abstract class EdgeHttpStream {
     this.openFrame = frame;
     if (this.session.timesHops) this.openedAt = performance.now();
     if (inline !== null && size > 0) {
-      // The frame ends with the body's bytes and a one-byte boolean: the capture keeps a view of the
-      // frame (which outlives this call) instead of a second copy of the body.
+      // The capture keeps a view of the frame (which outlives this call) instead of a second copy of the body.
       this.openHasBody = true;
-      this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
+      const bodyEnd = frame.byteLength - OPEN_BYTES_AFTER_BODY;
+      this.requestCapture.addOwned(frame.subarray(bodyEnd - size, bodyEnd));
     }
     this.session.send(frame);
     if (complete) {
@@ -209,7 +220,7 @@ export abstract class EdgeHttpStream {
       if (size === 0) break;
       const end = last && offset + size === length;
       const frame = encode([FrameType.DATA, this.id, chunk.subarray(offset, offset + size), end && trailers === null]);
-      // The frame ends with the bytes and a one-byte boolean (as OPEN does). A switched stream's bytes
+      // The frame ends with the bytes and a one-byte boolean (`end`). A switched stream's bytes
       // are not captured (its handshake was).
       if (capture && this.state !== HttpStreamState.UPGRADED) this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
       this.session.send(frame);
@@ -576,7 +587,8 @@ export abstract class EdgeHttpStream {
     const requestCapture = this.requestCapture;
     const responseCapture = this.responseCapture;
     // A frame whose inline body was cut by the capture limit is not stored: it would keep the whole body.
-    const open = this.openFrame !== null && !(this.openHasBody && requestCapture.truncated) ? this.openFrame : null;
+    const redacted = this.head.captureHeaders ?? null;
+    const open = this.openFrame !== null && redacted === null && !(this.openHasBody && requestCapture.truncated) ? this.openFrame : null;
     const requestInFrame = open !== null && this.openHasBody;
     const response = this.responseFrame !== null && !(this.responseHasBody && responseCapture.truncated) ? this.responseFrame : null;
     const responseInFrame = response !== null && this.responseHasBody;
@@ -599,7 +611,7 @@ export abstract class EdgeHttpStream {
       responseBodySize: responseCapture.size,
       responseTruncated: responseCapture.truncated,
       open,
-      requestHeaders: open === null ? this.head.headers : null,
+      requestHeaders: open === null ? ((redacted as string[] | null) ?? this.head.headers) : null,
       requestBody: requestInFrame ? null : requestCapture.bytes(),
       response,
       responseHeaders: response === null ? this.responseHeaders : null,

@@ -34,6 +34,7 @@ import type { SecretBox } from '../store/secret-box.js';
 import { beginWebhookChecks, fieldValue, signatureRefusal, type WebhookChecks } from './policy/webhooks.js';
 import { ReservationVerifiers, VerifiersUnavailable } from './policy/reservation-verifiers.js';
 import type { PublicRequestHead } from './headers.js';
+import type { RejectedRequest } from './policy-gate.js';
 import type { EdgeObserver } from './observer.js';
 import type { EdgeRegistry } from './registry.js';
 import { writeOwn, writePublicError } from './responses.js';
@@ -54,6 +55,12 @@ export interface OfflineQueueOptions {
   storageLow?: () => boolean;
   /** Opens the webhook secrets of stored policies (issue 26); without it a name that verifies webhooks holds nothing (503). */
   secrets?: SecretBox;
+  /**
+   * A request refused for its webhook signature (its headers as sent): the edge keeps it as a capture
+   * marked "rejected: signature", credentials redacted, reading its body at once, synchronously; then it
+   * calls `answer` (src/edge/policy-gate.ts).
+   */
+  signatureRejected?: (rejected: RejectedRequest, accountId: string, answer: () => void) => void;
 }
 
 export const DEFAULT_RETRY_DELAYS_MS: readonly number[] = [1_000, 2_000, 4_000, 8_000];
@@ -114,6 +121,7 @@ export class OfflineQueue implements QueueDriver {
   private readonly expiryTimer: NodeJS.Timeout;
   private readonly storageLow: () => boolean;
   private readonly verifiers: ReservationVerifiers;
+  private readonly onSignatureRejected: OfflineQueueOptions['signatureRejected'];
   private closed = false;
 
   constructor(
@@ -130,6 +138,7 @@ export class OfflineQueue implements QueueDriver {
     this.sourceRate = new FixedWindowLimiter(options.sourceRateLimit ?? DEFAULT_SOURCE_RATE_LIMIT, SOURCE_RATE_WINDOW_MS);
     this.storageLow = options.storageLow ?? (() => false);
     this.verifiers = new ReservationVerifiers(options.secrets ?? null);
+    this.onSignatureRejected = options.signatureRejected;
     // No upload is under way yet: pieces of uploads a previous run never finished are garbage (on a full
     // disk they stay until a later start).
     store.queue.dropUnfinishedUploads().catch((error: Error) => this.writeFailed(error, 'dropping unfinished uploads'));
@@ -148,7 +157,7 @@ export class OfflineQueue implements QueueDriver {
    * Answers a public request when the offline rules apply (the hook in Edge.servePublic): true when it
    * did. With a live tunnel and nothing held this is one Set lookup.
    */
-  serves(exchange: ServerExchange, path: string, head: PublicRequestHead, subdomain: string, clientAddress: string): boolean {
+  serves(exchange: ServerExchange, path: string, head: PublicRequestHead, subdomain: string, clientAddress: string, publicFields: readonly string[] = head.headers): boolean {
     const live = this.registry.session(subdomain) !== undefined;
     if (live && !this.backlogged.has(subdomain)) return false;
     // Backlogged as of the drain's last look: the store's counts decide now, so a live request that
@@ -170,7 +179,7 @@ export class OfflineQueue implements QueueDriver {
         return true;
       }
     }
-    this.accept(exchange, path, head, subdomain, reservation, clientAddress);
+    this.accept(exchange, path, head, subdomain, reservation, clientAddress, publicFields);
     return true;
   }
 
@@ -178,9 +187,18 @@ export class OfflineQueue implements QueueDriver {
    * Where a request to hold is accepted or refused, before a byte of its body is read: the rate of its
    * source on this name, then the disk's free-space floor, then the body's declared size, then the quotas
    * of the name and of the account (uploads under way count as if stored). Then its body is stored as it
-   * arrives.
+   * arrives. `head.headers` are what is stored (the tunnel policy's header rules applied, src/edge/policy-gate.ts);
+   * the signature is verified on `publicFields`, the headers as the sender sent them.
    */
-  private accept(exchange: ServerExchange, path: string, head: PublicRequestHead, subdomain: string, reservation: ReservationRecord, clientAddress: string): void {
+  private accept(
+    exchange: ServerExchange,
+    path: string,
+    head: PublicRequestHead,
+    subdomain: string,
+    reservation: ReservationRecord,
+    clientAddress: string,
+    publicFields: readonly string[],
+  ): void {
     const method = exchange.head.method;
     const hasBody = head.contentLength > 0 || head.chunked;
     type Refusal = 'SIGNATURE_INVALID' | 'POLICY_UNAVAILABLE' | 'RATE_LIMITED' | 'STORAGE_FULL' | 'QUEUE_FULL' | 'PAYLOAD_TOO_LARGE';
@@ -193,13 +211,23 @@ export class OfflineQueue implements QueueDriver {
 
     // Issue 26: only verified webhooks are held. What the head alone refuses (no signature header) costs
     // no body read, no disk and none of the source's rate: a flood of unsigned POSTs stores nothing.
-    const verification = this.verificationFor(subdomain, reservation, head, method, path);
+    const verification = this.verificationFor(subdomain, reservation, head, publicFields, method, path);
     if (verification instanceof VerifiersUnavailable) {
       refuse('POLICY_UNAVAILABLE', `The tunnel's policy cannot be read on this edge: ${verification.reason}.`, [['retry-after', '30']]);
       return;
     }
+    const receivedAt = Date.now();
     if (verification?.early?.ok === false) {
-      refuse('SIGNATURE_INVALID', signatureRefusal(verification.early.reason), []);
+      // Kept as a capture marked "rejected: signature" (its body not read), then answered.
+      const message = signatureRefusal(verification.early.reason);
+      this.observer?.publicRefused('SIGNATURE_INVALID', 401, subdomain, method, path, clientAddress);
+      const rejected = this.rejection(subdomain, method, path, publicFields, clientAddress, receivedAt, message, () => null, head.chunked ? -1 : Math.max(0, head.contentLength), exchange);
+      const write = (): void => {
+        if (!exchange.dead) writePublicError(exchange, 'SIGNATURE_INVALID', message, hasBody);
+      };
+      const keep = (): void => this.signatureRejected(rejected, reservation.accountId, write);
+      if (hasBody) exchange.discardBody(keep);
+      else keep();
       return;
     }
     const rate = this.sourceRate.hit(`${sourceKey(clientAddress)} ${subdomain}`);
@@ -229,7 +257,7 @@ export class OfflineQueue implements QueueDriver {
     }
 
     const arrival: Arrival = { id: newEventId(), subdomain, accountId, generation: generationOf(reservation), method, path, headers: head.headers, clientAddress };
-    const started = { receivedAt: Date.now(), at: performance.now() };
+    const started = { receivedAt, at: performance.now(), publicFields };
     this.countUpload(key, accountId, use, 1);
     let counted = true;
     let received = 0;
@@ -308,17 +336,22 @@ export class OfflineQueue implements QueueDriver {
     spool: HeldBodySpool | null,
     bodyStart: Buffer | null,
     verification: WebhookVerification | null,
-    started: { receivedAt: number; at: number },
+    started: { receivedAt: number; at: number; publicFields: readonly string[] },
     uncount: () => void,
   ): void {
     const { subdomain } = arrival;
     // Issue 26: webhook signature verification runs HERE, before duplicate detection and acceptance.
     const verdict = verification?.finish() ?? null;
     if (verdict?.ok === false) {
+      const message = signatureRefusal(verdict.reason);
+      this.observer?.publicRefused('SIGNATURE_INVALID', 401, subdomain, arrival.method, arrival.path, arrival.clientAddress);
+      // The capture reads the stored pieces before they are dropped.
+      const rejected = this.rejection(subdomain, arrival.method, arrival.path, started.publicFields, arrival.clientAddress, started.receivedAt, message, (maxBytes) => this.store.queue.uploadBody(arrival.id, maxBytes), spool?.size ?? 0, exchange);
+      this.signatureRejected(rejected, arrival.accountId, () => {
+        if (!exchange.dead) writePublicError(exchange, 'SIGNATURE_INVALID', message);
+      });
       void spool?.abandon().catch(() => {});
       uncount();
-      this.observer?.publicRefused('SIGNATURE_INVALID', 401, subdomain, arrival.method, arrival.path, arrival.clientAddress);
-      if (!exchange.dead) writePublicError(exchange, 'SIGNATURE_INVALID', signatureRefusal(verdict.reason));
       return;
     }
     const key = holdKey(subdomain, arrival);
@@ -393,11 +426,40 @@ export class OfflineQueue implements QueueDriver {
    * from its head; null when its policy verifies nothing. Twilio signs the URL it called: the scheme is
    * the one the edge wrote into X-Forwarded-Proto (its own, a trusted proxy's, or --public-url's).
    */
-  private verificationFor(subdomain: string, reservation: ReservationRecord, head: PublicRequestHead, method: string, path: string): WebhookVerification | VerifiersUnavailable | null {
+  private verificationFor(
+    subdomain: string,
+    reservation: ReservationRecord,
+    head: PublicRequestHead,
+    fields: readonly string[],
+    method: string,
+    path: string,
+  ): WebhookVerification | VerifiersUnavailable | null {
     const verifiers = this.verifiers.of(subdomain, reservation.policy);
     if (verifiers === null || verifiers instanceof VerifiersUnavailable) return verifiers;
-    const scheme = fieldValue(head.headers, 'x-forwarded-proto') ?? 'http';
-    return beginWebhookChecks(verifiers, { method, target: path, fields: head.headers, publicUrl: `${scheme}://${head.host}${path}`, now: Date.now() });
+    const scheme = fieldValue(fields, 'x-forwarded-proto') ?? 'http';
+    return beginWebhookChecks(verifiers, { method, target: path, fields, publicUrl: `${scheme}://${head.host}${path}`, now: Date.now() });
+  }
+
+  /** A request refused for its signature, as the edge's capture of it needs it. */
+  private rejection(
+    subdomain: string,
+    method: string,
+    path: string,
+    fields: readonly string[],
+    clientAddress: string,
+    receivedAt: number,
+    message: string,
+    body: (maxBytes: number) => Buffer | null,
+    bodySize: number,
+    exchange: ServerExchange,
+  ): RejectedRequest {
+    return { subdomain, method, path, headers: fields, clientAddress, receivedAt, body, bodySize, message, accept: fieldValue(exchange.head.fields, 'accept') ?? '' };
+  }
+
+  /** Keeps a refused request as a capture through the edge's hook, else answers at once. */
+  private signatureRejected(rejected: RejectedRequest, accountId: string, answer: () => void): void {
+    if (this.onSignatureRejected === undefined) answer();
+    else this.onSignatureRejected(rejected, accountId, answer);
   }
 
   private limitsOf(accountId: string): PlanLimits {

@@ -289,7 +289,7 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
         length = 0;
         for (const chunk of this.chunks) length += chunk.byteLength;
       }
-      exchange.writeHead(this.status, this.reason, response.headers, length, response.lengthInFields);
+      exchange.writeHead(this.status, this.reason, this.outgoingHead(response.headers), length, response.lengthInFields);
     }
     if (this.endRequested && this.noBody()) {
       this.publicState = PublicState.DONE;
@@ -310,6 +310,12 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
       return;
     }
     if (this.endRequested) this.completeEnd();
+  }
+
+  /** The response head as the public client gets it: the tunnel policy's response header rules applied. */
+  private outgoingHead(fields: string[]): readonly string[] {
+    const policy = this.session.policy;
+    return policy == null ? fields : policy.responseFields(fields);
   }
 
   private noBody(): boolean {
@@ -339,7 +345,7 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
     const interims = this.interims;
     this.interims = null;
     if (interims !== null) for (const [status, reason, headers] of interims) exchange.writeInterim(status, reason, headers);
-    exchange.writeHead(101, this.reason, this.response!.headers, -1);
+    exchange.writeHead(101, this.reason, this.outgoingHead(this.response!.headers), -1);
     exchange.uncork();
   }
 

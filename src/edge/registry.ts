@@ -11,6 +11,7 @@ import type { ReplayOverrides, TunnelCloseReason, TunnelDirectory, TunnelInfo } 
 import type { CaptureRecord } from '../store/captures.js';
 import { GoAwayCode, type GoAwayCodeValue } from '../protocol/constants.js';
 import type { Awaitable } from '../store/account-store.js';
+import type { StoredPolicy } from '../protocol/policy.js';
 import type { SessionDirectory, TunnelSession } from './session.js';
 
 /** What a connecting tunnel tells the registry besides its account (cluster mode writes it into the lease). */
@@ -27,6 +28,11 @@ export interface AdmitDetails {
   instance: string | null;
   /** The connect asked to take the name over from the account's other live tunnel (`--replace`). */
   replace: boolean;
+  /**
+   * The tunnel's one-run policy (docs/policies.md): in cluster mode it is written into the lease, so a
+   * forwarding edge applies it before its hop.
+   */
+  policy?: StoredPolicy;
 }
 
 /** The tunnel that holds a name online, as a refused connect is told about it. */

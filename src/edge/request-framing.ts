@@ -78,7 +78,7 @@ export function gatherBody(
   body: { contentLength: number; chunked: boolean },
   limit: number,
   tooLarge: () => void,
-  done: (body: Buffer | null) => void,
+  done: (body: Buffer | null, trailers: string[] | null) => void,
   aborted: () => void = () => undefined,
 ): void {
   if (body.contentLength > limit) {
@@ -91,13 +91,18 @@ export function gatherBody(
 class Gatherer implements ExchangeSink {
   private chunks: Buffer[] = [];
   private received = 0;
+  private trailers: string[] | null = null;
 
   constructor(
     private readonly exchange: ServerExchange,
     private readonly limit: number,
-    private then: { tooLarge: () => void; done: (body: Buffer | null) => void } | null,
+    private then: { tooLarge: () => void; done: (body: Buffer | null, trailers: string[] | null) => void } | null,
     private readonly aborted: () => void,
   ) {}
+
+  onRequestTrailers(fields: string[]): void {
+    this.trailers = fields;
+  }
 
   onRequestBody(chunk: Buffer | null, last: boolean): void {
     const then = this.then;
@@ -117,7 +122,7 @@ class Gatherer implements ExchangeSink {
     this.then = null;
     const chunks = this.chunks;
     this.chunks = [];
-    then.done(chunks.length === 0 ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.received));
+    then.done(chunks.length === 0 ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.received), this.trailers);
   }
 
   onAborted(): void {

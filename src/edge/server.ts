@@ -49,6 +49,9 @@ import { HttpRedirectListener } from './http-redirect.js';
 import { PublicTls, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
 import { ClusterHop, NOT_OWNER, type ClusterHopOptions } from './cluster/hop.js';
+import type { TunnelPolicy } from './policy/decide.js';
+import { TunnelPolicies } from './policy/tunnel-policies.js';
+import { PolicyGate, type GatedRequest, type RejectedRequest, type RejectionRing } from './policy-gate.js';
 
 export interface EdgeOptions {
   dataDir: string;
@@ -218,6 +221,9 @@ export class Edge {
   readonly hop: ClusterHop | null;
   /** Seals and opens policy secrets and sign-in cookies (src/store/secret-box.ts). */
   readonly secrets: SecretBox;
+  /** The tunnels' compiled policies (docs/policies.md), and where the public listener applies them. */
+  readonly policies: TunnelPolicies;
+  private readonly gate: PolicyGate;
 
   private constructor(
     private readonly options: EdgeOptions,
@@ -268,6 +274,7 @@ export class Edge {
     loadDashboard();
     // The secret key too: a key file others can read is refused before anything is taken.
     this.secrets = SecretBox.open(options.secretKeyFile ?? defaultSecretKeyFile(options.dataDir));
+    this.policies = new TunnelPolicies(this.secrets);
     this.releaseDataDir = lockDataDirectory(options.dataDir);
     this.writeFailures = new WriteFailures(this.log);
     // Read before anything is served: an edge starting on a full disk says so first.
@@ -328,7 +335,18 @@ export class Edge {
           });
     const accessLog = options.accessLog === undefined ? null : new AccessLog(options.accessLog, this.log, (lines) => metrics !== null && (metrics.accessLogDropped += lines));
     this.observer = new EdgeObserver(metrics, accessLog, this.log);
-    this.offline = new OfflineQueue(this.store, this.registry, this.log, { ...options.offlineQueue, storageLow: () => this.space.low, secrets: this.secrets }, this.observer);
+    this.offline = new OfflineQueue(
+      this.store,
+      this.registry,
+      this.log,
+      {
+        ...options.offlineQueue,
+        storageLow: () => this.space.low,
+        secrets: this.secrets,
+        signatureRejected: (rejected, accountId, answer) => this.keepQueueRejection(rejected, accountId, answer),
+      },
+      this.observer,
+    );
     // In cluster mode the API reads every edge's captures and replays through the tunnel's edge.
     const clusterApi = this.hop === null ? null : this.hop.apiParts(new LocalCaptureLog(this.captures), this.registry);
     this.api = new Api({
@@ -350,6 +368,7 @@ export class Edge {
       ...(options.dashboardSessions === undefined ? {} : { sessions: options.dashboardSessions }),
       secrets: this.secrets,
       ...(options.signInLimits === undefined ? {} : { signInLimits: options.signInLimits }),
+      policyChanged: (subdomain) => this.policyChanged(subdomain),
     });
     this.deps = {
       settings: this.settings,
@@ -362,6 +381,23 @@ export class Edge {
       observer: this.observer,
       log: this.log,
     };
+    this.gate = new PolicyGate({
+      offline: this.offline,
+      observer: this.observer,
+      turn: this.deps.turn,
+      captureLimit: this.deps.capture.enabled ? this.deps.capture.bodyLimit : 0,
+      rejectionRing: (subdomain, accountId) => this.rejectionRing(subdomain, accountId),
+      route: (exchange, request, publicFields) => this.route(exchange, request.subdomain, request.target, request.head, request.clientAddress, request.proto, false, publicFields),
+      log: this.log,
+    });
+    if (this.cluster !== null) {
+      // Another edge changed a policy, or a name's owner changed (a one-run policy travels in its lease).
+      this.cluster.on('policy-changed', (subdomain) => this.refreshPolicies(subdomain));
+      this.cluster.on('owner-changed', (subdomain) => {
+        if (subdomain === null) this.refreshPolicies(null);
+        else this.policies.forgetRemote(subdomain);
+      });
+    }
   }
 
   /** Opens the store (and joins the cluster), binds the port and starts the coarse timer. */
@@ -514,7 +550,12 @@ export class Edge {
       if (this.options.captureFsync !== true) this.captures.sync().catch((error: Error) => this.log(`capture sync failed: ${error.message}`));
       this.usage.flush().catch((error: Error) => this.log(`usage flush failed: ${error.message}`));
     }
-    if (this.ticks % 240 === 0) this.api.sweep();
+    if (this.ticks % 240 === 0) {
+      this.api.sweep();
+      this.policies.sweep();
+      for (const session of this.registry.sessions()) session.policy?.sweep();
+      this.gate.sweep();
+    }
     const sweepTicks = Math.max(1, Math.round((this.options.captureSweepMs ?? 600_000) / TICK_MS));
     if (this.ticks % sweepTicks === 0) {
       this.sweepCaptures().catch((error: Error) => this.log(`capture sweep failed: ${error.message}`));
@@ -717,16 +758,16 @@ export class Edge {
 
   private servePublic(exchange: ServerExchange, subdomain: string, target: string, authority: string): void {
     const fields = exchange.head.fields;
-    const method = exchange.head.method;
     const upgrade = exchange.upgrade;
     // A request another edge of the cluster forwarded (with the secret) carries the client's own origin.
     const forwarded = this.hop === null ? null : this.hop.forwardedOrigin(fields);
     let clientAddress: string;
     let head: PublicRequestHead;
     let proto: string;
+    let forwardedHost = '';
     if (forwarded === null) {
       const origin = requestOrigin(exchange.connection, fields, this.proxies, this.publicScheme);
-      ({ client: clientAddress, proto } = origin);
+      ({ client: clientAddress, proto, forwardedHost } = origin);
       head = readPublicRequestHead(fields, origin.hop, origin.proto, origin.forwardedHost, false, upgrade, authority);
     } else {
       ({ client: clientAddress, proto } = forwarded);
@@ -737,14 +778,66 @@ export class Edge {
       this.refusePublic(exchange, subdomain, target, clientAddress, 'INVALID_REQUEST', framingProblem, true);
       return;
     }
-    if (!upgrade && this.offline.serves(exchange, target, head, subdomain, clientAddress)) return;
-    if (this.hop !== null && forwarded === null && this.registry.session(subdomain) === undefined) {
+    // The tunnel's policy, before anything else touches the request (docs/policies.md). A request another
+    // edge forwarded was decided there.
+    if (forwarded === null) {
+      const policy = this.policyOf(subdomain);
+      if (policy !== null) {
+        const gated: GatedRequest = { subdomain, target, head, clientAddress, proto, host: forwardedHost === '' ? head.host : forwardedHost, receivedAt: Date.now() };
+        this.gate.run(exchange, gated, policy);
+        return;
+      }
+    }
+    this.route(exchange, subdomain, target, head, clientAddress, proto, forwarded !== null, head.headers);
+  }
+
+  /**
+   * The policy of a name as this edge applies it: its live session's; without one here, its
+   * reservation's (the offline path), or on a forwarding edge of a cluster the owner's (a Promise until
+   * read once). null: no policy, the request goes its way at once.
+   */
+  private policyOf(subdomain: string): TunnelPolicy | null | Promise<TunnelPolicy | null> {
+    const session = this.registry.session(subdomain);
+    if (session !== undefined) return session.policy;
+    if (this.hop !== null) return this.policies.ofRemote(subdomain, () => this.remotePolicy(subdomain));
+    return this.policies.of(subdomain, this.store.getReservation(subdomain)?.policy);
+  }
+
+  /** What a forwarding edge applies for a name another edge holds: the stored policy, else the one-run one in the lease; null when no edge holds it. */
+  private async remotePolicy(subdomain: string): Promise<StoredPolicy | undefined | null> {
+    const owner = await this.hop!.directory.ownerOf(subdomain);
+    if (owner === null || owner.nodeId === this.hop!.directory.self.nodeId) return null;
+    return (await this.accounts.getReservation(subdomain))?.policy ?? owner.policy;
+  }
+
+  /**
+   * A public request on its way after the policy (or without one): the offline queue, the hop to the
+   * edge holding the tunnel, or a stream to the tunnel. `publicFields`: the headers as the public client
+   * sent them (the queue verifies signatures on them), `head.headers` what is forwarded.
+   */
+  private route(
+    exchange: ServerExchange,
+    subdomain: string,
+    target: string,
+    head: PublicRequestHead,
+    clientAddress: string,
+    proto: string,
+    forwarded: boolean,
+    publicFields: readonly string[],
+  ): void {
+    const method = exchange.head.method;
+    const upgrade = exchange.upgrade;
+    if (!upgrade && this.offline.serves(exchange, target, head, subdomain, clientAddress, publicFields)) return;
+    if (this.hop !== null && !forwarded && this.registry.session(subdomain) === undefined) {
       this.forwardPublic(exchange, subdomain, target, head, clientAddress, proto);
       return;
     }
-    const session = this.sessionFor(exchange, subdomain, target, clientAddress, forwarded !== null);
+    const session = this.sessionFor(exchange, subdomain, target, clientAddress, forwarded);
     if (session === undefined) return;
-    const requestHead = { method, target, headers: head.headers, clientAddress, upgrade };
+    const policy = session.policy;
+    // A forwarded credential (--basic-auth-forward) is kept in the capture redacted, never in clear.
+    const captureHeaders = policy === null || !policy.redactsForwarded ? null : policy.captureFields(head.headers);
+    const requestHead = { method, target, headers: head.headers, clientAddress, upgrade, captureHeaders };
     if (upgrade) {
       // No body (an upgrade with one is declined, src/http1/server.ts): one OPEN, then the answer.
       const stream = session.openPublicHttp(exchange, requestHead, { gather: -1, limit: 0 });
@@ -767,6 +860,56 @@ export class Edge {
     if (length <= 0 && !head.chunked) stream.sendOpen(null, true);
     else if (gather < 0) stream.sendOpen(null, false);
     exchange.attach(stream);
+  }
+
+  // ---- policies ---------------------------------------------------------------------------------------
+
+  /** The API changed a reservation's policy (or released the name): this edge applies the new one, and in a cluster every edge does. */
+  private policyChanged(subdomain: string): void {
+    this.refreshPolicies(subdomain);
+    this.cluster?.announcePolicyChange(subdomain).catch((error: Error) => this.log(`cluster: the policy change of ${subdomain} was not announced: ${error.message}`));
+  }
+
+  /**
+   * Compiles again the policy of the live sessions of `subdomain` (every name: null) from their
+   * reservation, and forgets what this edge read about names other edges hold. The stored policy wins
+   * over a one-run one: at connect they cannot both be there, and a policy stored later is the newer wish.
+   */
+  private refreshPolicies(subdomain: string | null): void {
+    this.policies.forgetRemote(subdomain);
+    for (const session of this.registry.sessions()) {
+      if (subdomain !== null && session.subdomain !== subdomain) continue;
+      Promise.resolve(this.accounts.getReservation(session.subdomain)).then(
+        (reservation) => {
+          if (!session.closed) session.policy = this.policies.of(session.subdomain, reservation?.policy ?? session.runPolicy);
+        },
+        (error: Error) => this.log(`policy of ${session.subdomain} not read again: ${error.message}`),
+      );
+    }
+  }
+
+  /**
+   * Where a request of `subdomain` refused for its signature is captured: its live session's ring, else
+   * the ring of its account on this edge (`accountId` when the caller knows it; else the owner's, on a
+   * forwarding edge of a cluster, or the reservation's).
+   */
+  private rejectionRing(subdomain: string, accountId: string | null): RejectionRing | Promise<RejectionRing> {
+    const session = this.registry.session(subdomain);
+    if (session !== undefined) return { ring: session.ring, tokenId: session.tokenId };
+    return (async (): Promise<RejectionRing> => {
+      const owner = accountId !== null || this.hop === null ? null : await this.hop.directory.ownerOf(subdomain).catch(() => null);
+      const id = accountId ?? owner?.accountId ?? (await this.accounts.getReservation(subdomain))?.accountId;
+      const account = id === undefined ? undefined : await this.accounts.getAccount(id);
+      if (account === undefined) return null;
+      const limits = this.accounts.planLimits(account.plan);
+      return { ring: this.captures.ring(account.id, subdomain, limits.capturedRequests, limits.captureBytes), tokenId: '' };
+    })();
+  }
+
+  /** The offline queue refused a request for its signature: captured (credentials redacted by the name's policy), then answered. */
+  private keepQueueRejection(rejected: RejectedRequest, accountId: string, answer: () => void): void {
+    const policy = this.policies.of(rejected.subdomain, this.store.getReservation(rejected.subdomain)?.policy);
+    this.gate.captureRejected(policy === null ? rejected : { ...rejected, headers: policy.captureFields(rejected.headers) }, accountId, answer);
   }
 
   /** No session here, in cluster mode: the edge holding the tunnel answers, through the internal hop. */
@@ -826,35 +969,27 @@ export class Edge {
       const instance = query.get('instance');
       if (instance !== null && !INSTANCE_ID.test(instance)) throw new BurrowError('INVALID_REQUEST', 'The "instance" query parameter must be 8 to 64 of A-Z, a-z, 0-9, "_" and "-".');
       const runSpec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
-      if (runSpec !== undefined && requested !== null && requested !== '' && (await this.accounts.getReservation(requested.toLowerCase()))?.policy !== undefined) {
-        throw new BurrowError(
-          'INVALID_REQUEST',
-          `The reserved subdomain "${requested.toLowerCase()}" has a stored policy; change it with "burrow reserve ${requested.toLowerCase()} ..." or connect without policy flags.`,
-        );
+      const name = requested === null || requested === '' ? null : requested.toLowerCase();
+      const reservation = name === null ? undefined : await this.accounts.getReservation(name);
+      const storedPolicy = reservation?.accountId === principal.account.id ? reservation.policy : undefined;
+      if (runSpec !== undefined && storedPolicy !== undefined) {
+        throw new BurrowError('INVALID_REQUEST', `The reserved subdomain "${name}" has a stored policy; change it with "burrow reserve ${name} ..." or connect without policy flags.`);
       }
       // Passwords are hashed here, once per connect; secrets sealed as on a reservation (one code path).
       const runPolicy = runSpec === undefined ? undefined : await storePolicy(runSpec, undefined, this.secrets);
-      const unenforced = rulesNotYetEnforced(runPolicy ?? (requested === null || requested === '' ? undefined : (await this.accounts.getReservation(requested.toLowerCase()))?.policy));
-      if (unenforced.length > 0) {
-        // The public listener does not apply access rules to live traffic yet (docs/policies.md): a tunnel
-        // that asks for one is refused rather than served without the protection it asked for.
-        throw new BurrowError(
-          'INVALID_REQUEST',
-          `This edge stores access rules but does not yet apply them to live traffic (${unenforced.join(', ')}); the tunnel was not opened rather than served open to anyone. ` +
-            'Connect without policy flags, or clear the reservation\'s policy (burrow reserve NAME --clear-policy).',
-        );
-      }
       const account = principal.account;
       const limits = this.accounts.planLimits(account.plan);
       if (connect.aborted) return;
       // One edge admits in this turn (no await between its cap check and the upgrade); a cluster takes the
       // name's lease in Redis, atomically with its own cap check, and gives it back if the client left.
-      const admitted = this.registry.admit(account.id, limits.activeTunnels, requested === null || requested === '' ? null : requested.toLowerCase(), {
+      const admitted = this.registry.admit(account.id, limits.activeTunnels, name, {
         tokenId: principal.token.id,
         port,
         clientAddress,
         instance,
         replace: query.get('replace') === '1',
+        // In a cluster the one-run policy travels in the lease: a forwarding edge applies it before its hop.
+        ...(runPolicy === undefined ? {} : { policy: runPolicy }),
       });
       const subdomain = typeof admitted === 'string' ? admitted : await admitted;
       if (connect.aborted) {
@@ -864,6 +999,8 @@ export class Edge {
       const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests, limits.captureBytes);
       const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring, instance, clientAddress);
       session.runPolicy = runPolicy;
+      // Compiled before the upgrade, so the tunnel's first request meets it.
+      session.policy = this.policies.of(subdomain, (subdomain === name ? storedPolicy : undefined) ?? runPolicy);
       res.cork(() => {
         res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
         res.upgrade<SocketData>({ session }, key, protocol, extensions, context);
@@ -987,19 +1124,4 @@ function writeUwsError(res: HttpResponse, response: ApiResponse): void {
   for (const [name, value] of response.headers ?? []) res.writeHeader(name, value);
   res.writeHeader('cache-control', 'no-store').writeHeader('content-type', 'application/json; charset=utf-8');
   res.end(JSON.stringify(response.body));
-}
-
-/**
- * The access rules of `policy` (who may reach the tunnel) that this build does not apply to live traffic
- * yet: a tunnel relying on one is refused, never served open. Webhook verification (it guards the offline
- * queue already; on a live tunnel the local app still checks signatures itself), header rules and the rate
- * limit are stored and taken, and docs/policies.md says they are not applied to live traffic yet.
- */
-function rulesNotYetEnforced(policy: StoredPolicy | undefined): string[] {
-  if (policy === undefined) return [];
-  const rules: string[] = [];
-  if ((policy.basicAuth?.length ?? 0) > 0) rules.push('basic auth');
-  if ((policy.allowCidr?.length ?? 0) > 0 || (policy.denyCidr?.length ?? 0) > 0) rules.push('CIDR rules');
-  if (policy.oidc !== undefined) rules.push('OIDC');
-  return rules;
 }

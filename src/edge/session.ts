@@ -8,6 +8,7 @@
  * a message. The backlog is bounded because every body byte needs credit the client granted.
  */
 import type { StoredPolicy } from '../protocol/policy.js';
+import type { TunnelPolicy } from './policy/decide.js';
 import { closeReason } from '../protocol/close-reason.js';
 import { BurrowError, type ErrorCode } from '../errors.js';
 import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
@@ -61,8 +62,14 @@ type Stream = EdgeHttpStream;
 
 export class TunnelSession implements StreamHost {
   ws: WebSocket<SocketData> | null = null;
-  /** The one-run policy its client sent at connect (docs/policies.md); enforced by src/edge/policy. */
+  /** The one-run policy its client sent at connect (docs/policies.md); it travels in the lease in a cluster. */
   runPolicy: StoredPolicy | undefined = undefined;
+  /**
+   * The policy the public listener applies to this tunnel (the reservation's stored one, else the
+   * one-run one), compiled at connect and again when the stored one changes; null: none, the
+   * listener's one check on the way of every request.
+   */
+  policy: TunnelPolicy | null = null;
   readonly streams = new Map<number, Stream>();
   /** Streams whose outgoing bytes wait for connection credit. */
   readonly blocked = new Set<Stream>();

@@ -30,6 +30,8 @@ export interface StreamHost {
   readonly captureLimit: number;
   /** Streams note when OPEN left and RESPONSE came (the tunnel-hop histogram): only when metrics are served. */
   readonly timesHops: boolean;
+  /** The tunnel's policy, whose response header rules edit each response head on its way out (docs/policies.md). */
+  readonly policy?: { responseFields(fields: readonly string[]): readonly string[] } | null;
   /** The connection's credit for bytes to the client. */
   readonly connectionSend: SendCredit;
   /** Streams whose outgoing bytes wait for connection credit. */

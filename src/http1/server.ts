@@ -223,6 +223,18 @@ export class ServerExchange {
     if (this.requestEnded) discard.finish();
   }
 
+  /**
+   * Puts a body read whole back in front of the next `attach` (with its trailers), as if it had just
+   * arrived: a consumer that had to read it first (a webhook signature checked before forwarding) hands
+   * the request on unchanged. Only after the body was read to its end.
+   */
+  restoreBody(body: Buffer | null, trailers: string[] | null): void {
+    if (!this.requestEnded) throw new Error('restoreBody: the request body was not read to its end');
+    this.sink = null;
+    this.earlyBody = body === null || body.byteLength === 0 ? null : [body];
+    this.earlyTrailers = trailers;
+  }
+
   /** Stop reading this request's body until `resumeBody` (no more bytes than one socket read arrive meanwhile). */
   pauseBody(): void {
     if (this.bodyPaused || this.requestEnded) return;

@@ -4,7 +4,7 @@
  * with `body_encoding`), and a short summary for the page's list and the live feed.
  * Serialised only when someone asks, never as traffic passes.
  */
-import { bodyJson, headerPairs, type BodyJson } from '../exchange-json.js';
+import { bodyJson, headerPairs, rejectionOf, type BodyJson } from '../exchange-json.js';
 import type { Exchange, WebSocketLog, WebSocketMessage } from '../client/exchange.js';
 import { nowIso } from '../ids.js';
 
@@ -27,6 +27,11 @@ export interface ExchangeSummaryJson {
   kind: 'http' | 'websocket';
   /** 'edge' when loaded from the edge's capture history at start, not seen live by this client. */
   source: 'live' | 'edge';
+  /**
+   * "signature": the edge refused the request for its webhook signature (docs/policies.md); it never
+   * reached this client, so it is shown only among the history loaded from the edge. Else null.
+   */
+  rejected: 'signature' | null;
   websocket: WebSocketSummaryJson | null;
   /** Set when the edge delivered a held webhook (docs/offline.md): read from its delivery headers. */
   delivery: DeliveryJson | null;
@@ -90,6 +95,7 @@ export function summaryJson(exchange: Exchange): ExchangeSummaryJson {
     client_address: exchange.clientAddress ?? null,
     kind: exchange.websocket === undefined ? 'http' : 'websocket',
     source: exchange.source ?? 'live',
+    rejected: rejectionOf(exchange.error),
     websocket: exchange.websocket === undefined ? null : webSocketSummary(exchange.websocket),
     delivery: deliveryOf(exchange),
     tunnel: exchange.tunnel ?? null,

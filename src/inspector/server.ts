@@ -698,7 +698,7 @@ export class Inspector {
     const subdomain = new URL(publicUrl).hostname.split('.')[0]!;
     try {
       const list = (await this.edgeJson(`/api/v1/requests?subdomain=${encodeURIComponent(subdomain)}&limit=${Math.min(count, 1000)}`)) as {
-        requests?: { id: string; method: string; path: string; status: number; duration_ms: number; received_at: string }[];
+        requests?: { id: string; method: string; path: string; status: number; duration_ms: number; received_at: string; rejected?: string | null }[];
       };
       if (this.closed) return;
       const added: Entry[] = [];
@@ -720,7 +720,8 @@ export class Inspector {
           responseTruncated: false,
           startedAt: Date.parse(item.received_at),
           latencyMs: item.duration_ms,
-          error: null,
+          // A request the edge refused (its signature) never reached this client: the history is where it shows.
+          error: item.rejected === 'signature' ? 'SIGNATURE_INVALID' : null,
           replayOf: null,
           source: 'edge',
           ...(tunnel.name === null ? {} : { tunnel: tunnel.name }),

@@ -135,6 +135,8 @@ export interface CaptureSummary {
   status: number;
   durationMs: number;
   receivedAt: number;
+  /** The edge's own error code when it answered (SIGNATURE_INVALID: refused for its webhook signature), else null. */
+  error: string | null;
 }
 
 interface RingRecord {
@@ -318,9 +320,9 @@ function seqOf(bytes: Uint8Array): number {
 }
 
 /** The fields a listing needs, read from the header alone. */
-function summaryOf(bytes: Uint8Array): { id: string; seq: number; method: string; path: string; status: number; receivedAt: number; durationMs: number } {
+function summaryOf(bytes: Uint8Array): CaptureSummary & { seq: number } {
   const { header: h } = readHeader(bytes);
-  return { id: h[1], seq: h[2], method: h[7], path: h[8], status: h[9], receivedAt: h[10], durationMs: h[11] };
+  return { id: h[1], seq: h[2], method: h[7], path: h[8], status: h[9], receivedAt: h[10], durationMs: h[11], error: h[12] };
 }
 
 type RingKey = [string, string];
@@ -773,6 +775,7 @@ export class CaptureStore {
         status: capture.status,
         durationMs: capture.durationMs,
         receivedAt: capture.receivedAt,
+        error: capture.error,
       });
     }
     return list;
@@ -814,7 +817,7 @@ export class CaptureStore {
       const match = captureMatch(capture, needle, asciiNeedle);
       bodyBytes += match.bodyBytes;
       if (!match.found) continue;
-      matches.push({ id: capture.id, method: capture.method, path: capture.path, status: capture.status, durationMs: capture.durationMs, receivedAt: capture.receivedAt });
+      matches.push({ id: capture.id, method: capture.method, path: capture.path, status: capture.status, durationMs: capture.durationMs, receivedAt: capture.receivedAt, error: capture.error });
     }
     return { matches, scanned, resumeBefore };
   }

@@ -251,6 +251,22 @@ export class OfflineQueueStore {
     for (const key of this.pieces.getKeys({ start: [id], end: [id, RANGE_END] })) this.pieces.remove(key);
   }
 
+  /**
+   * The first `maxBytes` of an upload's stored pieces (finished, not yet an event), or null when none:
+   * what a capture of a refused upload keeps before its pieces are dropped.
+   */
+  uploadBody(id: string, maxBytes: number): Buffer | null {
+    const parts: Buffer[] = [];
+    let size = 0;
+    for (const { value } of this.pieces.getRange({ start: [id], end: [id, RANGE_END] })) {
+      if (size >= maxBytes) break;
+      const piece = Buffer.from(value.buffer, value.byteOffset, Math.min(value.byteLength, maxBytes - size));
+      parts.push(piece);
+      size += piece.byteLength;
+    }
+    return parts.length === 0 ? null : Buffer.concat(parts, size);
+  }
+
   /** The event's body, or null when it had none. (lmdb-js's get of a binary value returns its own copy.) */
   body(id: string): Buffer | null {
     const event = this.getSync(id);

@@ -83,6 +83,8 @@ export interface LeaseRecord {
   fence: number;
   /** 'live': a tunnel is connected to `nodeId`; 'held': the name is its account's for the grace period. */
   state: 'live' | 'held';
+  /** The tunnel's one-run policy as JSON (a StoredPolicy: secrets sealed, passwords hashed), '' for none. */
+  policy: string;
   /** When Redis drops the lease (Redis's clock, ms since the epoch). */
   expiresAt: number;
 }
@@ -107,6 +109,11 @@ export interface LeaseClaim {
   cap: number;
   /** Take the name over from this fence: the holder (same account, another edge) released it or is gone. */
   fromFence?: number;
+  /**
+   * The tunnel's one-run policy as JSON ('' for none), kept in the lease for the forwarding edges:
+   * bounded by the connect header's size (docs/policies.md), a few KiB at most.
+   */
+  policy?: string;
 }
 
 export type ClaimResult =
@@ -143,7 +150,9 @@ export type ClusterCommand =
   /** The grant `fence` of `subdomain` ended (held for its account's grace period, or dropped). */
   | { type: 'released'; subdomain: string; fence: number }
   /** `nodeId` (that boot) renewed every lease it still holds for `ttlMs` from now. */
-  | { type: 'renewed'; nodeId: string; boot: string; advertise: string; ttlMs: number };
+  | { type: 'renewed'; nodeId: string; boot: string; advertise: string; ttlMs: number }
+  /** The stored policy of `subdomain` changed through the API (docs/policies.md): every edge compiles it again. */
+  | { type: 'policy'; subdomain: string };
 
 /** Every live lease at one moment, and Redis's clock then (for their remaining time). */
 export interface LeaseSnapshot {
@@ -160,7 +169,7 @@ end
 
 // KEYS: lease, account set, fence counter.
 // ARGV: subdomain, accountId, tokenId, port, startedAt, publicUrl, nodeId, advertise, boot, ttlMs, cap, fromFence ('' for none),
-//       instance ('' for none), clientAddress, replace ('1' or ''), the commands channel.
+//       instance ('' for none), clientAddress, replace ('1' or ''), the commands channel, the one-run policy's JSON ('' for none).
 // A live name of the same account goes only to its own client's reconnect (same instance), to a replace,
 // or to a client that names no instance (registry.ts, takeoverRefusal: the same rule on one edge).
 const CLAIM = `${NOW}
@@ -185,13 +194,13 @@ local expires = now + tonumber(ARGV[10])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'subdomain', ARGV[1], 'accountId', ARGV[2], 'tokenId', ARGV[3], 'port', ARGV[4],
   'startedAt', ARGV[5], 'publicUrl', ARGV[6], 'nodeId', ARGV[7], 'advertise', ARGV[8], 'boot', ARGV[9],
-  'instance', ARGV[13], 'clientAddress', ARGV[14],
+  'instance', ARGV[13], 'clientAddress', ARGV[14], 'policy', ARGV[17] or '',
   'fence', fence, 'state', 'live', 'expiresAt', string.format('%d', expires))
 redis.call('PEXPIREAT', KEYS[1], string.format('%d', expires))
 redis.call('ZADD', KEYS[2], string.format('%d', expires), ARGV[1])
 redis.call('PUBLISH', ARGV[16], cjson.encode({type = 'granted', ttlMs = ARGV[10], lease = {subdomain = ARGV[1], accountId = ARGV[2],
   tokenId = ARGV[3], port = ARGV[4], startedAt = ARGV[5], publicUrl = ARGV[6], nodeId = ARGV[7], advertise = ARGV[8], boot = ARGV[9],
-  fence = tostring(fence), state = 'live', expiresAt = string.format('%d', expires)}}))
+  fence = tostring(fence), state = 'live', expiresAt = string.format('%d', expires), policy = ARGV[17] or ''}}))
 return {'granted', tostring(fence), string.format('%d', expires)}
 `;
 
@@ -372,6 +381,7 @@ export class RedisLeases {
       claim.clientAddress,
       claim.replace ? '1' : '',
       this.channel,
+      claim.policy ?? '',
     )) as string[];
     switch (reply[0]) {
       case 'granted': {
@@ -612,6 +622,8 @@ function parseCommand(raw: { type?: unknown } & Record<string, unknown>): Cluste
       return { type: 'released', subdomain: String(raw.subdomain), fence: Number(raw.fence) };
     case 'renewed':
       return { type: 'renewed', nodeId: String(raw.nodeId), boot: String(raw.boot), advertise: String(raw.advertise), ttlMs: Number(raw.ttlMs) };
+    case 'policy':
+      return { type: 'policy', subdomain: String(raw.subdomain) };
     default:
       return raw as ClusterCommand;
   }
@@ -633,5 +645,6 @@ function leaseFromFields(fields: Record<string, string>): LeaseRecord {
     fence: Number(fields.fence),
     state: fields.state === 'held' ? 'held' : 'live',
     expiresAt: Number(fields.expiresAt),
+    policy: fields.policy ?? '',
   };
 }

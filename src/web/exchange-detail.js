@@ -18,7 +18,7 @@
 import { clear, copyText, h } from './elements.js';
 import { curlCommand } from './curl.js';
 import { bodyInfo, latencyText, renderBody, statusClass, statusText, whenText } from './exchange-format.js';
-import { deliveryText } from './exchange-list.js';
+import { deliveryText, rejectedText } from './exchange-list.js';
 import { replayEditor } from './replay-editor.js';
 import { webSocketPane } from './websocket-view.js';
 
@@ -129,9 +129,11 @@ export function exchangeDetail(adapter) {
       x.source === 'edge' ? fact('d-source', 'Source', "loaded from the edge's capture history") : null,
       x.replay_of ? fact('d-replay-of', 'Replay of', adapter.link(x.replay_of, x.replay_of)) : null,
       delivery === null ? null : fact('d-delivery', 'Held webhook', delivery),
+      x.rejected ? fact('d-rejected', 'Rejected', `${x.rejected}: ${rejectedText(x.rejected)}`) : null,
       x.error ? fact('d-error', 'Error', x.error) : null,
     ].filter((pair) => pair !== null).flat());
     facts.querySelector('#d-error')?.classList.add('error-text');
+    facts.querySelector('#d-rejected')?.classList.add('error-text');
   }
 
   function showBodies() {

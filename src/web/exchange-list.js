@@ -37,6 +37,7 @@ export function exchangeList(options) {
   function marks(item) {
     const found = [];
     if (item.source === 'edge') found.push(h('span.edge-mark', { title: "loaded from the edge's capture history (seen before this inspector started)" }, '⇣ edge'));
+    if (item.rejected) found.push(h('span.rejected-mark', { title: rejectedText(item.rejected) }, `rejected: ${item.rejected}`));
     if (item.kind === 'websocket' && item.websocket) {
       const ws = item.websocket;
       const count = ws.messages_in + ws.messages_out;
@@ -224,6 +225,13 @@ export function exchangeList(options) {
     /** The oldest row's id (the cursor for "Load older"). */
     last: () => order[order.length - 1],
   };
+}
+
+/** What a capture's `rejected` mark means: the edge refused the request before it reached the local server. */
+export function rejectedText(rejected) {
+  return rejected === 'signature'
+    ? 'refused by the edge: the webhook signature did not verify (401); it never reached the local server'
+    : `refused by the edge (${rejected}); it never reached the local server`;
 }
 
 /** "held webhook, delivery attempt 2, received by the edge at …": a held event the edge delivered. */

@@ -73,10 +73,13 @@ describe('the dashboard policy editor in Chromium', () => {
     assert.deepEqual(policy.rate_limit, { requests: 100, period_seconds: 60 });
     assert.doesNotMatch(JSON.stringify((await edge.edge.accounts.getReservation(NAME))!.policy), /correct-horse|gh-secret/);
 
-    // The stored policy holds while no tunnel is connected: only a signed webhook is held.
-    assert.equal((await post('{"n":1}')).status, 401);
+    // The stored policy holds while no tunnel is connected: basic auth first, then only a signed webhook is held.
     const signature = `sha256=${createHmac('sha256', 'gh-secret').update('{"n":2}').digest('hex')}`;
-    assert.equal((await post('{"n":2}', { 'x-hub-signature-256': signature })).status, 202);
+    const credentials = { authorization: `Basic ${Buffer.from('ann:correct-horse').toString('base64')}` };
+    assert.equal((await post('{"n":2}', { 'x-hub-signature-256': signature })).json.error.code, 'AUTHENTICATION_REQUIRED');
+    const unsigned = await post('{"n":1}', credentials);
+    assert.deepEqual([unsigned.status, unsigned.json.error.code], [401, 'SIGNATURE_INVALID']);
+    assert.equal((await post('{"n":2}', { ...credentials, 'x-hub-signature-256': signature })).status, 202);
   });
 
   test('reopened, the editor shows no secret; stored ones are kept unless unchecked; a refused field shows its code', async () => {

@@ -232,6 +232,8 @@ interface CaptureSummaryJson {
   status: number;
   duration_ms: number;
   received_at: string;
+  /** "signature": refused by the edge for its webhook signature (docs/api.md); absent from older edges. */
+  rejected?: string | null;
 }
 
 export async function requestsCommand(args: string[]): Promise<number> {
@@ -249,7 +251,7 @@ export async function requestsCommand(args: string[]): Promise<number> {
   else
     printTable(
       ['ID', 'METHOD', 'STATUS', 'MS', 'RECEIVED', 'PATH'],
-      result.requests.map((r) => [r.id, r.method, r.status, r.duration_ms, shortTime(r.received_at), r.path]),
+      result.requests.map((r) => [r.id, r.method, r.rejected ? `${r.status} rejected: ${r.rejected}` : r.status, r.duration_ms, shortTime(r.received_at), r.path]),
       `no requests captured on ${subdomain}`,
     );
   return 0;
@@ -310,6 +312,7 @@ async function showRequest(args: string[]): Promise<number> {
     `received      ${shortTime(detail.received_at)} from ${detail.client_address} on ${detail.subdomain}`,
     `duration      ${detail.duration_ms} ms`,
     ...(detail.replay_of === null ? [] : [`replay of     ${detail.replay_of}`]),
+    ...(detail.rejected ? [`rejected      ${detail.rejected}: refused by the edge, never sent to the local server`] : []),
     '',
     'Request headers',
     ...detail.request.headers.map(headerLine),

@@ -106,7 +106,6 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
   start(): void {
     const exchange = this.exchange;
     const request = this.request;
-    exchange.attach(this);
     if (request.contentLength > this.limits.maxRequestBody) {
       this.refused('PAYLOAD_TOO_LARGE');
       this.phase = Phase.DONE;
@@ -121,6 +120,9 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
       // undici cannot send Expect, so the owner never sees it: the 100 is this edge's.
       if (request.expectContinue) exchange.writeInterim(100, 'Continue', []);
     }
+    // Attached once the upload exists: body bytes that came before (a request that waited for its
+    // tunnel's policy, or whose body was read whole for a webhook signature) go into it now.
+    exchange.attach(this);
     this.directory.ownerOf(request.subdomain).then(
       (owner) => {
         if (this.aborted || this.phase === Phase.DONE) return;

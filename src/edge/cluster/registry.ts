@@ -43,6 +43,7 @@ import {
   type LeaseRecord,
 } from '../../store/redis-leases.js';
 import type { Store } from '../../store/store.js';
+import type { StoredPolicy } from '../../protocol/policy.js';
 import type { ReplayOverrides, TunnelCloseReason, TunnelInfo } from '../../api/types.js';
 import { takeoverRefusal, TunnelRegistry, type AdmitDetails, type EdgeRegistry } from '../registry.js';
 import type { TunnelSession } from '../session.js';
@@ -79,6 +80,10 @@ export interface StoreStatus {
 
 interface ClusterRegistryEvents {
   'store-status': [StoreStatus];
+  /** A reservation's policy changed through the API on some edge (this one included). */
+  'policy-changed': [subdomain: string];
+  /** A name was granted or released (its one-run policy may differ); null: every name (the owner map was loaded again). */
+  'owner-changed': [subdomain: string | null];
 }
 
 export interface ClusterRegistryOptions {
@@ -112,6 +117,8 @@ interface LocalLease {
   validUntil: number;
   /** Granted at (monotonic ms): a grant whose upgrade never happened is given back after a while. */
   grantedAt: number;
+  /** The one-run policy's JSON ('' for none): written into the lease again when it is claimed again. */
+  policy: string;
 }
 
 /** A granted name whose WebSocket has not opened yet is given back after this long. */
@@ -316,6 +323,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       boot: this.self.boot,
       cap,
       ...(fromFence === undefined ? {} : { fromFence }),
+      policy: details.policy === undefined ? '' : JSON.stringify(details.policy),
     };
   }
 
@@ -359,6 +367,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       fence,
       validUntil,
       grantedAt: now,
+      policy: details.policy === undefined ? '' : JSON.stringify(details.policy),
     };
     this.pending.set(subdomain, lease);
     this.learnOwn(lease);
@@ -578,6 +587,8 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
         const snapshot = await this.leases.snapshot();
         for (const record of snapshot.leases) this.owners.granted(tunnelLease(record), record.expiresAt - snapshot.redisNow);
         if (this.options.subscriber.status === 'ready') this.inStepSince = this.clock();
+        // Changes pushed while out of step were missed: policies are read again.
+        this.emit('owner-changed', null);
       } catch {
         // Out of step until a renewal round reaches Redis again.
       }
@@ -614,7 +625,13 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     let result: ClaimResult;
     try {
       result = await this.leases.claim(
-        this.claimOf(lease.subdomain, lease.accountId, lease.cap, { tokenId: lease.tokenId, port: lease.port, instance: lease.instance, clientAddress: lease.clientAddress, replace: false }, undefined),
+        this.claimOf(
+          lease.subdomain,
+          lease.accountId,
+          lease.cap,
+          { tokenId: lease.tokenId, port: lease.port, instance: lease.instance, clientAddress: lease.clientAddress, replace: false, ...storedPolicyOf(lease.policy) },
+          undefined,
+        ),
         this.timings.leaseTtlMs,
       );
     } catch {
@@ -664,9 +681,14 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     switch (command.type) {
       case 'granted':
         this.owners.granted(tunnelLease(command.lease), command.ttlMs);
+        this.emit('owner-changed', command.lease.subdomain);
         return;
       case 'released':
         this.owners.released(command.subdomain, command.fence);
+        this.emit('owner-changed', command.subdomain);
+        return;
+      case 'policy':
+        this.emit('policy-changed', command.subdomain);
         return;
       case 'renewed':
         this.owners.renewed(command, command.ttlMs);
@@ -817,6 +839,11 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     return this.local.replay(capture, overrides);
   }
 
+  /** Tells every edge (this one too) that `subdomain`'s stored policy changed: each compiles it again. */
+  announcePolicyChange(subdomain: string): Promise<void> {
+    return this.leases.publish({ type: 'policy', subdomain });
+  }
+
   /** The fence of this edge's lease on `subdomain` (tests, diagnostics), or undefined. */
   fenceOf(subdomain: string): number | undefined {
     return this.held.get(subdomain)?.fence;
@@ -830,7 +857,18 @@ function tunnelLease(record: LeaseRecord): TunnelLease {
     advertise: record.advertise,
     boot: record.boot,
     fence: record.fence,
+    ...storedPolicyOf(record.policy),
   };
+}
+
+/** A lease's one-run policy: its JSON parsed (written by an edge's claim), nothing when there is none or it does not parse. */
+function storedPolicyOf(json: string | undefined): { policy?: StoredPolicy } {
+  if (json === undefined || json === '') return {};
+  try {
+    return { policy: JSON.parse(json) as StoredPolicy };
+  } catch {
+    return {};
+  }
 }
 
 function tunnelInfo(record: LeaseRecord): TunnelInfo {

@@ -5,6 +5,8 @@
  * Each side sees the other only through these interfaces, so each is tested on its own.
  */
 
+import type { StoredPolicy } from '../../protocol/policy.js';
+
 export interface ClusterOptions {
   /** redis://HOST:PORT[/DB], or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER (src/store/redis-url.ts). */
   redis: string;
@@ -36,6 +38,8 @@ export interface TunnelLease extends ClusterPeer {
   publicUrl: string;
   /** Grows by one on every grant of the name (a fencing token): a stale holder's renewals and claims fail. */
   fence: number;
+  /** The tunnel's one-run policy (docs/policies.md): a forwarding edge applies it before its hop. */
+  policy?: StoredPolicy;
 }
 
 /** The lease registry as the hop and the API see it. */

@@ -10,7 +10,9 @@
  *   `burrow-error` header the listener adds as for its own errors). When `capture` is set, keep the
  *   request as a capture with that mark ("rejected: signature"); otherwise keep nothing.
  * - `need-body`: read the body up to `maxBytes` (over it: answer `tooLarge()`), then call `verify(body)`,
- *   which answers allow or refuse. Nothing is forwarded, queued or hopped before that.
+ *   which answers allow or refuse. Nothing is forwarded, queued or hopped before that. When the head
+ *   alone decides (no signature header: a `refuse` marked for capture at once; GitLab's token: `allow`)
+ *   no body is asked for.
  * - `respond`: the edge answers itself (an OIDC sign-in redirect or the callback); await `response`.
  * `decide` returns a Promise only when it must wait (a basic-auth check not yet cached); the common case
  * is synchronous. Captures take their header list from `captureFields`, which redacts credentials.
@@ -23,7 +25,7 @@ import type { SecretBox } from '../../store/secret-box.js';
 import { BasicAuthGate } from './basic-auth.js';
 import { HeaderRules } from './header-rules.js';
 import { OidcGate, withoutOwnCookies, type PolicyHttpRequest, type PolicyResponse } from './oidc.js';
-import { fieldValue, signatureRefusal, verifyWebhook, webhookVerifier, type WebhookVerifier } from './webhooks.js';
+import { beginWebhookChecks, fieldValue, signatureRefusal, verifyWebhook, webhookVerifier, type WebhookVerifier } from './webhooks.js';
 
 export interface PolicyRequest extends PolicyHttpRequest {
   /** The client address the edge computed (src/edge/client-address.ts: --trust-proxy and PROXY v2 aware). */
@@ -33,8 +35,30 @@ export interface PolicyRequest extends PolicyHttpRequest {
 export type PolicyDecision =
   | { kind: 'allow'; fields: readonly string[] }
   | { kind: 'refuse'; status: number; code: ErrorCode; reason: string; fields: string[]; body: string; capture: 'rejected: signature' | null }
-  | { kind: 'need-body'; maxBytes: number; verify(body: Buffer, now?: number): PolicyDecision }
+  /**
+   * `fields`: what `allow` will forward once the body verifies (the request's header list, edited). A
+   * caller that verifies the body another way (the offline queue, streaming) forwards these.
+   */
+  | { kind: 'need-body'; maxBytes: number; fields: readonly string[]; verify(body: Buffer, now?: number): PolicyDecision }
   | { kind: 'respond'; response: Promise<PolicyResponse> };
+
+/**
+ * What the public listener holds per tunnel: a compiled policy, or one that could not be compiled on
+ * this edge (every request refused). The listener's one check when a tunnel has no policy is `null`.
+ */
+export interface TunnelPolicy {
+  decide(request: PolicyRequest): PolicyDecision | Promise<PolicyDecision>;
+  /** The refusal of a body over `need-body`'s `maxBytes`. */
+  tooLarge(): PolicyDecision;
+  responseFields(fields: readonly string[]): readonly string[];
+  captureFields(fields: readonly string[]): readonly string[];
+  /**
+   * Forwarded request heads carry a credential a capture must not keep in clear (`Authorization` with
+   * --basic-auth-forward): captures then keep `captureFields` of the head instead of the frame sent.
+   */
+  readonly redactsForwarded: boolean;
+  sweep(): void;
+}
 
 export interface CompileOptions {
   /** The realm of `WWW-Authenticate: Basic` (the tunnel's subdomain). */
@@ -58,14 +82,33 @@ function refusal(code: ErrorCode, reason: string, extra: string[] = [], capture:
 }
 
 /** The compiled policy could not be built (a secret that does not open): every request is refused. */
-export class UnavailablePolicy {
+export class UnavailablePolicy implements TunnelPolicy {
   readonly decision: PolicyDecision;
+  readonly redactsForwarded = false;
   constructor(reason: string) {
     this.decision = refusal('POLICY_UNAVAILABLE', `The tunnel's policy cannot be read on this edge: ${reason}`, ['retry-after', '30']);
   }
+
+  decide(): PolicyDecision {
+    return this.decision;
+  }
+
+  tooLarge(): PolicyDecision {
+    return this.decision;
+  }
+
+  responseFields(fields: readonly string[]): readonly string[] {
+    return fields;
+  }
+
+  captureFields(fields: readonly string[]): readonly string[] {
+    return fields;
+  }
+
+  sweep(): void {}
 }
 
-export class CompiledPolicy {
+export class CompiledPolicy implements TunnelPolicy {
   private readonly allowBlocks: CidrBlock[];
   private readonly denyBlocks: CidrBlock[];
   private readonly addressVerdicts = new Map<string, boolean>();
@@ -115,7 +158,7 @@ export class CompiledPolicy {
   }
 
   /** Compiles, or answers why it cannot (the listener then refuses with 503 POLICY_UNAVAILABLE). */
-  static compile(stored: StoredPolicy, box: SecretBox, options: CompileOptions): CompiledPolicy | UnavailablePolicy {
+  static compile(stored: StoredPolicy, box: SecretBox, options: CompileOptions): TunnelPolicy & (CompiledPolicy | UnavailablePolicy) {
     try {
       return new CompiledPolicy(stored, box, options);
     } catch (error) {
@@ -125,6 +168,10 @@ export class CompiledPolicy {
 
   get verifiesWebhooks(): boolean {
     return this.webhooks.length > 0;
+  }
+
+  get redactsForwarded(): boolean {
+    return this.basicAuth !== null && this.forwardAuthorization;
   }
 
   decide(request: PolicyRequest): PolicyDecision | Promise<PolicyDecision> {
@@ -171,27 +218,26 @@ export class CompiledPolicy {
       identity = OidcGate.identityFields(email);
     }
     if (this.webhooks.length > 0) {
+      const publicUrl = `${request.scheme}://${request.host}${request.target}`;
+      // The head alone may decide (no signature header: refused; GitLab's token: accepted), and then no
+      // body is read for it.
+      const early = beginWebhookChecks(this.webhooks, { method: request.method, target: request.target, fields: request.fields, publicUrl, now: this.clock() }).early;
+      if (early !== null) return early.ok ? this.allow(request, identity) : signatureRejected(early.reason);
+      const allowed = this.allow(request, identity);
       return {
         kind: 'need-body',
         maxBytes: this.maxSignedBody,
+        fields: allowed.fields,
         verify: (body, now = this.clock()) => {
-          const verdict = verifyWebhook(this.webhooks, {
-            method: request.method,
-            target: request.target,
-            fields: request.fields,
-            body,
-            publicUrl: `${request.scheme}://${request.host}${request.target}`,
-            now,
-          });
-          if (!verdict.ok) return refusal('SIGNATURE_INVALID', signatureRefusal(verdict.reason), [], 'rejected: signature');
-          return this.allow(request, identity);
+          const verdict = verifyWebhook(this.webhooks, { method: request.method, target: request.target, fields: request.fields, body, publicUrl, now });
+          return verdict.ok ? allowed : signatureRejected(verdict.reason);
         },
       };
     }
     return this.allow(request, identity);
   }
 
-  private allow(request: PolicyRequest, identity: string[] | undefined): PolicyDecision {
+  private allow(request: PolicyRequest, identity: string[] | undefined): PolicyDecision & { kind: 'allow' } {
     let fields = this.requestRules.apply(request.fields, this.alwaysDrop, identity);
     if (this.oidc !== null) fields = stripOwnCookies(fields);
     return { kind: 'allow', fields };
@@ -235,6 +281,10 @@ export class CompiledPolicy {
     }
     return verdict;
   }
+}
+
+function signatureRejected(reason: string): PolicyDecision {
+  return refusal('SIGNATURE_INVALID', signatureRefusal(reason), [], 'rejected: signature');
 }
 
 /** "Basic dXNlcjpwYXNz" → "Basic [redacted]": the scheme stays visible, the credentials never stored. */

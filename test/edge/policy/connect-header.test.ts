@@ -73,27 +73,32 @@ test('a valid one-run policy is taken: secrets sealed, on the session only', asy
   }
 });
 
-test('access rules (basic auth, CIDR, OIDC) are refused until the public listener applies them: never a tunnel served open', async () => {
-  const cases: [PolicySpec, string][] = [
-    [{ basic_auth: [{ user: 'ann', password: 'correct-horse' }] }, 'basic auth'],
-    [{ allow_cidr: ['127.0.0.0/8'] }, 'CIDR rules'],
-    [{ deny_cidr: ['10.0.0.0/8'], verify_webhook: [{ provider: 'github', secret: 'gh-secret' }] }, 'CIDR rules'],
+test('access rules (basic auth, CIDR) are taken at connect and applied from the first request, one-run or stored', async () => {
+  const cases: [PolicySpec, number, string][] = [
+    [{ basic_auth: [{ user: 'ann', password: 'correct-horse' }] }, 401, 'AUTHENTICATION_REQUIRED'],
+    [{ deny_cidr: ['127.0.0.0/8'] }, 403, 'ADDRESS_FORBIDDEN'],
+    [{ allow_cidr: ['10.0.0.0/8'], verify_webhook: [{ provider: 'github', secret: 'gh-secret' }] }, 403, 'ADDRESS_FORBIDDEN'],
   ];
-  for (const [policy, rule] of cases) {
-    const refused = await refusal(policy, 'access-rules');
-    assert.deepEqual([refused.status, refused.code], [400, 'INVALID_REQUEST']);
-    assert.match(refused.message, new RegExp(`does not yet apply them to live traffic \\(${rule}\\)`));
+  for (const [policy, status, code] of cases) {
+    const started = await startClient(edge, account.token, local.port, { subdomain: 'access-rules', policy });
+    try {
+      assert.notEqual(edge.edge.registry.session('access-rules')!.policy, null, 'compiled at connect');
+      const answer = await call(edge, 'GET', '/', { host: `access-rules.localhost:${edge.port}` });
+      assert.deepEqual([answer.status, answer.json?.error?.code, answer.headers['burrow-error']], [status, code, code]);
+    } finally {
+      await started.client.close();
+    }
   }
-  assert.equal(edge.edge.registry.session('access-rules'), undefined);
-  // Stored on a reservation: the queue keeps working (it verifies webhooks), a live tunnel is refused the same way.
+  // Stored on a reservation: a tunnel without flags gets it.
   assert.equal((await call(edge, 'POST', '/api/v1/reserved-subdomains', { token: account.token, body: { subdomain: 'stored-access' } })).status, 201);
   assert.equal((await call(edge, 'PUT', '/api/v1/reserved-subdomains/stored-access/policy', { token: account.token, body: { basic_auth: [{ user: 'ann', password: 'pw' }] } })).status, 200);
+  const stored = await startClient(edge, account.token, local.port, { subdomain: 'stored-access' });
   try {
-    await startClient(edge, account.token, local.port, { subdomain: 'stored-access' });
-    assert.fail('a tunnel on a name whose stored policy has basic auth was opened');
-  } catch (error) {
-    assert.ok(error instanceof TunnelRefusedError, String(error));
-    assert.match(error.message, /does not yet apply them to live traffic \(basic auth\)/);
+    assert.equal((await call(edge, 'GET', '/', { host: `stored-access.localhost:${edge.port}` })).status, 401);
+    const authorized = await call(edge, 'GET', '/', { host: `stored-access.localhost:${edge.port}`, headers: { authorization: `Basic ${Buffer.from('ann:pw').toString('base64')}` } });
+    assert.deepEqual([authorized.status, authorized.text], [200, 'ok']);
+  } finally {
+    await stored.client.close();
   }
 });
 

@@ -107,19 +107,26 @@ test('rate limit: N per period per client address, then 429 with Retry-After and
 
 test('webhook: need-body, then allow or 401 SIGNATURE_INVALID kept as a capture marked "rejected: signature"; 413 over the cap', async () => {
   const policy = await compile({ verify_webhook: [{ provider: 'github', secret: 'gh-secret' }] });
-  const decision = await policy.decide(req([], { method: 'POST', target: '/hook' }));
+  const body = Buffer.from('{"zen":"Keep it logically awesome."}');
+  const signature = `sha256=${createHmac('sha256', 'gh-secret').update(body).digest('hex')}`;
+  const decision = await policy.decide(req(['X-Hub-Signature-256', signature, 'Burrow-User-Email', 'forged@example.test'], { method: 'POST', target: '/hook' }));
   assert.equal(decision.kind, 'need-body');
   const needBody = decision as PolicyDecision & { kind: 'need-body' };
   assert.equal(needBody.maxBytes, 1024 * 1024);
-  const body = Buffer.from('{"zen":"Keep it logically awesome."}');
-  const signature = `sha256=${createHmac('sha256', 'gh-secret').update(body).digest('hex')}`;
-  const signed = (await policy.decide(req(['X-Hub-Signature-256', signature], { method: 'POST' }))) as PolicyDecision & { kind: 'need-body' };
-  assert.deepEqual(signed.verify(body), { kind: 'allow', fields: ['X-Hub-Signature-256', signature] });
-  const rejected = refused(needBody.verify(body), 401, 'SIGNATURE_INVALID');
-  assert.equal(rejected.capture, 'rejected: signature');
-  assert.match(rejected.reason, /github: no X-Hub-Signature-256 header/);
+  assert.deepEqual(needBody.fields, ['X-Hub-Signature-256', signature], 'what is forwarded once verified (the identity header dropped)');
+  assert.deepEqual(needBody.verify(body), { kind: 'allow', fields: ['X-Hub-Signature-256', signature] });
+  const forged = refused(needBody.verify(Buffer.from('{"zen":"forged"}')), 401, 'SIGNATURE_INVALID');
+  assert.equal(forged.capture, 'rejected: signature');
+  assert.match(forged.reason, /github: the X-Hub-Signature-256 signature does not match the body/);
+  // Without the signature header the head decides: refused at once, no body asked for.
+  const unsigned = refused(await policy.decide(req([], { method: 'POST', target: '/hook' })), 401, 'SIGNATURE_INVALID');
+  assert.equal(unsigned.capture, 'rejected: signature');
+  assert.match(unsigned.reason, /github: no X-Hub-Signature-256 header/);
   const tooLarge = refused(policy.tooLarge(), 413, 'PAYLOAD_TOO_LARGE');
   assert.equal(tooLarge.capture, null);
+  // GitLab's token is in the head: accepted without a body.
+  const gitlab = await compile({ verify_webhook: [{ provider: 'gitlab', secret: 'gl-token' }] });
+  assert.deepEqual(await gitlab.decide(req(['X-Gitlab-Token', 'gl-token'], { method: 'POST' })), { kind: 'allow', fields: ['X-Gitlab-Token', 'gl-token'] });
 });
 
 test('a secret sealed under a key this edge does not hold: 503 POLICY_UNAVAILABLE, never an open door', async () => {

@@ -18,12 +18,19 @@ import { parsePolicySpec } from '../../../src/protocol/policy.js';
 import { SecretBox } from '../../../src/store/secret-box.js';
 import { storePolicy } from '../../../src/store/stored-policy.js';
 import { launchChromium, type Browser } from '../../inspector/browser.js';
+import { call, createAccount, startClient, startEdge, startLocal, type LocalServer, type TestAccount, type TestEdge } from '../../helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'burrow-oidc-'));
 const box = SecretBox.open(join(dir, 'secret.key'));
 let providerServer: Server;
 let issuer = '';
 let browser: Browser;
+/** The same flow through a real edge, tunnel client and local server (the last test). */
+let edge: TestEdge;
+let account: TestAccount;
+let local: LocalServer;
+const LIVE = 'oidc-live';
+const seenByApp: { url: string; email: string | undefined; cookie: string | undefined }[] = [];
 
 async function listen(server: Server): Promise<number> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -55,11 +62,21 @@ async function tunnelHost(): Promise<{ server: Server; origin: string }> {
 
 before(async () => {
   tunnel = await tunnelHost();
+  edge = await startEdge();
+  account = await createAccount(edge, 'PRO');
+  local = await startLocal((req, res) => {
+    const email = req.headers['burrow-user-email'] as string | undefined;
+    seenByApp.push({ url: req.url!, email, cookie: req.headers.cookie });
+    res.writeHead(200, { 'content-type': 'text/plain' }).end(`hello ${email ?? 'nobody'} at ${req.url}`);
+  });
   providerServer = createServer();
   const port = await listen(providerServer);
   issuer = `http://127.0.0.1:${port}`;
   const provider = new Provider(issuer, {
-    clients: [{ client_id: 'burrow-test', client_secret: 'burrow-test-secret', redirect_uris: [`${tunnel.origin}/.burrow/oidc/callback`], grant_types: ['authorization_code'], response_types: ['code'] }],
+    clients: [
+      { client_id: 'burrow-test', client_secret: 'burrow-test-secret', redirect_uris: [`${tunnel.origin}/.burrow/oidc/callback`], grant_types: ['authorization_code'], response_types: ['code'] },
+      { client_id: 'burrow-live', client_secret: 'burrow-live-secret', redirect_uris: [`http://${LIVE}.localhost:${edge.port}/.burrow/oidc/callback`], grant_types: ['authorization_code'], response_types: ['code'] },
+    ],
     findAccount: (_ctx: unknown, id: string) => ({ accountId: id, claims: () => ({ sub: id, email: id, email_verified: true }) }),
     claims: { email: ['email', 'email_verified'] },
     features: { devInteractions: { enabled: true } },
@@ -71,6 +88,8 @@ before(async () => {
 
 after(async () => {
   await browser?.close();
+  await local?.close();
+  await edge?.close();
   tunnel?.server.close();
   providerServer?.close();
   rmSync(dir, { recursive: true, force: true });
@@ -148,5 +167,40 @@ test('OIDC: redirect to the provider, callback with PKCE, session cookie, Burrow
     await browser.context.clearCookies();
     const refused = await signIn(origin, 'eve@elsewhere.test');
     assert.match(refused, /eve@elsewhere\.test is not allowed on this tunnel/);
+  }
+});
+
+test('OIDC through a real tunnel (edge, tunnel client, local server; Chromium): 401 for a program, sign-in for a browser, the app gets Burrow-User-Email and never the edge\'s cookies; an address outside --oidc-allow-email is refused 403 and reaches nothing', { timeout: 90_000 }, async () => {
+  await browser.context.clearCookies();
+  const started = await startClient(edge, account.token, local.port, {
+    subdomain: LIVE,
+    policy: { oidc: { issuer, client_id: 'burrow-live', client_secret: 'burrow-live-secret', allow_email: ['ann@example.test'] } },
+  });
+  try {
+    const origin = `http://${started.host}`;
+    const program = await call(edge, 'GET', '/api', { host: started.host, headers: { accept: 'application/json', 'burrow-user-email': 'mallory@example.test' } });
+    assert.deepEqual([program.status, program.json.error.code, program.headers['burrow-error']], [401, 'SIGN_IN_REQUIRED', 'SIGN_IN_REQUIRED']);
+    const navigation = await call(edge, 'GET', '/dashboard', { host: started.host, headers: { accept: 'text/html' } });
+    assert.equal(navigation.status, 302);
+    assert.equal(new URL(navigation.headers.location as string).origin, issuer);
+    assert.equal(seenByApp.length, 0, 'nothing reached the app before a sign-in');
+
+    const landed = await signIn(origin, 'ann@example.test');
+    assert.match(landed, /\/dashboard\?tab=1\nhello ann@example\.test at \/dashboard\?tab=1/);
+    // (Chromium may ask for /favicon.ico too, signed in as well.)
+    assert.deepEqual(seenByApp.filter((entry) => entry.url !== '/favicon.ico').map((entry) => [entry.url, entry.email]), [['/dashboard?tab=1', 'ann@example.test']]);
+    assert.ok(!(seenByApp[0]!.cookie ?? '').includes('burrow_oidc'), 'the edge\'s cookies stay at the edge');
+    const session = (await browser.context.cookies(origin)).find((cookie) => cookie.name === 'burrow_oidc');
+    assert.ok(session !== undefined && session.httpOnly && session.sameSite === 'Lax' && session.secure === false, 'HttpOnly, Lax; not Secure on plain http');
+    // The session cookie from a program works too; a forged e-mail header is replaced by the edge's.
+    const withCookie = await call(edge, 'GET', '/again', { host: started.host, headers: { cookie: `burrow_oidc=${session.value}`, 'burrow-user-email': 'mallory@example.test' } });
+    assert.equal(withCookie.text, 'hello ann@example.test at /again');
+
+    await browser.context.clearCookies();
+    const refused = await signIn(origin, 'eve@example.test');
+    assert.match(refused, /eve@example\.test is not allowed on this tunnel/);
+    assert.equal(seenByApp.filter((entry) => entry.email !== 'ann@example.test').length, 0, 'eve reached nothing');
+  } finally {
+    await started.client.close();
   }
 });

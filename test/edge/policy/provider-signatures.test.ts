@@ -18,7 +18,8 @@ import { Paddle, WebhooksValidator } from '@paddle/paddle-node-sdk';
 import { LinearWebhookClient } from '@linear/sdk/webhooks';
 import { beginWebhookChecks, webhookVerifier, verifyWebhook, type SignedRequest, type Verdict, type WebhookVerifier } from '../../../src/edge/policy/webhooks.js';
 import type { WebhookProvider } from '../../../src/protocol/policy.js';
-import { ROOT } from '../../helpers.js';
+import { request as httpRequest } from 'undici';
+import { call, createAccount, readBody, ROOT, startClient, startEdge, startLocal } from '../../helpers.js';
 import { PROVIDER_TABLE, type ProviderRow } from './provider-table.js';
 
 const NOW = Date.now();
@@ -31,7 +32,8 @@ interface Sample {
   method?: string;
 }
 
-type Signer = (secret: string, body: string, timestampSeconds: number) => Promise<Sample> | Sample;
+/** `url`: the URL the provider called (only Twilio signs it). */
+type Signer = (secret: string, body: string, timestampSeconds: number, url: string) => Promise<Sample> | Sample;
 
 const stripeSdk = new Stripe('sk_test_burrow_not_a_key');
 const hex = (key: string | Buffer, data: string): string => createHmac('sha256', key).update(data).digest('hex');
@@ -68,12 +70,12 @@ const SIGNERS: Record<WebhookProvider, { secret: () => string; sign: Signer; tim
   twilio: {
     secret: () => randomBytes(16).toString('hex'),
     timestamped: false,
-    sign: (secret, body) => {
+    sign: (secret, body, _ts, url) => {
       const params = Object.fromEntries(new URLSearchParams(body));
       return {
-        fields: ['Content-Type', 'application/x-www-form-urlencoded', 'X-Twilio-Signature', twilio.getExpectedTwilioSignature(secret, TWILIO_URL, params)],
+        fields: ['Content-Type', 'application/x-www-form-urlencoded', 'X-Twilio-Signature', twilio.getExpectedTwilioSignature(secret, url, params)],
         body: Buffer.from(body),
-        publicUrl: TWILIO_URL,
+        publicUrl: url,
         method: 'POST',
       };
     },
@@ -106,9 +108,9 @@ function bodyFor(provider: WebhookProvider): string {
   return provider === 'twilio' ? 'From=%2B15551230000&Body=hello+there&MessageSid=SM123' : JSON.stringify({ event: 'ping', id: randomBytes(4).toString('hex') });
 }
 
-async function sampleFor(row: ProviderRow, secret: string, body: string, ts: number): Promise<Sample> {
+async function sampleFor(row: ProviderRow, secret: string, body: string, ts: number, url = TWILIO_URL): Promise<Sample> {
   if (row.verifiedAs === 'hmac-sha256') return { fields: [row.header, GENERIC[row.header]!(secret, body)], body: Buffer.from(body) };
-  return SIGNERS[row.verifiedAs!].sign(secret, body, ts);
+  return SIGNERS[row.verifiedAs!].sign(secret, body, ts, url);
 }
 
 function request(sample: Sample, fields = sample.fields, body = sample.body): SignedRequest {
@@ -180,26 +182,26 @@ test('the providers\' own verifiers accept what the samples sign (Stripe, Twilio
   const body = JSON.stringify({ event: 'ping' });
   const ts = Math.floor(Date.now() / 1000);
   const stripeSecret = SIGNERS.stripe.secret();
-  const stripeSample = await SIGNERS.stripe.sign(stripeSecret, body, ts);
+  const stripeSample = await SIGNERS.stripe.sign(stripeSecret, body, ts, TWILIO_URL);
   assert.equal((stripeSdk.webhooks.constructEvent(body, stripeSample.fields[1]!, stripeSecret) as { event?: string }).event, 'ping');
 
   const twilioSecret = SIGNERS.twilio.secret();
   const form = bodyFor('twilio');
-  const twilioSample = await SIGNERS.twilio.sign(twilioSecret, form, ts);
+  const twilioSample = await SIGNERS.twilio.sign(twilioSecret, form, ts, TWILIO_URL);
   assert.equal(twilio.validateRequest(twilioSecret, twilioSample.fields[3]!, TWILIO_URL, Object.fromEntries(new URLSearchParams(form))), true);
 
   // The SDK picks its crypto runtime when a client is made (no request is sent).
   new Paddle('pdl_sdbx_apikey_burrow_test');
   const paddleSecret = SIGNERS.paddle.secret();
-  const paddleSample = await SIGNERS.paddle.sign(paddleSecret, body, ts);
+  const paddleSample = await SIGNERS.paddle.sign(paddleSecret, body, ts, TWILIO_URL);
   assert.equal(await new WebhooksValidator().isValidSignature(body, paddleSecret, paddleSample.fields[1]!), true);
 
   const linearSecret = SIGNERS.linear.secret();
-  const linearSample = await SIGNERS.linear.sign(linearSecret, body, ts);
+  const linearSample = await SIGNERS.linear.sign(linearSecret, body, ts, TWILIO_URL);
   assert.equal(new LinearWebhookClient(linearSecret).verify(linearSample.body, linearSample.fields[1]!), true);
 
   const swSecret = SIGNERS['standard-webhooks'].secret();
-  const swSample = await SIGNERS['standard-webhooks'].sign(swSecret, body, ts);
+  const swSample = await SIGNERS['standard-webhooks'].sign(swSecret, body, ts, TWILIO_URL);
   const headers = Object.fromEntries(Array.from({ length: swSample.fields.length / 2 }, (_, i) => [swSample.fields[i * 2]!, swSample.fields[i * 2 + 1]!]));
   assert.deepEqual(new StandardWebhook(swSecret).verify(body, headers), { event: 'ping' });
 });
@@ -258,4 +260,54 @@ test('rotation: two secrets of one provider, either passes; the refusal names th
   assert.deepEqual(verifyWebhook([old, next], signed('third')), { ok: false, reason: 'github: the X-Hub-Signature-256 signature does not match the body' });
   const stripeToo = webhookVerifier('stripe', 'whsec_x');
   assert.deepEqual(verifyWebhook([stripeToo, old], signed('third')), { ok: false, reason: 'github: the X-Hub-Signature-256 signature does not match the body' }, 'the reason of the verifier whose header came');
+});
+
+test('through a tunnel (a real edge, client and local server), per verified row: the signed sample reaches the local server byte-exact; signed with another secret it is 401 SIGNATURE_INVALID, never forwarded, captured as rejected: signature', { timeout: 180_000 }, async () => {
+  const edge = await startEdge();
+  const account = await createAccount(edge, 'PRO');
+  const seen: { url: string; body: Buffer }[] = [];
+  const local = await startLocal((req, res) => {
+    void readBody(req).then((body) => {
+      seen.push({ url: req.url!, body });
+      res.end('ok');
+    });
+  });
+  try {
+    const verified = PROVIDER_TABLE.filter((row) => row.verifiedAs !== null);
+    assert.equal(verified.length, 14);
+    for (const [index, row] of verified.entries()) {
+      const provider = row.verifiedAs!;
+      const secret = provider === 'hmac-sha256' ? randomBytes(16).toString('hex') : SIGNERS[provider].secret();
+      const other = provider === 'hmac-sha256' ? randomBytes(16).toString('hex') : SIGNERS[provider].secret();
+      const subdomain = `signed-${index}`;
+      const entry = { provider, secret, ...(provider === 'hmac-sha256' ? { header: row.header } : {}) };
+      const started = await startClient(edge, account.token, local.port, { subdomain, policy: { verify_webhook: [entry] } });
+      try {
+        const path = `/hooks/${index}?tenant=7`;
+        const url = `http://${started.host}${path}`;
+        const post = async (sample: Sample) => {
+          const headers: Record<string, string> = { host: started.host, 'content-type': 'application/json' };
+          for (let i = 0; i < sample.fields.length; i += 2) headers[sample.fields[i]!.toLowerCase()] = sample.fields[i + 1]!;
+          const response = await httpRequest(`${edge.base}${path}`, { method: 'POST', headers, body: sample.body });
+          return { status: response.statusCode, text: await response.body.text() };
+        };
+        const body = bodyFor(provider);
+        const good = await sampleFor(row, secret, body, Math.floor(Date.now() / 1000), url);
+        const passed = await post(good);
+        assert.equal(passed.status, 200, `${row.name}: ${passed.text}`);
+        assert.ok(seen.at(-1)!.url === path && seen.at(-1)!.body.equals(good.body), `${row.name}: byte-exact`);
+        const forged = await post(await sampleFor(row, other, body, Math.floor(Date.now() / 1000), url));
+        assert.equal(forged.status, 401, row.name);
+        assert.equal((JSON.parse(forged.text) as { error: { code: string } }).error.code, 'SIGNATURE_INVALID', row.name);
+        assert.equal(seen.filter((entry) => entry.url === path).length, 1, `${row.name}: the forgery never reached the app`);
+        const listed = await call(edge, 'GET', `/api/v1/requests?subdomain=${subdomain}`, { token: account.token });
+        assert.deepEqual(listed.json.requests.map((capture: { status: number; rejected: string | null }) => [capture.status, capture.rejected]), [[401, 'signature'], [200, null]], row.name);
+      } finally {
+        await started.client.close();
+      }
+    }
+  } finally {
+    await local.close();
+    await edge.close();
+  }
 });
