@@ -18,7 +18,8 @@ import { defaultSecretKeyFile, SecretBox } from '../store/secret-box.js';
 import { storePolicy } from '../store/stored-policy.js';
 import { decodePolicyHeader, POLICY_HEADER } from '../protocol/policy.js';
 import type { StoredPolicy } from '../protocol/policy.js';
-import { CONNECT_PATH, DEFAULT_SETTINGS, INSTANCE_ID, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
+import { CONNECT_PATH, CONNECT_TUNNEL, DEFAULT_SETTINGS, INSTANCE_ID, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, TunnelKind, type Settings, type TunnelKindValue } from '../protocol/constants.js';
+import type { BindFrame } from '../protocol/codec.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
 import { FreeSpace, type MinFreeSpace } from '../store/free-space.js';
@@ -36,7 +37,7 @@ import { apiHostProblem, HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
-import { DEFAULT_HANDSHAKE_LIMITS, PublicListener, type HandshakeLimits } from './public-listener.js';
+import { DEFAULT_HANDSHAKE_LIMITS, PublicListener, type HandshakeLimits, type PassthroughRouter } from './public-listener.js';
 import { gatherBody, requestFraming } from './request-framing.js';
 import { TunnelRegistry, type EdgeRegistry } from './registry.js';
 import type { AccountStore, UsageCounter } from '../store/account-store.js';
@@ -45,6 +46,8 @@ import { ClusterRegistry, type ClusterTimings } from './cluster/registry.js';
 import type { ClusterOptions } from './cluster/types.js';
 import { errorJson, statusLine, writeOwn, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
+import { TunnelConnection, type TunnelBinder } from './connection.js';
+import { parsePortRange, TcpPorts, type PortRange } from './tcp-ports.js';
 import { HttpRedirectListener } from './http-redirect.js';
 import { PublicTls, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
@@ -107,6 +110,11 @@ export interface EdgeOptions {
   freeSpaceCheckMs?: number;
   /** Largest WebSocket message on the agent listener (tunnel frames). */
   maxWebSocketMessage?: number;
+  /**
+   * TCP tunnels (docs/tcp.md): the public ports the edge may give them (`--tcp-ports 20000-20999`, or a
+   * parsed range), and the host printed in `tcp://HOST:PORT` (the domain by default). Off when absent.
+   */
+  tcp?: { ports: string | PortRange; host?: string };
   settings?: Partial<Settings>;
   plans?: StoreOptions['plans'];
   /** How public URLs are printed: scheme and port (the edge's own port by default). */
@@ -216,6 +224,8 @@ export class Edge {
   private readonly log: (line: string) => void;
   /** The internal hop, in cluster mode; null on a lone edge. */
   readonly hop: ClusterHop | null;
+  /** TCP tunnels' public ports (`tcp` option), or null: the edge has none. */
+  readonly tcp: TcpPorts | null = null;
   /** Seals and opens policy secrets and sign-in cookies (src/store/secret-box.ts). */
   readonly secrets: SecretBox;
 
@@ -263,7 +273,12 @@ export class Edge {
       },
       options.http,
     );
-    this.publicListener = new PublicListener(this.connections, this.tls, { ...DEFAULT_HANDSHAKE_LIMITS, ...options.handshakes });
+    const tcpRange = options.tcp === undefined ? null : typeof options.tcp.ports === 'string' ? parsePortRange(options.tcp.ports) : options.tcp.ports;
+    if (typeof tcpRange === 'string') throw new Error(`--tcp-ports: ${tcpRange}`);
+    if (tcpRange !== null && cluster !== null) throw new Error('--tcp-ports is not available in cluster mode yet (docs/tcp.md, "Cluster mode")');
+    // TLS passthrough (client-hello.ts, the router) is not wired to tunnels yet: every connection is terminated.
+    const router: PassthroughRouter | null = null;
+    this.publicListener = new PublicListener(this.connections, this.tls, { ...DEFAULT_HANDSHAKE_LIMITS, ...options.handshakes }, router);
     // The dashboard's files are read now, before the data directory is taken, as certificates are.
     loadDashboard();
     // The secret key too: a key file others can read is refused before anything is taken.
@@ -310,6 +325,17 @@ export class Edge {
       this.hop = new ClusterHop({ directory: this.cluster, local: this.cluster, secret: cluster.secret }, this.log);
       this.cluster.peerLink = this.hop.peerLink;
     } else this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
+    if (tcpRange !== null) {
+      this.tcp = new TcpPorts({
+        host: options.host ?? '127.0.0.1',
+        range: tcpRange,
+        publicHost: options.tcp?.host ?? this.domain,
+        proxies: this.proxies,
+        registry: this.registry,
+        reservation: (name) => this.accounts.getReservation(name),
+        log: this.log,
+      });
+    }
     const metrics =
       options.admin === undefined
         ? null
@@ -825,59 +851,112 @@ export class Edge {
       const requested = query.get('subdomain');
       const instance = query.get('instance');
       if (instance !== null && !INSTANCE_ID.test(instance)) throw new BurrowError('INVALID_REQUEST', 'The "instance" query parameter must be 8 to 64 of A-Z, a-z, 0-9, "_" and "-".');
-      const runSpec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
-      if (runSpec !== undefined && requested !== null && requested !== '' && (await this.accounts.getReservation(requested.toLowerCase()))?.policy !== undefined) {
-        throw new BurrowError(
-          'INVALID_REQUEST',
-          `The reserved subdomain "${requested.toLowerCase()}" has a stored policy; change it with "burrow reserve ${requested.toLowerCase()} ..." or connect without policy flags.`,
-        );
-      }
-      // Passwords are hashed here, once per connect; secrets sealed as on a reservation (one code path).
-      const runPolicy = runSpec === undefined ? undefined : await storePolicy(runSpec, undefined, this.secrets);
-      const unenforced = rulesNotYetEnforced(runPolicy ?? (requested === null || requested === '' ? undefined : (await this.accounts.getReservation(requested.toLowerCase()))?.policy));
-      if (unenforced.length > 0) {
-        // The public listener does not apply access rules to live traffic yet (docs/policies.md): a tunnel
-        // that asks for one is refused rather than served without the protection it asked for.
-        throw new BurrowError(
-          'INVALID_REQUEST',
-          `This edge stores access rules but does not yet apply them to live traffic (${unenforced.join(', ')}); the tunnel was not opened rather than served open to anyone. ` +
-            'Connect without policy flags, or clear the reservation\'s policy (burrow reserve NAME --clear-policy).',
-        );
-      }
       const account = principal.account;
       const limits = this.accounts.planLimits(account.plan);
+      const requestedName = requested === null || requested === '' ? null : requested.toLowerCase();
+      const details = { tokenId: principal.token.id, port, clientAddress, instance, replace: query.get('replace') === '1' };
+      const runPolicy = await this.runPolicyOf(requestedName, policyHeader);
       if (connect.aborted) return;
       // One edge admits in this turn (no await between its cap check and the upgrade); a cluster takes the
       // name's lease in Redis, atomically with its own cap check, and gives it back if the client left.
-      const admitted = this.registry.admit(account.id, limits.activeTunnels, requested === null || requested === '' ? null : requested.toLowerCase(), {
-        tokenId: principal.token.id,
-        port,
-        clientAddress,
-        instance,
-        replace: query.get('replace') === '1',
-      });
+      const admitted = this.registry.admit(account.id, limits.activeTunnels, requestedName, details);
       const subdomain = typeof admitted === 'string' ? admitted : await admitted;
       if (connect.aborted) {
         this.registry.abandon(subdomain, account.id);
         return;
       }
-      const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests, limits.captureBytes);
-      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring, instance, clientAddress);
+      const binder: TunnelBinder = {
+        bind: (connection, frame) => this.bindTunnel(connection, frame, limits),
+        bound: (session) => this.offline.tunnelConnected(session),
+      };
+      const connection = new TunnelConnection(this.deps, { accountId: account.id, tokenId: principal.token.id, instance, clientAddress }, binder);
+      const session = this.newSession(connection, CONNECT_TUNNEL, TunnelKind.HTTP, subdomain, port, false, limits);
       session.runPolicy = runPolicy;
+      connection.tunnels.set(CONNECT_TUNNEL, session);
       res.cork(() => {
         res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
-        res.upgrade<SocketData>({ session }, key, protocol, extensions, context);
+        res.upgrade<SocketData>({ session: connection }, key, protocol, extensions, context);
       });
     };
     admit().catch(refuse);
   }
 
+  /**
+   * The one-run policy a connect or BIND sent (its encoded header), stored as a reservation's would be;
+   * refused when the name's reservation has a stored policy, or the policy asks for rules this edge does
+   * not enforce yet.
+   */
+  private async runPolicyOf(requested: string | null, policyHeader: string): Promise<StoredPolicy | undefined> {
+    const runSpec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
+    const reserved = requested === null ? undefined : await this.accounts.getReservation(requested);
+    if (runSpec !== undefined && reserved?.policy !== undefined) {
+      throw new BurrowError(
+        'INVALID_REQUEST',
+        `The reserved subdomain "${requested}" has a stored policy; change it with "burrow reserve ${requested} ..." or connect without policy flags.`,
+      );
+    }
+    // Passwords are hashed here, once per connect; secrets sealed as on a reservation (one code path).
+    const runPolicy = runSpec === undefined ? undefined : await storePolicy(runSpec, undefined, this.secrets);
+    const unenforced = rulesNotYetEnforced(runPolicy ?? reserved?.policy);
+    if (unenforced.length > 0) {
+      // The public listener does not apply access rules to live traffic yet (docs/policies.md): a tunnel
+      // that asks for one is refused rather than served without the protection it asked for.
+      throw new BurrowError(
+        'INVALID_REQUEST',
+        `This edge stores access rules but does not yet apply them to live traffic (${unenforced.join(', ')}); the tunnel was not opened rather than served open to anyone. ` +
+          'Connect without policy flags, or clear the reservation\'s policy (burrow reserve NAME --clear-policy).',
+      );
+    }
+    return runPolicy;
+  }
+
+  private newSession(connection: TunnelConnection, id: number, kind: TunnelKindValue, name: string, port: number, pooled: boolean, limits: { capturedRequests: number; captureBytes: number }): TunnelSession {
+    const ring = this.captures.ring(connection.owner.accountId, name, limits.capturedRequests, limits.captureBytes);
+    return new TunnelSession(connection, this.deps, { id, kind, subdomain: name, port, publicUrl: this.publicUrl(name), ring, pooled });
+  }
+
+  /**
+   * BIND: one more tunnel on a connection, admitted as a connect is (its name, the tunnel cap, its policy)
+   * for the connection's account and token. Resolves with the session; the connection makes it live.
+   */
+  private async bindTunnel(connection: TunnelConnection, frame: BindFrame, limits: { activeTunnels: number; capturedRequests: number; captureBytes: number }): Promise<TunnelSession> {
+    const [, , id, kind, name, , localPort, policyHeader, replace, pool] = frame;
+    if (kind !== TunnelKind.HTTP) throw new BurrowError('INVALID_REQUEST', `This edge does not serve ${kind} tunnels (docs/tcp.md).`);
+    if (localPort < 1) throw new BurrowError('INVALID_REQUEST', 'BIND must name the local port, 1 to 65535.');
+    const owner = connection.owner;
+    const requested = name === '' ? null : name.toLowerCase();
+    if (requested !== null) {
+      for (const other of connection.tunnels.values()) {
+        if (other.subdomain === requested) throw new BurrowError('INVALID_REQUEST', `This connection already serves "${requested}" (tunnel ${other.tunnelId}).`);
+      }
+    }
+    const runPolicy = await this.runPolicyOf(requested, policyHeader);
+    const admitted = this.registry.admit(owner.accountId, limits.activeTunnels, requested, {
+      tokenId: owner.tokenId,
+      port: localPort,
+      clientAddress: owner.clientAddress,
+      instance: owner.instance,
+      replace,
+      kind,
+      pool,
+    });
+    const subdomain = typeof admitted === 'string' ? admitted : await admitted;
+    if (connection.closed) {
+      this.registry.abandon(subdomain, owner.accountId);
+      throw new BurrowError('TUNNEL_CLOSED');
+    }
+    const session = this.newSession(connection, id, kind, subdomain, localPort, pool, limits);
+    session.runPolicy = runPolicy;
+    return session;
+  }
+
   private tunnelOpened(ws: WebSocket<SocketData>): void {
-    const session = ws.getUserData().session;
-    if (session === null) return;
-    session.attach(ws);
-    // Every tunnel socket is a TunnelSession (connectTunnel); SocketData names it by its socket interface.
-    this.offline.tunnelConnected(session as TunnelSession);
+    // Every tunnel socket is a TunnelConnection (connectTunnel); SocketData names it by its socket interface.
+    const connection = ws.getUserData().session as TunnelConnection | null;
+    if (connection === null) return;
+    connection.attach(ws);
+    const first = connection.first;
+    if (first !== undefined) this.offline.tunnelConnected(first);
   }
 
   private agentNotFound(res: HttpResponse, req: HttpRequest): void {

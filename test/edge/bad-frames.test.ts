@@ -142,8 +142,15 @@ describe('a bad message ends that tunnel, never the edge', () => {
 
   test('an unknown frame type', async () => {
     const { tunnel, ready } = await openRaw();
-    tunnel.send(raw.pack([14, 1]));
-    await expectProtocolError(tunnel, /unknown frame type 14/);
+    tunnel.send(raw.pack([200, 1]));
+    await expectProtocolError(tunnel, /unknown frame type 200/);
+    await expectEdgeServing(ready[2]);
+  });
+
+  test('an edge-only frame of several tunnels (BOUND) from the client', async () => {
+    const { tunnel, ready } = await openRaw();
+    tunnel.send(raw.pack([15, 0, 1, '', '', 'x', 'https://x']));
+    await expectProtocolError(tunnel, /a client may not send frame type 15/);
     await expectEdgeServing(ready[2]);
   });
 

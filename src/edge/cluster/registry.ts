@@ -246,6 +246,11 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     return lease !== undefined && lease.validUntil > this.clock() ? session : undefined;
   }
 
+  /** Cluster mode serves http tunnels only (no `--tcp-ports`, no passthrough): the same as `session`. */
+  tunnel(name: string): TunnelSession | undefined {
+    return this.session(name);
+  }
+
   sessions(): IterableIterator<TunnelSession> {
     return this.local.sessions();
   }
@@ -385,7 +390,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     const grant = this.pending.get(subdomain) ?? this.held.get(subdomain);
     if (grant === undefined || grant.accountId !== session.accountId) {
       // Its grant was released to another edge while the upgrade was under way.
-      session.goAway(GoAwayCode.REPLACED, 'another connection of this account took over the subdomain');
+      session.end(GoAwayCode.REPLACED, 'another connection of this account took over the subdomain');
       return;
     }
     this.pending.delete(subdomain);
