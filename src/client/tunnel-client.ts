@@ -32,6 +32,7 @@ import {
   GoAwayCode,
   PROTOCOL_HEADER,
   PROTOCOL_VERSION,
+  ResetCode,
   type Settings,
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
@@ -46,6 +47,7 @@ import { LocalHop } from './local-hop/pool.js';
 import type { TargetPool } from './local-hop/pool.js';
 import type { LocalTarget, RouteTable } from './routes.js';
 import type { FlushableStream, StreamHost, TurnEndStream } from './stream-host.js';
+import { BoundTunnel, type BoundTunnelOptions, type TunnelLink } from './bound-tunnel.js';
 
 export interface TunnelClientOptions {
   /** The edge, or several in failover order. */
@@ -82,6 +84,12 @@ export interface TunnelClientOptions {
   policy?: PolicySpec;
   /** `--resolve` rules: an edge they name is dialled at their address, its name kept for TLS and Host. */
   resolve?: readonly ResolveRule[];
+  /**
+   * The connect names no tunnel (no `port`): every tunnel of the connection is added with `bind()`
+   * (`burrow start`, docs/protocol.md section 18), and `routes` serves none. An edge that needs a port
+   * on the connect is told to update.
+   */
+  bindOnly?: boolean;
 }
 
 /** The edge refused the tunnel: its HTTP status and the spec's error code and message. */
@@ -128,7 +136,10 @@ export interface TunnelClientEvents {
 
 const GOAWAY_NAMES = Object.fromEntries(Object.entries(GoAwayCode).map(([name, code]) => [code, name])) as Record<number, string>;
 
-export class TunnelClient extends EventEmitter<TunnelClientEvents> implements StreamHost {
+/** What the client says when the edge takes no BIND (an edge from before it wants a port on the connect). */
+const NO_BIND = 'The edge does not carry several tunnels on one connection (BIND, docs/protocol.md section 18); update the edge, or run each tunnel with "burrow http".';
+
+export class TunnelClient extends EventEmitter<TunnelClientEvents> implements StreamHost, TunnelLink {
   settings: Settings = DEFAULT_SETTINGS;
   readonly routes: RouteTable;
   readonly hostHeader: HostHeader;
@@ -170,6 +181,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   /** The endpoint whose agent URL is being asked for (a connection in its first step). */
   private connecting: EdgeEndpoint | null = null;
   private lastSeen = 0;
+  /** The last READY's move to another edge, told to bound tunnels with their BOUND. */
+  private lastMove: { edge: string; cause: string } | null = null;
   private watchdog: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private goAway: { code: number; message: string } | null = null;
@@ -179,6 +192,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private firstConnect: { resolve: (info: ReadyInfo) => void; reject: (error: Error) => void } | null = null;
   /** Live counters for the terminal: open streams and totals. */
   readonly stats = { requests: 0, errors: 0, bytesIn: 0, bytesOut: 0 };
+  /** The tunnels added with BIND, by id (1 up); each is bound again after every READY. */
+  private readonly bound = new Map<number, BoundTunnel>();
 
   constructor(private readonly options: TunnelClientOptions) {
     super();
@@ -214,6 +229,130 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     return this.socket !== null && this.socket.readyState === WebSocket.OPEN && this.publicUrlValue !== null;
   }
 
+  /** Whether the connection is up (READY received), whatever its tunnels. */
+  get linkOpen(): boolean {
+    return this.socket !== null && this.socket.readyState === WebSocket.OPEN && this.publicUrlValue !== null;
+  }
+
+  /**
+   * One more tunnel on this connection (docs/protocol.md section 18), asked for with BIND after each
+   * READY. `started` resolves on its first BOUND, or rejects with the edge's refusal. Call before `start()`.
+   */
+  bind(options: BoundTunnelOptions): { tunnel: BoundTunnel; started: Promise<ReadyInfo> } {
+    const id = this.bound.size + 1;
+    const tunnel = new BoundTunnel(id, this, options, this.recordLimit, this.options.connectionsPerPort);
+    this.bound.set(id, tunnel);
+    const started = new Promise<ReadyInfo>((resolve, reject) => {
+      const onReady = (info: ReadyInfo): void => {
+        tunnel.off('closed', onClosed);
+        resolve(info);
+      };
+      const onClosed = (info: ClosedInfo): void => {
+        tunnel.off('ready', onReady);
+        reject(new TunnelRefusedError(0, info.code, info.reason));
+      };
+      tunnel.once('ready', onReady);
+      tunnel.once('closed', onClosed);
+    });
+    // A caller that only listens for events must not see an unhandled rejection.
+    started.catch(() => undefined);
+    return { tunnel, started };
+  }
+
+  /** The connection never came up (start() rejected): every bound tunnel ends with why. */
+  endTunnels(info: ClosedInfo): void {
+    for (const tunnel of this.bound.values()) tunnel.finish(info);
+  }
+
+  streamsOf(tunnel: BoundTunnel): number {
+    let count = 0;
+    for (const stream of this.streams.values()) if (stream.host === tunnel) count++;
+    return count;
+  }
+
+  /** Asks for every bound tunnel that is not live (after READY, or after an UNBOUND that was not final). */
+  private bindAll(): void {
+    for (const tunnel of this.bound.values()) {
+      if (tunnel.stopped || tunnel.publicUrlValue !== null) continue;
+      if (this.settings.maxTunnels === undefined) {
+        tunnel.finish({ reason: NO_BIND, code: 'INVALID_REQUEST', byUser: false });
+        continue;
+      }
+      const options = tunnel.options;
+      this.send(
+        encode([
+          FrameType.BIND,
+          0,
+          tunnel.id,
+          'http',
+          tunnel.subdomain ?? '',
+          0,
+          tunnel.routes.defaultPort,
+          options.policy === undefined ? '' : encodePolicyHeader(options.policy),
+          options.replace === true && !tunnel.everBound,
+          false,
+        ]),
+      );
+    }
+    this.closeWhenNoTunnel();
+  }
+
+  /** BOUND: a bound tunnel is live, or refused for good. */
+  private onBound(id: number, error: string, message: string, name: string, publicUrl: string): void {
+    const tunnel = this.bound.get(id);
+    if (tunnel === undefined || tunnel.stopped) return;
+    if (error !== '') {
+      tunnel.finish({ reason: message, code: error, byUser: false });
+      this.closeWhenNoTunnel();
+      return;
+    }
+    const reconnected = tunnel.everBound;
+    tunnel.everBound = true;
+    tunnel.subdomain = name;
+    tunnel.publicUrlValue = publicUrl;
+    const edge = endpointLabel(this.endpoints[this.endpointIndex % this.endpoints.length]!);
+    tunnel.emit('ready', { subdomain: name, publicUrl, settings: this.settings, reconnected, edge, movedFrom: this.lastMove });
+  }
+
+  /** UNBOUND: one tunnel ended; a final code ends it for good, another binds it again. */
+  private onUnbound(id: number, code: number, message: string): void {
+    const tunnel = this.bound.get(id);
+    if (tunnel === undefined || tunnel.stopped) return;
+    for (const stream of [...this.streams.values()]) {
+      if (stream.host !== tunnel) continue;
+      stream.tunnelClosed();
+      this.streams.delete(stream.id);
+    }
+    tunnel.publicUrlValue = null;
+    if (FINAL_GOAWAY_CODES.has(code)) {
+      tunnel.finish({ reason: message === '' ? GOAWAY_NAMES[code]! : message, code: GOAWAY_NAMES[code] ?? 'CLOSED', byUser: false });
+      this.closeWhenNoTunnel();
+      return;
+    }
+    const edge = endpointLabel(this.endpoints[this.endpointIndex % this.endpoints.length]!);
+    tunnel.emit('reconnecting', { attempt: 1, delayMs: 1_000, reason: message, edge });
+    const timer = setTimeout(() => {
+      if (!this.stopped && this.linkOpen) this.bindAll();
+    }, 1_000);
+    timer.unref();
+  }
+
+  /** A connection of bound tunnels only, with none left: nothing to carry. */
+  private closeWhenNoTunnel(): void {
+    if (this.options.bindOnly !== true || this.stopped) return;
+    for (const tunnel of this.bound.values()) if (!tunnel.stopped) return;
+    void this.close('no tunnel left on the connection');
+  }
+
+  /** The connection is lost and tried again: every tunnel on it says so. */
+  private reconnecting(event: TunnelClientEvents['reconnecting'][0]): void {
+    this.emit('reconnecting', event);
+    for (const tunnel of this.bound.values()) {
+      tunnel.publicUrlValue = null;
+      if (!tunnel.stopped) tunnel.emit('reconnecting', event);
+    }
+  }
+
   /** Connects; resolves on READY, rejects with TunnelRefusedError or a connection error. */
   start(): Promise<ReadyInfo> {
     return new Promise<ReadyInfo>((resolve, reject) => {
@@ -246,6 +385,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     }
     this.failStreams();
     this.localHop.close();
+    for (const tunnel of this.bound.values()) tunnel.finish({ reason, code: 'CLIENT_CLOSING', byUser: true });
     this.emit('closed', { reason, code: 'CLIENT_CLOSING', byUser: true });
   }
 
@@ -357,7 +497,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   private openSocket(endpoint: EdgeEndpoint, agentUrl: URL): void {
     const url = new URL(agentUrl.href);
-    url.searchParams.set('port', String(this.routes.defaultPort));
+    if (this.options.bindOnly !== true) url.searchParams.set('port', String(this.routes.defaultPort));
     if (this.subdomain !== undefined) url.searchParams.set('subdomain', this.subdomain);
     url.searchParams.set('instance', this.instance);
     // Only until the first READY: a reconnect must not take the name back from a client that replaced this one.
@@ -400,6 +540,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         } catch {
           // Not the edge's JSON (a proxy in between?): keep the status.
         }
+        // An edge from before BIND wants the connect's own tunnel.
+        if (this.options.bindOnly === true && code === 'INVALID_REQUEST' && message.includes('"port"')) message = NO_BIND;
         this.refusal = new TunnelRefusedError(response.statusCode ?? 0, code, message);
         socket.terminate();
         this.refused(this.refusal);
@@ -474,7 +616,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       // Another edge is untried since the last failure round: no reason to wait before trying it.
       this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
       const next = this.endpoints[this.endpointIndex]!;
-      this.emit('reconnecting', { attempt: this.attempt + 1, delayMs: 0, reason: said, edge: endpointLabel(next) });
+      this.reconnecting({ attempt: this.attempt + 1, delayMs: 0, reason: said, edge: endpointLabel(next) });
       this.connect();
       return;
     }
@@ -519,7 +661,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     // Full jitter between half and all of the ceiling: clients dropped together do not return together.
     const delayMs = Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
     const next = this.endpoints[this.endpointIndex % this.endpoints.length]!;
-    this.emit('reconnecting', { attempt: this.attempt, delayMs, reason, edge: endpointLabel(next) });
+    this.reconnecting({ attempt: this.attempt, delayMs, reason, edge: endpointLabel(next) });
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
       if (!this.stopped) this.connectAfterResolving();
@@ -538,6 +680,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const first = this.firstConnect;
     this.firstConnect = null;
     first?.reject(new Error(`the edge closed the tunnel before it was ready: ${info.code}: ${info.reason}`));
+    for (const tunnel of this.bound.values()) tunnel.finish(info);
     this.emit('closed', info);
   }
 
@@ -585,12 +728,25 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         this.onReady(frame[2], frame[3], frame[4]);
         return;
       case FrameType.OPEN: {
-        const [, id, requestId, method, target, headers, clientAddress, body, end, upgrade] = frame;
+        const [, id, requestId, method, target, headers, clientAddress, body, end, upgrade, tunnelId] = frame;
         if (this.streams.has(id)) throw new ProtocolError(`OPEN for stream ${id}, which is already open`);
         if (body !== null && body.byteLength > 0) this.receiveConnection(body.byteLength);
+        let host: StreamHost & { stats: { requests: number } } = this;
+        if (tunnelId !== undefined && tunnelId !== 0) {
+          const tunnel = this.bound.get(tunnelId);
+          if (tunnel === undefined || tunnel.stopped) {
+            // Its UNBOUND or this client's close crossed the OPEN: refused, its body's credit returned.
+            if (body !== null && body.byteLength > 0) this.consumedConnection(body.byteLength);
+            this.send(encode([FrameType.RESET, id, ResetCode.REFUSED, `tunnel ${tunnelId} is not served by this client`]));
+            return;
+          }
+          host = tunnel;
+        } else if (this.options.bindOnly === true) {
+          throw new ProtocolError('OPEN for tunnel 0, which this connection does not have');
+        }
         const request = { requestId, method, path: target, headers, clientAddress, replayOf: null, upgrade };
-        this.stats.requests++;
-        const stream = new ClientHttpStream(id, this, request);
+        host.stats.requests++;
+        const stream = new ClientHttpStream(id, host, request);
         this.streams.set(id, stream);
         stream.start(body, end);
         return;
@@ -626,6 +782,12 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       case FrameType.GOAWAY:
         this.goAway = { code: frame[2], message: frame[3] };
         return;
+      case FrameType.BOUND:
+        this.onBound(frame[2], frame[3], frame[4], frame[5], frame[6]);
+        return;
+      case FrameType.UNBOUND:
+        this.onUnbound(frame[2], frame[3], frame[4]);
+        return;
       default:
         throw new ProtocolError(`an edge may not send frame type ${frame[0]}`);
     }
@@ -651,6 +813,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const movedFrom = this.readyEdge !== null && this.readyEdge !== edge ? { edge: this.readyEdge, cause: this.lossCause ?? 'connection lost' } : null;
     this.readyEdge = edge;
     this.lossCause = null;
+    this.lastMove = movedFrom;
     const info: ReadyInfo = { subdomain, publicUrl, settings, reconnected, edge, movedFrom };
     if (this.firstConnect !== null) {
       const { resolve } = this.firstConnect;
@@ -658,6 +821,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       resolve(info);
     }
     this.emit('ready', info);
+    if (this.bound.size > 0) this.bindAll();
   }
 
   // ---- StreamHost -----------------------------------------------------------------------------------

@@ -840,14 +840,22 @@ export class Edge {
       if (!(error instanceof BurrowError)) this.log(`connect: ${(error as Error).stack ?? error}`);
       if (!connect.aborted) res.cork(() => writeUwsError(res, errorResponse(refusal)));
     };
+    const upgrade = (connection: TunnelConnection): void => {
+      res.cork(() => {
+        res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
+        res.upgrade<SocketData>({ session: connection }, key, protocol, extensions, context);
+      });
+    };
     const admit = async (): Promise<void> => {
       const principal = await this.api.authorize(authorization, clientAddress);
       if (principal instanceof BurrowError) throw principal;
       this.accounts.touchToken(principal.token.idSegment).catch(() => undefined);
       if (version !== String(PROTOCOL_VERSION)) throw new BurrowError('INVALID_REQUEST', versionMismatch(version));
-      const portText = query.get('port') ?? '';
-      const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
-      if (port < 1 || port > 65535) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
+      const portText = query.get('port');
+      // No port: the connect names no tunnel, and every tunnel of the connection comes by BIND (section 18).
+      const bindOnly = portText === null;
+      const port = portText !== null && /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
+      if (!bindOnly && (port < 1 || port > 65535)) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
       const requested = query.get('subdomain');
       const instance = query.get('instance');
       if (instance !== null && !INSTANCE_ID.test(instance)) throw new BurrowError('INVALID_REQUEST', 'The "instance" query parameter must be 8 to 64 of A-Z, a-z, 0-9, "_" and "-".');
@@ -855,6 +863,17 @@ export class Edge {
       const limits = this.accounts.planLimits(account.plan);
       const requestedName = requested === null || requested === '' ? null : requested.toLowerCase();
       const details = { tokenId: principal.token.id, port, clientAddress, instance, replace: query.get('replace') === '1' };
+      const binder: TunnelBinder = {
+        bind: (connection, frame) => this.bindTunnel(connection, frame, limits),
+        bound: (session) => this.offline.tunnelConnected(session),
+      };
+      const owner = { accountId: account.id, tokenId: principal.token.id, instance, clientAddress };
+      if (bindOnly) {
+        if (requestedName !== null || policyHeader !== '') throw new BurrowError('INVALID_REQUEST', 'A connect without "port" names no tunnel: give the subdomain and policy in each BIND.');
+        if (connect.aborted) return;
+        upgrade(new TunnelConnection(this.deps, owner, binder));
+        return;
+      }
       const runPolicy = await this.runPolicyOf(requestedName, policyHeader);
       if (connect.aborted) return;
       // One edge admits in this turn (no await between its cap check and the upgrade); a cluster takes the
@@ -865,18 +884,11 @@ export class Edge {
         this.registry.abandon(subdomain, account.id);
         return;
       }
-      const binder: TunnelBinder = {
-        bind: (connection, frame) => this.bindTunnel(connection, frame, limits),
-        bound: (session) => this.offline.tunnelConnected(session),
-      };
-      const connection = new TunnelConnection(this.deps, { accountId: account.id, tokenId: principal.token.id, instance, clientAddress }, binder);
+      const connection = new TunnelConnection(this.deps, owner, binder);
       const session = this.newSession(connection, CONNECT_TUNNEL, TunnelKind.HTTP, subdomain, port, false, limits);
       session.runPolicy = runPolicy;
       connection.tunnels.set(CONNECT_TUNNEL, session);
-      res.cork(() => {
-        res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
-        res.upgrade<SocketData>({ session: connection }, key, protocol, extensions, context);
-      });
+      upgrade(connection);
     };
     admit().catch(refuse);
   }

@@ -84,6 +84,11 @@ test('burrow start --all: three tunnels in one process, each URL reaching its ow
       assert.equal(answer.status, 200);
       assert.equal(answer.text, `${name} saw /from-${name}`);
     }
+    // One connection carries the three (BIND, docs/protocol.md section 18): each a tunnel of its own on the edge.
+    const sessions = ['shop', 'blog', 'hooks'].map((name) => edge.edge.registry.session(`${name}-all`)!);
+    assert.equal(new Set(sessions.map((session) => session.connection)).size, 1, 'one connection');
+    assert.deepEqual(sessions.map((session) => session.tunnelId).sort(), [1, 2, 3]);
+    assert.equal(sessions[0]!.connection.first, undefined, 'the connect itself names no tunnel');
     // Request lines name their tunnel.
     await waitFor(() => /^hooks +GET \/from-hooks 200 /m.test(run.output()), 5_000, 'the hooks request line');
     assert.match(run.output(), /^shop +GET \/from-shop 200 /m);

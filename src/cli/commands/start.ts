@@ -15,6 +15,7 @@ import type { Exchange } from '../../client/exchange.js';
 import { RouteTable } from '../../client/routes.js';
 import { policySpecFromFlags } from '../../protocol/policy.js';
 import { TunnelClient, TunnelRefusedError, type ClosedInfo, type ReadyInfo } from '../../client/tunnel-client.js';
+import type { BoundTunnel } from '../../client/bound-tunnel.js';
 import {
   batchedWriter,
   edgeAccess,
@@ -86,21 +87,29 @@ interface SharedConnection {
 }
 
 /**
- * The one place a tunnel of the file becomes a client. Each tunnel has its own connection to the edge
- * today; once the tunnel protocol carries several tunnels on one connection (version 2), this is where
- * they would share it.
+ * The one connection every tunnel of the file rides (docs/protocol.md section 18): it names no tunnel
+ * itself, and each tunnel is bound on it (`openTunnel`) after its READY, again after each reconnect.
  */
-function openTunnel(tunnel: HttpTunnelConfig, shared: SharedConnection): TunnelClient {
+function openConnection(first: HttpTunnelConfig, shared: SharedConnection): TunnelClient {
   return new TunnelClient({
     edge: shared.edges,
     token: shared.token,
-    routes: new RouteTable(tunnel.target, tunnel.routes),
+    // Serves nothing (bindOnly): each tunnel has its own routes.
+    routes: new RouteTable(first.target, []),
+    bindOnly: true,
     recordLimit: shared.recording ? INSPECTOR_BODY_LIMIT : 0,
-    hostHeader: tunnel.hostHeader,
-    localInsecure: tunnel.localInsecure,
     ...(shared.ca === undefined ? {} : { ca: shared.ca }),
     insecure: shared.insecure,
     resolve: shared.resolve,
+  });
+}
+
+/** The one place a tunnel of the file becomes a tunnel of the connection. */
+function openTunnel(connection: TunnelClient, tunnel: HttpTunnelConfig): ReturnType<TunnelClient['bind']> {
+  return connection.bind({
+    routes: new RouteTable(tunnel.target, tunnel.routes),
+    hostHeader: tunnel.hostHeader,
+    localInsecure: tunnel.localInsecure,
     ...(tunnel.subdomain === undefined ? {} : { subdomain: tunnel.subdomain }),
     // Checked when the file was read (config-file.ts policyFlags), so it builds here.
     ...(tunnel.policy === undefined ? {} : { policy: policySpecFromFlags(tunnel.policy.flags)! }),
@@ -161,9 +170,10 @@ export async function startCommand(args: string[]): Promise<number> {
   const width = Math.max(...tunnels.map((tunnel) => tunnel.name.length));
   const lines = json || writesToNull(1) ? null : batchedWriter(out);
 
-  const clients = new Set<TunnelClient>();
+  const firstHttp = tunnels.find((tunnel): tunnel is HttpTunnelConfig => tunnel.kind === 'http');
+  const connection = firstHttp === undefined ? null : openConnection(firstHttp, shared);
   const stop = (): void => {
-    for (const client of clients) void client.close('the client was stopped (Ctrl-C)');
+    void connection?.close('the client was stopped (Ctrl-C)');
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
@@ -183,16 +193,16 @@ export async function startCommand(args: string[]): Promise<number> {
         failed('INVALID_REQUEST', reason ?? `${tunnel.kind} tunnels are not supported`);
         return;
       }
-      const client = openTunnel(tunnel, shared);
+      const { tunnel: client, started } = openTunnel(connection!, tunnel);
       const table = client.routes;
-      clients.add(client);
       const detach = inspector?.attach(client, tunnel.name);
       let settled = false;
+      let live = false;
       client.once('closed', (info: ClosedInfo) => {
-        clients.delete(client);
         // Its requests stay in the inspector; the tunnel leaves its status.
         detach?.();
-        if (settled) return;
+        // Refused before it was ever live: `started` rejects, and says "not started".
+        if (settled || (!live && !info.byUser)) return;
         settled = true;
         if (events !== null) {
           if (!info.byUser) events({ event: 'error', tunnel: tunnel.name, code: info.code, message: info.reason });
@@ -202,8 +212,9 @@ export async function startCommand(args: string[]): Promise<number> {
         }
         resolve(info.byUser);
       });
-      client.start().then(
+      started.then(
         (ready: ReadyInfo) => {
+          live = true;
           const forwarding = forwardingLines(ready.publicUrl, table);
           if (events !== null) events({ event: 'ready', tunnel: tunnel.name, subdomain: ready.subdomain, url: ready.publicUrl, forwarding, inspector: inspector?.url ?? null });
           else out.write(forwarding.map((line) => `Forwarding ${line}\n`).join(''));
@@ -215,7 +226,6 @@ export async function startCommand(args: string[]): Promise<number> {
           follow(client, tunnel.name, table);
         },
         (error: unknown) => {
-          clients.delete(client);
           detach?.();
           if (settled) return;
           settled = true;
@@ -226,7 +236,7 @@ export async function startCommand(args: string[]): Promise<number> {
     });
 
   /** Request lines and connection events of a live tunnel. */
-  const follow = (client: TunnelClient, name: string, table: RouteTable): void => {
+  const follow = (client: BoundTunnel, name: string, table: RouteTable): void => {
     if (events !== null) {
       client.on('exchange', (exchange: Exchange) => events({ event: 'request', tunnel: name, ...requestEvent(exchange) }));
       client.on('websocket', (exchange: Exchange) => events({ event: 'websocket', tunnel: name, ...webSocketFields(exchange) }));
@@ -259,10 +269,18 @@ export async function startCommand(args: string[]): Promise<number> {
     });
   };
 
-  const outcomes = await Promise.all(tunnels.map(run));
+  const outcomes = Promise.all(tunnels.map(run));
+  // Tunnels are bound after the connection's READY; a connection that never gets one ends them all.
+  connection?.start().catch((error: unknown) => {
+    const code = error instanceof TunnelRefusedError ? error.code : 'EDGE_UNREACHABLE';
+    connection.endTunnels({ reason: (error as Error).message, code, byUser: false });
+  });
+  await outcomes;
   inspector?.close();
-  const code = outcomes.every((byUser) => byUser) ? 0 : 1;
-  if (events === null && outcomes.some((byUser) => byUser)) out.write(`${tunnels.length === 1 ? 'tunnel' : 'tunnels'} closed\n`);
+  const ended = await outcomes;
+  await connection?.close('no tunnel left on the connection');
+  const code = ended.every((byUser) => byUser) ? 0 : 1;
+  if (events === null && ended.some((byUser) => byUser)) out.write(`${tunnels.length === 1 ? 'tunnel' : 'tunnels'} closed\n`);
   // Nothing should keep the process up now; if something does, it must not hold Ctrl-C hostage.
   setTimeout(() => process.exit(code), 2_000).unref();
   return code;
