@@ -66,6 +66,11 @@ export interface TunnelClientOptions {
    * the client's own reconnects replace its old session anyway (same instance id).
    */
   replace?: boolean;
+  /**
+   * Serve the subdomain beside the account's other `--pool` clients on it (`--pool`, every connect): the
+   * edge spreads requests across them. `leave()` hands the name to them without failing a request.
+   */
+  pool?: boolean;
   /** Bytes of each body kept for `exchange` events; 0 turns recording off. */
   recordLimit?: number;
   /** Connections per local target (the local hop's bound, 128). */
@@ -181,6 +186,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   /** The endpoint whose agent URL is being asked for (a connection in its first step). */
   private connecting: EdgeEndpoint | null = null;
   private lastSeen = 0;
+  /** leave(): GOAWAY sent, the edge is answering what it had sent before closing. */
+  private leaving = false;
   /** The last READY's move to another edge, told to bound tunnels with their BOUND. */
   private lastMove: { edge: string; cause: string } | null = null;
   private watchdog: NodeJS.Timeout | null = null;
@@ -389,6 +396,28 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.emit('closed', { reason, code: 'CLIENT_CLOSING', byUser: true });
   }
 
+  /**
+   * Leaves without failing a request (a pool member's Ctrl-C): GOAWAY tells the edge, which sends this
+   * client nothing new (the pool's other members take the name's requests) and closes the connection
+   * once the streams it has are answered; after `drainMs` the client closes anyway.
+   */
+  async leave(reason = 'client closing', drainMs = 30_000): Promise<void> {
+    const socket = this.socket;
+    if (this.stopped || socket === null || socket.readyState !== WebSocket.OPEN) return this.close(reason);
+    this.leaving = true;
+    this.send(encode([FrameType.GOAWAY, 0, GoAwayCode.CLIENT_CLOSING, reason]));
+    this.flush();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, drainMs);
+      timer.unref();
+      socket.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    await this.close(reason);
+  }
+
   // ---- connection -----------------------------------------------------------------------------------
 
   /** A new round: the names are looked up again (a cluster's DNS may have changed), then the round's first edge. */
@@ -502,6 +531,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     url.searchParams.set('instance', this.instance);
     // Only until the first READY: a reconnect must not take the name back from a client that replaced this one.
     if (this.options.replace === true && !this.everReady) url.searchParams.set('replace', '1');
+    if (this.options.pool === true) url.searchParams.set('pool', '1');
     const socket = new WebSocket(url, {
       headers: {
         authorization: `Bearer ${this.options.token}`,
@@ -590,6 +620,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   private onClose(socket: WebSocket, code: number, reason: string): void {
     if (this.socket !== socket) return;
+    // The edge closed the connection of a client that is leaving: close() follows, nothing reconnects.
+    if (this.leaving) return;
     this.socket = null;
     this.ended(code, reason);
   }

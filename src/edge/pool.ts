@@ -1,5 +1,5 @@
 /**
- * An endpoint pool (docs/tcp.md, "Pools"): several clients of one account serving one name, each a
+ * An endpoint pool (README.md, "Pools"; docs/protocol.md section 1, `pool=1`): several clients of one account serving one name, each a
  * tunnel (TunnelSession) connected with `--pool`. Each new stream goes to the member with the fewest
  * open streams; among members with equally few the choice rotates, so an idle pool is served round robin
  * and a member slowed down (its streams pile up) gets fewer new ones. A member that leaves (its client's

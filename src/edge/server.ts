@@ -862,7 +862,9 @@ export class Edge {
       const account = principal.account;
       const limits = this.accounts.planLimits(account.plan);
       const requestedName = requested === null || requested === '' ? null : requested.toLowerCase();
-      const details = { tokenId: principal.token.id, port, clientAddress, instance, replace: query.get('replace') === '1' };
+      const pool = query.get('pool') === '1';
+      if (pool && this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'Pools (--pool) are not available in cluster mode yet.');
+      const details = { tokenId: principal.token.id, port, clientAddress, instance, replace: query.get('replace') === '1', pool };
       const binder: TunnelBinder = {
         bind: (connection, frame) => this.bindTunnel(connection, frame, limits),
         bound: (session) => this.offline.tunnelConnected(session),
@@ -885,7 +887,7 @@ export class Edge {
         return;
       }
       const connection = new TunnelConnection(this.deps, owner, binder);
-      const session = this.newSession(connection, CONNECT_TUNNEL, TunnelKind.HTTP, subdomain, port, false, limits);
+      const session = this.newSession(connection, CONNECT_TUNNEL, TunnelKind.HTTP, subdomain, port, pool, limits);
       session.runPolicy = runPolicy;
       connection.tunnels.set(CONNECT_TUNNEL, session);
       upgrade(connection);
@@ -935,6 +937,7 @@ export class Edge {
     const [, , id, kind, name, , localPort, policyHeader, replace, pool] = frame;
     if (kind !== TunnelKind.HTTP) throw new BurrowError('INVALID_REQUEST', `This edge does not serve ${kind} tunnels (docs/tcp.md).`);
     if (localPort < 1) throw new BurrowError('INVALID_REQUEST', 'BIND must name the local port, 1 to 65535.');
+    if (pool && this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'Pools (--pool) are not available in cluster mode yet.');
     const owner = connection.owner;
     const requested = name === '' ? null : name.toLowerCase();
     if (requested !== null) {

@@ -36,7 +36,7 @@ export const SAMPLES: readonly Frame[] = [
   [FrameType.WINDOW, 7, MAX_WINDOW],
   [FrameType.RESET, 3, 1, 'the public client closed the connection'],
   [FrameType.RESET, 0xffffffff, 0, ''],
-  [FrameType.GOAWAY, 0, 5, 'unknown frame type 18'],
+  [FrameType.GOAWAY, 0, 5, 'unknown frame type 200'],
   [FrameType.INFO, 1, 103, 'Early Hints', ['Link', '</style.css>; rel=preload; as=style']],
   [FrameType.INFO, 1, 100, 'Continue', []],
   [FrameType.TRAILERS, 2, ['X-Checksum', 'sha256=abc']],
