@@ -12,10 +12,17 @@ import type { Exchange } from './exchange.js';
 import type { HostHeader } from './host-header.js';
 import { LocalHop, type TargetPool } from './local-hop/pool.js';
 import type { LocalTarget, RouteTable } from './routes.js';
-import type { FlushableStream, StreamHost, TurnEndStream } from './stream-host.js';
+import type { FlushableStream, TurnEndStream } from './stream-host.js';
+import type { RawConnectionEnd, RawStreamHost } from './raw-stream.js';
 
 /** What one tunnel of a shared connection serves. */
 export interface BoundTunnelOptions {
+  /** `http` (the default): requests as OPEN; `tcp`: connections as ACCEPT to the routes' default target. */
+  kind?: 'http' | 'tcp';
+  /** A tcp tunnel's public port (reserved, or the last one it had); 0 or absent: the edge picks one. */
+  remotePort?: number;
+  /** A tcp tunnel writes a PROXY v2 header naming the public client before each connection's bytes. */
+  proxyProtocol?: boolean;
   routes: RouteTable;
   hostHeader?: HostHeader;
   localInsecure?: boolean;
@@ -69,9 +76,11 @@ export interface BoundTunnelEvents {
   closed: [{ reason: string; code: string; byUser: boolean }];
   exchange: [Exchange];
   websocket: [Exchange];
+  /** A tcp tunnel's connection ended. */
+  connection: [RawConnectionEnd];
 }
 
-export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements StreamHost, TunnelView {
+export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements RawStreamHost, TunnelView {
   readonly routes: RouteTable;
   readonly hostHeader: HostHeader;
   recordLimit: number;
@@ -82,6 +91,10 @@ export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements Stre
   everBound = false;
   stopped = false;
   private readonly localHop: LocalHop;
+
+  readonly kind: 'http' | 'tcp';
+  /** A tcp tunnel's public port: asked for again on every BIND once the edge gave one. */
+  remotePort: number;
 
   constructor(
     readonly id: number,
@@ -94,6 +107,8 @@ export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements Stre
     this.routes = options.routes;
     this.hostHeader = options.hostHeader ?? 'keep';
     this.subdomain = options.subdomain;
+    this.kind = options.kind ?? 'http';
+    this.remotePort = options.remotePort ?? 0;
     this.recordLimit = recordLimit;
     this.localHop = new LocalHop(this.routes.targets(), {
       insecure: options.localInsecure ?? false,
@@ -184,5 +199,9 @@ export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements Stre
 
   protocolError(message: string): void {
     this.link.protocolError(message);
+  }
+
+  rawEnded(end: RawConnectionEnd): void {
+    this.emit('connection', end);
   }
 }

@@ -46,7 +46,9 @@ import type { HostHeader } from './host-header.js';
 import { LocalHop } from './local-hop/pool.js';
 import type { TargetPool } from './local-hop/pool.js';
 import type { LocalTarget, RouteTable } from './routes.js';
-import type { FlushableStream, StreamHost, TurnEndStream } from './stream-host.js';
+import type { ClientStream, FlushableStream, StreamHost, TurnEndStream } from './stream-host.js';
+import { proxyHeader } from './proxy-header.js';
+import { ClientRawStream } from './raw-stream.js';
 import { BoundTunnel, type BoundTunnelOptions, type TunnelLink } from './bound-tunnel.js';
 
 export interface TunnelClientOptions {
@@ -153,7 +155,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   connectionSend = new SendCredit(DEFAULT_SETTINGS.connectionWindow);
   private connectionReceive = new ReceiveWindow(DEFAULT_SETTINGS.connectionWindow);
   readonly blocked = new Set<FlushableStream>();
-  private readonly streams = new Map<number, ClientHttpStream>();
+  private readonly streams = new Map<number, ClientStream>();
   /** The local hop: one pool of connections per target origin. */
   private readonly localHop: LocalHop;
   private socket: WebSocket | null = null;
@@ -291,9 +293,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
           FrameType.BIND,
           0,
           tunnel.id,
-          'http',
-          tunnel.subdomain ?? '',
-          0,
+          tunnel.kind,
+          tunnel.kind === 'tcp' ? '' : (tunnel.subdomain ?? ''),
+          tunnel.remotePort,
           tunnel.routes.defaultPort,
           options.policy === undefined ? '' : encodePolicyHeader(options.policy),
           options.replace === true && !tunnel.everBound,
@@ -317,6 +319,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     tunnel.everBound = true;
     tunnel.subdomain = name;
     tunnel.publicUrlValue = publicUrl;
+    // A tcp tunnel keeps its port across reconnects as an http one keeps its name.
+    if (tunnel.kind === 'tcp') tunnel.remotePort = Number(name.slice('tcp:'.length));
     const edge = endpointLabel(this.endpoints[this.endpointIndex % this.endpoints.length]!);
     tunnel.emit('ready', { subdomain: name, publicUrl, settings: this.settings, reconnected, edge, movedFrom: this.lastMove });
   }
@@ -814,6 +818,19 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       case FrameType.GOAWAY:
         this.goAway = { code: frame[2], message: frame[3] };
         return;
+      case FrameType.ACCEPT: {
+        const [, id, tunnelId, , clientAddress, clientPort, serverAddress, serverPort] = frame;
+        if (this.streams.has(id)) throw new ProtocolError(`ACCEPT for stream ${id}, which is already open`);
+        const tunnel = this.bound.get(tunnelId);
+        if (tunnel === undefined || tunnel.stopped || tunnel.kind !== 'tcp') {
+          this.send(encode([FrameType.RESET, id, ResetCode.REFUSED, `tunnel ${tunnelId} takes no TCP connections here`]));
+          return;
+        }
+        tunnel.stats.requests++;
+        const preamble = tunnel.options.proxyProtocol === true ? proxyHeader(clientAddress, clientPort, serverAddress, serverPort) : null;
+        this.streams.set(id, new ClientRawStream(id, tunnel, tunnel.routes.defaultTarget, clientAddress, clientPort, preamble));
+        return;
+      }
       case FrameType.BOUND:
         this.onBound(frame[2], frame[3], frame[4], frame[5], frame[6]);
         return;

@@ -47,7 +47,8 @@ import type { ClusterOptions } from './cluster/types.js';
 import { errorJson, statusLine, writeOwn, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { TunnelConnection, type TunnelBinder } from './connection.js';
-import { parsePortRange, TcpPorts, type PortRange } from './tcp-ports.js';
+import { parsePortRange, TcpPorts, tcpName, type PortRange } from './tcp-ports.js';
+import { AddressRule } from './policy/address-rule.js';
 import { HttpRedirectListener } from './http-redirect.js';
 import { PublicTls, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
@@ -924,9 +925,18 @@ export class Edge {
     return runPolicy;
   }
 
-  private newSession(connection: TunnelConnection, id: number, kind: TunnelKindValue, name: string, port: number, pooled: boolean, limits: { capturedRequests: number; captureBytes: number }): TunnelSession {
+  private newSession(
+    connection: TunnelConnection,
+    id: number,
+    kind: TunnelKindValue,
+    name: string,
+    port: number,
+    pooled: boolean,
+    limits: { capturedRequests: number; captureBytes: number },
+    publicUrl = this.publicUrl(name),
+  ): TunnelSession {
     const ring = this.captures.ring(connection.owner.accountId, name, limits.capturedRequests, limits.captureBytes);
-    return new TunnelSession(connection, this.deps, { id, kind, subdomain: name, port, publicUrl: this.publicUrl(name), ring, pooled });
+    return new TunnelSession(connection, this.deps, { id, kind, subdomain: name, port, publicUrl, ring, pooled });
   }
 
   /**
@@ -935,8 +945,9 @@ export class Edge {
    */
   private async bindTunnel(connection: TunnelConnection, frame: BindFrame, limits: { activeTunnels: number; capturedRequests: number; captureBytes: number }): Promise<TunnelSession> {
     const [, , id, kind, name, , localPort, policyHeader, replace, pool] = frame;
-    if (kind !== TunnelKind.HTTP) throw new BurrowError('INVALID_REQUEST', `This edge does not serve ${kind} tunnels (docs/tcp.md).`);
     if (localPort < 1) throw new BurrowError('INVALID_REQUEST', 'BIND must name the local port, 1 to 65535.');
+    if (kind === TunnelKind.TCP) return this.bindTcp(connection, frame, limits);
+    if (kind !== TunnelKind.HTTP) throw new BurrowError('INVALID_REQUEST', `This edge does not serve ${kind} tunnels (docs/tcp.md).`);
     if (pool && this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'Pools (--pool) are not available in cluster mode yet.');
     const owner = connection.owner;
     const requested = name === '' ? null : name.toLowerCase();
@@ -962,6 +973,42 @@ export class Edge {
     }
     const session = this.newSession(connection, id, kind, subdomain, localPort, pool, limits);
     session.runPolicy = runPolicy;
+    return session;
+  }
+
+  /**
+   * BIND of a tcp tunnel: a public port of `--tcp-ports` (the one asked for, or a free one), admitted as
+   * the name `tcp:PORT` (reservations, grace holds and the tunnel cap as for a subdomain), listened on
+   * while the tunnel is live. Its policy may hold only CIDR rules, which every connection is checked by.
+   */
+  private async bindTcp(connection: TunnelConnection, frame: BindFrame, limits: { activeTunnels: number; capturedRequests: number; captureBytes: number }): Promise<TunnelSession> {
+    const [, , id, , , remotePort, localPort, policyHeader, replace, pool] = frame;
+    const tcp = this.tcp;
+    if (tcp === null) throw new BurrowError('INVALID_REQUEST', 'This edge serves no TCP tunnels: it was started without --tcp-ports (docs/tcp.md).');
+    if (pool) throw new BurrowError('INVALID_REQUEST', 'TCP tunnels do not take --pool yet.');
+    const spec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
+    const stored = spec === undefined ? undefined : await storePolicy(spec, undefined, this.secrets);
+    const others = stored === undefined ? [] : Object.entries(stored).filter(([key, value]) => key !== 'allowCidr' && key !== 'denyCidr' && value !== undefined && value !== false && !(Array.isArray(value) && value.length === 0));
+    if (others.length > 0) throw new BurrowError('INVALID_REQUEST', `A TCP tunnel takes only --allow-cidr and --deny-cidr; ${others.map(([key]) => key).join(', ')} is for HTTP tunnels.`);
+    const owner = connection.owner;
+    const details = { tokenId: owner.tokenId, port: localPort, clientAddress: owner.clientAddress, instance: owner.instance, replace, kind: TunnelKind.TCP };
+    // A port asked for is admitted before it is listened on; a free one is found (and listened on) first.
+    if (remotePort !== 0) {
+      if (!tcp.contains(remotePort)) throw new BurrowError('INVALID_REQUEST', `The port ${remotePort} is not one of this edge's TCP ports (${tcp.range.first}-${tcp.range.last}).`);
+      this.registry.admit(owner.accountId, limits.activeTunnels, tcpName(remotePort), details);
+    }
+    const port = await tcp.open(remotePort);
+    try {
+      if (remotePort === 0) this.registry.admit(owner.accountId, limits.activeTunnels, tcpName(port), details);
+      if (connection.closed) throw new BurrowError('TUNNEL_CLOSED');
+    } catch (error) {
+      tcp.release(port);
+      throw error;
+    }
+    const session = this.newSession(connection, id, TunnelKind.TCP, tcpName(port), localPort, false, limits, tcp.publicUrl(port));
+    session.runPolicy = stored;
+    if (stored !== undefined && ((stored.allowCidr?.length ?? 0) > 0 || (stored.denyCidr?.length ?? 0) > 0)) session.addressRule = new AddressRule(stored.allowCidr, stored.denyCidr);
+    session.onEnded = () => tcp.release(port);
     return session;
   }
 
@@ -1002,6 +1049,7 @@ export class Edge {
     // In a cluster, a closed listener reads as "gone" to the other edges' takeovers: serve nothing new from here.
     this.cluster?.quiesce();
     this.publicListener.close();
+    this.tcp?.closeAll();
     this.agent.close();
     this.redirect?.close();
     const deadline = Date.now() + drainMs;

@@ -87,6 +87,8 @@ export class TunnelSession implements StreamHost, RawStreamEnd {
   /** Who connected it: the client's instance id (null from older clients) and address (registry.ts). */
   readonly instance: string | null;
   readonly clientAddress: string;
+  /** Called once when the tunnel ends (a tcp tunnel's port stops being listened on). */
+  onEnded: (() => void) | null = null;
   /** Streams of this tunnel now open (for a pool's choice, and the drain of a leaving member). */
   openStreams = 0;
   private live = false;
@@ -244,5 +246,6 @@ export class TunnelSession implements StreamHost, RawStreamEnd {
     this.live = false;
     this.deps.observer.tunnelDisconnected(this, code, message);
     this.deps.registry.remove(this);
+    this.onEnded?.();
   }
 }
