@@ -126,7 +126,7 @@ test("a client that never binds gets protocol 2's OPEN as it was (no tunnel elem
   await tunnel.closed;
 });
 
-test('kinds this edge does not serve yet, and more tunnels than maxTunnels, are refused in BOUND', async () => {
+test('kinds this edge does not serve (tcp without --tcp-ports), and more tunnels than maxTunnels, are refused in BOUND', async () => {
   const small = await startEdge({ settings: { maxTunnels: 2 } });
   try {
     const owner = await createAccount(small, 'PRO');
@@ -134,7 +134,7 @@ test('kinds this edge does not serve yet, and more tunnels than maxTunnels, are 
     tunnel.send(encode([FrameType.BIND, 0, 1, 'tcp', '', 0, 22, '', false, false]));
     const tcp = await tunnel.next<BoundFrame>(FrameType.BOUND);
     assert.deepEqual(tcp.slice(2, 4), [1, 'INVALID_REQUEST']);
-    assert.match(tcp[4], /does not serve tcp tunnels/);
+    assert.match(tcp[4], /serves no TCP tunnels: it was started without --tcp-ports/);
     assert.equal((await bind(tunnel, 2, ''))[3], '');
     const third = await bind(tunnel, 3, '');
     assert.deepEqual(third.slice(2, 4), [3, 'TUNNEL_LIMIT_REACHED']);
