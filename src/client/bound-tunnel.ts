@@ -17,8 +17,11 @@ import type { RawConnectionEnd, RawStreamHost } from './raw-stream.js';
 
 /** What one tunnel of a shared connection serves. */
 export interface BoundTunnelOptions {
-  /** `http` (the default): requests as OPEN; `tcp`: connections as ACCEPT to the routes' default target. */
-  kind?: 'http' | 'tcp';
+  /**
+   * `http` (the default): requests as OPEN; `tcp` and `tls` (passthrough): connections as ACCEPT to the
+   * routes' default target.
+   */
+  kind?: 'http' | 'tcp' | 'tls';
   /** A tcp tunnel's public port (reserved, or the last one it had); 0 or absent: the edge picks one. */
   remotePort?: number;
   /** A tcp tunnel writes a PROXY v2 header naming the public client before each connection's bytes. */
@@ -92,7 +95,7 @@ export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements RawS
   stopped = false;
   private readonly localHop: LocalHop;
 
-  readonly kind: 'http' | 'tcp';
+  readonly kind: 'http' | 'tcp' | 'tls';
   /** A tcp tunnel's public port: asked for again on every BIND once the edge gave one. */
   remotePort: number;
 

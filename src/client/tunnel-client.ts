@@ -822,7 +822,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         const [, id, tunnelId, , clientAddress, clientPort, serverAddress, serverPort] = frame;
         if (this.streams.has(id)) throw new ProtocolError(`ACCEPT for stream ${id}, which is already open`);
         const tunnel = this.bound.get(tunnelId);
-        if (tunnel === undefined || tunnel.stopped || tunnel.kind !== 'tcp') {
+        if (tunnel === undefined || tunnel.stopped || tunnel.kind === 'http') {
           this.send(encode([FrameType.RESET, id, ResetCode.REFUSED, `tunnel ${tunnelId} takes no TCP connections here`]));
           return;
         }

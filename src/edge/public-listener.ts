@@ -44,6 +44,8 @@ export interface PassthroughRouter {
    * false for the edge's own TLS server to terminate it.
    */
   route(serverName: string, socket: Socket, hello: Buffer, client: string): boolean;
+  /** Whether any passthrough tunnel is live: without one, no ClientHello is read before the TLS server. */
+  active(): boolean;
 }
 
 interface AddressHandshakes {
@@ -173,7 +175,7 @@ export class PublicListener {
         secure.destroy();
       });
     };
-    if (this.passthrough === null) {
+    if (this.passthrough === null || !this.passthrough.active()) {
       terminate();
       return;
     }

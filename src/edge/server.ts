@@ -49,6 +49,9 @@ import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
 import { TunnelConnection, type TunnelBinder } from './connection.js';
 import { parsePortRange, TcpPorts, tcpName, type PortRange } from './tcp-ports.js';
 import { AddressRule } from './policy/address-rule.js';
+import { EdgeRawStream } from './raw-stream.js';
+import { peerAddress } from './client-address.js';
+import type { Socket } from 'node:net';
 import { HttpRedirectListener } from './http-redirect.js';
 import { PublicTls, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
@@ -225,6 +228,8 @@ export class Edge {
   private readonly log: (line: string) => void;
   /** The internal hop, in cluster mode; null on a lone edge. */
   readonly hop: ClusterHop | null;
+  /** Live tls (passthrough) tunnels: while there are none, TLS connections are terminated unread. */
+  private passthroughTunnels = 0;
   /** TCP tunnels' public ports (`tcp` option), or null: the edge has none. */
   readonly tcp: TcpPorts | null = null;
   /** Seals and opens policy secrets and sign-in cookies (src/store/secret-box.ts). */
@@ -277,8 +282,11 @@ export class Edge {
     const tcpRange = options.tcp === undefined ? null : typeof options.tcp.ports === 'string' ? parsePortRange(options.tcp.ports) : options.tcp.ports;
     if (typeof tcpRange === 'string') throw new Error(`--tcp-ports: ${tcpRange}`);
     if (tcpRange !== null && cluster !== null) throw new Error('--tcp-ports is not available in cluster mode yet (docs/tcp.md, "Cluster mode")');
-    // TLS passthrough (client-hello.ts, the router) is not wired to tunnels yet: every connection is terminated.
-    const router: PassthroughRouter | null = null;
+    // TLS passthrough (docs/tcp.md): while a tls tunnel is live, a ClientHello naming it is not terminated.
+    const router: PassthroughRouter | null =
+      this.tls === null || cluster !== null
+        ? null
+        : { route: (name, socket, hello, client) => this.routePassthrough(name, socket, hello, client), active: () => this.passthroughTunnels > 0 };
     this.publicListener = new PublicListener(this.connections, this.tls, { ...DEFAULT_HANDSHAKE_LIMITS, ...options.handshakes }, router);
     // The dashboard's files are read now, before the data directory is taken, as certificates are.
     loadDashboard();
@@ -947,7 +955,11 @@ export class Edge {
     const [, , id, kind, name, , localPort, policyHeader, replace, pool] = frame;
     if (localPort < 1) throw new BurrowError('INVALID_REQUEST', 'BIND must name the local port, 1 to 65535.');
     if (kind === TunnelKind.TCP) return this.bindTcp(connection, frame, limits);
-    if (kind !== TunnelKind.HTTP) throw new BurrowError('INVALID_REQUEST', `This edge does not serve ${kind} tunnels (docs/tcp.md).`);
+    if (kind === TunnelKind.TLS) {
+      if (this.tls === null) throw new BurrowError('INVALID_REQUEST', 'This edge has no HTTPS port (no --tls-cert), so it passes no TLS through (docs/tcp.md).');
+      if (this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'TLS passthrough tunnels are not available in cluster mode yet.');
+      if (pool) throw new BurrowError('INVALID_REQUEST', 'TLS passthrough tunnels do not take --pool yet.');
+    }
     if (pool && this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'Pools (--pool) are not available in cluster mode yet.');
     const owner = connection.owner;
     const requested = name === '' ? null : name.toLowerCase();
@@ -956,7 +968,7 @@ export class Edge {
         if (other.subdomain === requested) throw new BurrowError('INVALID_REQUEST', `This connection already serves "${requested}" (tunnel ${other.tunnelId}).`);
       }
     }
-    const runPolicy = await this.runPolicyOf(requested, policyHeader);
+    const runPolicy = kind === TunnelKind.TLS ? await this.connectionPolicy(policyHeader, 'A TLS passthrough tunnel') : await this.runPolicyOf(requested, policyHeader);
     const admitted = this.registry.admit(owner.accountId, limits.activeTunnels, requested, {
       tokenId: owner.tokenId,
       port: localPort,
@@ -971,9 +983,49 @@ export class Edge {
       this.registry.abandon(subdomain, owner.accountId);
       throw new BurrowError('TUNNEL_CLOSED');
     }
-    const session = this.newSession(connection, id, kind, subdomain, localPort, pool, limits);
-    session.runPolicy = runPolicy;
+    if (kind !== TunnelKind.TLS) {
+      const session = this.newSession(connection, id, kind, subdomain, localPort, pool, limits);
+      session.runPolicy = runPolicy;
+      return session;
+    }
+    // A passthrough tunnel: its URL says tls://, and its policy's CIDR rules are checked per connection.
+    const session = this.newSession(connection, id, kind, subdomain, localPort, false, limits, this.publicUrl(subdomain).replace(/^https:/, 'tls:'));
+    session.addressRule = addressRuleOf(runPolicy);
+    this.passthroughTunnels++;
+    session.onEnded = () => this.passthroughTunnels--;
     return session;
+  }
+
+  /**
+   * A TLS connection on the HTTPS port whose ClientHello names `serverName`: taken (not terminated) when
+   * that is a live tls tunnel's `<name>.<domain>`, passed raw with the ClientHello as its first bytes.
+   */
+  private routePassthrough(serverName: string, socket: Socket, hello: Buffer, client: string): boolean {
+    const name = serverName.toLowerCase();
+    const suffix = `.${this.domain}`;
+    if (!name.endsWith(suffix)) return false;
+    const session = this.registry.tunnel(name.slice(0, -suffix.length));
+    if (session === undefined || session.kind !== TunnelKind.TLS) return false;
+    const stream = new EdgeRawStream(session.connection.allocateStreamId(), session, socket, 'TLS', client, socket.remotePort ?? 0, peerAddress(socket.localAddress), socket.localPort ?? 0, session);
+    if (session.addressRule !== null && !session.addressRule.allows(client)) stream.cut('ADDRESS_FORBIDDEN');
+    else if (!session.hasRoom()) stream.cut('TUNNEL_BUSY');
+    else {
+      session.adopt(stream);
+      stream.start(hello);
+    }
+    return true;
+  }
+
+  /**
+   * The policy of a tunnel whose connections the edge does not read (tcp, tls): CIDR rules only, which
+   * each connection is checked by; anything else is an HTTP tunnel's and refused.
+   */
+  private async connectionPolicy(policyHeader: string, what: string): Promise<StoredPolicy | undefined> {
+    const spec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
+    const stored = spec === undefined ? undefined : await storePolicy(spec, undefined, this.secrets);
+    const others = stored === undefined ? [] : Object.entries(stored).filter(([key, value]) => key !== 'allowCidr' && key !== 'denyCidr' && value !== undefined && value !== false && !(Array.isArray(value) && value.length === 0));
+    if (others.length > 0) throw new BurrowError('INVALID_REQUEST', `${what} takes only --allow-cidr and --deny-cidr; ${others.map(([key]) => key).join(', ')} is for HTTP tunnels.`);
+    return stored;
   }
 
   /**
@@ -986,10 +1038,7 @@ export class Edge {
     const tcp = this.tcp;
     if (tcp === null) throw new BurrowError('INVALID_REQUEST', 'This edge serves no TCP tunnels: it was started without --tcp-ports (docs/tcp.md).');
     if (pool) throw new BurrowError('INVALID_REQUEST', 'TCP tunnels do not take --pool yet.');
-    const spec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
-    const stored = spec === undefined ? undefined : await storePolicy(spec, undefined, this.secrets);
-    const others = stored === undefined ? [] : Object.entries(stored).filter(([key, value]) => key !== 'allowCidr' && key !== 'denyCidr' && value !== undefined && value !== false && !(Array.isArray(value) && value.length === 0));
-    if (others.length > 0) throw new BurrowError('INVALID_REQUEST', `A TCP tunnel takes only --allow-cidr and --deny-cidr; ${others.map(([key]) => key).join(', ')} is for HTTP tunnels.`);
+    const stored = await this.connectionPolicy(policyHeader, 'A TCP tunnel');
     const owner = connection.owner;
     const details = { tokenId: owner.tokenId, port: localPort, clientAddress: owner.clientAddress, instance: owner.instance, replace, kind: TunnelKind.TCP };
     // A port asked for is admitted before it is listened on; a free one is found (and listened on) first.
@@ -1006,8 +1055,7 @@ export class Edge {
       throw error;
     }
     const session = this.newSession(connection, id, TunnelKind.TCP, tcpName(port), localPort, false, limits, tcp.publicUrl(port));
-    session.runPolicy = stored;
-    if (stored !== undefined && ((stored.allowCidr?.length ?? 0) > 0 || (stored.denyCidr?.length ?? 0) > 0)) session.addressRule = new AddressRule(stored.allowCidr, stored.denyCidr);
+    session.addressRule = addressRuleOf(stored);
     session.onEnded = () => tcp.release(port);
     return session;
   }
@@ -1137,6 +1185,12 @@ function writeUwsError(res: HttpResponse, response: ApiResponse): void {
  * queue already; on a live tunnel the local app still checks signatures itself), header rules and the rate
  * limit are stored and taken, and docs/policies.md says they are not applied to live traffic yet.
  */
+/** The CIDR rules of a connection policy, or null: anyone may connect. */
+function addressRuleOf(policy: StoredPolicy | undefined): AddressRule | null {
+  if (policy === undefined || ((policy.allowCidr?.length ?? 0) === 0 && (policy.denyCidr?.length ?? 0) === 0)) return null;
+  return new AddressRule(policy.allowCidr, policy.denyCidr);
+}
+
 function rulesNotYetEnforced(policy: StoredPolicy | undefined): string[] {
   if (policy === undefined) return [];
   const rules: string[] = [];

@@ -3,6 +3,10 @@
  * public port; every connection to that port is carried raw to the local target. One line per connection
  * when it ends (text or --json), and the edge records each one (address, start, duration, bytes each
  * way, how it ended), listed by `burrow requests tcp:PORT` and the API.
+ *
+ * `burrow tls [host:]port`: a TLS passthrough tunnel, the same on the edge's HTTPS port: a TLS connection
+ * whose ClientHello names `<subdomain>.<domain>` is carried, unterminated, to the local server, which
+ * holds the certificate.
  */
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { requireToken, resolveCredentials } from '../config.js';
@@ -13,6 +17,40 @@ import type { RawConnectionEnd } from '../../client/raw-stream.js';
 import { peerText } from '../../edge/raw-stream.js';
 import { encodePolicyHeader, policySpecFromFlags } from '../../protocol/policy.js';
 import { edgeAccess, jsonEvents, localProblem } from './http.js';
+
+const TLS_HELP = `
+Usage: burrow tls [host:]port [--subdomain NAME] [--allow-cidr CIDR ...] [--deny-cidr CIDR ...]
+                  [--proxy-protocol] [--edge URL ...] [--token T] [--ca FILE] [--resolve HOST:PORT:ADDRESS ...]
+                  [--insecure] [--json] [--config FILE]
+
+Opens a TLS passthrough tunnel: TLS connections to <name>.<domain> on the edge's HTTPS port are carried,
+without the edge terminating them, to the local target (8443, 127.0.0.1:8443), which holds the
+certificate: clients see the local server's own certificate, and the edge never sees the plaintext.
+The same HTTPS port keeps serving the edge's terminated tunnels beside it (routed by the ClientHello's
+server name, SNI). Prints "Forwarding tls://NAME.DOMAIN:PORT -> host:port" once live; reconnects by
+itself, keeping the name; Ctrl-C closes it. Needs an edge with --tls-cert.
+
+Each connection is recorded by the edge (burrow requests NAME) and printed here when it ends:
+  TLS 203.0.113.7:51234 closed 1.2 kB in, 3.4 kB out, 5.0 s
+
+Options:
+  --subdomain NAME    ask for this name (default: one is made up); a name reserved for HTTP
+                      tunnels is refused
+  --allow-cidr CIDR   only clients from these blocks may connect (repeatable); others are cut at once
+  --deny-cidr CIDR    clients from these blocks may not connect (repeatable)
+  --proxy-protocol    write a PROXY protocol v2 header naming the public client before each
+                      connection's bytes
+  --edge URL          the edge (repeatable: failover order); default: BURROW_EDGE, the config, the login
+  --token T           the token (default: BURROW_TOKEN, the config file, the login)
+  --ca FILE           trust this CA (PEM) for an https:// edge (default: BURROW_CA)
+  --resolve HOST:PORT:ADDRESS
+                      connect to ADDRESS for the edge URL's HOST and PORT, without DNS (repeatable)
+  --insecure          allow sending the token over plain http:// to an edge not on this machine
+  --json              one JSON object per line per event: ready, connection, reconnect, warning,
+                      error, closed
+  --config FILE       the config file whose edge, token and CA to use
+  -h, --help          show this help
+`;
 
 const HELP = `
 Usage: burrow tcp [host:]port [--remote-port N] [--allow-cidr CIDR ...] [--deny-cidr CIDR ...]
@@ -52,16 +90,25 @@ function size(bytes: number): string {
 }
 
 /** The line a connection leaves when it ends. */
-export function connectionLine(end: RawConnectionEnd): string {
+export function connectionLine(end: RawConnectionEnd, protocol: 'TCP' | 'TLS' = 'TCP'): string {
   const how = end.error === null ? 'closed' : `cut (${end.error})`;
-  return `TCP ${peerText(end.clientAddress, end.clientPort)} ${how} ${size(end.bytesIn)} in, ${size(end.bytesOut)} out, ${(end.durationMs / 1000).toFixed(1)} s`;
+  return `${protocol} ${peerText(end.clientAddress, end.clientPort)} ${how} ${size(end.bytesIn)} in, ${size(end.bytesOut)} out, ${(end.durationMs / 1000).toFixed(1)} s`;
 }
 
-export async function tcpCommand(args: string[]): Promise<number> {
+export function tcpCommand(args: string[]): Promise<number> {
+  return rawTunnelCommand('tcp', args);
+}
+
+export function tlsCommand(args: string[]): Promise<number> {
+  return rawTunnelCommand('tls', args);
+}
+
+async function rawTunnelCommand(kind: 'tcp' | 'tls', args: string[]): Promise<number> {
   const parsed = parse(
     args,
     {
       'remote-port': { type: 'string' },
+      subdomain: { type: 'string' },
       'allow-cidr': { type: 'string', multiple: true },
       'deny-cidr': { type: 'string', multiple: true },
       'proxy-protocol': { type: 'boolean' },
@@ -73,12 +120,15 @@ export async function tcpCommand(args: string[]): Promise<number> {
       json: { type: 'boolean' },
       config: { type: 'string' },
     },
-    HELP,
+    kind === 'tcp' ? HELP : TLS_HELP,
   );
   if (parsed === null) return 0;
-  const targetText = requirePositional(parsed, 0, 'the local target ([host:]port)', HELP);
-  noExtraPositionals(parsed, 1, HELP);
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(targetText)) throw new UsageError('a TCP target is [host:]port, without a scheme');
+  const help = kind === 'tcp' ? HELP : TLS_HELP;
+  const targetText = requirePositional(parsed, 0, 'the local target ([host:]port)', help);
+  noExtraPositionals(parsed, 1, help);
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(targetText)) throw new UsageError(`a ${kind.toUpperCase()} target is [host:]port, without a scheme`);
+  if (kind === 'tcp' && parsed.values.subdomain !== undefined) throw new UsageError('a TCP tunnel has a public port, not a subdomain: --remote-port N');
+  if (kind === 'tls' && parsed.values['remote-port'] !== undefined) throw new UsageError("a TLS tunnel is reached on the edge's HTTPS port by its name: --subdomain NAME");
   const target = parseTarget(targetText);
   if (typeof target === 'string') throw new UsageError(target);
   const remoteText = parsed.values['remote-port'];
@@ -110,9 +160,10 @@ export async function tcpCommand(args: string[]): Promise<number> {
     resolve: credentials.resolve,
   });
   const { tunnel, started } = connection.bind({
-    kind: 'tcp',
+    kind,
     routes,
     remotePort,
+    ...(parsed.values.subdomain === undefined ? {} : { subdomain: parsed.values.subdomain.toLowerCase() }),
     proxyProtocol: parsed.values['proxy-protocol'] === true,
     ...(policy === undefined ? {} : { policy }),
   });
@@ -164,7 +215,7 @@ export async function tcpCommand(args: string[]): Promise<number> {
   tunnel.on('connection', (end) => {
     if (events !== null) {
       events({ event: 'connection', client_address: end.clientAddress, client_port: end.clientPort, bytes_in: end.bytesIn, bytes_out: end.bytesOut, duration_ms: end.durationMs, error: end.error });
-    } else out.write(`${connectionLine(end)}\n`);
+    } else out.write(`${connectionLine(end, kind === 'tcp' ? 'TCP' : 'TLS')}\n`);
   });
   tunnel.on('reconnecting', ({ delayMs, reason }) => {
     if (events !== null) events({ event: 'reconnect', delay_ms: delayMs, reason });
