@@ -68,7 +68,7 @@ export class ClientRawStream implements FlushableStream {
     const settings = host.settings;
     this.sendCredit = new SendCredit(settings.streamWindow);
     this.receiveWindow = new ReceiveWindow(settings.streamWindow);
-    this.socket = connect({ host: target.host, port: target.port, noDelay: true, ...dialOptions(target, false) });
+    this.socket = connect({ host: target.host, port: target.port, noDelay: true, allowHalfOpen: true, ...dialOptions(target, false) });
     this.socket.setTimeout(10_000);
     this.socket.once('timeout', () => this.failLocal('connect timed out after 10 s'));
     this.socket.once('connect', () => this.onConnect());
