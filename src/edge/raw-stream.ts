@@ -264,7 +264,8 @@ export class EdgeRawStream implements EdgeStream, Captured {
   }
 
   onReset(code: number): void {
-    this.cut(code === ResetCode.LOCAL_UNREACHABLE ? 'LOCAL_UNREACHABLE' : code === ResetCode.LOCAL_ERROR ? 'LOCAL_ERROR' : 'TUNNEL_CLOSED');
+    // The codes an HTTP exchange's record would carry for the same resets (docs/protocol.md section 9).
+    this.cut(code === ResetCode.LOCAL_UNREACHABLE || code === ResetCode.LOCAL_ERROR ? 'LOCAL_UNREACHABLE' : code === ResetCode.CANCEL ? 'CLIENT_CLOSED' : 'TUNNEL_CLOSED');
   }
 
   fail(code: ErrorCode): void {

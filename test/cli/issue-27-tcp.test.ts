@@ -14,7 +14,7 @@ import { connect, createServer, type AddressInfo, type Server, type Socket } fro
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { call, createAccount, freePort, runCli, spawnCli, startEdge, tempDir, waitFor, type TestAccount, type TestEdge } from '../helpers.js';
+import { call, createAccount, freePort, freePortRange, runCli, spawnCli, startEdge, tempDir, waitFor, type TestAccount, type TestEdge } from '../helpers.js';
 import { redisSkip, TestRedis } from '../redis-server.js';
 
 const SSHD = '/usr/sbin/sshd';
@@ -27,25 +27,8 @@ let account: TestAccount;
 let env: Record<string, string>;
 let echo: Server;
 
-/** A free run of `count` ports for the edge's range (checked free now; the edge binds them on demand). */
-async function portRange(count: number): Promise<string> {
-  for (let tries = 0; tries < 50; tries++) {
-    const first = 20_000 + Math.floor(Math.random() * 30_000);
-    let free = true;
-    for (let port = first; port < first + count && free; port++) {
-      free = await new Promise<boolean>((resolve) => {
-        const probe = createServer();
-        probe.once('error', () => resolve(false));
-        probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
-      });
-    }
-    if (free) return `${first}-${first + count - 1}`;
-  }
-  throw new Error('no free port range');
-}
-
 before(async () => {
-  edge = await startEdge({ tcp: { ports: await portRange(8) } });
+  edge = await startEdge({ tcp: { ports: await freePortRange(8) } });
   account = await createAccount(edge, 'PRO');
   env = { XDG_CONFIG_HOME: tempDir('burrow-tcp-'), BURROW_EDGE: edge.url, BURROW_TOKEN: account.token, NO_COLOR: '' };
   // Echoes every byte, and says "bye" when the other side ends.

@@ -3,7 +3,8 @@
  * connection on the edge's HTTPS port whose ClientHello names the tunnel goes, unterminated, to a local
  * HTTPS server with its own certificate (from another CA than the edge's): `openssl s_client` and curl
  * see that certificate and talk to that server; the same port still terminates the edge's own names
- * beside it; each connection is recorded (method TLS).
+ * beside it; each connection is recorded (method TLS). And the issue's whole picture: a burrow.yml with
+ * three http tunnels, a tcp and a tls one, all started by `burrow start --all` over one connection.
  */
 import '../wildcard-dns.js';
 import assert from 'node:assert/strict';
@@ -13,7 +14,10 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import { after, before, test } from 'node:test';
 import { Agent, request } from 'undici';
-import { createAccount, spawnCli, startEdge, tempDir, waitFor, type TestAccount, type TestEdge } from '../helpers.js';
+import { writeFileSync } from 'node:fs';
+import { connect, createServer as createNetServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { createAccount, freePortRange, spawnCli, startEdge, startLocal, tempDir, waitFor, type TestAccount, type TestEdge } from '../helpers.js';
 import { makeCa, makeServerCert, wildcardDnsEnv, type Pem } from '../tls-fixtures.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
 
@@ -30,7 +34,7 @@ before(async () => {
   localCa = makeCa(dir, 'local-ca');
   const edgeCert = makeServerCert(dir, 'edge', [`*.${TEST_DOMAIN}`, TEST_DOMAIN], edgeCa);
   const localCert = makeServerCert(dir, 'local', [`secure-27.${TEST_DOMAIN}`], localCa);
-  edge = await startEdge({ domain: TEST_DOMAIN, tls: { certFile: edgeCert.cert, keyFile: edgeCert.key } });
+  edge = await startEdge({ domain: TEST_DOMAIN, tls: { certFile: edgeCert.cert, keyFile: edgeCert.key }, tcp: { ports: await freePortRange(4) } });
   account = await createAccount(edge, 'PRO');
   local = createServer({ cert: readFileSync(localCert.cert), key: readFileSync(localCert.key) }, (req, res) => res.end(`local server saw ${req.url}`));
   local.listen(0, '127.0.0.1');
@@ -103,5 +107,67 @@ test("burrow tls: openssl s_client and curl see the local server's own certifica
     assert.equal(after.stdout, '404', after.stderr);
   } finally {
     run.child.kill('SIGKILL');
+  }
+});
+
+test('burrow start --all: three http tunnels, a tcp and a tls one in one process over one connection', async () => {
+  const dir = tempDir('burrow-start-kinds-');
+  const web = await startLocal((req, res) => res.end(`web saw ${req.url}`));
+  const echo = createNetServer((socket) => socket.on('data', (chunk) => socket.write(chunk)).on('end', () => socket.end()));
+  echo.listen(0, '127.0.0.1');
+  await once(echo, 'listening');
+  const localPort = (local.address() as { port: number }).port;
+  writeFileSync(
+    join(dir, 'burrow.yml'),
+    [
+      `edge: https://${TEST_DOMAIN}:${edge.port}`,
+      `ca: ${edgeCa.cert}`,
+      'token_env: KINDS_TOKEN',
+      'inspect: off',
+      'tunnels:',
+      ...['one', 'two', 'three'].flatMap((name) => [`  ${name}:`, `    http: ${web.port}`, `    subdomain: ${name}-kinds-27`]),
+      '  shell:',
+      `    tcp: 127.0.0.1:${(echo.address() as AddressInfo).port}`,
+      '  vault:',
+      `    tls: ${localPort}`,
+      '    subdomain: secure-27',
+      '',
+    ].join('\n'),
+  );
+  const run = await spawnCli(['start', '--all'], { ...env, KINDS_TOKEN: account.token }, /(?:Forwarding \S+ -> \S+\n[\s\S]*?){5}/, 30_000, dir);
+  try {
+    const output = run.output();
+    const tcpPort = Number(/^Forwarding tcp:\/\/burrow\.test:([0-9]+) -> 127\.0\.0\.1:[0-9]+$/m.exec(output)![1]);
+    assert.match(output, new RegExp(`^Forwarding tls://secure-27\\.burrow\\.test:${edge.port} -> localhost:${localPort}$`, 'm'));
+    // All five on one connection of the edge.
+    const sessions = ['one-kinds-27', 'two-kinds-27', 'three-kinds-27', `tcp:${tcpPort}`, 'secure-27'].map((name) => edge.edge.registry.tunnel(name)!);
+    assert.equal(new Set(sessions.map((session) => session.connection)).size, 1);
+    assert.deepEqual(sessions.map((session) => session.kind), ['http', 'http', 'http', 'tcp', 'tls']);
+    // Each one works.
+    const trustEdge = new Agent({ connect: { ca: readFileSync(edgeCa.cert, 'utf8') } });
+    for (const name of ['one', 'two', 'three']) {
+      const answer = await request(`https://${name}-kinds-27.${TEST_DOMAIN}:${edge.port}/x`, { dispatcher: trustEdge });
+      assert.equal(await answer.body.text(), 'web saw /x');
+    }
+    await trustEdge.close();
+    const echoed = await new Promise<string>((resolve, reject) => {
+      const socket = connect({ port: tcpPort, host: '127.0.0.1' }, () => socket.end('ping'));
+      let text = '';
+      socket.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    assert.equal(echoed, 'ping');
+    const trustLocal = new Agent({ connect: { ca: readFileSync(localCa.cert, 'utf8') } });
+    const passed = await request(`https://secure-27.${TEST_DOMAIN}:${edge.port}/y`, { dispatcher: trustLocal });
+    assert.equal(await passed.body.text(), 'local server saw /y');
+    await trustLocal.close();
+    await waitFor(() => /^shell +TCP 127\.0\.0\.1:[0-9]+ closed /m.test(run.output()), 5_000, 'the tcp connection line');
+    run.child.kill('SIGINT');
+    assert.equal(await run.exited, 0, run.output());
+  } finally {
+    run.child.kill('SIGKILL');
+    echo.close();
+    await web.close();
   }
 });

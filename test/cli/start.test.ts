@@ -148,7 +148,8 @@ test('a tunnel the edge refuses is reported and the others keep serving; exit 1 
   try {
     await waitFor(() => ['stolen', 'db'].every((name) => run.output().includes(`tunnel ${name} not started`)), 10_000, 'the two refusals');
     assert.match(run.output(), /^burrow: tunnel stolen not started: SUBDOMAIN_TAKEN: /m);
-    assert.match(run.output(), /^burrow: tunnel db not started: INVALID_REQUEST: tcp tunnels need an edge and a client that carry TCP/m);
+    // The test edge has no --tcp-ports: the file's tcp tunnel is refused by it, saying why.
+    assert.match(run.output(), /^burrow: tunnel db not started: INVALID_REQUEST: This edge serves no TCP tunnels: it was started without --tcp-ports/m);
     assert.equal((await get(`shop-partial.localhost:${edge.port}`)).text, 'shop saw /');
     assert.equal(await stop(run), 1);
   } finally {
