@@ -4,15 +4,15 @@
  * stream's and the connection's credit, each direction's end as DATA `end` (a FIN), as on the edge's side
  * (src/edge/raw-stream.ts).
  *
- * Memory is bounded by credit: local bytes the credit does not cover wait here (one socket read at most,
- * then the local socket pauses), and bytes from the edge are written to the local socket with their credit
- * returned only once the socket took them. With `--proxy-protocol` a PROXY v2 header naming the public
- * client goes first.
+ * Memory is bounded by credit (src/protocol/raw-pipe.ts, shared with the edge's side): local bytes the
+ * credit does not cover wait (one socket read at most, then the local socket pauses), and bytes from the
+ * edge are written to the local socket with their credit returned only once the socket took them. With
+ * `--proxy-protocol` a PROXY v2 header naming the public client goes first.
  */
 import { connect, type Socket } from 'node:net';
 import { encode } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
-import { ReceiveWindow, SendCredit, takeFrameCredit } from '../protocol/flow.js';
+import { RawPipe } from '../protocol/raw-pipe.js';
 import { dialOptions } from './local-connector.js';
 import { plainError } from './local-hop/errors.js';
 import type { LocalTarget } from './routes.js';
@@ -38,22 +38,15 @@ export class ClientRawStream implements FlushableStream {
   closed = false;
   private readonly socket: Socket;
   private connected = false;
-  private readonly sendCredit: SendCredit;
-  private readonly receiveWindow: ReceiveWindow;
-  /** Local bytes waiting for credit. */
-  private pending: Buffer[] = [];
+  /** Credit both ways (src/protocol/raw-pipe.ts): local bytes out as DATA, the edge's bytes in. */
+  private readonly pipe: RawPipe;
   /** Bytes from the edge before the local connection opened. */
   private early: Buffer[] = [];
   private earlyEnd = false;
   private localFinished = false;
   private publicFinished = false;
-  private paused = false;
-  private unacknowledged = 0;
   private bytesIn = 0;
   private bytesOut = 0;
-  /** Bytes from the edge, and those whose connection credit went back. */
-  private received = 0;
-  private returned = 0;
   private readonly startedAt = performance.now();
 
   constructor(
@@ -65,9 +58,19 @@ export class ClientRawStream implements FlushableStream {
     /** Written before any byte (PROXY v2), or null. */
     private readonly preamble: Buffer | null,
   ) {
-    const settings = host.settings;
-    this.sendCredit = new SendCredit(settings.streamWindow);
-    this.receiveWindow = new ReceiveWindow(settings.streamWindow);
+    this.pipe = new RawPipe(id, {
+      get settings() {
+        return host.settings;
+      },
+      get connectionSend() {
+        return host.connectionSend;
+      },
+      send: (frame) => host.send(frame),
+      consumedConnection: (bytes) => host.consumedConnection(bytes),
+      waitForConnection: () => host.blocked.add(this),
+      pauseSource: () => this.socket.pause(),
+      resumeSource: () => this.socket.resume(),
+    }, host.settings.streamWindow);
     this.socket = connect({ host: target.host, port: target.port, noDelay: true, allowHalfOpen: true, ...dialOptions(target, false) });
     this.socket.setTimeout(10_000);
     this.socket.once('timeout', () => this.failLocal('connect timed out after 10 s'));
@@ -86,7 +89,7 @@ export class ClientRawStream implements FlushableStream {
     if (this.preamble !== null) this.socket.write(this.preamble);
     const early = this.early;
     this.early = [];
-    for (const chunk of early) this.write(chunk);
+    for (const chunk of early) this.pipe.wrote(chunk.byteLength, this.socket.write(chunk));
     if (this.earlyEnd) this.socket.end();
   }
 
@@ -99,14 +102,13 @@ export class ClientRawStream implements FlushableStream {
       return;
     }
     if (size > 0) {
-      if (!this.receiveWindow.receive(size)) {
+      if (!this.pipe.receive(size)) {
         this.host.protocolError(`the edge exceeded the window of stream ${this.id}`);
         return;
       }
       this.bytesIn += size;
-      this.received += size;
       // The frame's memory is the message's: a copy is kept only while the socket is not connected.
-      if (this.connected) this.write(chunk!);
+      if (this.connected) this.pipe.wrote(size, this.socket.write(chunk!));
       else this.early.push(Buffer.from(chunk!));
     }
     if (end) {
@@ -117,27 +119,9 @@ export class ClientRawStream implements FlushableStream {
     }
   }
 
-  private write(chunk: Uint8Array): void {
-    if (this.socket.write(chunk)) this.consumed(chunk.byteLength);
-    else this.unacknowledged += chunk.byteLength;
-  }
-
   private onDrain(): void {
-    const bytes = this.unacknowledged;
-    this.unacknowledged = 0;
-    this.consumed(bytes);
+    this.pipe.sinkDrained();
     this.checkDone();
-  }
-
-  private consumed(bytes: number): void {
-    const give = Math.min(bytes, this.received - this.returned);
-    if (give <= 0) return;
-    this.returned += give;
-    if (!this.closed) {
-      const grant = this.receiveWindow.consume(give);
-      if (grant > 0) this.host.send(encode([FrameType.WINDOW, this.id, grant]));
-    }
-    this.host.consumedConnection(give);
   }
 
   onRequestTrailers(): void {
@@ -149,77 +133,30 @@ export class ClientRawStream implements FlushableStream {
   private fromLocal(chunk: Buffer): void {
     if (this.closed) return;
     this.bytesOut += chunk.byteLength;
-    if (this.pending.length > 0) {
-      this.pending.push(chunk);
-      return;
-    }
-    const sent = this.sendWithinCredit(chunk);
-    if (sent < chunk.byteLength) this.wait(chunk.subarray(sent));
-  }
-
-  private sendWithinCredit(chunk: Uint8Array): number {
-    const maxFrame = this.host.settings.maxFrameBody;
-    let offset = 0;
-    while (offset < chunk.byteLength) {
-      const size = takeFrameCredit(chunk.byteLength - offset, maxFrame, this.sendCredit, this.host.connectionSend);
-      if (size === 0) break;
-      this.host.send(encode([FrameType.DATA, this.id, chunk.subarray(offset, offset + size), false]));
-      offset += size;
-    }
-    return offset;
-  }
-
-  private wait(rest: Uint8Array): void {
-    this.pending.push(Buffer.from(rest));
-    if (this.host.connectionSend.available === 0) this.host.blocked.add(this);
-    if (!this.paused) {
-      this.paused = true;
-      this.socket.pause();
-    }
+    this.pipe.fromSource(chunk);
   }
 
   /** More credit: send what waits, then read on. */
   flush(): void {
     if (this.closed) return;
-    while (this.pending.length > 0) {
-      const chunk = this.pending[0]!;
-      const sent = this.sendWithinCredit(chunk);
-      if (sent < chunk.byteLength) {
-        this.pending[0] = chunk.subarray(sent);
-        if (this.host.connectionSend.available === 0) this.host.blocked.add(this);
-        return;
-      }
-      this.pending.shift();
-    }
-    if (this.localFinished) {
-      this.host.send(encode([FrameType.DATA, this.id, null, true]));
-      this.checkDone();
-      return;
-    }
-    if (this.paused) {
-      this.paused = false;
-      this.socket.resume();
-    }
+    if (this.pipe.drain()) this.checkDone();
   }
 
   onWindow(credit: number): void {
-    this.sendCredit.grant(credit);
-    this.flush();
+    if (this.closed) return;
+    if (this.pipe.grant(credit)) this.checkDone();
   }
 
   private localEnd(): void {
     if (this.closed || this.localFinished) return;
     this.localFinished = true;
-    if (this.pending.length === 0) {
-      this.host.send(encode([FrameType.DATA, this.id, null, true]));
-      this.checkDone();
-    }
+    if (this.pipe.sourceEnd()) this.checkDone();
   }
 
   // ---- ending ---------------------------------------------------------------------------------------
 
   private checkDone(): void {
-    if (this.closed || !this.localFinished || !this.publicFinished || this.pending.length > 0 || this.unacknowledged > 0) return;
+    if (this.closed || !this.localFinished || !this.publicFinished || !this.pipe.idle) return;
     this.finish(null);
   }
 
@@ -252,11 +189,10 @@ export class ClientRawStream implements FlushableStream {
   private finish(error: string | null): void {
     if (this.closed) return;
     this.closed = true;
-    this.pending = [];
     this.early = [];
     if (error !== null) this.socket.destroy();
     // Bytes received but never written: their connection credit goes back.
-    this.consumed(this.received - this.returned);
+    this.pipe.close();
     this.host.endStream(this);
     this.host.count(this.bytesIn, this.bytesOut, error !== null);
     this.host.rawEnded({

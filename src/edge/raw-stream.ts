@@ -4,9 +4,10 @@
  * ACCEPT opens the stream; from then on bytes pass raw as DATA both ways under the stream's and the
  * connection's credit, each direction's FIN as DATA `end`, as after a 101 (docs/protocol.md section 13).
  *
- * Memory is bounded by credit: public bytes the credit does not cover wait here (one socket read at
- * most, then the socket is paused), and bytes from the client are written to the public socket with
- * their credit returned only once the socket took them, so a slow public reader slows the local server.
+ * Memory is bounded by credit (src/protocol/raw-pipe.ts, shared with the client's side): public bytes
+ * the credit does not cover wait (one socket read at most, then the socket is paused), and bytes from
+ * the client are written to the public socket with their credit returned only once the socket took
+ * them, so a slow public reader slows the local server.
  *
  * When it ends it is recorded like a capture (method `TCP` or `TLS`, the client's address and port as
  * the path, the bytes each way as the body sizes, how it ended as the error), which the API lists with
@@ -16,7 +17,8 @@ import type { Socket } from 'node:net';
 import type { ErrorCode } from '../errors.js';
 import { encode } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
-import { ReceiveWindow, SendCredit, takeFrameCredit } from '../protocol/flow.js';
+import type { ReceiveWindow } from '../protocol/flow.js';
+import { RawPipe } from '../protocol/raw-pipe.js';
 import type { StoredCapture } from '../store/captures.js';
 import type { EdgeStream, StreamHost } from './stream-host.js';
 import type { Captured } from './turn.js';
@@ -44,18 +46,10 @@ export class EdgeRawStream implements EdgeStream, Captured {
   readonly receivedAt = Date.now();
   private readonly startedAt = performance.now();
   private durationMs = -1;
-  readonly sendCredit: SendCredit;
-  readonly receiveWindow: ReceiveWindow;
-  /** Public bytes waiting for credit (copies: the socket's buffers are its own). */
-  private pending: Buffer[] = [];
+  /** Credit both ways (src/protocol/raw-pipe.ts): public bytes out as DATA, the client's bytes in. */
+  private readonly pipe: RawPipe;
   private publicFinished = false;
   private localFinished = false;
-  private paused = false;
-  /** Bytes the public socket took while full: their credit waits for its drain. */
-  private unacknowledged = 0;
-  /** Body bytes received from the client, and those whose connection credit went back. */
-  private received = 0;
-  private returned = 0;
   bytesIn = 0;
   bytesOut = 0;
   /** How it ended: null when both sides closed cleanly, else the edge's error code. */
@@ -76,13 +70,23 @@ export class EdgeRawStream implements EdgeStream, Captured {
     const next = session.ring.next();
     this.requestId = next.id;
     this.seq = next.seq;
-    const settings = session.settings;
-    this.sendCredit = new SendCredit(settings.streamWindow);
-    this.receiveWindow = new ReceiveWindow(settings.streamWindow);
+    this.pipe = new RawPipe(id, {
+      settings: session.settings,
+      connectionSend: session.connectionSend,
+      send: (frame) => session.send(frame),
+      consumedConnection: (bytes) => session.consumedConnection(bytes),
+      waitForConnection: () => session.blocked.add(this),
+      pauseSource: () => socket.pause(),
+      resumeSource: () => socket.resume(),
+    }, session.settings.streamWindow);
   }
 
   get ring(): StreamHost['ring'] {
     return this.session.ring;
+  }
+
+  get receiveWindow(): ReceiveWindow {
+    return this.pipe.receiveWindow;
   }
 
   get closed(): boolean {
@@ -90,9 +94,7 @@ export class EdgeRawStream implements EdgeStream, Captured {
   }
 
   get bufferedRequestBytes(): number {
-    let bytes = 0;
-    for (const chunk of this.pending) bytes += chunk.byteLength;
-    return bytes;
+    return this.pipe.pendingBytes;
   }
 
   /** Tells the client (ACCEPT), then passes `early` (bytes read before: a peeked ClientHello) and reads on. */
@@ -111,7 +113,7 @@ export class EdgeRawStream implements EdgeStream, Captured {
     socket.on('close', () => this.publicClosed());
     socket.on('error', () => undefined);
     if (early !== null && early.byteLength > 0) this.fromPublic(early);
-    if (!this.paused) socket.resume();
+    if (!this.pipe.holding) socket.resume();
   }
 
   // ---- public → client ------------------------------------------------------------------------------
@@ -119,72 +121,25 @@ export class EdgeRawStream implements EdgeStream, Captured {
   private fromPublic(chunk: Buffer): void {
     if (this.closed || this.publicFinished) return;
     this.bytesIn += chunk.byteLength;
-    if (this.pending.length > 0) {
-      this.pending.push(chunk);
-      return;
-    }
-    const sent = this.sendWithinCredit(chunk);
-    if (sent < chunk.byteLength) this.wait(chunk.subarray(sent));
+    this.pipe.fromSource(chunk);
   }
 
   private publicEnd(): void {
     if (this.closed || this.publicFinished) return;
     this.publicFinished = true;
-    if (this.pending.length === 0) this.session.send(encode([FrameType.DATA, this.id, null, true]));
+    this.pipe.sourceEnd();
     this.checkDone();
-  }
-
-  /** Sends what credit allows, in frames of at most maxFrameBody; returns the bytes sent. */
-  private sendWithinCredit(chunk: Uint8Array): number {
-    const maxFrame = this.session.settings.maxFrameBody;
-    const connection = this.session.connectionSend;
-    let offset = 0;
-    while (offset < chunk.byteLength) {
-      const size = takeFrameCredit(chunk.byteLength - offset, maxFrame, this.sendCredit, connection);
-      if (size === 0) break;
-      this.session.send(encode([FrameType.DATA, this.id, chunk.subarray(offset, offset + size), false]));
-      offset += size;
-    }
-    return offset;
-  }
-
-  /** Bytes the credit does not cover wait (the socket's buffer is its own: copied once) and the socket pauses. */
-  private wait(rest: Uint8Array): void {
-    this.pending.push(Buffer.from(rest));
-    if (this.session.connectionSend.available === 0) this.session.blocked.add(this);
-    if (!this.paused) {
-      this.paused = true;
-      this.socket.pause();
-    }
   }
 
   /** More credit (stream or connection): send what waits, then read on. */
   drain(): void {
     if (this.closed) return;
-    while (this.pending.length > 0) {
-      const chunk = this.pending[0]!;
-      const sent = this.sendWithinCredit(chunk);
-      if (sent < chunk.byteLength) {
-        this.pending[0] = chunk.subarray(sent);
-        if (this.session.connectionSend.available === 0) this.session.blocked.add(this);
-        return;
-      }
-      this.pending.shift();
-    }
-    if (this.publicFinished) {
-      this.session.send(encode([FrameType.DATA, this.id, null, true]));
-      this.checkDone();
-      return;
-    }
-    if (this.paused) {
-      this.paused = false;
-      this.socket.resume();
-    }
+    if (this.pipe.drain()) this.checkDone();
   }
 
   onWindow(credit: number): void {
-    this.sendCredit.grant(credit);
-    this.drain();
+    if (this.closed) return;
+    if (this.pipe.grant(credit)) this.checkDone();
   }
 
   // ---- client → public ------------------------------------------------------------------------------
@@ -196,10 +151,9 @@ export class EdgeRawStream implements EdgeStream, Captured {
       return;
     }
     if (size > 0) {
-      this.received += size;
+      this.pipe.counted(size);
       this.bytesOut += size;
-      if (this.socket.write(chunk!)) this.consumed(size);
-      else this.unacknowledged += size;
+      this.pipe.wrote(size, this.socket.write(chunk!));
     }
     if (end) {
       this.localFinished = true;
@@ -209,29 +163,8 @@ export class EdgeRawStream implements EdgeStream, Captured {
   }
 
   private onDrain(): void {
-    const bytes = this.unacknowledged;
-    this.unacknowledged = 0;
-    this.consumed(bytes);
+    this.pipe.sinkDrained();
     this.checkDone();
-  }
-
-  /** Returns credit for `bytes` the public socket took. */
-  private consumed(bytes: number): void {
-    if (bytes === 0) return;
-    this.returned += bytes;
-    if (!this.closed) {
-      const grant = this.receiveWindow.consume(bytes);
-      if (grant > 0) this.session.send(encode([FrameType.WINDOW, this.id, grant]));
-    }
-    this.session.consumedConnection(bytes);
-  }
-
-  /** The stream is over: bytes received but never written go back as connection credit. */
-  private releaseConnectionCredit(): void {
-    const rest = this.received - this.returned;
-    if (rest <= 0) return;
-    this.returned = this.received;
-    this.session.consumedConnection(rest);
   }
 
   onResponse(_status: number, _reason: string, _headers: string[], body: Uint8Array | null): void {
@@ -258,7 +191,7 @@ export class EdgeRawStream implements EdgeStream, Captured {
 
   /** Both directions ended and every byte left: recorded; the socket closes after both FINs. */
   private checkDone(): void {
-    if (this.closed || !this.publicFinished || !this.localFinished || this.pending.length > 0 || this.unacknowledged > 0) return;
+    if (this.closed || !this.publicFinished || !this.localFinished || !this.pipe.idle) return;
     this.state = RawState.COMPLETE;
     this.finish();
   }
@@ -286,7 +219,6 @@ export class EdgeRawStream implements EdgeStream, Captured {
     if (this.closed) return;
     this.state = RawState.RESET;
     this.error = error;
-    this.pending = [];
     this.socket.destroy();
     this.finish();
   }
@@ -294,7 +226,7 @@ export class EdgeRawStream implements EdgeStream, Captured {
   private finish(): void {
     this.durationMs = Math.round(performance.now() - this.startedAt);
     this.session.endStream(this);
-    this.releaseConnectionCredit();
+    this.pipe.close();
     this.end.rawEnded(this);
   }
 
