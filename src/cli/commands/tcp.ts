@@ -18,6 +18,23 @@ import { peerText } from '../../edge/raw-stream.js';
 import { encodePolicyHeader, policySpecFromFlags } from '../../protocol/policy.js';
 import { edgeAccess, jsonEvents, localProblem } from './http.js';
 
+/** The options `burrow tcp` and `burrow tls` both take, for both helps. */
+const SHARED_OPTIONS = `  --allow-cidr CIDR   only clients from these blocks may connect (repeatable); others are cut at once
+  --deny-cidr CIDR    clients from these blocks may not connect (repeatable)
+  --proxy-protocol    write a PROXY protocol v2 header naming the public client before each
+                      connection's bytes (for nginx "proxy_protocol", HAProxy "accept-proxy", ...)
+  --edge URL          the edge (repeatable: failover order); default: BURROW_EDGE, the config, the login
+  --token T           the token (default: BURROW_TOKEN, the config file, the login)
+  --ca FILE           trust this CA (PEM) for an https:// edge (default: BURROW_CA)
+  --resolve HOST:PORT:ADDRESS
+                      connect to ADDRESS for the edge URL's HOST and PORT, without DNS (repeatable)
+  --insecure          allow sending the token over plain http:// to an edge not on this machine
+  --json              one JSON object per line per event: ready, connection, reconnect, warning,
+                      error, closed
+  --config FILE       the config file whose edge, token and CA to use
+  -h, --help          show this help
+`;
+
 const TLS_HELP = `
 Usage: burrow tls [host:]port [--subdomain NAME] [--allow-cidr CIDR ...] [--deny-cidr CIDR ...]
                   [--proxy-protocol] [--edge URL ...] [--token T] [--ca FILE] [--resolve HOST:PORT:ADDRESS ...]
@@ -36,21 +53,7 @@ Each connection is recorded by the edge (burrow requests NAME) and printed here 
 Options:
   --subdomain NAME    ask for this name (default: one is made up); a name reserved for HTTP
                       tunnels is refused
-  --allow-cidr CIDR   only clients from these blocks may connect (repeatable); others are cut at once
-  --deny-cidr CIDR    clients from these blocks may not connect (repeatable)
-  --proxy-protocol    write a PROXY protocol v2 header naming the public client before each
-                      connection's bytes
-  --edge URL          the edge (repeatable: failover order); default: BURROW_EDGE, the config, the login
-  --token T           the token (default: BURROW_TOKEN, the config file, the login)
-  --ca FILE           trust this CA (PEM) for an https:// edge (default: BURROW_CA)
-  --resolve HOST:PORT:ADDRESS
-                      connect to ADDRESS for the edge URL's HOST and PORT, without DNS (repeatable)
-  --insecure          allow sending the token over plain http:// to an edge not on this machine
-  --json              one JSON object per line per event: ready, connection, reconnect, warning,
-                      error, closed
-  --config FILE       the config file whose edge, token and CA to use
-  -h, --help          show this help
-`;
+${SHARED_OPTIONS}`;
 
 const HELP = `
 Usage: burrow tcp [host:]port [--remote-port N] [--allow-cidr CIDR ...] [--deny-cidr CIDR ...]
@@ -67,23 +70,9 @@ it ended: burrow requests tcp:PORT) and printed here when it ends:
   TCP 203.0.113.7:51234 closed 1.2 kB in, 3.4 kB out, 5.0 s
 
 Options:
-  --remote-port N     ask for this public port (in the edge's range; reserve it with
-                      burrow reserve tcp:N to keep it); default: the edge picks a free one
-  --allow-cidr CIDR   only clients from these blocks may connect (repeatable); others are cut at once
-  --deny-cidr CIDR    clients from these blocks may not connect (repeatable)
-  --proxy-protocol    write a PROXY protocol v2 header naming the public client before each
-                      connection's bytes (for nginx "proxy_protocol", HAProxy "accept-proxy", ...)
-  --edge URL          the edge (repeatable: failover order); default: BURROW_EDGE, the config, the login
-  --token T           the token (default: BURROW_TOKEN, the config file, the login)
-  --ca FILE           trust this CA (PEM) for an https:// edge (default: BURROW_CA)
-  --resolve HOST:PORT:ADDRESS
-                      connect to ADDRESS for the edge URL's HOST and PORT, without DNS (repeatable)
-  --insecure          allow sending the token over plain http:// to an edge not on this machine
-  --json              one JSON object per line per event: ready, connection, reconnect, warning,
-                      error, closed
-  --config FILE       the config file whose edge, token and CA to use
-  -h, --help          show this help
-`;
+  --remote-port N     ask for this public port (in the edge's range); default: the edge picks a
+                      free one, and this client's reconnects ask for it again
+${SHARED_OPTIONS}`;
 
 function size(bytes: number): string {
   return bytes < 1000 ? `${bytes} B` : bytes < 1_000_000 ? `${(bytes / 1000).toFixed(1)} kB` : `${(bytes / 1_000_000).toFixed(1)} MB`;
