@@ -8,6 +8,7 @@
  * whose ClientHello names `<subdomain>.<domain>` is carried, unterminated, to the local server, which
  * holds the certificate.
  */
+import { CONNECTION_OPTIONS } from '../api-client.js';
 import { CliError, noExtraPositionals, parse, requirePositional, UsageError } from '../args.js';
 import { requireToken, resolveCredentials } from '../config.js';
 import { loadConfig } from '../config-file.js';
@@ -101,12 +102,7 @@ async function rawTunnelCommand(kind: 'tcp' | 'tls', args: string[]): Promise<nu
       'allow-cidr': { type: 'string', multiple: true },
       'deny-cidr': { type: 'string', multiple: true },
       'proxy-protocol': { type: 'boolean' },
-      edge: { type: 'string', multiple: true },
-      token: { type: 'string' },
-      ca: { type: 'string' },
-      resolve: { type: 'string', multiple: true },
-      insecure: { type: 'boolean' },
-      json: { type: 'boolean' },
+      ...CONNECTION_OPTIONS,
       config: { type: 'string' },
     },
     kind === 'tcp' ? HELP : TLS_HELP,
