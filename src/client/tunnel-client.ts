@@ -143,6 +143,9 @@ export interface TunnelClientEvents {
 
 const GOAWAY_NAMES = Object.fromEntries(Object.entries(GoAwayCode).map(([name, code]) => [code, name])) as Record<number, string>;
 
+/** BOUND refusals that may pass: a tunnel that was live is bound again after a pause. */
+const TRANSIENT_BIND_REFUSALS: ReadonlySet<string> = new Set(['RATE_LIMITED', 'INTERNAL_ERROR', 'STORE_UNAVAILABLE', 'STORAGE_FULL']);
+
 /** What the client says when the edge takes no BIND (an edge from before it wants a port on the connect). */
 const NO_BIND = 'The edge does not carry several tunnels on one connection (BIND, docs/protocol.md section 18); update the edge, or run each tunnel with "burrow http".';
 
@@ -311,6 +314,12 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const tunnel = this.bound.get(id);
     if (tunnel === undefined || tunnel.stopped) return;
     if (error !== '') {
+      // A tunnel that was live and is refused for a while (the cluster's store away, a rate limit, the
+      // edge's own trouble) is asked for again; a first BIND's refusal, or a final one, ends it.
+      if (tunnel.everBound && TRANSIENT_BIND_REFUSALS.has(error)) {
+        this.rebindLater(tunnel, 2_000, `${error}: ${message}`);
+        return;
+      }
       tunnel.finish({ reason: message, code: error, byUser: false });
       this.closeWhenNoTunnel();
       return;
@@ -340,11 +349,16 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.closeWhenNoTunnel();
       return;
     }
+    this.rebindLater(tunnel, 1_000, message);
+  }
+
+  /** Binds the connection's tunnels that are not live again after `delayMs`; `tunnel` says why meanwhile. */
+  private rebindLater(tunnel: BoundTunnel, delayMs: number, reason: string): void {
     const edge = endpointLabel(this.endpoints[this.endpointIndex % this.endpoints.length]!);
-    tunnel.emit('reconnecting', { attempt: 1, delayMs: 1_000, reason: message, edge });
+    tunnel.emit('reconnecting', { attempt: 1, delayMs, reason, edge });
     const timer = setTimeout(() => {
       if (!this.stopped && this.linkOpen) this.bindAll();
-    }, 1_000);
+    }, delayMs);
     timer.unref();
   }
 
