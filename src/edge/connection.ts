@@ -182,15 +182,20 @@ export class TunnelConnection implements TunnelSocket, FrameSender {
     return !this.closed && this.leaving === null && this.streams.size < this.settings.maxStreams;
   }
 
-  /** A stream finished or failed (its state says so): it leaves the table, and frames for it are ignored. */
-  endStream(stream: HostedStream): void {
-    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
+  /**
+   * A stream finished or failed (its state says so): it leaves the table, and frames for it are ignored.
+   * True when it was in the table (its tunnel counts it out).
+   */
+  endStream(stream: HostedStream): boolean {
+    const had = this.streams.get(stream.id) === stream;
+    if (had) this.streams.delete(stream.id);
     this.blocked.delete(stream);
     const leaving = this.leaving;
     if (leaving !== null && this.streams.size === 0) {
       this.flushFrames();
       this.close(leaving.code, leaving.message);
     }
+    return had;
   }
 
   /** Response bytes written out (or dropped): return connection credit to the client. */

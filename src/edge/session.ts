@@ -165,8 +165,7 @@ export class TunnelSession implements StreamHost, RawStreamEnd {
   }
 
   endStream(stream: HostedStream): void {
-    if (this.connection.streams.get(stream.id) === stream) this.openStreams--;
-    this.connection.endStream(stream);
+    if (this.connection.endStream(stream)) this.openStreams--;
   }
 
   /** A raw stream (a TCP or TLS passthrough connection) ended: counted, logged and recorded. */
