@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import { connect, createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -366,4 +366,21 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   throw new Error(`timed out waiting for ${what}`);
+}
+
+/** A free run of `count` ports for the edge's range (checked free now; the edge binds them on demand). */
+export async function freePortRange(count: number): Promise<string> {
+  for (let tries = 0; tries < 50; tries++) {
+    const first = 20_000 + Math.floor(Math.random() * 30_000);
+    let free = true;
+    for (let port = first; port < first + count && free; port++) {
+      free = await new Promise<boolean>((resolve) => {
+        const probe = createNetServer();
+        probe.once('error', () => resolve(false));
+        probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+      });
+    }
+    if (free) return `${first}-${first + count - 1}`;
+  }
+  throw new Error('no free port range');
 }

@@ -404,6 +404,8 @@ export class Api {
           port: tunnel.port,
           started_at: nowIso(tunnel.startedAt),
           token_id: tunnel.tokenId,
+          // A pool (--pool) is one name served by several clients: listed once, with how many.
+          ...(tunnel.poolMembers !== undefined && tunnel.poolMembers > 1 ? { pool_members: tunnel.poolMembers } : {}),
         })),
       }));
 

@@ -44,12 +44,17 @@ export interface ApiResponse {
 }
 
 export interface TunnelInfo {
+  /** The tunnel's name: its subdomain, or `tcp:PORT` for a TCP tunnel. */
   subdomain: string;
   accountId: string;
   tokenId: string;
   port: number;
   startedAt: number;
   publicUrl: string;
+  /** 'http' when absent. */
+  kind?: 'http' | 'tcp' | 'tls';
+  /** Clients serving the name (`--pool`); 1 when absent. */
+  poolMembers?: number;
 }
 
 export type TunnelCloseReason = 'closed-by-api' | 'token-revoked';

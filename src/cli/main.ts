@@ -13,6 +13,8 @@ Expose a local port on a public subdomain; capture, inspect and replay every req
 
 Commands:
   http PORT                 open a tunnel to localhost:PORT (see burrow http --help)
+  tcp [HOST:]PORT           a TCP tunnel: a public port of the edge to HOST:PORT (see burrow tcp --help)
+  tls [HOST:]PORT           a TLS passthrough tunnel: NAME.DOMAIN on the edge's HTTPS port, unterminated
   start (NAME... | --all)   run the named tunnels of burrow.yml in one process (docs/config.md)
   config check|path|edit    check burrow.yml, say which file is used, or edit it (its edge, token
                             and ca come after the flags and variables, before "burrow login"'s)
@@ -76,6 +78,8 @@ const commands: Record<string, () => Promise<Command>> = {
   start: async () => (await import('./commands/start.js')).startCommand,
   config: async () => (await import('./commands/config.js')).configCommand,
   http: async () => (await import('./commands/http.js')).httpCommand,
+  tcp: async () => (await import('./commands/tcp.js')).tcpCommand,
+  tls: async () => (await import('./commands/tcp.js')).tlsCommand,
   replay: async () => (await import('./commands/replay.js')).replayCommand,
   version: async () => versionCommand,
 };
@@ -94,7 +98,7 @@ async function main(argv: string[]): Promise<number> {
   const load = commands[name];
   if (load === undefined) throw new UsageError(`unknown command "${name}"; run "burrow --help"`);
   // The edge's and the tunnel client's heaps grow to suit bodies streaming through them (heap.ts).
-  if (name === 'edge' || name === 'http' || name === 'start') tuneHeapForTraffic();
+  if (name === 'edge' || name === 'http' || name === 'tcp' || name === 'tls' || name === 'start') tuneHeapForTraffic();
   return (await load())(args);
 }
 

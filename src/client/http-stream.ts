@@ -106,7 +106,7 @@ export class ClientHttpStream implements LocalResponseHandler {
 
   constructor(
     readonly id: number,
-    private readonly host: StreamHost,
+    readonly host: StreamHost,
     private readonly request: OpenRequest,
   ) {
     const resolved = host.routes.resolve(request.path);

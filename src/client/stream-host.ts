@@ -20,6 +20,16 @@ export interface TurnEndStream {
   turnEnded(): void;
 }
 
+/** A stream in the client's table: an HTTP exchange (ClientHttpStream) or a raw connection (ClientRawStream). */
+export interface ClientStream extends FlushableStream {
+  readonly host: StreamHost;
+  onRequestData(chunk: Uint8Array | null, end: boolean): void;
+  onRequestTrailers(fields: string[]): void;
+  onWindow(credit: number): void;
+  onReset(code?: number, message?: string): void;
+  tunnelClosed(): void;
+}
+
 export interface StreamHost {
   readonly settings: Settings;
   readonly routes: RouteTable;

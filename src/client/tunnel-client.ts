@@ -32,6 +32,7 @@ import {
   GoAwayCode,
   PROTOCOL_HEADER,
   PROTOCOL_VERSION,
+  ResetCode,
   type Settings,
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
@@ -45,7 +46,10 @@ import type { HostHeader } from './host-header.js';
 import { LocalHop } from './local-hop/pool.js';
 import type { TargetPool } from './local-hop/pool.js';
 import type { LocalTarget, RouteTable } from './routes.js';
-import type { FlushableStream, StreamHost, TurnEndStream } from './stream-host.js';
+import type { ClientStream, FlushableStream, StreamHost, TurnEndStream } from './stream-host.js';
+import { proxyHeader } from './proxy-header.js';
+import { ClientRawStream } from './raw-stream.js';
+import { BoundTunnel, type BoundTunnelOptions, type TunnelLink } from './bound-tunnel.js';
 
 export interface TunnelClientOptions {
   /** The edge, or several in failover order. */
@@ -64,6 +68,11 @@ export interface TunnelClientOptions {
    * the client's own reconnects replace its old session anyway (same instance id).
    */
   replace?: boolean;
+  /**
+   * Serve the subdomain beside the account's other `--pool` clients on it (`--pool`, every connect): the
+   * edge spreads requests across them. `leave()` hands the name to them without failing a request.
+   */
+  pool?: boolean;
   /** Bytes of each body kept for `exchange` events; 0 turns recording off. */
   recordLimit?: number;
   /** Connections per local target (the local hop's bound, 128). */
@@ -82,6 +91,12 @@ export interface TunnelClientOptions {
   policy?: PolicySpec;
   /** `--resolve` rules: an edge they name is dialled at their address, its name kept for TLS and Host. */
   resolve?: readonly ResolveRule[];
+  /**
+   * The connect names no tunnel (no `port`): every tunnel of the connection is added with `bind()`
+   * (`burrow start`, docs/protocol.md section 18), and `routes` serves none. An edge that needs a port
+   * on the connect is told to update.
+   */
+  bindOnly?: boolean;
 }
 
 /** The edge refused the tunnel: its HTTP status and the spec's error code and message. */
@@ -128,7 +143,13 @@ export interface TunnelClientEvents {
 
 const GOAWAY_NAMES = Object.fromEntries(Object.entries(GoAwayCode).map(([name, code]) => [code, name])) as Record<number, string>;
 
-export class TunnelClient extends EventEmitter<TunnelClientEvents> implements StreamHost {
+/** BOUND refusals that may pass: a tunnel that was live is bound again after a pause. */
+const TRANSIENT_BIND_REFUSALS: ReadonlySet<string> = new Set(['RATE_LIMITED', 'INTERNAL_ERROR', 'STORE_UNAVAILABLE', 'STORAGE_FULL']);
+
+/** What the client says when the edge takes no BIND (an edge from before it wants a port on the connect). */
+const NO_BIND = 'The edge does not carry several tunnels on one connection (BIND, docs/protocol.md section 18); update the edge, or run each tunnel with "burrow http".';
+
+export class TunnelClient extends EventEmitter<TunnelClientEvents> implements StreamHost, TunnelLink {
   settings: Settings = DEFAULT_SETTINGS;
   readonly routes: RouteTable;
   readonly hostHeader: HostHeader;
@@ -137,7 +158,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   connectionSend = new SendCredit(DEFAULT_SETTINGS.connectionWindow);
   private connectionReceive = new ReceiveWindow(DEFAULT_SETTINGS.connectionWindow);
   readonly blocked = new Set<FlushableStream>();
-  private readonly streams = new Map<number, ClientHttpStream>();
+  private readonly streams = new Map<number, ClientStream>();
   /** The local hop: one pool of connections per target origin. */
   private readonly localHop: LocalHop;
   private socket: WebSocket | null = null;
@@ -170,6 +191,10 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   /** The endpoint whose agent URL is being asked for (a connection in its first step). */
   private connecting: EdgeEndpoint | null = null;
   private lastSeen = 0;
+  /** leave(): GOAWAY sent, the edge is answering what it had sent before closing. */
+  private leaving = false;
+  /** The last READY's move to another edge, told to bound tunnels with their BOUND. */
+  private lastMove: { edge: string; cause: string } | null = null;
   private watchdog: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private goAway: { code: number; message: string } | null = null;
@@ -179,6 +204,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private firstConnect: { resolve: (info: ReadyInfo) => void; reject: (error: Error) => void } | null = null;
   /** Live counters for the terminal: open streams and totals. */
   readonly stats = { requests: 0, errors: 0, bytesIn: 0, bytesOut: 0 };
+  /** The tunnels added with BIND, by id (1 up); each is bound again after every READY. */
+  private readonly bound = new Map<number, BoundTunnel>();
 
   constructor(private readonly options: TunnelClientOptions) {
     super();
@@ -214,6 +241,143 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     return this.socket !== null && this.socket.readyState === WebSocket.OPEN && this.publicUrlValue !== null;
   }
 
+  /** Whether the connection is up (READY received), whatever its tunnels. */
+  get linkOpen(): boolean {
+    return this.socket !== null && this.socket.readyState === WebSocket.OPEN && this.publicUrlValue !== null;
+  }
+
+  /**
+   * One more tunnel on this connection (docs/protocol.md section 18), asked for with BIND after each
+   * READY. `started` resolves on its first BOUND, or rejects with the edge's refusal. Call before `start()`.
+   */
+  bind(options: BoundTunnelOptions): { tunnel: BoundTunnel; started: Promise<ReadyInfo> } {
+    const id = this.bound.size + 1;
+    const tunnel = new BoundTunnel(id, this, options, this.recordLimit, this.options.connectionsPerPort);
+    this.bound.set(id, tunnel);
+    const started = new Promise<ReadyInfo>((resolve, reject) => {
+      const onReady = (info: ReadyInfo): void => {
+        tunnel.off('closed', onClosed);
+        resolve(info);
+      };
+      const onClosed = (info: ClosedInfo): void => {
+        tunnel.off('ready', onReady);
+        reject(new TunnelRefusedError(0, info.code, info.reason));
+      };
+      tunnel.once('ready', onReady);
+      tunnel.once('closed', onClosed);
+    });
+    // A caller that only listens for events must not see an unhandled rejection.
+    started.catch(() => undefined);
+    return { tunnel, started };
+  }
+
+  /** The connection never came up (start() rejected): every bound tunnel ends with why. */
+  endTunnels(info: ClosedInfo): void {
+    for (const tunnel of this.bound.values()) tunnel.finish(info);
+  }
+
+  streamsOf(tunnel: BoundTunnel): number {
+    let count = 0;
+    for (const stream of this.streams.values()) if (stream.host === tunnel) count++;
+    return count;
+  }
+
+  /** Asks for every bound tunnel that is not live (after READY, or after an UNBOUND that was not final). */
+  private bindAll(): void {
+    for (const tunnel of this.bound.values()) {
+      if (tunnel.stopped || tunnel.publicUrlValue !== null) continue;
+      if (this.settings.maxTunnels === undefined) {
+        tunnel.finish({ reason: NO_BIND, code: 'INVALID_REQUEST', byUser: false });
+        continue;
+      }
+      const options = tunnel.options;
+      this.send(
+        encode([
+          FrameType.BIND,
+          0,
+          tunnel.id,
+          tunnel.kind,
+          tunnel.kind === 'tcp' ? '' : (tunnel.subdomain ?? ''),
+          tunnel.remotePort,
+          tunnel.routes.defaultPort,
+          options.policy === undefined ? '' : encodePolicyHeader(options.policy),
+          options.replace === true && !tunnel.everBound,
+          false,
+        ]),
+      );
+    }
+    this.closeWhenNoTunnel();
+  }
+
+  /** BOUND: a bound tunnel is live, or refused for good. */
+  private onBound(id: number, error: string, message: string, name: string, publicUrl: string): void {
+    const tunnel = this.bound.get(id);
+    if (tunnel === undefined || tunnel.stopped) return;
+    if (error !== '') {
+      // A tunnel that was live and is refused for a while (the cluster's store away, a rate limit, the
+      // edge's own trouble) is asked for again; a first BIND's refusal, or a final one, ends it.
+      if (tunnel.everBound && TRANSIENT_BIND_REFUSALS.has(error)) {
+        this.rebindLater(tunnel, 2_000, `${error}: ${message}`);
+        return;
+      }
+      tunnel.finish({ reason: message, code: error, byUser: false });
+      this.closeWhenNoTunnel();
+      return;
+    }
+    const reconnected = tunnel.everBound;
+    tunnel.everBound = true;
+    tunnel.subdomain = name;
+    tunnel.publicUrlValue = publicUrl;
+    // A tcp tunnel keeps its port across reconnects as an http one keeps its name.
+    if (tunnel.kind === 'tcp') tunnel.remotePort = Number(name.slice('tcp:'.length));
+    const edge = endpointLabel(this.endpoints[this.endpointIndex % this.endpoints.length]!);
+    tunnel.emit('ready', { subdomain: name, publicUrl, settings: this.settings, reconnected, edge, movedFrom: this.lastMove });
+  }
+
+  /** UNBOUND: one tunnel ended; a final code ends it for good, another binds it again. */
+  private onUnbound(id: number, code: number, message: string): void {
+    const tunnel = this.bound.get(id);
+    if (tunnel === undefined || tunnel.stopped) return;
+    for (const stream of [...this.streams.values()]) {
+      if (stream.host !== tunnel) continue;
+      stream.tunnelClosed();
+      this.streams.delete(stream.id);
+    }
+    tunnel.publicUrlValue = null;
+    if (FINAL_GOAWAY_CODES.has(code)) {
+      tunnel.finish({ reason: message === '' ? GOAWAY_NAMES[code]! : message, code: GOAWAY_NAMES[code] ?? 'CLOSED', byUser: false });
+      this.closeWhenNoTunnel();
+      return;
+    }
+    this.rebindLater(tunnel, 1_000, message);
+  }
+
+  /** Binds the connection's tunnels that are not live again after `delayMs`; `tunnel` says why meanwhile. */
+  private rebindLater(tunnel: BoundTunnel, delayMs: number, reason: string): void {
+    const edge = endpointLabel(this.endpoints[this.endpointIndex % this.endpoints.length]!);
+    tunnel.emit('reconnecting', { attempt: 1, delayMs, reason, edge });
+    const timer = setTimeout(() => {
+      if (!this.stopped && this.linkOpen) this.bindAll();
+    }, delayMs);
+    timer.unref();
+  }
+
+  /** A connection of bound tunnels only, with none left: nothing to carry. */
+  private closeWhenNoTunnel(): void {
+    if (this.options.bindOnly !== true || this.stopped) return;
+    for (const tunnel of this.bound.values()) if (!tunnel.stopped) return;
+    void this.close('no tunnel left on the connection');
+  }
+
+  /** The connection is lost and tried again: every tunnel on it says so. */
+  private reconnecting(event: TunnelClientEvents['reconnecting'][0]): void {
+    this.emit('reconnecting', event);
+    for (const tunnel of this.bound.values()) {
+      tunnel.publicUrlValue = null;
+      if (!tunnel.stopped) tunnel.emit('reconnecting', event);
+    }
+  }
+
   /** Connects; resolves on READY, rejects with TunnelRefusedError or a connection error. */
   start(): Promise<ReadyInfo> {
     return new Promise<ReadyInfo>((resolve, reject) => {
@@ -246,7 +410,30 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     }
     this.failStreams();
     this.localHop.close();
+    for (const tunnel of this.bound.values()) tunnel.finish({ reason, code: 'CLIENT_CLOSING', byUser: true });
     this.emit('closed', { reason, code: 'CLIENT_CLOSING', byUser: true });
+  }
+
+  /**
+   * Leaves without failing a request (a pool member's Ctrl-C): GOAWAY tells the edge, which sends this
+   * client nothing new (the pool's other members take the name's requests) and closes the connection
+   * once the streams it has are answered; after `drainMs` the client closes anyway.
+   */
+  async leave(reason = 'client closing', drainMs = 30_000): Promise<void> {
+    const socket = this.socket;
+    if (this.stopped || socket === null || socket.readyState !== WebSocket.OPEN) return this.close(reason);
+    this.leaving = true;
+    this.send(encode([FrameType.GOAWAY, 0, GoAwayCode.CLIENT_CLOSING, reason]));
+    this.flush();
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, drainMs);
+      timer.unref();
+      socket.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    await this.close(reason);
   }
 
   // ---- connection -----------------------------------------------------------------------------------
@@ -357,11 +544,12 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   private openSocket(endpoint: EdgeEndpoint, agentUrl: URL): void {
     const url = new URL(agentUrl.href);
-    url.searchParams.set('port', String(this.routes.defaultPort));
+    if (this.options.bindOnly !== true) url.searchParams.set('port', String(this.routes.defaultPort));
     if (this.subdomain !== undefined) url.searchParams.set('subdomain', this.subdomain);
     url.searchParams.set('instance', this.instance);
     // Only until the first READY: a reconnect must not take the name back from a client that replaced this one.
     if (this.options.replace === true && !this.everReady) url.searchParams.set('replace', '1');
+    if (this.options.pool === true) url.searchParams.set('pool', '1');
     const socket = new WebSocket(url, {
       headers: {
         authorization: `Bearer ${this.options.token}`,
@@ -400,6 +588,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         } catch {
           // Not the edge's JSON (a proxy in between?): keep the status.
         }
+        // An edge from before BIND wants the connect's own tunnel.
+        if (this.options.bindOnly === true && code === 'INVALID_REQUEST' && message.includes('"port"')) message = NO_BIND;
         this.refusal = new TunnelRefusedError(response.statusCode ?? 0, code, message);
         socket.terminate();
         this.refused(this.refusal);
@@ -448,6 +638,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   private onClose(socket: WebSocket, code: number, reason: string): void {
     if (this.socket !== socket) return;
+    // The edge closed the connection of a client that is leaving: close() follows, nothing reconnects.
+    if (this.leaving) return;
     this.socket = null;
     this.ended(code, reason);
   }
@@ -474,7 +666,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       // Another edge is untried since the last failure round: no reason to wait before trying it.
       this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
       const next = this.endpoints[this.endpointIndex]!;
-      this.emit('reconnecting', { attempt: this.attempt + 1, delayMs: 0, reason: said, edge: endpointLabel(next) });
+      this.reconnecting({ attempt: this.attempt + 1, delayMs: 0, reason: said, edge: endpointLabel(next) });
       this.connect();
       return;
     }
@@ -519,7 +711,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     // Full jitter between half and all of the ceiling: clients dropped together do not return together.
     const delayMs = Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
     const next = this.endpoints[this.endpointIndex % this.endpoints.length]!;
-    this.emit('reconnecting', { attempt: this.attempt, delayMs, reason, edge: endpointLabel(next) });
+    this.reconnecting({ attempt: this.attempt, delayMs, reason, edge: endpointLabel(next) });
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
       if (!this.stopped) this.connectAfterResolving();
@@ -538,6 +730,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const first = this.firstConnect;
     this.firstConnect = null;
     first?.reject(new Error(`the edge closed the tunnel before it was ready: ${info.code}: ${info.reason}`));
+    for (const tunnel of this.bound.values()) tunnel.finish(info);
     this.emit('closed', info);
   }
 
@@ -585,12 +778,25 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         this.onReady(frame[2], frame[3], frame[4]);
         return;
       case FrameType.OPEN: {
-        const [, id, requestId, method, target, headers, clientAddress, body, end, upgrade] = frame;
+        const [, id, requestId, method, target, headers, clientAddress, body, end, upgrade, tunnelId] = frame;
         if (this.streams.has(id)) throw new ProtocolError(`OPEN for stream ${id}, which is already open`);
         if (body !== null && body.byteLength > 0) this.receiveConnection(body.byteLength);
+        let host: StreamHost & { stats: { requests: number } } = this;
+        if (tunnelId !== undefined && tunnelId !== 0) {
+          const tunnel = this.bound.get(tunnelId);
+          if (tunnel === undefined || tunnel.stopped) {
+            // Its UNBOUND or this client's close crossed the OPEN: refused, its body's credit returned.
+            if (body !== null && body.byteLength > 0) this.consumedConnection(body.byteLength);
+            this.send(encode([FrameType.RESET, id, ResetCode.REFUSED, `tunnel ${tunnelId} is not served by this client`]));
+            return;
+          }
+          host = tunnel;
+        } else if (this.options.bindOnly === true) {
+          throw new ProtocolError('OPEN for tunnel 0, which this connection does not have');
+        }
         const request = { requestId, method, path: target, headers, clientAddress, replayOf: null, upgrade };
-        this.stats.requests++;
-        const stream = new ClientHttpStream(id, this, request);
+        host.stats.requests++;
+        const stream = new ClientHttpStream(id, host, request);
         this.streams.set(id, stream);
         stream.start(body, end);
         return;
@@ -626,6 +832,25 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       case FrameType.GOAWAY:
         this.goAway = { code: frame[2], message: frame[3] };
         return;
+      case FrameType.ACCEPT: {
+        const [, id, tunnelId, , clientAddress, clientPort, serverAddress, serverPort] = frame;
+        if (this.streams.has(id)) throw new ProtocolError(`ACCEPT for stream ${id}, which is already open`);
+        const tunnel = this.bound.get(tunnelId);
+        if (tunnel === undefined || tunnel.stopped || tunnel.kind === 'http') {
+          this.send(encode([FrameType.RESET, id, ResetCode.REFUSED, `tunnel ${tunnelId} takes no TCP connections here`]));
+          return;
+        }
+        tunnel.stats.requests++;
+        const preamble = tunnel.options.proxyProtocol === true ? proxyHeader(clientAddress, clientPort, serverAddress, serverPort) : null;
+        this.streams.set(id, new ClientRawStream(id, tunnel, tunnel.routes.defaultTarget, clientAddress, clientPort, preamble));
+        return;
+      }
+      case FrameType.BOUND:
+        this.onBound(frame[2], frame[3], frame[4], frame[5], frame[6]);
+        return;
+      case FrameType.UNBOUND:
+        this.onUnbound(frame[2], frame[3], frame[4]);
+        return;
       default:
         throw new ProtocolError(`an edge may not send frame type ${frame[0]}`);
     }
@@ -651,6 +876,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const movedFrom = this.readyEdge !== null && this.readyEdge !== edge ? { edge: this.readyEdge, cause: this.lossCause ?? 'connection lost' } : null;
     this.readyEdge = edge;
     this.lossCause = null;
+    this.lastMove = movedFrom;
     const info: ReadyInfo = { subdomain, publicUrl, settings, reconnected, edge, movedFrom };
     if (this.firstConnect !== null) {
       const { resolve } = this.firstConnect;
@@ -658,6 +884,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       resolve(info);
     }
     this.emit('ready', info);
+    if (this.bound.size > 0) this.bindAll();
   }
 
   // ---- StreamHost -----------------------------------------------------------------------------------

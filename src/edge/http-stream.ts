@@ -11,7 +11,7 @@
  * connection switches once the 101's turn is done.
  */
 import { ERROR_CODES, type ErrorCode } from '../errors.js';
-import { encode } from '../protocol/codec.js';
+import { encode, uintSize } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import type { RingHandle, StoredCapture } from '../store/captures.js';
@@ -166,13 +166,18 @@ export abstract class EdgeHttpStream {
     if (size > 0 && !takeWholeCredit(size, this.session.settings.maxFrameBody, this.sendCredit, this.session.connectionSend)) inline = null;
     const complete = end && (size === 0 || inline !== null);
     const head = this.head;
-    const frame = encode([FrameType.OPEN, this.id, this.requestId, head.method, head.target, head.headers, head.clientAddress, inline, complete, head.upgrade]);
+    const tunnel = this.session.tunnelId;
+    const frame =
+      tunnel === 0
+        ? encode([FrameType.OPEN, this.id, this.requestId, head.method, head.target, head.headers, head.clientAddress, inline, complete, head.upgrade])
+        : encode([FrameType.OPEN, this.id, this.requestId, head.method, head.target, head.headers, head.clientAddress, inline, complete, head.upgrade, tunnel]);
     this.openFrame = frame;
     if (this.session.timesHops) this.openedAt = performance.now();
     if (inline !== null && size > 0) {
-      // The capture keeps a view of the frame (which outlives this call) instead of a second copy of the body.
+      // The frame ends with the body's bytes, two one-byte booleans and the tunnel id (absent for 0): the
+      // capture keeps a view of the frame (which outlives this call) instead of a second copy of the body.
       this.openHasBody = true;
-      const bodyEnd = frame.byteLength - OPEN_BYTES_AFTER_BODY;
+      const bodyEnd = frame.byteLength - (tunnel === 0 ? OPEN_BYTES_AFTER_BODY : OPEN_BYTES_AFTER_BODY + uintSize(tunnel));
       this.requestCapture.addOwned(frame.subarray(bodyEnd - size, bodyEnd));
     }
     this.session.send(frame);

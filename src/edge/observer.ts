@@ -8,6 +8,7 @@ import { CLOSE_CODE_BASE } from '../protocol/constants.js';
 import type { AccessLog } from './access-log.js';
 import type { EdgeHttpStream } from './http-stream.js';
 import type { EdgeMetrics, RefusalSource } from './metrics.js';
+import type { EdgeRawStream } from './raw-stream.js';
 import type { TunnelSession } from './session.js';
 
 const NORMAL_CLOSURE = 1000;
@@ -71,6 +72,29 @@ export class EdgeObserver {
       clientAddress: stream.head.clientAddress,
       requestId: stream.requestId,
       error: stream.error,
+    });
+  }
+
+  /** A public TCP connection (a tcp tunnel's, or a TLS one passed through) ended: one access-log line. */
+  connectionEnded(stream: EdgeRawStream): void {
+    const record = stream.storedCapture();
+    const metrics = this.metrics;
+    if (metrics !== null) {
+      metrics.request(0, record.requestBodySize, record.responseBodySize);
+      if (record.error !== null && record.error !== 'CLIENT_CLOSED') metrics.refused('public', record.error);
+    }
+    this.accessLog?.write({
+      receivedAt: record.receivedAt,
+      subdomain: record.subdomain,
+      method: record.method,
+      path: record.path,
+      status: 0,
+      bytesIn: record.requestBodySize,
+      bytesOut: record.responseBodySize,
+      durationMs: record.durationMs,
+      clientAddress: record.clientAddress,
+      requestId: record.id,
+      error: record.error,
     });
   }
 

@@ -158,7 +158,7 @@ export class OfflineQueue implements QueueDriver {
    * did. With a live tunnel and nothing held this is one Set lookup.
    */
   serves(exchange: ServerExchange, path: string, head: PublicRequestHead, subdomain: string, clientAddress: string, publicFields: readonly string[] = head.headers): boolean {
-    const live = this.registry.session(subdomain) !== undefined;
+    const live = this.registry.holder(subdomain) !== undefined;
     if (live && !this.backlogged.has(subdomain)) return false;
     // Backlogged as of the drain's last look: the store's counts decide now, so a live request that
     // arrives after the last held event settled (before the drain loop looks again) is not held.
@@ -703,7 +703,7 @@ export class OfflineQueue implements QueueDriver {
       aside?.delete(id);
       return 'done';
     }
-    if (capture.error === 'TUNNEL_CLOSED' || capture.error === 'CLIENT_CLOSED' || this.registry.session(subdomain) !== session) {
+    if (capture.error === 'TUNNEL_CLOSED' || capture.error === 'CLIENT_CLOSED' || !this.registry.serving(session)) {
       await queue.update(id, { ...change, state: 'queued' });
       return 'interrupted';
     }
@@ -732,7 +732,7 @@ export class OfflineQueue implements QueueDriver {
   }
 
   private interrupted(session: TunnelSession): boolean {
-    return this.closed || this.registry.session(session.subdomain) !== session || this.store.queue.metaOf(session.subdomain).paused;
+    return this.closed || !this.registry.serving(session) || this.store.queue.metaOf(session.subdomain).paused;
   }
 
   /** Waits `ms`; a wait for `subdomain`'s set-aside events ends early when something changes on it. */

@@ -16,8 +16,8 @@ export type ProxyHeader =
   | { kind: 'more' }
   /** Not a PROXY header: the bytes are the client's. */
   | { kind: 'none' }
-  /** A header of `length` bytes; `source` is the client's address, or '' (LOCAL, or an unknown family). */
-  | { kind: 'header'; length: number; source: string }
+  /** A header of `length` bytes; `source` is the client's address and port, or '' and 0 (LOCAL, or an unknown family). */
+  | { kind: 'header'; length: number; source: string; sourcePort: number }
   /** The signature, then something that is not a valid v2 header. */
   | { kind: 'invalid' };
 
@@ -34,15 +34,22 @@ export function readProxyHeader(bytes: Buffer): ProxyHeader {
   const command = versionCommand & 0x0f;
   const family = bytes[13]! >> 4;
   let source = '';
+  let sourcePort = 0;
   if (command === 1 && family === 1 && length >= 12) {
     source = `${bytes[16]}.${bytes[17]}.${bytes[18]}.${bytes[19]}`;
+    sourcePort = bytes.readUInt16BE(24);
   } else if (command === 1 && family === 2 && length >= 36) {
     const groups: string[] = [];
     for (let i = 0; i < 8; i++) groups.push(bytes.readUInt16BE(16 + i * 2).toString(16));
     source = groups.join(':');
-    if (isIP(source) !== 6) source = '';
+    sourcePort = bytes.readUInt16BE(48);
+    if (isIP(source) !== 6) {
+      source = '';
+      sourcePort = 0;
+    }
   } else if (command > 1) {
     return { kind: 'invalid' };
   }
-  return { kind: 'header', length: HEADER + length, source };
+  return { kind: 'header', length: HEADER + length, source, sourcePort };
 }
+

@@ -11,9 +11,15 @@
  *
  * A PROXY protocol v2 header at the start of a plain-HTTP connection is read and taken off
  * (src/edge/proxy-protocol.ts); whether its address is believed is `--trust-proxy`'s business.
+ *
+ * TLS passthrough (docs/tcp.md): on HTTPS, a connection's ClientHello is read before anything terminates
+ * it (client-hello.ts), within its handshake slot and timeout. When its server name is a passthrough
+ * tunnel's, the router takes the socket and the bytes read; otherwise the bytes go back into the socket
+ * (`unshift`) and the edge's own TLS server reads them as if nothing had looked.
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
+import { MAX_HELLO_INPUT, readClientHello } from './client-hello.js';
 import { PREFACE_MORE, PREFACE_REFUSED, type ServerConnection, type ServerConnections } from '../http1/server.js';
 import { peerAddress } from './client-address.js';
 import { readProxyHeader } from './proxy-protocol.js';
@@ -29,6 +35,18 @@ export interface HandshakeLimits {
 }
 
 export const DEFAULT_HANDSHAKE_LIMITS: Readonly<HandshakeLimits> = Object.freeze({ perAddress: 8, queuedPerAddress: 32, timeoutMs: 10_000 });
+
+/** Takes TLS connections whose server name is a passthrough tunnel's (server.ts). */
+export interface PassthroughRouter {
+  /**
+   * A ClientHello naming `serverName` arrived on `socket` (paused; `hello` is every byte read from it):
+   * true when a passthrough tunnel took the socket (or closed it: a passthrough name that is offline),
+   * false for the edge's own TLS server to terminate it.
+   */
+  route(serverName: string, socket: Socket, hello: Buffer, client: string): boolean;
+  /** Whether any passthrough tunnel is live: without one, no ClientHello is read before the TLS server. */
+  active(): boolean;
+}
 
 interface AddressHandshakes {
   active: number;
@@ -60,6 +78,7 @@ export class PublicListener {
     private readonly connections: ServerConnections,
     private readonly tls: PublicTls | null,
     private readonly limits: HandshakeLimits = DEFAULT_HANDSHAKE_LIMITS,
+    private readonly passthrough: PassthroughRouter | null = null,
   ) {
     this.server = createServer({ allowHalfOpen: true, noDelay: true, highWaterMark: 64 * 1024 }, (socket) => this.onConnection(socket));
     this.server.on('error', () => undefined);
@@ -124,33 +143,70 @@ export class PublicListener {
   }
 
   private handshake(socket: Socket, remote: string, entry: AddressHandshakes): void {
-    const tls = this.tls!;
     entry.active++;
-    const secure = new TLSSocket(socket, { isServer: true, secureContext: tls.defaultContext, SNICallback: tls.sni, ALPNProtocols: ['http/1.1'] });
     let done = false;
+    let current: Socket = socket;
+    let onSecure: (() => void) | null = null;
     const finish = (): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
-      secure.off('secure', onSecure);
+      if (onSecure !== null) current.off('secure', onSecure);
       entry.active--;
       this.next(remote, entry);
     };
     const timer = setTimeout(() => {
       finish();
-      secure.destroy();
+      current.destroy();
     }, this.limits.timeoutMs);
     timer.unref();
-    const onSecure = (): void => {
-      finish();
-      this.connections.accept(secure, remote);
+    const terminate = (): void => {
+      const tls = this.tls!;
+      const secure = new TLSSocket(socket, { isServer: true, secureContext: tls.defaultContext, SNICallback: tls.sni, ALPNProtocols: ['http/1.1'] });
+      current = secure;
+      onSecure = (): void => {
+        finish();
+        this.connections.accept(secure, remote);
+      };
+      secure.once('secure', onSecure);
+      secure.once('close', finish);
+      secure.on('error', () => {
+        finish();
+        secure.destroy();
+      });
     };
-    secure.once('secure', onSecure);
-    secure.once('close', finish);
-    secure.on('error', () => {
-      finish();
-      secure.destroy();
-    });
+    if (this.passthrough === null || !this.passthrough.active()) {
+      terminate();
+      return;
+    }
+    this.peek(socket, remote, terminate, finish);
+  }
+
+  /**
+   * Reads the ClientHello, then routes: a passthrough tunnel takes the socket, or the bytes go back and
+   * `terminate` hands it to the TLS server. Anything that is not a ClientHello goes to the TLS server too
+   * (which answers it as it always did).
+   */
+  private peek(socket: Socket, remote: string, terminate: () => void, finish: () => void): void {
+    let read: Buffer | null = null;
+    const onClose = (): void => finish();
+    const onData = (chunk: Buffer): void => {
+      read = read === null ? chunk : Buffer.concat([read, chunk]);
+      const hello = readClientHello(read);
+      if (hello.kind === 'more' && read.byteLength < MAX_HELLO_INPUT) return;
+      socket.off('data', onData);
+      socket.off('close', onClose);
+      socket.pause();
+      if (hello.kind === 'hello' && hello.serverName !== null && this.passthrough!.route(hello.serverName, socket, read, remote)) {
+        finish();
+        return;
+      }
+      socket.unshift(read);
+      terminate();
+    };
+    socket.on('error', () => socket.destroy());
+    socket.on('close', onClose);
+    socket.on('data', onData);
   }
 
   /** A handshake slot of `remote` is free: the oldest waiting connection takes it. */

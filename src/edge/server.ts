@@ -18,7 +18,8 @@ import { defaultSecretKeyFile, SecretBox } from '../store/secret-box.js';
 import { storePolicy } from '../store/stored-policy.js';
 import { decodePolicyHeader, POLICY_HEADER } from '../protocol/policy.js';
 import type { StoredPolicy } from '../protocol/policy.js';
-import { CONNECT_PATH, DEFAULT_SETTINGS, INSTANCE_ID, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, type Settings } from '../protocol/constants.js';
+import { CONNECT_PATH, CONNECT_TUNNEL, DEFAULT_SETTINGS, INSTANCE_ID, PROTOCOL_HEADER, PROTOCOL_VERSION, GoAwayCode, TunnelKind, type Settings, type TunnelKindValue } from '../protocol/constants.js';
+import type { BindFrame } from '../protocol/codec.js';
 import { CaptureStore, clusterRingIds } from '../store/captures.js';
 import { lockDataDirectory } from '../store/data-lock.js';
 import { FreeSpace, type MinFreeSpace } from '../store/free-space.js';
@@ -36,7 +37,7 @@ import { apiHostProblem, HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
 import { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
-import { DEFAULT_HANDSHAKE_LIMITS, PublicListener, type HandshakeLimits } from './public-listener.js';
+import { DEFAULT_HANDSHAKE_LIMITS, PublicListener, type HandshakeLimits, type PassthroughRouter } from './public-listener.js';
 import { gatherBody, requestFraming } from './request-framing.js';
 import { TunnelRegistry, type EdgeRegistry } from './registry.js';
 import type { AccountStore, UsageCounter } from '../store/account-store.js';
@@ -45,6 +46,12 @@ import { ClusterRegistry, type ClusterTimings } from './cluster/registry.js';
 import type { ClusterOptions } from './cluster/types.js';
 import { errorJson, statusLine, writeOwn, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
+import { TunnelConnection, type TunnelBinder } from './connection.js';
+import { parsePortRange, TcpPorts, tcpName, type PortRange } from './tcp-ports.js';
+import { AddressRule } from './policy/address-rule.js';
+import { EdgeRawStream } from './raw-stream.js';
+import { peerAddress } from './client-address.js';
+import type { Socket } from 'node:net';
 import { HttpRedirectListener } from './http-redirect.js';
 import { PublicTls, type CertificateSummary, type TlsOptions } from './tls.js';
 import { Turn } from './turn.js';
@@ -110,6 +117,11 @@ export interface EdgeOptions {
   freeSpaceCheckMs?: number;
   /** Largest WebSocket message on the agent listener (tunnel frames). */
   maxWebSocketMessage?: number;
+  /**
+   * TCP tunnels (docs/tcp.md): the public ports the edge may give them (`--tcp-ports 20000-20999`, or a
+   * parsed range), and the host printed in `tcp://HOST:PORT` (the domain by default). Off when absent.
+   */
+  tcp?: { ports: string | PortRange; host?: string };
   settings?: Partial<Settings>;
   plans?: StoreOptions['plans'];
   /** How public URLs are printed: scheme and port (the edge's own port by default). */
@@ -219,6 +231,10 @@ export class Edge {
   private readonly log: (line: string) => void;
   /** The internal hop, in cluster mode; null on a lone edge. */
   readonly hop: ClusterHop | null;
+  /** Live tls (passthrough) tunnels: while there are none, TLS connections are terminated unread. */
+  private passthroughTunnels = 0;
+  /** TCP tunnels' public ports (`tcp` option), or null: the edge has none. */
+  readonly tcp: TcpPorts | null = null;
   /** Seals and opens policy secrets and sign-in cookies (src/store/secret-box.ts). */
   readonly secrets: SecretBox;
   /** The tunnels' compiled policies (docs/policies.md), and where the public listener applies them. */
@@ -269,7 +285,15 @@ export class Edge {
       },
       options.http,
     );
-    this.publicListener = new PublicListener(this.connections, this.tls, { ...DEFAULT_HANDSHAKE_LIMITS, ...options.handshakes });
+    const tcpRange = options.tcp === undefined ? null : typeof options.tcp.ports === 'string' ? parsePortRange(options.tcp.ports) : options.tcp.ports;
+    if (typeof tcpRange === 'string') throw new Error(`--tcp-ports: ${tcpRange}`);
+    if (tcpRange !== null && cluster !== null) throw new Error('--tcp-ports is not available in cluster mode yet (docs/tcp.md, "Cluster mode")');
+    // TLS passthrough (docs/tcp.md): while a tls tunnel is live, a ClientHello naming it is not terminated.
+    const router: PassthroughRouter | null =
+      this.tls === null || cluster !== null
+        ? null
+        : { route: (name, socket, hello, client) => this.routePassthrough(name, socket, hello, client), active: () => this.passthroughTunnels > 0 };
+    this.publicListener = new PublicListener(this.connections, this.tls, { ...DEFAULT_HANDSHAKE_LIMITS, ...options.handshakes }, router);
     // The dashboard's files are read now, before the data directory is taken, as certificates are.
     loadDashboard();
     // The secret key too: a key file others can read is refused before anything is taken.
@@ -317,6 +341,17 @@ export class Edge {
       this.hop = new ClusterHop({ directory: this.cluster, local: this.cluster, secret: cluster.secret }, this.log);
       this.cluster.peerLink = this.hop.peerLink;
     } else this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
+    if (tcpRange !== null) {
+      this.tcp = new TcpPorts({
+        host: options.host ?? '127.0.0.1',
+        range: tcpRange,
+        publicHost: options.tcp?.host ?? this.domain,
+        proxies: this.proxies,
+        registry: this.registry,
+        reservation: (name) => this.accounts.getReservation(name),
+        log: this.log,
+      });
+    }
     const metrics =
       options.admin === undefined
         ? null
@@ -797,7 +832,8 @@ export class Edge {
    * read once). null: no policy, the request goes its way at once.
    */
   private policyOf(subdomain: string): TunnelPolicy | null | Promise<TunnelPolicy | null> {
-    const session = this.registry.session(subdomain);
+    // A pool's members share the reservation's policy (one-run policies are refused with --pool).
+    const session = this.registry.holder(subdomain);
     if (session !== undefined) return session.policy;
     if (this.hop !== null) return this.policies.ofRemote(subdomain, () => this.remotePolicy(subdomain));
     return this.policies.of(subdomain, this.store.getReservation(subdomain)?.policy);
@@ -828,7 +864,7 @@ export class Edge {
     const method = exchange.head.method;
     const upgrade = exchange.upgrade;
     if (!upgrade && this.offline.serves(exchange, target, head, subdomain, clientAddress, publicFields)) return;
-    if (this.hop !== null && !forwarded && this.registry.session(subdomain) === undefined) {
+    if (this.hop !== null && !forwarded && this.registry.holder(subdomain) === undefined) {
       this.forwardPublic(exchange, subdomain, target, head, clientAddress, proto);
       return;
     }
@@ -878,10 +914,12 @@ export class Edge {
   private refreshPolicies(subdomain: string | null): void {
     this.policies.forgetRemote(subdomain);
     for (const session of this.registry.sessions()) {
-      if (subdomain !== null && session.subdomain !== subdomain) continue;
+      // A tcp or tls tunnel's connections are not HTTP: its CIDR rules (addressRule) are all it takes.
+      if ((subdomain !== null && session.subdomain !== subdomain) || session.kind !== TunnelKind.HTTP) continue;
       Promise.resolve(this.accounts.getReservation(session.subdomain)).then(
+        // An ended session's policy is never read again: setting it is harmless.
         (reservation) => {
-          if (!session.closed) session.policy = this.policies.of(session.subdomain, reservation?.policy ?? session.runPolicy);
+          session.policy = this.policies.of(session.subdomain, reservation?.policy ?? session.runPolicy);
         },
         (error: Error) => this.log(`policy of ${session.subdomain} not read again: ${error.message}`),
       );
@@ -894,7 +932,7 @@ export class Edge {
    * forwarding edge of a cluster, or the reservation's).
    */
   private rejectionRing(subdomain: string, accountId: string | null): RejectionRing | Promise<RejectionRing> {
-    const session = this.registry.session(subdomain);
+    const session = this.registry.holder(subdomain);
     if (session !== undefined) return { ring: session.ring, tokenId: session.tokenId };
     return (async (): Promise<RejectionRing> => {
       const owner = accountId !== null || this.hop === null ? null : await this.hop.directory.ownerOf(subdomain).catch(() => null);
@@ -957,64 +995,224 @@ export class Edge {
       if (!(error instanceof BurrowError)) this.log(`connect: ${(error as Error).stack ?? error}`);
       if (!connect.aborted) res.cork(() => writeUwsError(res, errorResponse(refusal)));
     };
+    const upgrade = (connection: TunnelConnection): void => {
+      res.cork(() => {
+        res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
+        res.upgrade<SocketData>({ session: connection }, key, protocol, extensions, context);
+      });
+    };
     const admit = async (): Promise<void> => {
       const principal = await this.api.authorize(authorization, clientAddress);
       if (principal instanceof BurrowError) throw principal;
       this.accounts.touchToken(principal.token.idSegment).catch(() => undefined);
       if (version !== String(PROTOCOL_VERSION)) throw new BurrowError('INVALID_REQUEST', versionMismatch(version));
-      const portText = query.get('port') ?? '';
-      const port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
-      if (port < 1 || port > 65535) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
+      const portText = query.get('port');
+      // No port: the connect names no tunnel, and every tunnel of the connection comes by BIND (section 18).
+      const bindOnly = portText === null;
+      const port = portText !== null && /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
+      if (!bindOnly && (port < 1 || port > 65535)) throw new BurrowError('INVALID_REQUEST', 'The "port" query parameter must be the local port, 1 to 65535.');
       const requested = query.get('subdomain');
       const instance = query.get('instance');
       if (instance !== null && !INSTANCE_ID.test(instance)) throw new BurrowError('INVALID_REQUEST', 'The "instance" query parameter must be 8 to 64 of A-Z, a-z, 0-9, "_" and "-".');
-      const runSpec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
-      const name = requested === null || requested === '' ? null : requested.toLowerCase();
-      const reservation = name === null ? undefined : await this.accounts.getReservation(name);
-      const storedPolicy = reservation?.accountId === principal.account.id ? reservation.policy : undefined;
-      if (runSpec !== undefined && storedPolicy !== undefined) {
-        throw new BurrowError('INVALID_REQUEST', `The reserved subdomain "${name}" has a stored policy; change it with "burrow reserve ${name} ..." or connect without policy flags.`);
-      }
-      // Passwords are hashed here, once per connect; secrets sealed as on a reservation (one code path).
-      const runPolicy = runSpec === undefined ? undefined : await storePolicy(runSpec, undefined, this.secrets);
       const account = principal.account;
       const limits = this.accounts.planLimits(account.plan);
+      const requestedName = requested === null || requested === '' ? null : requested.toLowerCase();
+      const pool = query.get('pool') === '1';
+      if (pool && this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'Pools (--pool) are not available in cluster mode yet.');
+      if (pool && policyHeader !== '') throw new BurrowError('INVALID_REQUEST', POOL_POLICY_REFUSAL);
+      const details = { tokenId: principal.token.id, port, clientAddress, instance, replace: query.get('replace') === '1', pool };
+      const binder: TunnelBinder = {
+        bind: (connection, frame) => this.bindTunnel(connection, frame, limits),
+        bound: (session) => this.offline.tunnelConnected(session),
+      };
+      const owner = { accountId: account.id, tokenId: principal.token.id, instance, clientAddress };
+      if (bindOnly) {
+        if (requestedName !== null || policyHeader !== '') throw new BurrowError('INVALID_REQUEST', 'A connect without "port" names no tunnel: give the subdomain and policy in each BIND.');
+        if (connect.aborted) return;
+        upgrade(new TunnelConnection(this.deps, owner, binder));
+        return;
+      }
+      const { runPolicy, storedPolicy } = await this.runPolicyOf(account.id, requestedName, policyHeader);
       if (connect.aborted) return;
       // One edge admits in this turn (no await between its cap check and the upgrade); a cluster takes the
       // name's lease in Redis, atomically with its own cap check, and gives it back if the client left.
-      const admitted = this.registry.admit(account.id, limits.activeTunnels, name, {
-        tokenId: principal.token.id,
-        port,
-        clientAddress,
-        instance,
-        replace: query.get('replace') === '1',
-        // In a cluster the one-run policy travels in the lease: a forwarding edge applies it before its hop.
-        ...(runPolicy === undefined ? {} : { policy: runPolicy }),
-      });
+      // In a cluster the one-run policy travels in the lease: a forwarding edge applies it before its hop.
+      const admitted = this.registry.admit(account.id, limits.activeTunnels, requestedName, runPolicy === undefined ? details : { ...details, policy: runPolicy });
       const subdomain = typeof admitted === 'string' ? admitted : await admitted;
       if (connect.aborted) {
         this.registry.abandon(subdomain, account.id);
         return;
       }
-      const ring = this.captures.ring(account.id, subdomain, limits.capturedRequests, limits.captureBytes);
-      const session = new TunnelSession(this.deps, subdomain, account.id, principal.token.id, port, this.publicUrl(subdomain), ring, instance, clientAddress);
+      const connection = new TunnelConnection(this.deps, owner, binder);
+      const session = this.newSession(connection, CONNECT_TUNNEL, TunnelKind.HTTP, subdomain, port, pool, limits);
       session.runPolicy = runPolicy;
       // Compiled before the upgrade, so the tunnel's first request meets it.
-      session.policy = this.policies.of(subdomain, (subdomain === name ? storedPolicy : undefined) ?? runPolicy);
-      res.cork(() => {
-        res.writeStatus('101 Switching Protocols').writeHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
-        res.upgrade<SocketData>({ session }, key, protocol, extensions, context);
-      });
+      session.policy = this.policies.of(subdomain, (subdomain === requestedName ? storedPolicy : undefined) ?? runPolicy);
+      connection.tunnels.set(CONNECT_TUNNEL, session);
+      upgrade(connection);
     };
     admit().catch(refuse);
   }
 
+  /**
+   * The one-run policy a connect or BIND sent (its encoded header), stored as a reservation's would be,
+   * and the stored policy of the account's reservation of the name; refused when both are given.
+   */
+  private async runPolicyOf(accountId: string, requested: string | null, policyHeader: string): Promise<{ runPolicy: StoredPolicy | undefined; storedPolicy: StoredPolicy | undefined }> {
+    const runSpec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
+    const reservation = requested === null ? undefined : await this.accounts.getReservation(requested);
+    const storedPolicy = reservation?.accountId === accountId ? reservation.policy : undefined;
+    if (runSpec !== undefined && storedPolicy !== undefined) {
+      throw new BurrowError(
+        'INVALID_REQUEST',
+        `The reserved subdomain "${requested}" has a stored policy; change it with "burrow reserve ${requested} ..." or connect without policy flags.`,
+      );
+    }
+    // Passwords are hashed here, once per connect; secrets sealed as on a reservation (one code path).
+    const runPolicy = runSpec === undefined ? undefined : await storePolicy(runSpec, undefined, this.secrets);
+    return { runPolicy, storedPolicy };
+  }
+
+  private newSession(
+    connection: TunnelConnection,
+    id: number,
+    kind: TunnelKindValue,
+    name: string,
+    port: number,
+    pooled: boolean,
+    limits: { capturedRequests: number; captureBytes: number },
+    publicUrl = this.publicUrl(name),
+  ): TunnelSession {
+    const ring = this.captures.ring(connection.owner.accountId, name, limits.capturedRequests, limits.captureBytes);
+    return new TunnelSession(connection, this.deps, { id, kind, subdomain: name, port, publicUrl, ring, pooled });
+  }
+
+  /**
+   * BIND: one more tunnel on a connection, admitted as a connect is (its name, the tunnel cap, its policy)
+   * for the connection's account and token. Resolves with the session; the connection makes it live.
+   */
+  private async bindTunnel(connection: TunnelConnection, frame: BindFrame, limits: { activeTunnels: number; capturedRequests: number; captureBytes: number }): Promise<TunnelSession> {
+    const [, , id, kind, name, , localPort, policyHeader, replace, pool] = frame;
+    if (localPort < 1) throw new BurrowError('INVALID_REQUEST', 'BIND must name the local port, 1 to 65535.');
+    if (kind === TunnelKind.TCP) return this.bindTcp(connection, frame, limits);
+    if (kind === TunnelKind.TLS) {
+      if (this.tls === null) throw new BurrowError('INVALID_REQUEST', 'This edge has no HTTPS port (no --tls-cert), so it passes no TLS through (docs/tcp.md).');
+      if (this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'TLS passthrough tunnels are not available in cluster mode yet.');
+      if (pool) throw new BurrowError('INVALID_REQUEST', 'TLS passthrough tunnels do not take --pool yet.');
+    }
+    if (pool && this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'Pools (--pool) are not available in cluster mode yet.');
+    if (pool && policyHeader !== '') throw new BurrowError('INVALID_REQUEST', POOL_POLICY_REFUSAL);
+    const owner = connection.owner;
+    const requested = name === '' ? null : name.toLowerCase();
+    if (requested !== null) {
+      for (const other of connection.tunnels.values()) {
+        if (other.subdomain === requested) throw new BurrowError('INVALID_REQUEST', `This connection already serves "${requested}" (tunnel ${other.tunnelId}).`);
+      }
+    }
+    const { runPolicy, storedPolicy } =
+      kind === TunnelKind.TLS
+        ? { runPolicy: await this.connectionPolicy(policyHeader, 'A TLS passthrough tunnel'), storedPolicy: undefined }
+        : await this.runPolicyOf(owner.accountId, requested, policyHeader);
+    const admitted = this.registry.admit(owner.accountId, limits.activeTunnels, requested, {
+      tokenId: owner.tokenId,
+      port: localPort,
+      clientAddress: owner.clientAddress,
+      instance: owner.instance,
+      replace,
+      kind,
+      pool,
+      ...(runPolicy === undefined || kind === TunnelKind.TLS ? {} : { policy: runPolicy }),
+    });
+    const subdomain = typeof admitted === 'string' ? admitted : await admitted;
+    if (connection.closed) {
+      this.registry.abandon(subdomain, owner.accountId);
+      throw new BurrowError('TUNNEL_CLOSED');
+    }
+    if (kind !== TunnelKind.TLS) {
+      const session = this.newSession(connection, id, kind, subdomain, localPort, pool, limits);
+      session.runPolicy = runPolicy;
+      session.policy = this.policies.of(subdomain, (subdomain === requested ? storedPolicy : undefined) ?? runPolicy);
+      return session;
+    }
+    // A passthrough tunnel: its URL says tls://, and its policy's CIDR rules are checked per connection.
+    const session = this.newSession(connection, id, kind, subdomain, localPort, false, limits, this.publicUrl(subdomain).replace(/^https:/, 'tls:'));
+    session.addressRule = addressRuleOf(runPolicy);
+    this.passthroughTunnels++;
+    session.onEnded = () => this.passthroughTunnels--;
+    return session;
+  }
+
+  /**
+   * A TLS connection on the HTTPS port whose ClientHello names `serverName`: taken (not terminated) when
+   * that is a live tls tunnel's `<name>.<domain>`, passed raw with the ClientHello as its first bytes.
+   */
+  private routePassthrough(serverName: string, socket: Socket, hello: Buffer, client: string): boolean {
+    const name = serverName.toLowerCase();
+    const suffix = `.${this.domain}`;
+    if (!name.endsWith(suffix)) return false;
+    const session = this.registry.tunnel(name.slice(0, -suffix.length));
+    if (session === undefined || session.kind !== TunnelKind.TLS) return false;
+    const stream = new EdgeRawStream(session.connection.allocateStreamId(), session, socket, 'TLS', client, socket.remotePort ?? 0, peerAddress(socket.localAddress), socket.localPort ?? 0, session);
+    if (session.addressRule !== null && !session.addressRule.allows(client)) stream.cut('ADDRESS_FORBIDDEN');
+    else if (!session.hasRoom()) stream.cut('TUNNEL_BUSY');
+    else {
+      session.adopt(stream);
+      stream.start(hello);
+    }
+    return true;
+  }
+
+  /**
+   * The policy of a tunnel whose connections the edge does not read (tcp, tls): CIDR rules only, which
+   * each connection is checked by; anything else is an HTTP tunnel's and refused.
+   */
+  private async connectionPolicy(policyHeader: string, what: string): Promise<StoredPolicy | undefined> {
+    const spec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
+    const stored = spec === undefined ? undefined : await storePolicy(spec, undefined, this.secrets);
+    const others = stored === undefined ? [] : Object.entries(stored).filter(([key, value]) => key !== 'allowCidr' && key !== 'denyCidr' && value !== undefined && value !== false && !(Array.isArray(value) && value.length === 0));
+    if (others.length > 0) throw new BurrowError('INVALID_REQUEST', `${what} takes only --allow-cidr and --deny-cidr; ${others.map(([key]) => key).join(', ')} is for HTTP tunnels.`);
+    return stored;
+  }
+
+  /**
+   * BIND of a tcp tunnel: a public port of `--tcp-ports` (the one asked for, or a free one), admitted as
+   * the name `tcp:PORT` (reservations, grace holds and the tunnel cap as for a subdomain), listened on
+   * while the tunnel is live. Its policy may hold only CIDR rules, which every connection is checked by.
+   */
+  private async bindTcp(connection: TunnelConnection, frame: BindFrame, limits: { activeTunnels: number; capturedRequests: number; captureBytes: number }): Promise<TunnelSession> {
+    const [, , id, , , remotePort, localPort, policyHeader, replace, pool] = frame;
+    const tcp = this.tcp;
+    if (tcp === null) throw new BurrowError('INVALID_REQUEST', 'This edge serves no TCP tunnels: it was started without --tcp-ports (docs/tcp.md).');
+    if (pool) throw new BurrowError('INVALID_REQUEST', 'TCP tunnels do not take --pool yet.');
+    const stored = await this.connectionPolicy(policyHeader, 'A TCP tunnel');
+    const owner = connection.owner;
+    const details = { tokenId: owner.tokenId, port: localPort, clientAddress: owner.clientAddress, instance: owner.instance, replace, kind: TunnelKind.TCP };
+    // A port asked for is admitted before it is listened on; a free one is found (and listened on) first.
+    if (remotePort !== 0) {
+      if (!tcp.contains(remotePort)) throw new BurrowError('INVALID_REQUEST', `The port ${remotePort} is not one of this edge's TCP ports (${tcp.range.first}-${tcp.range.last}).`);
+      this.registry.admit(owner.accountId, limits.activeTunnels, tcpName(remotePort), details);
+    }
+    const port = await tcp.open(remotePort);
+    try {
+      if (remotePort === 0) this.registry.admit(owner.accountId, limits.activeTunnels, tcpName(port), details);
+      if (connection.closed) throw new BurrowError('TUNNEL_CLOSED');
+    } catch (error) {
+      tcp.release(port);
+      throw error;
+    }
+    const session = this.newSession(connection, id, TunnelKind.TCP, tcpName(port), localPort, false, limits, tcp.publicUrl(port));
+    session.addressRule = addressRuleOf(stored);
+    session.onEnded = () => tcp.release(port);
+    return session;
+  }
+
   private tunnelOpened(ws: WebSocket<SocketData>): void {
-    const session = ws.getUserData().session;
-    if (session === null) return;
-    session.attach(ws);
-    // Every tunnel socket is a TunnelSession (connectTunnel); SocketData names it by its socket interface.
-    this.offline.tunnelConnected(session as TunnelSession);
+    // Every tunnel socket is a TunnelConnection (connectTunnel); SocketData names it by its socket interface.
+    const connection = ws.getUserData().session as TunnelConnection | null;
+    if (connection === null) return;
+    connection.attach(ws);
+    const first = connection.first;
+    if (first !== undefined) this.offline.tunnelConnected(first);
   }
 
   private agentNotFound(res: HttpResponse, req: HttpRequest): void {
@@ -1045,6 +1243,7 @@ export class Edge {
     // In a cluster, a closed listener reads as "gone" to the other edges' takeovers: serve nothing new from here.
     this.cluster?.quiesce();
     this.publicListener.close();
+    this.tcp?.closeAll();
     this.agent.close();
     this.redirect?.close();
     const deadline = Date.now() + drainMs;
@@ -1124,4 +1323,17 @@ function writeUwsError(res: HttpResponse, response: ApiResponse): void {
   for (const [name, value] of response.headers ?? []) res.writeHeader(name, value);
   res.writeHeader('cache-control', 'no-store').writeHeader('content-type', 'application/json; charset=utf-8');
   res.end(JSON.stringify(response.body));
+}
+
+/**
+ * One-run policy flags with `--pool`: the members of a pool are chosen per request, so one member's own
+ * rules would protect only its share of the traffic.
+ */
+const POOL_POLICY_REFUSAL =
+  'A pool takes its policy from the reservation, so every member applies the same one: store it with "burrow reserve NAME ..." and start the members with --pool but without policy flags.';
+
+/** The CIDR rules of a connection policy, or null: anyone may connect. */
+function addressRuleOf(policy: StoredPolicy | undefined): AddressRule | null {
+  if (policy === undefined || ((policy.allowCidr?.length ?? 0) === 0 && (policy.denyCidr?.length ?? 0) === 0)) return null;
+  return new AddressRule(policy.allowCidr, policy.denyCidr);
 }

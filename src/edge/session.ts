@@ -1,68 +1,64 @@
 /**
- * A tunnel session: one client WebSocket carrying many streams (DESIGN.md section 2).
+ * A tunnel: one name (a subdomain, or `tcp:PORT`) served through a client connection (connection.ts).
+ * A connection carries one tunnel or several (`burrow start`); this is the part each has of its own: its
+ * name, kind, local port, capture ring, one-run policy, and the registry's view of it. Everything on the
+ * wire (frames, credit, stream ids) is the connection's, which the tunnel's streams reach through it.
  *
- * Frames from the client are decoded and dispatched by type; a frame that breaks the protocol ends
- * this tunnel with GOAWAY and a reason, never the process. Frames to the client are batched: sends
- * made during one event-loop turn go out corked together in the check phase right after it, and when
- * the WebSocket's buffer passes a high-water mark they wait in a backlog for `drain`, so uWS never drops
- * a message. The backlog is bounded because every body byte needs credit the client granted.
+ * The registry maps names to these (the public hot path does one lookup); an HTTP stream's host is its
+ * tunnel, whose `send` is one call through to the connection.
  */
 import type { StoredPolicy } from '../protocol/policy.js';
 import type { TunnelPolicy } from './policy/decide.js';
-import { closeReason } from '../protocol/close-reason.js';
-import { BurrowError, type ErrorCode } from '../errors.js';
-import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
-import {
-  CLOSE_CODE_BASE,
-  FrameType,
-  GoAwayCode,
-  type GoAwayCodeValue,
-  type Settings,
-} from '../protocol/constants.js';
-import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
+import { BurrowError } from '../errors.js';
+import { TunnelKind, type GoAwayCodeValue, type Settings, type TunnelKindValue } from '../protocol/constants.js';
+import type { SendCredit } from '../protocol/flow.js';
 import type { CaptureRecord, CaptureStore, RingHandle } from '../store/captures.js';
 import type { UsageCounter } from '../store/account-store.js';
 import type { ReplayOverrides, TunnelInfo } from '../api/types.js';
 import type { ServerExchange } from '../http1/server.js';
-import type { WebSocket } from '../uws.js';
-import type { EdgeHttpStream, RequestHead } from './http-stream.js';
-import type { EdgeObserver } from './observer.js';
+import type { AddressRule } from './policy/address-rule.js';
+import type { ConnectionDeps, TunnelConnection } from './connection.js';
+import type { RequestHead } from './http-stream.js';
 import { PublicHttpStream, type RequestIntake } from './public-stream.js';
 import { ReplayHttpStream } from './replay-stream.js';
-import type { HostedStream, SocketData, StreamHost } from './stream-host.js';
-import type { Captured, Turn, Writable } from './turn.js';
+import type { EdgeRawStream, RawStreamEnd } from './raw-stream.js';
+import type { EdgeStream, HostedStream, StreamHost } from './stream-host.js';
+import type { Captured, Writable } from './turn.js';
+import type { TunnelPool } from './pool.js';
 
 export type { SocketData } from './stream-host.js';
 
-/** Where live sessions are listed (the TunnelRegistry). */
+/** Where live tunnels are listed (the TunnelRegistry). */
 export interface SessionDirectory {
   add(session: TunnelSession): void;
-  /** The WebSocket ended: the name is held for its owner for the grace period. */
+  /** The tunnel ended: the name is held for its owner for the grace period. */
   remove(session: TunnelSession): void;
 }
 
-export interface SessionDeps {
-  settings: Settings;
+export interface SessionDeps extends ConnectionDeps {
   captures: CaptureStore;
   usage: UsageCounter;
   capture: { enabled: boolean; bodyLimit: number };
   requestTimeoutMs: number;
   registry: SessionDirectory;
-  /** The edge's end-of-turn work: capture commits, public writes, tunnel frames. */
-  turn: Turn;
-  /** Connect/disconnect log lines, metrics, the access log. */
-  observer: EdgeObserver;
-  log(message: string): void;
 }
 
-/** Above this many buffered bytes in uWS, frames wait in the session's backlog for `drain`. */
-export const HIGH_WATER_MARK = 1024 * 1024;
+/** What makes a tunnel, besides its connection. */
+export interface TunnelSpec {
+  id: number;
+  kind: TunnelKindValue;
+  /** The subdomain, or `tcp:PORT` for a TCP tunnel. */
+  subdomain: string;
+  /** The local port it forwards to, as its client said (shown in the API's list). */
+  port: number;
+  publicUrl: string;
+  ring: RingHandle;
+  /** `--pool`: another client of the account may serve the name beside this one. */
+  pooled: boolean;
+}
 
-type Stream = EdgeHttpStream;
-
-export class TunnelSession implements StreamHost {
-  ws: WebSocket<SocketData> | null = null;
-  /** The one-run policy its client sent at connect (docs/policies.md); it travels in the lease in a cluster. */
+export class TunnelSession implements StreamHost, RawStreamEnd {
+  /** The one-run policy its client sent (docs/policies.md); it travels in the lease in a cluster. */
   runPolicy: StoredPolicy | undefined = undefined;
   /**
    * The policy the public listener applies to this tunnel (the reservation's stored one, else the
@@ -70,42 +66,64 @@ export class TunnelSession implements StreamHost {
    * listener's one check on the way of every request.
    */
   policy: TunnelPolicy | null = null;
-  readonly streams = new Map<number, Stream>();
-  /** Streams whose outgoing bytes wait for connection credit. */
-  readonly blocked = new Set<Stream>();
-  readonly connectionSend: SendCredit;
-  private readonly connectionReceive: ReceiveWindow;
-  private nextStreamId = 1;
-  /** Stream ids wrapped around once: "never opened" can no longer be told from "already ended". */
-  private wrapped = false;
-  private outbox: Buffer[] = [];
-  private backlog: Buffer[] = [];
-  private framesScheduled = false;
-  closed = false;
+  /** For tcp and tls tunnels: who may connect (`--allow-cidr`, `--deny-cidr`), or null for anyone. */
+  addressRule: AddressRule | null = null;
+  /** The pool it serves in, once a second client joined the name (pool.ts); null alone. */
+  pool: TunnelPool | null = null;
+  /**
+   * An http tunnel outside any pool: the registry's hot path returns it as it is (one field read); any
+   * other is looked at further (a pool's choice, or not an HTTP tunnel at all). Kept by `pool.ts`.
+   */
+  fastHttp: boolean;
   readonly startedAt = Date.now();
+  readonly tunnelId: number;
+  readonly kind: TunnelKindValue;
+  readonly subdomain: string;
+  readonly port: number;
+  readonly publicUrl: string;
+  readonly ring: RingHandle;
+  readonly pooled: boolean;
   readonly settings: Settings;
   readonly requestTimeoutMs: number;
   readonly captureLimit: number;
   readonly timesHops: boolean;
+  readonly connectionSend: SendCredit;
+  readonly blocked: Set<HostedStream>;
+  readonly accountId: string;
+  readonly tokenId: string;
+  /** Who connected it: the client's instance id (null from older clients) and address (registry.ts). */
+  readonly instance: string | null;
+  readonly clientAddress: string;
+  /** Called once when the tunnel ends (a tcp tunnel's port stops being listened on). */
+  onEnded: (() => void) | null = null;
+  /** Streams of this tunnel now open (for a pool's choice, and the drain of a leaving member). */
+  openStreams = 0;
+  private live = false;
 
   constructor(
+    readonly connection: TunnelConnection,
     readonly deps: SessionDeps,
-    readonly subdomain: string,
-    readonly accountId: string,
-    readonly tokenId: string,
-    readonly port: number,
-    readonly publicUrl: string,
-    readonly ring: RingHandle,
-    /** Who connected it: the client's instance id (null from older clients) and address (registry.ts). */
-    readonly instance: string | null = null,
-    readonly clientAddress = '',
+    spec: TunnelSpec,
   ) {
-    this.connectionSend = new SendCredit(deps.settings.connectionWindow);
-    this.connectionReceive = new ReceiveWindow(deps.settings.connectionWindow);
+    this.tunnelId = spec.id;
+    this.kind = spec.kind;
+    this.subdomain = spec.subdomain;
+    this.port = spec.port;
+    this.publicUrl = spec.publicUrl;
+    this.ring = spec.ring;
+    this.pooled = spec.pooled;
+    this.fastHttp = spec.kind === TunnelKind.HTTP;
     this.settings = deps.settings;
     this.requestTimeoutMs = deps.requestTimeoutMs;
     this.captureLimit = deps.capture.enabled ? deps.capture.bodyLimit : 0;
     this.timesHops = deps.observer.metrics !== null;
+    this.connectionSend = connection.connectionSend;
+    this.blocked = connection.blocked;
+    const owner = connection.owner;
+    this.accountId = owner.accountId;
+    this.tokenId = owner.tokenId;
+    this.instance = owner.instance;
+    this.clientAddress = owner.clientAddress;
   }
 
   info(): TunnelInfo {
@@ -116,26 +134,23 @@ export class TunnelSession implements StreamHost {
       port: this.port,
       startedAt: this.startedAt,
       publicUrl: this.publicUrl,
+      kind: this.kind,
+      poolMembers: this.pool?.size ?? 1,
     };
   }
 
-  /** The WebSocket opened: register and tell the client it is live. */
-  attach(ws: WebSocket<SocketData>): void {
-    this.ws = ws;
+  /** The connection made it live (READY or BOUND): it joins the registry and the log. */
+  goLive(): void {
+    if (this.live) return;
+    this.live = true;
     this.deps.registry.add(this);
     this.deps.observer.tunnelConnected(this);
-    this.send(encode([FrameType.READY, 0, this.subdomain, this.publicUrl, this.deps.settings]));
   }
 
-  // ---- sending ----------------------------------------------------------------------------------------
+  // ---- StreamHost: through the connection ---------------------------------------------------------
 
-  /** Queued for the end of this turn, written corked with the turn's other frames (one write per turn). */
   send(frame: Buffer): void {
-    if (this.closed) return;
-    this.outbox.push(frame);
-    if (this.framesScheduled) return;
-    this.framesScheduled = true;
-    this.deps.turn.frames(this);
+    this.connection.send(frame);
   }
 
   /** A public response has something to write: it is written at the end of this turn, corked. */
@@ -152,240 +167,91 @@ export class TunnelSession implements StreamHost {
     else exchange.afterCapture();
   }
 
-  /** The turn's last step: this tunnel's frames go out, corked together. */
-  flushFrames(): void {
-    this.framesScheduled = false;
-    const ws = this.ws;
-    if (ws === null || this.closed || this.outbox.length === 0) return;
-    if (this.backlog.length > 0) {
-      for (const frame of this.outbox) this.backlog.push(frame);
-      this.outbox = [];
-      return;
-    }
-    const frames = this.outbox;
-    this.outbox = [];
-    ws.cork(() => this.sendAll(ws, frames, 0));
+  consumedConnection(bytes: number): void {
+    this.connection.consumedConnection(bytes);
   }
 
-  private sendAll(ws: WebSocket<SocketData>, frames: Buffer[], from: number): void {
-    for (let i = from; i < frames.length; i++) {
-      if (ws.getBufferedAmount() > HIGH_WATER_MARK) {
-        for (let j = i; j < frames.length; j++) this.backlog.push(frames[j]!);
-        return;
-      }
-      ws.send(frames[i]!, true, false);
-    }
-  }
-
-  /** uWS drained the socket's buffer: send what waited. */
-  onDrain(): void {
-    if (this.backlog.length === 0 || this.ws === null || this.closed) return;
-    const frames = this.backlog;
-    this.backlog = [];
-    const ws = this.ws;
-    ws.cork(() => this.sendAll(ws, frames, 0));
-  }
-
-  /** What this tunnel holds in memory now: frames waiting for the socket and bodies waiting for peers. */
-  memory(): { streams: number; frameBytes: number; requestBytes: number; responseBytes: number } {
-    let frameBytes = 0;
-    for (const frame of this.backlog) frameBytes += frame.byteLength;
-    for (const frame of this.outbox) frameBytes += frame.byteLength;
-    let requestBytes = 0;
-    for (const stream of this.streams.values()) requestBytes += stream.bufferedRequestBytes;
-    // Response bytes are counted by the connection window: it also covers finished responses still
-    // draining to a slow public client, which have left the stream table.
-    return { streams: this.streams.size, frameBytes, requestBytes, responseBytes: this.connectionReceive.held };
-  }
-
-  // ---- streams ----------------------------------------------------------------------------------------
-
-  private allocateStreamId(): number {
-    for (;;) {
-      const id = this.nextStreamId;
-      if (id >= 0xfffffff0) {
-        this.nextStreamId = 1;
-        this.wrapped = true;
-      } else {
-        this.nextStreamId = id + 1;
-      }
-      // After a wrap, a long-lived stream (a WebSocket, say) may still hold a low id.
-      if (!this.wrapped || !this.streams.has(id)) return id;
-    }
-  }
-
-  /** Whether another stream may open now (the settings' stream cap). */
-  hasRoom(): boolean {
-    return !this.closed && this.streams.size < this.deps.settings.maxStreams;
-  }
-
-  openPublicHttp(exchange: ServerExchange, head: RequestHead, intake: RequestIntake): PublicHttpStream {
-    const stream = new PublicHttpStream(this.allocateStreamId(), this, head, exchange, intake);
-    this.streams.set(stream.id, stream);
-    return stream;
-  }
-
-  /** Replays a captured request through this tunnel; resolves with the new capture. */
-  replay(capture: CaptureRecord, overrides: ReplayOverrides): Promise<CaptureRecord> {
-    if (!this.hasRoom()) return Promise.reject(new BurrowError('TUNNEL_BUSY'));
-    const stream = new ReplayHttpStream(this.allocateStreamId(), this, capture, overrides);
-    this.streams.set(stream.id, stream);
-    return stream.start();
-  }
-
-  /** A stream finished or failed (its state says so): it leaves the table, and frames for it are ignored. */
   endStream(stream: HostedStream): void {
-    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
-    this.blocked.delete(stream as Stream);
+    if (this.connection.endStream(stream)) this.openStreams--;
+  }
+
+  /** A raw stream (a TCP or TLS passthrough connection) ended: counted, logged and recorded. */
+  rawEnded(stream: EdgeRawStream): void {
+    const deps = this.deps;
+    deps.usage.count(this.accountId, stream.bytesIn, stream.bytesOut);
+    if (deps.observer.watching) deps.observer.connectionEnded(stream);
+    if (deps.capture.enabled) deps.turn.capture(stream);
   }
 
   upgradeEnded(stream: HostedStream): void {
     if (this.deps.observer.watching && stream instanceof PublicHttpStream) this.deps.observer.exchangeEnded(stream, { bytesIn: stream.bytesIn, bytesOut: stream.bytesOut });
   }
 
-  /** Response bytes written out (or dropped): return connection credit to the client. */
-  consumedConnection(bytes: number): void {
-    const grant = this.connectionReceive.consume(bytes);
-    if (grant > 0) this.send(encode([FrameType.WINDOW, 0, grant]));
+  // ---- streams ----------------------------------------------------------------------------------------
+
+  /** Whether another stream may open now (the connection's stream cap; none once its client is leaving). */
+  hasRoom(): boolean {
+    return this.connection.hasRoom();
   }
 
-  checkDeadlines(now: number): void {
-    for (const stream of this.streams.values()) {
-      if (stream.deadline <= now) stream.checkDeadline(now);
-    }
+  /** The connection's streams (every tunnel's), for counts and memory. */
+  get streams(): ReadonlyMap<number, EdgeStream> {
+    return this.connection.streams;
   }
 
-  // ---- receiving --------------------------------------------------------------------------------------
-
-  onMessage(message: ArrayBuffer, isBinary: boolean): void {
-    if (this.closed) return;
-    try {
-      if (!isBinary) throw new ProtocolError('text messages are not part of the protocol');
-      const limit = this.deps.settings.maxMessage;
-      if (message.byteLength > limit) throw new ProtocolError(`a message of ${message.byteLength} bytes exceeds maxMessage (${limit})`);
-      // The one copy of what the client sent: uWS reuses the message's memory when this callback
-      // returns, and bodies are written out later (deferred writes, backpressure, the capture commit).
-      const bytes = Buffer.copyBytesFrom(new Uint8Array(message));
-      this.dispatch(decode(bytes), bytes);
-    } catch (error) {
-      const reason = error instanceof ProtocolError ? error.message : `internal error: ${(error as Error).message}`;
-      if (!(error instanceof ProtocolError)) this.deps.log(`tunnel ${this.subdomain}: ${(error as Error).stack}`);
-      this.goAway(GoAwayCode.PROTOCOL_ERROR, reason);
-    }
-  }
-
-  private dispatch(frame: Frame, bytes: Buffer): void {
-    switch (frame[0]) {
-      case FrameType.RESPONSE: {
-        const body = frame[5];
-        this.httpStream(frame[1], body)?.onResponse(frame[2], frame[3], frame[4], body, frame[6], bytes);
-        return;
-      }
-      case FrameType.DATA: {
-        const chunk = frame[2];
-        this.httpStream(frame[1], chunk)?.onData(chunk, frame[3]);
-        return;
-      }
-      case FrameType.INFO:
-        this.httpStream(frame[1], null)?.onInfo(frame[2], frame[3], frame[4]);
-        return;
-      case FrameType.TRAILERS:
-        this.httpStream(frame[1], null)?.onTrailers(frame[2]);
-        return;
-      case FrameType.WINDOW: {
-        if (frame[1] === 0) {
-          this.connectionSend.grant(frame[2]);
-          this.unblock();
-          return;
-        }
-        this.streams.get(frame[1])?.onWindow(frame[2]);
-        return;
-      }
-      case FrameType.RESET: {
-        const stream = this.streams.get(frame[1]);
-        if (stream !== undefined) stream.onReset(frame[2], frame[3]);
-        return;
-      }
-      case FrameType.GOAWAY: {
-        this.close(CLOSE_CODE_BASE + frame[2], frame[3] === '' ? 'client closed the tunnel' : frame[3]);
-        return;
-      }
-      default:
-        throw new ProtocolError(`a client may not send frame type ${frame[0]}`);
-    }
-  }
-
-  /**
-   * The HTTP stream a body-carrying frame is for, after flow-control accounting. Bytes for a stream
-   * that already ended are dropped but their connection credit is returned.
-   */
-  private httpStream(id: number, body: Uint8Array | null): EdgeHttpStream | null {
-    const size = body === null ? 0 : body.byteLength;
-    if (size > this.deps.settings.maxFrameBody) throw new ProtocolError(`a body chunk of ${size} bytes exceeds maxFrameBody`);
-    if (size > 0 && !this.connectionReceive.receive(size)) throw new ProtocolError('the client exceeded the connection window');
-    const stream = this.streams.get(id);
-    if (stream === undefined) {
-      if (size > 0) this.consumedConnection(size);
-      if (stream === undefined && !this.wrapped && id >= this.nextStreamId) {
-        throw new ProtocolError(`frame for stream ${id}, which the edge never opened`);
-      }
-      return null;
-    }
-    if (size > 0 && !stream.receiveWindow.receive(size)) throw new ProtocolError(`the client exceeded the window of stream ${id}`);
+  openPublicHttp(exchange: ServerExchange, head: RequestHead, intake: RequestIntake): PublicHttpStream {
+    const connection = this.connection;
+    const stream = new PublicHttpStream(connection.allocateStreamId(), this, head, exchange, intake);
+    connection.streams.set(stream.id, stream);
+    this.openStreams++;
     return stream;
   }
 
-  private unblock(): void {
-    if (this.blocked.size === 0) return;
-    const waiting = [...this.blocked];
-    this.blocked.clear();
-    for (const stream of waiting) {
-      if (this.connectionSend.available === 0) {
-        this.blocked.add(stream);
-        continue;
-      }
-      stream.drain();
-    }
+  /** Adds a stream made elsewhere (a raw TCP connection, raw-stream.ts) to the connection's table. */
+  adopt(stream: EdgeStream): void {
+    this.connection.streams.set(stream.id, stream);
+    this.openStreams++;
   }
 
-  // ---- closing ----------------------------------------------------------------------------------------
+  /** Replays a captured request through this tunnel; resolves with the new capture. */
+  replay(capture: CaptureRecord, overrides: ReplayOverrides): Promise<CaptureRecord> {
+    if (!this.hasRoom()) return Promise.reject(new BurrowError('TUNNEL_BUSY'));
+    const stream = new ReplayHttpStream(this.connection.allocateStreamId(), this, capture, overrides);
+    this.connection.streams.set(stream.id, stream);
+    this.openStreams++;
+    return stream.start();
+  }
 
-  /** Sends GOAWAY and closes the WebSocket; the client learns why from both. */
+  /** What the connection holds in memory now (every tunnel on it). */
+  memory(): ReturnType<TunnelConnection['memory']> {
+    return this.connection.memory();
+  }
+
+  checkDeadlines(now: number): void {
+    this.connection.checkDeadlines(now);
+  }
+
+  // ---- ending -----------------------------------------------------------------------------------------
+
+  /** Ends the whole connection with GOAWAY (every tunnel on it): the edge shuts down, a protocol error. */
   goAway(code: GoAwayCodeValue, message: string): void {
-    if (this.closed) return;
-    this.send(encode([FrameType.GOAWAY, 0, code, message]));
-    this.flushFrames();
-    this.close(CLOSE_CODE_BASE + code, message);
-  }
-
-  private close(code: number, message: string): void {
-    const ws = this.ws;
-    if (ws !== null && !this.closed) {
-      try {
-        ws.end(code, closeReason(message));
-      } catch {
-        // Already closed by the peer; the close handler runs (or ran) anyway.
-      }
-    }
+    this.connection.goAway(code, message);
   }
 
   /**
-   * uWS: the WebSocket is gone. Every open stream ends, and the name is held for its account for the
-   * grace period whatever the reason, a clean Ctrl-C too: a restarted client asks for it again and keeps
-   * its URL. (Closing through the API, a revoked token and a replacement detach the session first.)
-   * `code` and `message`: the close as uWS reports it, for the disconnect log line.
+   * Ends this tunnel only (closed through the API, replaced, its lease lost): UNBOUND, or GOAWAY when it is
+   * its connection's last tunnel.
    */
-  onClose(code: number, message = ''): void {
-    if (this.closed) return;
+  end(code: GoAwayCodeValue, message: string): void {
+    this.connection.endTunnel(this, code, message);
+  }
+
+  /** The tunnel is gone (its connection closed, or it was unbound): the registry holds its name. */
+  ended(code: number, message: string): void {
+    if (!this.live) return;
+    this.live = false;
     this.deps.observer.tunnelDisconnected(this, code, message);
-    this.closed = true;
-    this.ws = null;
-    const failure: ErrorCode = 'TUNNEL_CLOSED';
-    for (const stream of [...this.streams.values()]) stream.fail(failure);
-    this.outbox = [];
-    this.backlog = [];
-    this.blocked.clear();
     this.deps.registry.remove(this);
+    this.onEnded?.();
   }
 }
-

@@ -3,8 +3,9 @@
  * src/client/stream-host.ts): the streams never import the session, so their state machines can be
  * driven alone (test/edge/stream-states.test.ts) and src/edge has no import cycle.
  */
+import type { ErrorCode } from '../errors.js';
 import type { Settings } from '../protocol/constants.js';
-import type { SendCredit } from '../protocol/flow.js';
+import type { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import type { RingHandle } from '../store/captures.js';
 import type { WebSocket } from '../uws.js';
 import type { Captured, Writable } from './turn.js';
@@ -18,8 +19,36 @@ export interface HostedStream {
   drain(): void;
 }
 
+/**
+ * A stream as its connection's table keeps it: an HTTP exchange (EdgeHttpStream) or a raw TCP connection
+ * (EdgeRawStream, a tcp or tls tunnel's). Frames from the client are dispatched to it by stream id; a frame
+ * its kind does not take resets it (docs/protocol.md section 5).
+ */
+export interface EdgeStream extends HostedStream {
+  readonly kind: 'http' | 'raw';
+  /** The tunnel it belongs to. */
+  readonly session: StreamHost;
+  /** When the edge gives up waiting for the client (epoch ms); a raw stream never does. */
+  readonly deadline: number;
+  /** The client's credit on this stream, checked as its body bytes arrive. */
+  readonly receiveWindow: ReceiveWindow;
+  /** Public bytes held while they wait for credit. */
+  readonly bufferedRequestBytes: number;
+  onResponse(status: number, reason: string, headers: string[], body: Uint8Array | null, end: boolean, frame: Uint8Array): void;
+  onData(chunk: Uint8Array | null, end: boolean): void;
+  onInfo(status: number, reason: string, headers: string[]): void;
+  onTrailers(headers: string[]): void;
+  onWindow(credit: number): void;
+  onReset(code: number, message: string): void;
+  /** The tunnel closed (or the edge gave up): the stream ends with this error. */
+  fail(code: ErrorCode, message?: string): void;
+  checkDeadline(now: number): void;
+}
+
 export interface StreamHost {
   readonly settings: Settings;
+  /** The tunnel's id on its connection: every OPEN and ACCEPT names it. */
+  readonly tunnelId: number;
   readonly subdomain: string;
   readonly accountId: string;
   readonly tokenId: string;

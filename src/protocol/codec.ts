@@ -10,7 +10,7 @@
  * once.
  */
 import { Packr, Unpackr } from 'msgpackr';
-import { FrameType, GoAwayCode, MAX_FRAME_TYPE, MAX_WINDOW, RETIRED_FRAME_TYPES, type GoAwayCodeValue, type Settings } from './constants.js';
+import { FrameType, GoAwayCode, MAX_FRAME_TYPE, MAX_TUNNEL_ID, MAX_WINDOW, RETIRED_FRAME_TYPES, TUNNEL_KINDS, type GoAwayCodeValue, type Settings, type TunnelKindValue } from './constants.js';
 
 export type Bytes = Uint8Array;
 /**
@@ -31,6 +31,8 @@ export type OpenFrame = [
   body: Bytes | null,
   end: boolean,
   upgrade: boolean,
+  /** Absent for tunnel 0, so a client that never sends BIND receives the OPEN it always did. */
+  tunnel?: number,
 ];
 export type DataFrame = [typeof FrameType.DATA, stream: number, chunk: Bytes | null, end: boolean];
 export type ResponseFrame = [
@@ -47,8 +49,45 @@ export type ResetFrame = [typeof FrameType.RESET, stream: number, code: number, 
 export type GoAwayFrame = [typeof FrameType.GOAWAY, 0, code: number, message: string];
 export type InfoFrame = [typeof FrameType.INFO, stream: number, status: number, reason: string, headers: HeaderList];
 export type TrailersFrame = [typeof FrameType.TRAILERS, stream: number, headers: HeaderList];
+export type BindFrame = [
+  typeof FrameType.BIND,
+  0,
+  tunnel: number,
+  kind: TunnelKindValue,
+  name: string,
+  remotePort: number,
+  localPort: number,
+  policy: string,
+  replace: boolean,
+  pool: boolean,
+];
+export type BoundFrame = [typeof FrameType.BOUND, 0, tunnel: number, error: string, message: string, name: string, publicUrl: string];
+export type UnboundFrame = [typeof FrameType.UNBOUND, 0, tunnel: number, code: number, message: string];
+export type AcceptFrame = [
+  typeof FrameType.ACCEPT,
+  stream: number,
+  tunnel: number,
+  requestId: string,
+  clientAddress: string,
+  clientPort: number,
+  serverAddress: string,
+  serverPort: number,
+];
 
-export type Frame = ReadyFrame | OpenFrame | DataFrame | ResponseFrame | WindowFrame | ResetFrame | GoAwayFrame | InfoFrame | TrailersFrame;
+export type Frame =
+  | ReadyFrame
+  | OpenFrame
+  | DataFrame
+  | ResponseFrame
+  | WindowFrame
+  | ResetFrame
+  | GoAwayFrame
+  | InfoFrame
+  | TrailersFrame
+  | BindFrame
+  | BoundFrame
+  | UnboundFrame
+  | AcceptFrame;
 
 export class ProtocolError extends Error {
   readonly code: GoAwayCodeValue = GoAwayCode.PROTOCOL_ERROR;
@@ -65,6 +104,11 @@ const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsTyp
 
 export function encode(frame: Frame): Buffer {
   return packr.pack(frame);
+}
+
+/** The bytes msgpack takes for a non-negative integer (fixint 1, uint 8 2, uint 16 3, uint 32 5). */
+export function uintSize(value: number): number {
+  return value < 0x80 ? 1 : value < 0x100 ? 2 : value < 0x10000 ? 3 : 5;
 }
 
 // ---- structure --------------------------------------------------------------------------------
@@ -201,6 +245,10 @@ const isBool = (value: unknown): boolean => typeof value === 'boolean';
 const isBytesOrNull = (value: unknown): boolean => value === null || value instanceof Uint8Array;
 const isStatus = (value: unknown): boolean => typeof value === 'number' && Number.isInteger(value) && value >= 100 && value <= 999;
 const isWindow = (value: unknown): boolean => isStream(value) && (value as number) <= MAX_WINDOW;
+const isTunnel = (value: unknown): boolean => isUint(value) && (value as number) <= MAX_TUNNEL_ID;
+const isBoundTunnel = (value: unknown): boolean => isTunnel(value) && (value as number) > 0;
+const isPort = (value: unknown): boolean => isUint(value) && (value as number) <= 0xffff;
+const isKind = (value: unknown): boolean => typeof value === 'string' && (TUNNEL_KINDS as readonly string[]).includes(value);
 /**
  * Nothing in a header name or value, or a reason phrase, may end a line of a head (CR, LF) or a C string
  * (NUL): a frame with one is refused whole. Whether a name is a token and every character a byte is the
@@ -224,14 +272,15 @@ const isSettings = (value: unknown): boolean => {
     isWindow(settings.streamWindow) &&
     isWindow(settings.connectionWindow) &&
     isStream(settings.maxStreams) &&
-    isStream(settings.maxMessage)
+    isStream(settings.maxMessage) &&
+    (settings.maxTunnels === undefined || isStream(settings.maxTunnels))
   );
 };
 
 /** Field checks after the type, indexed by frame type; the first checks the stream id. */
 const SHAPES: (readonly Check[] | undefined)[] = [];
 SHAPES[FrameType.READY] = [isZero, isString, isString, isSettings];
-SHAPES[FrameType.OPEN] = [isStream, isString, isLineSafe, isLineSafe, isHeaders, isString, isBytesOrNull, isBool, isBool];
+SHAPES[FrameType.OPEN] = [isStream, isString, isLineSafe, isLineSafe, isHeaders, isString, isBytesOrNull, isBool, isBool, isTunnel];
 SHAPES[FrameType.DATA] = [isStream, isBytesOrNull, isBool];
 SHAPES[FrameType.RESPONSE] = [isStream, isStatus, isLineSafe, isHeaders, isBytesOrNull, isBool];
 SHAPES[FrameType.WINDOW] = [isUint, isStream];
@@ -239,6 +288,10 @@ SHAPES[FrameType.RESET] = [isStream, isUint, isString];
 SHAPES[FrameType.GOAWAY] = [isZero, isUint, isString];
 SHAPES[FrameType.INFO] = [isStream, isStatus, isLineSafe, isHeaders];
 SHAPES[FrameType.TRAILERS] = [isStream, isHeaders];
+SHAPES[FrameType.BIND] = [isZero, isBoundTunnel, isKind, isString, isPort, isPort, isString, isBool, isBool];
+SHAPES[FrameType.BOUND] = [isZero, isBoundTunnel, isString, isString, isString, isString];
+SHAPES[FrameType.UNBOUND] = [isZero, isTunnel, isUint, isString];
+SHAPES[FrameType.ACCEPT] = [isStream, isTunnel, isString, isString, isPort, isString, isPort];
 
 export const FRAME_NAMES: readonly string[] = Object.freeze(
   Object.entries(FrameType).reduce<string[]>((names, [name, type]) => {
@@ -268,10 +321,11 @@ export function decode(bytes: Uint8Array): Frame {
     if (retired !== undefined) throw new ProtocolError(`frame type ${type} (${retired}) is protocol 1's; protocol 2 has no such frame`);
     throw new ProtocolError(`unknown frame type ${typeof type === 'number' ? type : typeof type}`);
   }
-  if (value.length !== shape.length + 1) {
+  // OPEN's last element, the tunnel, is absent for tunnel 0 (docs/protocol.md section 18).
+  if (value.length !== shape.length + 1 && !(type === FrameType.OPEN && value.length === shape.length)) {
     throw new ProtocolError(`${FRAME_NAMES[type]} frame has ${value.length} elements, expected ${shape.length + 1}`);
   }
-  for (let i = 0; i < shape.length; i++) {
+  for (let i = 0; i < value.length - 1; i++) {
     if (!shape[i]!(value[i + 1])) throw new ProtocolError(`${FRAME_NAMES[type]} frame: element ${i + 1} has the wrong type or value`);
   }
   return value as Frame;

@@ -20,7 +20,7 @@ export const INSTANCE_ID = /^[A-Za-z0-9_-]{8,64}$/;
 export const FrameType = {
   /** edge → client: the tunnel is live. [1, 0, subdomain, publicUrl, settings] */
   READY: 1,
-  /** edge → client: a new public request. [2, stream, requestId, method, target, headers, clientAddress, body, end, upgrade] */
+  /** edge → client: a new public request on one tunnel. [2, stream, requestId, method, target, headers, clientAddress, body, end, upgrade, tunnel] */
   OPEN: 2,
   /** both: a body chunk, or after a 101 the switched protocol's bytes. [3, stream, chunk, end] */
   DATA: 3,
@@ -36,9 +36,34 @@ export const FrameType = {
   INFO: 12,
   /** both: trailer fields; they end the sender's body on that stream. [13, stream, headers] */
   TRAILERS: 13,
+  /** client → edge: one more tunnel on this connection. [14, 0, tunnel, kind, name, remotePort, localPort, policy, replace, pool] */
+  BIND: 14,
+  /** edge → client: the answer to BIND, the tunnel live or refused. [15, 0, tunnel, error, message, name, publicUrl] */
+  BOUND: 15,
+  /** edge → client: one tunnel of the connection ended, the others go on. [16, 0, tunnel, code, message] */
+  UNBOUND: 16,
+  /** edge → client: a public TCP connection (a tcp or tls tunnel's) for raw DATA both ways. [17, stream, tunnel, requestId, clientAddress, clientPort, serverAddress, serverPort] */
+  ACCEPT: 17,
 } as const;
 export type FrameTypeValue = (typeof FrameType)[keyof typeof FrameType];
-export const MAX_FRAME_TYPE = 13;
+export const MAX_FRAME_TYPE = 17;
+
+/**
+ * The kinds of tunnel a connection carries (docs/protocol.md section 18): `http` (requests as OPEN),
+ * `tcp` (a public port of the edge's `--tcp-ports`, each connection an ACCEPT) and `tls` (TLS connections
+ * to `<name>.<domain>` on the edge's HTTPS port, routed by SNI without terminating them, each an ACCEPT).
+ */
+export const TunnelKind = {
+  HTTP: 'http',
+  TCP: 'tcp',
+  TLS: 'tls',
+} as const;
+export type TunnelKindValue = (typeof TunnelKind)[keyof typeof TunnelKind];
+export const TUNNEL_KINDS: readonly TunnelKindValue[] = Object.freeze(Object.values(TunnelKind));
+/** The tunnel the connect's own query parameters describe (`port`, `subdomain`); BIND numbers the others from 1. */
+export const CONNECT_TUNNEL = 0;
+/** Tunnel ids are 0 to this on each connection. */
+export const MAX_TUNNEL_ID = 0xffff;
 
 /**
  * Frame types of protocol 1 that protocol 2 retired (WebSockets now pass as an upgraded stream's raw
@@ -113,6 +138,11 @@ export interface Settings {
   maxStreams: number;
   /** Largest WebSocket message a peer may send (a full body chunk plus the rest of its frame). */
   maxMessage: number;
+  /**
+   * Most tunnels on the connection, the connect's own included. An edge that sends it takes BIND (section
+   * 18); from an edge without it a client binds nothing.
+   */
+  maxTunnels?: number;
 }
 
 export const DEFAULT_SETTINGS: Readonly<Settings> = Object.freeze({
@@ -121,6 +151,7 @@ export const DEFAULT_SETTINGS: Readonly<Settings> = Object.freeze({
   connectionWindow: 16 * 1024 * 1024,
   maxStreams: 1024,
   maxMessage: 64 * 1024 + 64 * 1024,
+  maxTunnels: 64,
 });
 
 /** Credit may never exceed this (2^31 - 1), as in HTTP/2. */

@@ -34,9 +34,15 @@ export interface TokenRecord {
 }
 
 export interface ReservationRecord {
+  /** The reserved name: a subdomain, or `tcp:PORT` for a TCP port (docs/tcp.md). */
   subdomain: string;
   accountId: string;
   createdAt: number;
+  /**
+   * `tls`: the name is for TLS passthrough tunnels (`burrow tls`), and a TLS connection to it is never
+   * terminated by the edge; `tcp`: a TCP port. Absent: an HTTP subdomain.
+   */
+  kind?: 'tls' | 'tcp';
   /** What the edge answers while no tunnel is connected (docs/offline.md); absent means 'off'. */
   offline?: OfflineMode;
   /** Who may reach the name and what the edge does to its traffic (docs/policies.md); absent means none. */
@@ -201,9 +207,10 @@ export interface AccountStore {
   /**
    * Reserves `subdomain` for the account: 409 SUBDOMAIN_TAKEN when another account holds it, 403
    * RESERVATION_LIMIT_REACHED when the account already holds `cap` names (checked atomically with the
-   * write). Reserving a name the account already holds returns it (with `offline` applied when given).
+   * write). Reserving a name the account already holds returns it (with `offline` applied when given; its
+   * `kind` stays what it was). `kind`: a TLS passthrough name or a TCP port (docs/tcp.md).
    */
-  reserve(accountId: string, subdomain: string, now?: number, cap?: number, offline?: OfflineMode): Promise<ReservationRecord>;
+  reserve(accountId: string, subdomain: string, now?: number, cap?: number, offline?: OfflineMode, kind?: ReservationRecord['kind']): Promise<ReservationRecord>;
   /** Changes a reservation's offline mode; undefined when the account holds no such reservation. */
   setOfflineMode(accountId: string, subdomain: string, offline: OfflineMode): Promise<ReservationRecord | undefined>;
   /**

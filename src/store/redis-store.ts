@@ -356,9 +356,9 @@ export class RedisStore implements AccountStore {
     });
   }
 
-  async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity, offline?: OfflineMode): Promise<ReservationRecord> {
+  async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity, offline?: OfflineMode, kind?: ReservationRecord['kind']): Promise<ReservationRecord> {
     const generation = randomBytes(8).toString('hex');
-    const record: ReservationRecord = { subdomain, accountId, createdAt: now, generation, ...(offline === undefined ? {} : { offline }) };
+    const record: ReservationRecord = { subdomain, accountId, createdAt: now, generation, ...(offline === undefined ? {} : { offline }), ...(kind === undefined ? {} : { kind }) };
     const [status, json] = await this.script<[string, string]>(
       'burrowReserve',
       [this.key('reservation', subdomain), this.key('account-reservations', accountId)],

@@ -306,7 +306,7 @@ export class Store implements AccountStore {
    * write transaction, so concurrent requests cannot reserve past it. Reserving a name the account
    * already holds returns that reservation.
    */
-  async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity, offline?: OfflineMode): Promise<ReservationRecord> {
+  async reserve(accountId: string, subdomain: string, now = Date.now(), cap = Infinity, offline?: OfflineMode, kind?: ReservationRecord['kind']): Promise<ReservationRecord> {
     const outcome = await this.write(() => {
       const existing = this.reservations.get(subdomain);
       if (existing !== undefined) {
@@ -317,7 +317,7 @@ export class Store implements AccountStore {
       }
       if (this.accountReservations.getKeysCount({ start: [accountId], end: [accountId, RANGE_END] }) >= cap) return null;
       const generation = randomBytes(8).toString('hex');
-      const record: ReservationRecord = { subdomain, accountId, createdAt: now, generation, ...(offline === undefined ? {} : { offline }) };
+      const record: ReservationRecord = { subdomain, accountId, createdAt: now, generation, ...(offline === undefined ? {} : { offline }), ...(kind === undefined ? {} : { kind }) };
       this.reservations.put(subdomain, record);
       this.accountReservations.put([accountId, subdomain], true);
       return record;

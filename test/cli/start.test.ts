@@ -84,6 +84,11 @@ test('burrow start --all: three tunnels in one process, each URL reaching its ow
       assert.equal(answer.status, 200);
       assert.equal(answer.text, `${name} saw /from-${name}`);
     }
+    // One connection carries the three (BIND, docs/protocol.md section 18): each a tunnel of its own on the edge.
+    const sessions = ['shop', 'blog', 'hooks'].map((name) => edge.edge.registry.session(`${name}-all`)!);
+    assert.equal(new Set(sessions.map((session) => session.connection)).size, 1, 'one connection');
+    assert.deepEqual(sessions.map((session) => session.tunnelId).sort(), [1, 2, 3]);
+    assert.equal(sessions[0]!.connection.first, undefined, 'the connect itself names no tunnel');
     // Request lines name their tunnel.
     await waitFor(() => /^hooks +GET \/from-hooks 200 /m.test(run.output()), 5_000, 'the hooks request line');
     assert.match(run.output(), /^shop +GET \/from-shop 200 /m);
@@ -143,7 +148,8 @@ test('a tunnel the edge refuses is reported and the others keep serving; exit 1 
   try {
     await waitFor(() => ['stolen', 'db'].every((name) => run.output().includes(`tunnel ${name} not started`)), 10_000, 'the two refusals');
     assert.match(run.output(), /^burrow: tunnel stolen not started: SUBDOMAIN_TAKEN: /m);
-    assert.match(run.output(), /^burrow: tunnel db not started: INVALID_REQUEST: tcp tunnels need an edge and a client that carry TCP/m);
+    // The test edge has no --tcp-ports: the file's tcp tunnel is refused by it, saying why.
+    assert.match(run.output(), /^burrow: tunnel db not started: INVALID_REQUEST: This edge serves no TCP tunnels: it was started without --tcp-ports/m);
     assert.equal((await get(`shop-partial.localhost:${edge.port}`)).text, 'shop saw /');
     assert.equal(await stop(run), 1);
   } finally {

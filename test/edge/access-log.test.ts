@@ -183,7 +183,7 @@ describe('tunnel connect and disconnect log lines', () => {
       await second.client.close();
 
       const third = await startClient(target, account.token, local.port);
-      target.edge.registry.session(third.subdomain)!.ws!.close();
+      target.edge.registry.session(third.subdomain)!.connection.ws!.close();
       await waitFor(() => lines.some((line) => line.startsWith(`tunnel ${third.subdomain} disconnected: `)), 5_000, 'the disconnect line');
       assert.ok(lines.includes(`tunnel ${third.subdomain} disconnected: connection lost (no close frame; network drop, process killed or ping timeout) (1006)`), lines.join('\n'));
       await waitFor(() => target.edge.registry.session(third.subdomain) !== undefined, 5_000, 'the reconnect');

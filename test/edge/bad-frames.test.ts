@@ -142,8 +142,15 @@ describe('a bad message ends that tunnel, never the edge', () => {
 
   test('an unknown frame type', async () => {
     const { tunnel, ready } = await openRaw();
-    tunnel.send(raw.pack([14, 1]));
-    await expectProtocolError(tunnel, /unknown frame type 14/);
+    tunnel.send(raw.pack([200, 1]));
+    await expectProtocolError(tunnel, /unknown frame type 200/);
+    await expectEdgeServing(ready[2]);
+  });
+
+  test('an edge-only frame of several tunnels (BOUND) from the client', async () => {
+    const { tunnel, ready } = await openRaw();
+    tunnel.send(raw.pack([15, 0, 1, '', '', 'x', 'https://x']));
+    await expectProtocolError(tunnel, /a client may not send frame type 15/);
     await expectEdgeServing(ready[2]);
   });
 
@@ -378,7 +385,8 @@ describe('the upgrade refuses with plain HTTP errors in the spec shape', () => {
       code: 'UNAUTHORIZED',
       message: /Authorization header is missing/,
     },
-    { name: 'no port', query: '', headers: () => tunnelHeaders(), status: 400, code: 'INVALID_REQUEST', message: /"port"/ },
+    // No port names no tunnel (every tunnel comes by BIND, issue 27): a subdomain on such a connect has nothing to name.
+    { name: 'no port, a subdomain', query: 'subdomain=x-27', headers: () => tunnelHeaders(), status: 400, code: 'INVALID_REQUEST', message: /without "port" names no tunnel/ },
     { name: 'port 0', query: 'port=0', headers: () => tunnelHeaders(), status: 400, code: 'INVALID_REQUEST', message: /"port"/ },
     { name: 'port 65536', query: 'port=65536', headers: () => tunnelHeaders(), status: 400, code: 'INVALID_REQUEST', message: /"port"/ },
     { name: 'port not a number', query: 'port=http', headers: () => tunnelHeaders(), status: 400, code: 'INVALID_REQUEST', message: /"port"/ },

@@ -109,7 +109,7 @@ describe('edge errors on the public side', () => {
     })();
     await waitFor(() => sessionOf(target, started.subdomain).streams.size === 1, 2_000, 'the stream');
     // Kill the tunnel's WebSocket from the edge's side, as a network failure would.
-    sessionOf(target, started.subdomain).ws!.close();
+    sessionOf(target, started.subdomain).connection.ws!.close();
     await assert.rejects(reading);
     await started.client.close();
     await local.close();

@@ -50,7 +50,7 @@ test('a stalled 32 MiB upload holds at most one read beyond credit, and lets it 
     let stream: EdgeHttpStream | undefined;
     await waitFor(
       () => {
-        for (const candidate of session.streams.values()) if (candidate.kind === 'http' && candidate.bufferedRequestBytes > 0) stream = candidate;
+        for (const candidate of session.streams.values()) if (candidate.kind === 'http' && candidate.bufferedRequestBytes > 0) stream = candidate as EdgeHttpStream;
         return stream !== undefined;
       },
       10_000,

@@ -116,7 +116,7 @@ describe('a name online in another tunnel of the account', () => {
       const current = target.edge.registry.session('half-dead')!;
       assert.notEqual(current, old, 'a new session holds the name');
       assert.equal(current.instance, started.client.instance);
-      assert.equal(old.closed, true, 'the old session was ended (GOAWAY REPLACED), not left beside the new one');
+      assert.equal(old.connection.closed, true, 'the old session was ended (GOAWAY REPLACED), not left beside the new one');
       assert.equal((await call(target, 'GET', '/', { host: started.host })).text, 'local');
     } finally {
       await started.client.close();

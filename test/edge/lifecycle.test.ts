@@ -29,7 +29,7 @@ describe('reconnects keep the URL', () => {
     const account = await createAccount(target);
     const started = await startClient(target, account.token, local.port);
     const reconnected = once(started.client, 'ready');
-    target.edge.registry.session(started.subdomain)!.ws!.close();
+    target.edge.registry.session(started.subdomain)!.connection.ws!.close();
     const [info] = await reconnected;
     assert.equal(info.subdomain, started.subdomain);
     assert.equal(info.publicUrl, started.publicUrl);
@@ -96,7 +96,7 @@ describe('who may hold a subdomain', () => {
     const rival = await createAccount(target);
     const started = await startClient(target, owner.token, local.port, { subdomain: 'held-name-1', maxBackoffMs: 60_000, minBackoffMs: 30_000 });
     const reconnecting = once(started.client, 'reconnecting');
-    target.edge.registry.session('held-name-1')!.ws!.close();
+    target.edge.registry.session('held-name-1')!.connection.ws!.close();
     await reconnecting;
     await assert.rejects(startClient(target, rival.token, local.port, { subdomain: 'held-name-1' }), (error: Error & { code?: string; status?: number }) => {
       assert.equal(error.code, 'SUBDOMAIN_TAKEN');

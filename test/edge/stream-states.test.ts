@@ -16,6 +16,7 @@ import type { Captured, Writable } from '../../src/edge/turn.js';
 
 class RecordingHost implements StreamHost {
   readonly settings = { ...DEFAULT_SETTINGS };
+  readonly tunnelId = 0;
   readonly subdomain = 'quiet-river-42';
   readonly accountId = 'usr_1';
   readonly tokenId = 'tok_1';

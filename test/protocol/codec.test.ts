@@ -75,7 +75,11 @@ describe('round trip', () => {
       [FrameType.INFO, 1, 999, '', []],
       [FrameType.RESET, 1, 0xffffffff, ''],
       [FrameType.READY, 0, '', '', { ...DEFAULT_SETTINGS, streamWindow: MAX_WINDOW, connectionWindow: MAX_WINDOW }],
-      [FrameType.OPEN, 1, 'r', 'GET', '/', ['x-tab', 'a\tb', 'X-Latin', 'caf\u00e9', 'x-del', 'a\u007fb', 'x-empty', ''], '', null, true, false],
+      [FrameType.OPEN, 1, 'r', 'GET', '/', ['x-tab', 'a\tb', 'X-Latin', 'caf\u00e9', 'x-del', 'a\u007fb', 'x-empty', ''], '', null, true, false, 0],
+      [FrameType.OPEN, 1, 'r', 'GET', '/', [], '', null, true, false, 65_535],
+      [FrameType.BIND, 0, 65_535, 'tcp', '', 65_535, 0, '', false, false],
+      [FrameType.ACCEPT, 1, 65_535, 'req_1', '', 65_535, '', 0],
+      [FrameType.UNBOUND, 0, 65_535, 0xffffffff, ''],
       // Names of any case (protocol 2 keeps them); whether one is a token is the receiving stream's check.
       [FrameType.TRAILERS, 1, ['X-Checksum', '1', 'not a token', 'v']],
     ];
@@ -85,7 +89,7 @@ describe('round trip', () => {
 
 describe('binary fields are views of the input', () => {
   const binaryFields: [Frame, number][] = [
-    [[FrameType.OPEN, 1, 'r', 'POST', '/', [], '', Buffer.from('open body'), true, false], 7],
+    [[FrameType.OPEN, 1, 'r', 'POST', '/', [], '', Buffer.from('open body'), true, false, 2], 7],
     [[FrameType.DATA, 1, Buffer.from('data chunk'), false], 2],
     [[FrameType.RESPONSE, 1, 200, 'OK', [], Buffer.from('response body'), true], 5],
   ];
@@ -119,7 +123,10 @@ describe('refused', () => {
   test('wrong element counts', () => {
     for (const frame of SAMPLES) {
       refused(pack([...frame, null]), `${label(frame)} + 1 element`);
-      refused(pack(frame.slice(0, -1)), `${label(frame)} - 1 element`);
+      // OPEN's tunnel is optional (absent for tunnel 0): one element less is an OPEN on tunnel 0.
+      if (frame[0] === FrameType.OPEN && frame.length === 11) assert.deepEqual(decode(pack(frame.slice(0, -1))), frame.slice(0, -1));
+      else refused(pack(frame.slice(0, -1)), `${label(frame)} - 1 element`);
+      if (frame[0] === FrameType.OPEN && frame.length === 11) refused(pack(frame.slice(0, -2)), `${label(frame)} - 2 elements`);
     }
     refused(pack([]), 'an empty array');
     refused(pack([FrameType.WINDOW]), 'a type alone');
@@ -146,7 +153,7 @@ describe('refused', () => {
   });
 
   test('unknown frame types', () => {
-    for (const type of [0, 14, 255, -1, 1.5, '1', null, true, [1], { type: 1 }, Buffer.from([1])]) {
+    for (const type of [0, 18, 255, -1, 1.5, '1', null, true, [1], { type: 1 }, Buffer.from([1])]) {
       refused(pack([type, 1]), `type ${JSON.stringify(type)} with a stream`);
       refused(pack([type, 1, 'a', 'b', null, true]), `type ${JSON.stringify(type)} with fields`);
     }
@@ -169,6 +176,14 @@ describe('refused', () => {
       broken[1] = 0;
       refused(pack(broken), `${FRAME_NAMES[type]} on stream 0`);
     }
+    for (const type of [FrameType.BIND, FrameType.BOUND, FrameType.UNBOUND]) {
+      const broken: unknown[] = [...SAMPLES.find((frame) => frame[0] === type)!];
+      broken[1] = 1;
+      refused(pack(broken), `${FRAME_NAMES[type]} on stream 1`);
+    }
+    const accept: unknown[] = [...SAMPLES.find((frame) => frame[0] === FrameType.ACCEPT)!];
+    accept[1] = 0;
+    refused(pack(accept), 'ACCEPT on stream 0');
     refused(pack([FrameType.READY, 1, 's', 'u', { ...DEFAULT_SETTINGS }]), 'READY on stream 1');
     refused(pack([FrameType.GOAWAY, 1, 1, '']), 'GOAWAY on stream 1');
     refused(pack([FrameType.WINDOW, 1, 0]), 'WINDOW of 0 bytes');
@@ -188,7 +203,7 @@ describe('refused', () => {
     ];
     for (const headers of bad) {
       refused(pack([FrameType.RESPONSE, 1, 200, 'OK', headers, null, true]), `RESPONSE headers ${JSON.stringify(headers)}`);
-      refused(pack([FrameType.OPEN, 1, 'r', 'GET', '/', headers, '', null, true, false]), `OPEN headers ${JSON.stringify(headers)}`);
+      refused(pack([FrameType.OPEN, 1, 'r', 'GET', '/', headers, '', null, true, false, 0]), `OPEN headers ${JSON.stringify(headers)}`);
       refused(pack([FrameType.INFO, 1, 103, '', headers]), `INFO headers ${JSON.stringify(headers)}`);
       refused(pack([FrameType.TRAILERS, 1, headers]), `TRAILERS ${JSON.stringify(headers)}`);
     }
@@ -196,8 +211,8 @@ describe('refused', () => {
       refused(pack([FrameType.RESPONSE, 1, 200, reason, [], null, true]), `RESPONSE reason ${JSON.stringify(reason)}`);
       refused(pack([FrameType.INFO, 1, 103, reason, []]), `INFO reason ${JSON.stringify(reason)}`);
     }
-    refused(pack([FrameType.OPEN, 1, 'r', 'GET', '/\r\nx: 1', [], '', null, true, false]), 'a target with CRLF');
-    refused(pack([FrameType.OPEN, 1, 'r', 'GET\n', '/', [], '', null, true, false]), 'a method with LF');
+    refused(pack([FrameType.OPEN, 1, 'r', 'GET', '/\r\nx: 1', [], '', null, true, false, 0]), 'a target with CRLF');
+    refused(pack([FrameType.OPEN, 1, 'r', 'GET\n', '/', [], '', null, true, false, 0]), 'a method with LF');
   });
 
   test('settings that are not a settings map', () => {

@@ -39,9 +39,13 @@ test('frame types', () => {
       GOAWAY: 7,
       INFO: 12,
       TRAILERS: 13,
+      BIND: 14,
+      BOUND: 15,
+      UNBOUND: 16,
+      ACCEPT: 17,
     },
   );
-  assert.equal(MAX_FRAME_TYPE, 13);
+  assert.equal(MAX_FRAME_TYPE, 17);
   assert.equal(MAX_FRAME_TYPE, Math.max(...Object.values(FrameType)));
 });
 
@@ -119,6 +123,7 @@ test('default settings announced in READY', () => {
       connectionWindow: 16_777_216,
       maxStreams: 1024,
       maxMessage: 131_072,
+      maxTunnels: 64,
     },
   );
   assert.ok(Object.isFrozen(DEFAULT_SETTINGS));

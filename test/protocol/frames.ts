@@ -24,9 +24,9 @@ export const HEADERS = [
 /** Valid frames, at least one of each type, with binary fields as Buffers (what decode returns). */
 export const SAMPLES: readonly Frame[] = [
   [FrameType.READY, 0, 'quiet-river-42', 'https://quiet-river-42.example.com', { ...DEFAULT_SETTINGS }],
-  [FrameType.OPEN, 1, 'req_01HZX', 'POST', '/hooks/github?x=1', HEADERS, '203.0.113.7', Buffer.from('{"ok":true}'), true, false],
-  [FrameType.OPEN, 2, 'req_01HZY', 'GET', '/', [], '::1', null, false, false],
-  [FrameType.OPEN, 9, 'req_01HZZ', 'GET', '/_next/webpack-hmr', ['Upgrade', 'websocket', 'Connection', 'Upgrade', 'Sec-WebSocket-Key', 'dGhlIHNhbXBsZSBub25jZQ=='], '198.51.100.2', null, true, true],
+  [FrameType.OPEN, 1, 'req_01HZX', 'POST', '/hooks/github?x=1', HEADERS, '203.0.113.7', Buffer.from('{"ok":true}'), true, false, 0],
+  [FrameType.OPEN, 2, 'req_01HZY', 'GET', '/', [], '::1', null, false, false, 3],
+  [FrameType.OPEN, 9, 'req_01HZZ', 'GET', '/_next/webpack-hmr', ['Upgrade', 'websocket', 'Connection', 'Upgrade', 'Sec-WebSocket-Key', 'dGhlIHNhbXBsZSBub25jZQ=='], '198.51.100.2', null, true, true, 65_535],
   [FrameType.DATA, 2, Buffer.alloc(300, 0xab), false],
   [FrameType.DATA, 2, null, true],
   [FrameType.RESPONSE, 1, 200, 'OK', ['Content-Type', 'text/plain', 'content-length', '2'], Buffer.from('ok'), true],
@@ -36,11 +36,20 @@ export const SAMPLES: readonly Frame[] = [
   [FrameType.WINDOW, 7, MAX_WINDOW],
   [FrameType.RESET, 3, 1, 'the public client closed the connection'],
   [FrameType.RESET, 0xffffffff, 0, ''],
-  [FrameType.GOAWAY, 0, 5, 'unknown frame type 14'],
+  [FrameType.GOAWAY, 0, 5, 'unknown frame type 200'],
   [FrameType.INFO, 1, 103, 'Early Hints', ['Link', '</style.css>; rel=preload; as=style']],
   [FrameType.INFO, 1, 100, 'Continue', []],
   [FrameType.TRAILERS, 2, ['X-Checksum', 'sha256=abc']],
   [FrameType.TRAILERS, 2, []],
+  [FrameType.BIND, 0, 1, 'http', 'hooks', 0, 3000, '', false, true],
+  [FrameType.BIND, 0, 65_535, 'tcp', '', 20_022, 22, 'eyJhbGxvd19jaWRyIjpbIjEwLjAuMC4wLzgiXX0', true, false],
+  [FrameType.BIND, 0, 2, 'tls', 'db', 0, 8443, '', false, false],
+  [FrameType.BOUND, 0, 1, '', '', 'hooks', 'https://hooks.burrow.example'],
+  [FrameType.BOUND, 0, 2, 'SUBDOMAIN_TAKEN', 'The subdomain "db" is reserved by another account.', '', ''],
+  [FrameType.UNBOUND, 0, 1, 2, 'the tunnel was closed through the API'],
+  [FrameType.UNBOUND, 0, 0, 4, ''],
+  [FrameType.ACCEPT, 7, 1, 'req_01HZX', '203.0.113.7', 51_234, '198.51.100.1', 20_022],
+  [FrameType.ACCEPT, 0xffffffff, 0, '', '2001:db8::1', 0, '', 65_535],
 ];
 
 // ---- the documented layouts -------------------------------------------------------------------------
@@ -58,6 +67,10 @@ const credit = (v: unknown): boolean => uint32(v) && (v as number) >= 1;
 const window = (v: unknown): boolean => uint32(v) && (v as number) >= 1 && (v as number) <= MAX_WINDOW;
 const lineSafe = (v: unknown): boolean => typeof v === 'string' && !/[\r\n\0]/.test(v);
 const headers = (v: unknown): boolean => Array.isArray(v) && v.length % 2 === 0 && v.every((item) => typeof item === 'string' && !/[\r\n\0]/.test(item));
+const tunnel = (v: unknown): boolean => uint32(v) && (v as number) <= 65_535;
+const boundTunnel = (v: unknown): boolean => tunnel(v) && (v as number) >= 1;
+const port = (v: unknown): boolean => uint32(v) && (v as number) <= 65_535;
+const kind = (v: unknown): boolean => v === 'http' || v === 'tcp' || v === 'tls';
 const settings = (v: unknown): boolean => {
   if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return false;
   const s = v as Record<string, unknown>;
@@ -67,7 +80,7 @@ const settings = (v: unknown): boolean => {
 /** docs/protocol.md, "Frames": the elements after the type, starting with the stream id. */
 export const LAYOUTS: Readonly<Record<number, readonly Spec[]>> = {
   [FrameType.READY]: [zero, str, str, settings],
-  [FrameType.OPEN]: [streamId, str, lineSafe, lineSafe, headers, str, binOrNil, bool, bool],
+  [FrameType.OPEN]: [streamId, str, lineSafe, lineSafe, headers, str, binOrNil, bool, bool, tunnel],
   [FrameType.DATA]: [streamId, binOrNil, bool],
   [FrameType.RESPONSE]: [streamId, status, lineSafe, headers, binOrNil, bool],
   [FrameType.WINDOW]: [uint32, credit],
@@ -75,6 +88,10 @@ export const LAYOUTS: Readonly<Record<number, readonly Spec[]>> = {
   [FrameType.GOAWAY]: [zero, uint32, str],
   [FrameType.INFO]: [streamId, status, lineSafe, headers],
   [FrameType.TRAILERS]: [streamId, headers],
+  [FrameType.BIND]: [zero, boundTunnel, kind, str, port, port, str, bool, bool],
+  [FrameType.BOUND]: [zero, boundTunnel, str, str, str, str],
+  [FrameType.UNBOUND]: [zero, tunnel, uint32, str],
+  [FrameType.ACCEPT]: [streamId, tunnel, str, str, port, str, port],
 };
 
 /** Whether `value` is a frame as docs/protocol.md describes it. */
@@ -82,8 +99,10 @@ export function matchesLayout(value: unknown): boolean {
   if (!Array.isArray(value) || value.length < 1) return false;
   const layout = LAYOUTS[value[0] as number];
   if (layout === undefined || !Number.isInteger(value[0])) return false;
-  if (value.length !== layout.length + 1) return false;
-  return layout.every((check, i) => check(value[i + 1]));
+  // OPEN's tunnel, its last element, is absent for tunnel 0.
+  const optionalLast = value[0] === FrameType.OPEN && value.length === layout.length;
+  if (value.length !== layout.length + 1 && !optionalLast) return false;
+  return layout.every((check, i) => (optionalLast && i === layout.length - 1) || check(value[i + 1]));
 }
 
 /** Values of every msgpack kind, to put where they do not belong. */

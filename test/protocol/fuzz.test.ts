@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
 import { decode, encode, ProtocolError, type Frame } from '../../src/protocol/codec.js';
-import { FrameType, MAX_WINDOW } from '../../src/protocol/constants.js';
+import { FrameType, MAX_TUNNEL_ID, MAX_WINDOW, TUNNEL_KINDS } from '../../src/protocol/constants.js';
 import { LAYOUTS, matchesLayout, ODD_VALUES, SAMPLES } from './frames.js';
 
 const RUNS = 2000;
@@ -70,6 +70,9 @@ const body = fc.option(bytes, { nil: null });
 const uint32 = fc.integer({ min: 0, max: 0xffffffff });
 const window = fc.integer({ min: 1, max: MAX_WINDOW });
 const positive = fc.integer({ min: 1, max: 0xffffffff });
+const tunnel = fc.integer({ min: 0, max: MAX_TUNNEL_ID });
+const boundTunnel = fc.integer({ min: 1, max: MAX_TUNNEL_ID });
+const port = fc.integer({ min: 0, max: 0xffff });
 
 /** Valid frames of every type, as docs/protocol.md lays them out. */
 const validFrame: fc.Arbitrary<Frame> = fc.oneof(
@@ -85,6 +88,9 @@ const validFrame: fc.Arbitrary<Frame> = fc.oneof(
   fc
     .tuple(streamId, text, lineSafe, lineSafe, headers, text, body, fc.boolean(), fc.boolean())
     .map(([id, requestId, method, path, list, address, chunk, end, upgrade]): Frame => [FrameType.OPEN, id, requestId, method, path, list, address, chunk, end, upgrade]),
+  fc
+    .tuple(streamId, text, lineSafe, lineSafe, headers, text, body, fc.boolean(), fc.boolean(), tunnel)
+    .map(([id, requestId, method, path, list, address, chunk, end, upgrade, on]): Frame => [FrameType.OPEN, id, requestId, method, path, list, address, chunk, end, upgrade, on]),
   fc.tuple(streamId, body, fc.boolean()).map(([id, chunk, end]): Frame => [FrameType.DATA, id, chunk, end]),
   fc
     .tuple(streamId, fc.integer({ min: 100, max: 999 }), lineSafe, headers, body, fc.boolean())
@@ -96,6 +102,14 @@ const validFrame: fc.Arbitrary<Frame> = fc.oneof(
     .tuple(streamId, fc.integer({ min: 100, max: 999 }), lineSafe, headers)
     .map(([id, status, reason, list]): Frame => [FrameType.INFO, id, status, reason, list]),
   fc.tuple(streamId, headers).map(([id, list]): Frame => [FrameType.TRAILERS, id, list]),
+  fc
+    .tuple(boundTunnel, fc.constantFrom(...TUNNEL_KINDS), text, port, port, text, fc.boolean(), fc.boolean())
+    .map(([id, kind, name, remote, local, policy, replace, pool]): Frame => [FrameType.BIND, 0, id, kind, name, remote, local, policy, replace, pool]),
+  fc.tuple(boundTunnel, text, text, text, text).map(([id, error, message, name, url]): Frame => [FrameType.BOUND, 0, id, error, message, name, url]),
+  fc.tuple(tunnel, uint32, text).map(([id, code, message]): Frame => [FrameType.UNBOUND, 0, id, code, message]),
+  fc
+    .tuple(streamId, tunnel, text, text, port, text, port)
+    .map(([id, on, requestId, client, clientPort, server, serverPort]): Frame => [FrameType.ACCEPT, id, on, requestId, client, clientPort, server, serverPort]),
 );
 
 type Mutation =

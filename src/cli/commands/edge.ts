@@ -17,6 +17,7 @@ Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--agent-port N] [--domain l
                    [--rate-limit N] [--json] [--secret-key-file FILE]
                    [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS] [--min-free-disk BYTES|PERCENT]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
+                   [--tcp-ports A-B [--tcp-host HOST]]
                    [--trust-proxy CIDR[,CIDR...]]
                    [--cluster redis://HOST:PORT[/DB]|redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER
                     --node-id ID --advertise URL [--cluster-secret-file F]]
@@ -77,6 +78,10 @@ Options:
   --tls-sni NAME,CERT,KEY
                          serve another name (or *.name) with its own certificate, chosen by SNI
                          (repeatable)
+  --tcp-ports A-B        serve TCP tunnels (burrow tcp, docs/tcp.md): each gets a public port from A-B,
+                         listened on (on --host) while its tunnel is live; off by default. Not in
+                         cluster mode yet
+  --tcp-host HOST        the host TCP tunnels are printed with, tcp://HOST:PORT (default: --domain)
   --http-port N          with TLS: also listen for plain HTTP on port N and redirect it to HTTPS (308,
                          same path and query), except ACME challenges (see --acme-webroot)
   --acme-webroot DIR     with --http-port: serve /.well-known/acme-challenge/TOKEN from
@@ -152,6 +157,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'tls-key': { type: 'string' },
       'tls-sni': { type: 'string', multiple: true },
       'http-port': { type: 'string' },
+      'tcp-ports': { type: 'string' },
+      'tcp-host': { type: 'string' },
       'acme-webroot': { type: 'string' },
       'trust-proxy': { type: 'string', multiple: true },
       hsts: { type: 'boolean' },
@@ -195,6 +202,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     if (problem !== null) throw new UsageError(problem);
   }
   const tls = tlsOptions(values);
+  if (values['tcp-host'] !== undefined && values['tcp-ports'] === undefined) throw new UsageError('--tcp-host names the host of TCP tunnels: give --tcp-ports too');
   const httpPort = values['http-port'] === undefined ? undefined : intOption(values['http-port'], 'http-port', 0, 0, 65535);
   if (httpPort !== undefined && tls === undefined) throw new UsageError('--http-port redirects to HTTPS: it needs --tls-cert and --tls-key');
   if (values['acme-webroot'] !== undefined && httpPort === undefined) throw new UsageError('--acme-webroot serves challenges on the --http-port listener: give --http-port too');
@@ -256,6 +264,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     ...(httpPort === undefined
       ? {}
       : { httpRedirect: { port: httpPort, ...(values['acme-webroot'] === undefined ? {} : { acmeWebroot: resolve(values['acme-webroot']) }) } }),
+    ...(values['tcp-ports'] === undefined ? {} : { tcp: { ports: values['tcp-ports'], ...(values['tcp-host'] === undefined ? {} : { host: values['tcp-host'] }) } }),
     region: values.region ?? 'local',
     ...(admin === undefined ? {} : { admin }),
     ...(accessLog === undefined ? {} : { accessLog }),
@@ -316,6 +325,10 @@ export async function edgeCommand(args: string[]): Promise<number> {
   // As a client asking the edge's URL is told it (the host it asked by, on the agent port).
   const agentUrl = edge.agentUrl(new URL(edge.url).host);
   say({ event: 'agent', url: agentUrl, host, port: edge.agentPort }, `burrow edge tunnel clients connect on ${host}:${edge.agentPort} (advertised as ${agentUrl})\n`);
+  if (edge.tcp !== null) {
+    const { first, last } = edge.tcp.range;
+    say({ event: 'tcp', host, ports: `${first}-${last}` }, `burrow edge TCP tunnels on ${host}:${first}-${last}\n`);
+  }
   if (edge.httpPort !== 0) {
     say({ event: 'redirecting', host, port: edge.httpPort }, `burrow edge redirecting http on ${host}:${edge.httpPort} to HTTPS\n`);
   }

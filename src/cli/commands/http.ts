@@ -25,7 +25,7 @@ import { formatProblem, loadConfig, type ConfigFile } from '../config-file.js';
 import { readCaFile, useForEdgeRequests } from '../edge-ca.js';
 
 const HELP = `
-Usage: burrow http [scheme://][host:]port [--subdomain NAME [--replace]] [--route PREFIX=TARGET ...]
+Usage: burrow http [scheme://][host:]port [--subdomain NAME [--replace | --pool]] [--route PREFIX=TARGET ...]
                         [--host-header rewrite|VALUE] [--local-insecure] [--edge URL ...] [--token T]
                         [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE]
                         [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--config FILE]
@@ -45,6 +45,13 @@ A name that another tunnel of the account has online (another "burrow http", her
 refused with 409 SUBDOMAIN_TAKEN naming that tunnel (its address, start and local port), unless
 --replace takes it over; this client's own reconnects always get its name back.
 
+--pool shares a name instead: every "burrow http --subdomain NAME --pool" of the account serves it
+(on any machine), the edge sends each request to the member with the fewest open ones, and a
+member stopped with Ctrl-C leaves without failing a request: the edge sends it nothing new and
+it closes once it has answered what it had (at most 30 s). The name is online until the last
+member leaves. A name online without --pool is not joined (and a pool is not taken by a client
+without --pool): the refusal says which. Not yet in cluster mode.
+
 Several edges (a cluster): repeat --edge, or give BURROW_EDGE a comma-separated list; an edge name
 with several DNS addresses is tried address by address. When the edge in use dies, goes away (GOAWAY)
 or refuses for a while (rate limit, 5xx), the tunnel moves to the next edge at once, keeping its
@@ -59,6 +66,8 @@ Options:
   --subdomain NAME        ask for this subdomain (3-63 of a-z, 0-9, -); default: one is made up
   --replace               take the subdomain over when another tunnel of this account has it online
                           (that tunnel ends with GOAWAY REPLACED); default: refuse
+  --pool                  serve the subdomain beside the account's other --pool tunnels on it;
+                          needs --subdomain
   --route PREFIX=TARGET   send paths under PREFIX to another target, in the same forms
                           (repeatable; longest wins; case-sensitive; the path is forwarded
                           whole, prefix included)
@@ -134,6 +143,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     {
       subdomain: { type: 'string' },
       replace: { type: 'boolean' },
+      pool: { type: 'boolean' },
       route: { type: 'string', multiple: true },
       edge: { type: 'string', multiple: true },
       token: { type: 'string' },
@@ -157,6 +167,9 @@ export async function httpCommand(args: string[]): Promise<number> {
   noExtraPositionals(parsed, 1, HELP);
   const target = parseTarget(targetText);
   if (typeof target === 'string') throw new UsageError(target);
+  const pool = parsed.values.pool === true;
+  if (pool && parsed.values.replace === true) throw new UsageError('give --pool or --replace, not both: --pool shares the name, --replace takes it');
+  if (pool && parsed.values.subdomain === undefined) throw new UsageError('--pool needs --subdomain NAME: the name the pool shares');
   const hostHeader = parsed.values['host-header'] === undefined ? 'keep' : parseHostHeader(parsed.values['host-header']);
   if (typeof hostHeader === 'object' && 'error' in hostHeader) throw new UsageError(`--host-header ${hostHeader.error}`);
   const routes: Route[] = [];
@@ -206,6 +219,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       ...(policy === undefined ? {} : { policy }),
       resolve: credentials.resolve,
       replace: parsed.values.replace === true,
+      pool,
       ...(subdomain === undefined ? {} : { subdomain }),
     });
     inspector?.attach(client);
@@ -243,7 +257,8 @@ export async function httpCommand(args: string[]): Promise<number> {
   const { client, ready } = opened;
   // Signals first: whoever waits for the Forwarding line may stop us at once, and a clean stop tells the edge.
   const stop = (): void => {
-    void client.close('the client was stopped (Ctrl-C)');
+    // A pool member hands its requests to the others: nothing in flight fails.
+    void (pool ? client.leave('the client was stopped (Ctrl-C)') : client.close('the client was stopped (Ctrl-C)'));
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);

@@ -10,11 +10,13 @@
  */
 import { CliError, parse, UsageError } from '../args.js';
 import { requireToken, resolveCredentials, type Credentials } from '../config.js';
-import { formatProblem, loadConfig, type ConfigFile, type HttpTunnelConfig, type TunnelConfig } from '../config-file.js';
+import { formatProblem, loadConfig, type ConfigFile, type TunnelConfig } from '../config-file.js';
 import type { Exchange } from '../../client/exchange.js';
-import { RouteTable } from '../../client/routes.js';
+import { localTarget, RouteTable } from '../../client/routes.js';
 import { policySpecFromFlags } from '../../protocol/policy.js';
 import { TunnelClient, TunnelRefusedError, type ClosedInfo, type ReadyInfo } from '../../client/tunnel-client.js';
+import type { BoundTunnel } from '../../client/bound-tunnel.js';
+import { connectionLine } from './tcp.js';
 import {
   batchedWriter,
   edgeAccess,
@@ -86,33 +88,45 @@ interface SharedConnection {
 }
 
 /**
- * The one place a tunnel of the file becomes a client. Each tunnel has its own connection to the edge
- * today; once the tunnel protocol carries several tunnels on one connection (version 2), this is where
- * they would share it.
+ * The one connection every tunnel of the file rides (docs/protocol.md section 18): it names no tunnel
+ * itself, and each tunnel is bound on it (`openTunnel`) after its READY, again after each reconnect.
  */
-function openTunnel(tunnel: HttpTunnelConfig, shared: SharedConnection): TunnelClient {
+function openConnection(shared: SharedConnection): TunnelClient {
   return new TunnelClient({
     edge: shared.edges,
     token: shared.token,
-    routes: new RouteTable(tunnel.target, tunnel.routes),
+    // Serves nothing and is never dialled (bindOnly): each tunnel has its own routes.
+    routes: new RouteTable(localTarget(1)),
+    bindOnly: true,
     recordLimit: shared.recording ? INSPECTOR_BODY_LIMIT : 0,
-    hostHeader: tunnel.hostHeader,
-    localInsecure: tunnel.localInsecure,
     ...(shared.ca === undefined ? {} : { ca: shared.ca }),
     insecure: shared.insecure,
     resolve: shared.resolve,
+  });
+}
+
+/** The one place a tunnel of the file becomes a tunnel of the connection. */
+function openTunnel(connection: TunnelClient, tunnel: TunnelConfig): ReturnType<TunnelClient['bind']> {
+  if (tunnel.kind !== 'http') {
+    return connection.bind({
+      kind: tunnel.kind,
+      routes: new RouteTable(localTarget(tunnel.port, tunnel.host)),
+      ...(tunnel.kind === 'tls' && tunnel.subdomain !== undefined ? { subdomain: tunnel.subdomain } : {}),
+    });
+  }
+  return connection.bind({
+    routes: new RouteTable(tunnel.target, tunnel.routes),
+    hostHeader: tunnel.hostHeader,
+    localInsecure: tunnel.localInsecure,
     ...(tunnel.subdomain === undefined ? {} : { subdomain: tunnel.subdomain }),
     // Checked when the file was read (config-file.ts policyFlags), so it builds here.
     ...(tunnel.policy === undefined ? {} : { policy: policySpecFromFlags(tunnel.policy.flags)! }),
   });
 }
 
-/** Why this build cannot run a tunnel the file describes (a kind it does not carry yet), or null. */
-function unsupported(tunnel: TunnelConfig): string | null {
-  if (tunnel.kind !== 'http') {
-    return `${tunnel.kind} tunnels need an edge and a client that carry ${tunnel.kind === 'tcp' ? 'TCP' : 'TLS passthrough'} (burrow ${tunnel.kind}), which this version of burrow does not have yet`;
-  }
-  return null;
+/** "Forwarding" lines: an http tunnel's routes, or a tcp or tls tunnel's one target (host:port). */
+function forwardingOf(tunnel: TunnelConfig, publicUrl: string, table: RouteTable): string[] {
+  return tunnel.kind === 'http' ? forwardingLines(publicUrl, table) : [`${publicUrl} -> ${table.defaultTarget.authority}`];
 }
 
 export async function startCommand(args: string[]): Promise<number> {
@@ -161,9 +175,9 @@ export async function startCommand(args: string[]): Promise<number> {
   const width = Math.max(...tunnels.map((tunnel) => tunnel.name.length));
   const lines = json || writesToNull(1) ? null : batchedWriter(out);
 
-  const clients = new Set<TunnelClient>();
+  const connection = openConnection(shared);
   const stop = (): void => {
-    for (const client of clients) void client.close('the client was stopped (Ctrl-C)');
+    void connection.close('the client was stopped (Ctrl-C)');
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
@@ -178,21 +192,16 @@ export async function startCommand(args: string[]): Promise<number> {
         } else process.stderr.write(`burrow: tunnel ${tunnel.name} not started: ${code}: ${message}\n`);
         resolve(false);
       };
-      const reason = unsupported(tunnel);
-      if (reason !== null || tunnel.kind !== 'http') {
-        failed('INVALID_REQUEST', reason ?? `${tunnel.kind} tunnels are not supported`);
-        return;
-      }
-      const client = openTunnel(tunnel, shared);
+      const { tunnel: client, started } = openTunnel(connection, tunnel);
       const table = client.routes;
-      clients.add(client);
       const detach = inspector?.attach(client, tunnel.name);
       let settled = false;
+      let live = false;
       client.once('closed', (info: ClosedInfo) => {
-        clients.delete(client);
         // Its requests stay in the inspector; the tunnel leaves its status.
         detach?.();
-        if (settled) return;
+        // Refused before it was ever live: `started` rejects, and says "not started".
+        if (settled || (!live && !info.byUser)) return;
         settled = true;
         if (events !== null) {
           if (!info.byUser) events({ event: 'error', tunnel: tunnel.name, code: info.code, message: info.reason });
@@ -202,9 +211,10 @@ export async function startCommand(args: string[]): Promise<number> {
         }
         resolve(info.byUser);
       });
-      client.start().then(
+      started.then(
         (ready: ReadyInfo) => {
-          const forwarding = forwardingLines(ready.publicUrl, table);
+          live = true;
+          const forwarding = forwardingOf(tunnel, ready.publicUrl, table);
           if (events !== null) events({ event: 'ready', tunnel: tunnel.name, subdomain: ready.subdomain, url: ready.publicUrl, forwarding, inspector: inspector?.url ?? null });
           else out.write(forwarding.map((line) => `Forwarding ${line}\n`).join(''));
           for (const local of table.targets()) {
@@ -212,10 +222,9 @@ export async function startCommand(args: string[]): Promise<number> {
               if (problem !== null) warn(tunnel.name, 'LOCAL_UNREACHABLE', `nothing answers on ${local.authority} (${problem}); requests to it get 502 LOCAL_UNREACHABLE until a server listens there`);
             });
           }
-          follow(client, tunnel.name, table);
+          follow(client, tunnel, table);
         },
         (error: unknown) => {
-          clients.delete(client);
           detach?.();
           if (settled) return;
           settled = true;
@@ -226,8 +235,13 @@ export async function startCommand(args: string[]): Promise<number> {
     });
 
   /** Request lines and connection events of a live tunnel. */
-  const follow = (client: TunnelClient, name: string, table: RouteTable): void => {
+  const follow = (client: BoundTunnel, tunnel: TunnelConfig, table: RouteTable): void => {
+    const name = tunnel.name;
+    const protocol = tunnel.kind === 'tls' ? 'TLS' : 'TCP';
     if (events !== null) {
+      client.on('connection', (end) =>
+        events({ event: 'connection', tunnel: name, client_address: end.clientAddress, client_port: end.clientPort, bytes_in: end.bytesIn, bytes_out: end.bytesOut, duration_ms: end.durationMs, error: end.error }),
+      );
       client.on('exchange', (exchange: Exchange) => events({ event: 'request', tunnel: name, ...requestEvent(exchange) }));
       client.on('websocket', (exchange: Exchange) => events({ event: 'websocket', tunnel: name, ...webSocketFields(exchange) }));
       client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => events({ event: 'reconnect', tunnel: name, attempt, delay_ms: delayMs, reason, edge }));
@@ -235,7 +249,7 @@ export async function startCommand(args: string[]): Promise<number> {
         if (info.movedFrom !== null) {
           events({ event: 'failover', tunnel: name, from: info.movedFrom.edge, to: info.edge, cause: info.movedFrom.cause, subdomain: info.subdomain, url: info.publicUrl });
         }
-        if (info.reconnected) events({ event: 'ready', tunnel: name, subdomain: info.subdomain, url: info.publicUrl, forwarding: forwardingLines(info.publicUrl, table), reconnected: true });
+        if (info.reconnected) events({ event: 'ready', tunnel: name, subdomain: info.subdomain, url: info.publicUrl, forwarding: forwardingOf(tunnel, info.publicUrl, table), reconnected: true });
       });
       return;
     }
@@ -248,6 +262,7 @@ export async function startCommand(args: string[]): Promise<number> {
       client.on('websocket', (exchange: Exchange) =>
         lines(logFormat === 'json' ? `${prefix}${webSocketJsonLine(exchange).slice(1)}` : `${label}  ${webSocketLine(exchange)}`),
       );
+      client.on('connection', (end) => lines(`${label}  ${connectionLine(end, protocol)}`));
     }
     client.on('reconnecting', ({ attempt, delayMs, reason, edge }) => {
       if (delayMs === 0) process.stderr.write(`burrow: tunnel ${name}: ${reason}; trying the next edge, ${edge}\n`);
@@ -255,14 +270,22 @@ export async function startCommand(args: string[]): Promise<number> {
     });
     client.on('ready', (info) => {
       if (info.movedFrom !== null) process.stderr.write(`burrow: tunnel ${name}: ${movedLine(info).slice('burrow: '.length)}\n`);
-      if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> ${table.defaultTarget.origin}\n`);
+      if (info.reconnected) out.write(`Reconnected: forwarding ${forwardingOf(tunnel, info.publicUrl, table)[0]}\n`);
     });
   };
 
-  const outcomes = await Promise.all(tunnels.map(run));
+  const outcomes = Promise.all(tunnels.map(run));
+  // Tunnels are bound after the connection's READY; a connection that never gets one ends them all.
+  connection.start().catch((error: unknown) => {
+    const code = error instanceof TunnelRefusedError ? error.code : 'EDGE_UNREACHABLE';
+    connection.endTunnels({ reason: (error as Error).message, code, byUser: false });
+  });
+  await outcomes;
   inspector?.close();
-  const code = outcomes.every((byUser) => byUser) ? 0 : 1;
-  if (events === null && outcomes.some((byUser) => byUser)) out.write(`${tunnels.length === 1 ? 'tunnel' : 'tunnels'} closed\n`);
+  const ended = await outcomes;
+  await connection.close('no tunnel left on the connection');
+  const code = ended.every((byUser) => byUser) ? 0 : 1;
+  if (events === null && ended.some((byUser) => byUser)) out.write(`${tunnels.length === 1 ? 'tunnel' : 'tunnels'} closed\n`);
   // Nothing should keep the process up now; if something does, it must not hold Ctrl-C hostage.
   setTimeout(() => process.exit(code), 2_000).unref();
   return code;

@@ -253,6 +253,20 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     return lease !== undefined && lease.validUntil > this.clock() ? session : undefined;
   }
 
+  /** Cluster mode serves http tunnels only (no `--tcp-ports`, no passthrough): the same as `session`. */
+  tunnel(name: string): TunnelSession | undefined {
+    return this.session(name);
+  }
+
+  /** Cluster mode has no pools: the same as `session`. */
+  holder(subdomain: string): TunnelSession | undefined {
+    return this.session(subdomain);
+  }
+
+  serving(session: TunnelSession): boolean {
+    return this.session(session.subdomain) === session;
+  }
+
   sessions(): IterableIterator<TunnelSession> {
     return this.local.sessions();
   }
@@ -394,7 +408,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     const grant = this.pending.get(subdomain) ?? this.held.get(subdomain);
     if (grant === undefined || grant.accountId !== session.accountId) {
       // Its grant was released to another edge while the upgrade was under way.
-      session.goAway(GoAwayCode.REPLACED, 'another connection of this account took over the subdomain');
+      session.end(GoAwayCode.REPLACED, 'another connection of this account took over the subdomain');
       return;
     }
     this.pending.delete(subdomain);

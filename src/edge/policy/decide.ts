@@ -18,10 +18,10 @@
  * is synchronous. Captures take their header list from `captureFields`, which redacts credentials.
  */
 import { defaultErrorJson, ERROR_CODES, type ErrorCode } from '../../errors.js';
-import { addressBytes, cidrContains, parseCidr, type CidrBlock } from '../../protocol/cidr.js';
 import { IDENTITY_HEADER, type StoredPolicy } from '../../protocol/policy.js';
 import { FixedWindowLimiter } from '../../store/rate-limit.js';
 import type { SecretBox } from '../../store/secret-box.js';
+import { AddressRule } from './address-rule.js';
 import { BasicAuthGate } from './basic-auth.js';
 import { HeaderRules } from './header-rules.js';
 import { OidcGate, withoutOwnCookies, type PolicyHttpRequest, type PolicyResponse } from './oidc.js';
@@ -73,8 +73,6 @@ export interface CompileOptions {
 
 export const DEFAULT_MAX_SIGNED_BODY = 1024 * 1024;
 const JSON_TYPE = 'application/json; charset=utf-8';
-/** Addresses remembered per policy for CIDR verdicts (clients repeat; parsing an address is the cost). */
-const VERDICT_CACHE = 4096;
 
 function refusal(code: ErrorCode, reason: string, extra: string[] = [], capture: 'rejected: signature' | null = null): PolicyDecision & { kind: 'refuse' } {
   const body = reason === ERROR_CODES[code].message ? defaultErrorJson(code) : JSON.stringify({ error: { code, message: reason } });
@@ -109,9 +107,7 @@ export class UnavailablePolicy implements TunnelPolicy {
 }
 
 export class CompiledPolicy implements TunnelPolicy {
-  private readonly allowBlocks: CidrBlock[];
-  private readonly denyBlocks: CidrBlock[];
-  private readonly addressVerdicts = new Map<string, boolean>();
+  private readonly addresses: AddressRule;
   private readonly basicAuth: BasicAuthGate | null;
   private readonly forwardAuthorization: boolean;
   private readonly wwwAuthenticate: string;
@@ -128,9 +124,7 @@ export class CompiledPolicy implements TunnelPolicy {
 
   constructor(stored: StoredPolicy, box: SecretBox, options: CompileOptions) {
     this.clock = options.clock ?? Date.now;
-    const blocks = (list: string[] | undefined): CidrBlock[] => (list ?? []).map((text) => parseCidr(text) as CidrBlock);
-    this.allowBlocks = blocks(stored.allowCidr);
-    this.denyBlocks = blocks(stored.denyCidr);
+    this.addresses = new AddressRule(stored.allowCidr, stored.denyCidr);
     this.basicAuth = stored.basicAuth?.length ? new BasicAuthGate(stored.basicAuth, this.clock) : null;
     this.forwardAuthorization = stored.basicAuthForward === true;
     this.wwwAuthenticate = `Basic realm="${options.realm.replace(/["\\]/g, '')}", charset="UTF-8"`;
@@ -176,7 +170,7 @@ export class CompiledPolicy implements TunnelPolicy {
 
   decide(request: PolicyRequest): PolicyDecision | Promise<PolicyDecision> {
     if (this.oidc !== null && OidcGate.owns(request.target)) return { kind: 'respond', response: this.oidc.handle(request) };
-    if ((this.allowBlocks.length > 0 || this.denyBlocks.length > 0) && !this.addressAllowed(request.clientAddress)) {
+    if (this.addresses.active && !this.addresses.allows(request.clientAddress)) {
       return refusal('ADDRESS_FORBIDDEN', `Requests from ${request.clientAddress} are not allowed on this tunnel.`);
     }
     if (this.rate !== null) {
@@ -269,17 +263,6 @@ export class CompiledPolicy implements TunnelPolicy {
   sweep(): void {
     this.rate?.sweep();
     this.authFailures.sweep();
-  }
-
-  private addressAllowed(address: string): boolean {
-    let verdict = this.addressVerdicts.get(address);
-    if (verdict === undefined) {
-      const bytes = addressBytes(address);
-      verdict = bytes !== null && !this.denyBlocks.some((block) => cidrContains(block, bytes)) && (this.allowBlocks.length === 0 || this.allowBlocks.some((block) => cidrContains(block, bytes)));
-      if (this.addressVerdicts.size >= VERDICT_CACHE) this.addressVerdicts.clear();
-      this.addressVerdicts.set(address, verdict);
-    }
-    return verdict;
   }
 }
 

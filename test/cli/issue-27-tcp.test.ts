@@ -1,0 +1,221 @@
+/**
+ * Issue 27, item 2: TCP tunnels through the real CLI (`burrow tcp`) against a real edge started with
+ * `tcp: { ports }` (`--tcp-ports`): Debian's `ssh` logs in to a private sshd and `redis-cli` talks to a
+ * real redis-server through the tunnel's public port; every connection is recorded (address, bytes each
+ * way, how it ended) where the API lists the tunnel's requests; `--deny-cidr` cuts a connection at once;
+ * `--proxy-protocol` puts a PROXY v2 header naming the public client first. An edge without --tcp-ports
+ * refuses a TCP tunnel, saying so.
+ */
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { userInfo } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { call, createAccount, freePort, freePortRange, runCli, spawnCli, startEdge, tempDir, waitFor, type TestAccount, type TestEdge } from '../helpers.js';
+import { redisSkip, TestRedis } from '../redis-server.js';
+
+const SSHD = '/usr/sbin/sshd';
+const SSH = '/usr/bin/ssh';
+const sshSkip = existsSync(SSHD) && existsSync(SSH) ? false : 'skipped: no OpenSSH (scripts/ensure-ssh.mjs installs it)';
+const FORWARDING = /Forwarding tcp:\/\/localhost:([0-9]+) -> (\S+)\n/;
+
+let edge: TestEdge;
+let account: TestAccount;
+let env: Record<string, string>;
+let echo: Server;
+
+before(async () => {
+  edge = await startEdge({ tcp: { ports: await freePortRange(8) } });
+  account = await createAccount(edge, 'PRO');
+  env = { XDG_CONFIG_HOME: tempDir('burrow-tcp-'), BURROW_EDGE: edge.url, BURROW_TOKEN: account.token, NO_COLOR: '' };
+  // Echoes every byte, and says "bye" when the other side ends.
+  echo = createServer({ allowHalfOpen: true }, (socket) => {
+    socket.on('data', (chunk) => socket.write(chunk));
+    socket.on('end', () => socket.end('bye'));
+  });
+  echo.listen(0, '127.0.0.1');
+  await once(echo, 'listening');
+});
+after(async () => {
+  echo.close();
+  await edge.close();
+});
+
+/** Runs a program without blocking this process (the edge runs here): its exit code and output. */
+async function tool(command: string, args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  const [status] = (await once(child, 'exit')) as [number | null];
+  clearTimeout(timer);
+  return { status, stdout, stderr };
+}
+
+/** Connects to the public port, sends `text`, ends; resolves with everything that came back. */
+function exchange(port: number, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket: Socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => socket.end(text));
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (answer += chunk));
+    socket.on('close', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}
+
+test('burrow tcp: bytes both ways through a public port, each connection recorded and printed', async () => {
+  const echoPort = (echo.address() as AddressInfo).port;
+  const run = await spawnCli(['tcp', `127.0.0.1:${echoPort}`], env, FORWARDING);
+  try {
+    const publicPort = Number(run.match[1]);
+    assert.equal(run.match[2], `127.0.0.1:${echoPort}`);
+    const big = 'x'.repeat(600_000);
+    assert.equal(await exchange(publicPort, big), `${big}bye`, 'more than a stream window each way');
+    await waitFor(() => /^TCP 127\.0\.0\.1:[0-9]+ closed 600\.0 kB in, 600\.0 kB out, [0-9.]+ s$/m.test(run.output()), 5_000, 'the connection line');
+    // The record: who, how much each way, how it ended.
+    await waitFor(async () => (await call(edge, 'GET', `/api/v1/requests?subdomain=tcp:${publicPort}`, { token: account.token })).json?.requests?.length === 1, 5_000, 'the record');
+    const [record] = (await call(edge, 'GET', `/api/v1/requests?subdomain=tcp:${publicPort}`, { token: account.token })).json.requests;
+    const detail = (await call(edge, 'GET', `/api/v1/requests/${record.id}`, { token: account.token })).json;
+    assert.equal(detail.method, 'TCP');
+    assert.match(detail.path, /^127\.0\.0\.1:[0-9]+$/);
+    assert.equal(detail.request.body_size, 600_000);
+    assert.equal(detail.response.body_size, 600_003);
+    assert.equal(detail.error ?? null, null);
+    assert.equal(typeof detail.duration_ms, 'number');
+    // Listed as a tunnel of the account.
+    const tunnels = (await call(edge, 'GET', '/api/v1/tunnels', { token: account.token })).json.tunnels as { subdomain: string }[];
+    assert.ok(tunnels.some((tunnel) => tunnel.subdomain === `tcp:${publicPort}`), JSON.stringify(tunnels));
+    run.child.kill('SIGINT');
+    assert.equal(await run.exited, 0);
+    // No tunnel, no listener: the port refuses.
+    await waitFor(
+      () => new Promise<boolean>((resolve) => connect(publicPort, '127.0.0.1').once('error', () => resolve(true)).once('connect', function (this: Socket) { this.destroy(); resolve(false); })),
+      5_000,
+      'the port closed',
+    );
+  } finally {
+    run.child.kill('SIGKILL');
+  }
+});
+
+test('--deny-cidr cuts a connection from a denied address at once, recorded as ADDRESS_FORBIDDEN; --proxy-protocol names the client', async () => {
+  const echoPort = (echo.address() as AddressInfo).port;
+  const denied = await spawnCli(['tcp', String(echoPort), '--deny-cidr', '127.0.0.0/8'], env, FORWARDING);
+  let seen: Buffer = Buffer.alloc(0);
+  const recorder = createServer((socket) => socket.on('data', (chunk: Buffer) => (seen = Buffer.concat([seen, chunk]))).on('end', () => socket.end()));
+  recorder.listen(0, '127.0.0.1');
+  await once(recorder, 'listening');
+  const proxied = await spawnCli(['tcp', String((recorder.address() as AddressInfo).port), '--proxy-protocol'], env, FORWARDING);
+  try {
+    const deniedPort = Number(denied.match[1]);
+    assert.equal(await exchange(deniedPort, 'hello'), '');
+    await waitFor(async () => (await call(edge, 'GET', `/api/v1/requests?subdomain=tcp:${deniedPort}`, { token: account.token })).json?.requests?.length === 1, 5_000, 'the record');
+    const [record] = (await call(edge, 'GET', `/api/v1/requests?subdomain=tcp:${deniedPort}`, { token: account.token })).json.requests;
+    assert.equal((await call(edge, 'GET', `/api/v1/requests/${record.id}`, { token: account.token })).json.error, 'ADDRESS_FORBIDDEN');
+
+    const proxiedPort = Number(proxied.match[1]);
+    const socket = connect({ port: proxiedPort, host: '127.0.0.1' });
+    await once(socket, 'connect');
+    const clientPort = socket.localPort!;
+    socket.end('payload');
+    await once(socket, 'close');
+    await waitFor(() => seen.includes('payload'), 5_000, 'the bytes');
+    assert.deepEqual([...seen.subarray(0, 12)], [0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a], 'the PROXY v2 signature first');
+    assert.equal(seen[13], 0x11, 'TCP over IPv4');
+    assert.deepEqual([...seen.subarray(16, 20)], [127, 0, 0, 1]);
+    assert.equal(seen.readUInt16BE(24), clientPort, "the public client's port");
+    assert.equal(seen.readUInt16BE(26), proxiedPort, 'the public port');
+    assert.equal(seen.subarray(28).toString(), 'payload');
+  } finally {
+    denied.child.kill('SIGKILL');
+    proxied.child.kill('SIGKILL');
+    recorder.close();
+  }
+});
+
+test('redis-cli through a TCP tunnel to a real redis-server', { skip: redisSkip }, async () => {
+  const redis = await TestRedis.start();
+  const run = await spawnCli(['tcp', String(redis.port)], env, FORWARDING);
+  try {
+    const port = run.match[1]!;
+    const set = await tool('redis-cli', ['-h', '127.0.0.1', '-p', port, 'SET', 'burrow:tcp', 'through the tunnel']);
+    assert.equal(set.stdout.trim(), 'OK', set.stderr);
+    const get = await tool('redis-cli', ['-h', '127.0.0.1', '-p', port, 'GET', 'burrow:tcp']);
+    assert.equal(get.stdout.trim(), 'through the tunnel', get.stderr);
+    // The key is really in that redis-server.
+    const direct = await tool('redis-cli', ['-h', '127.0.0.1', '-p', String(redis.port), 'GET', 'burrow:tcp']);
+    assert.equal(direct.stdout.trim(), 'through the tunnel');
+    await waitFor(() => (run.output().match(/^TCP 127\.0\.0\.1:[0-9]+ closed /gm)?.length ?? 0) === 2, 5_000, 'two connection lines');
+  } finally {
+    run.child.kill('SIGKILL');
+  }
+});
+
+test("Debian's ssh logs in to a private sshd through a TCP tunnel", { skip: sshSkip }, async () => {
+  const dir = tempDir('burrow-tcp-ssh-');
+  chmodSync(dir, 0o700);
+  for (const key of ['host_key', 'client_key']) {
+    const made = spawnSync('/usr/bin/ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, key)], { encoding: 'utf8' });
+    assert.equal(made.status, 0, made.stderr);
+  }
+  writeFileSync(join(dir, 'authorized_keys'), readFileSync(join(dir, 'client_key.pub')));
+  chmodSync(join(dir, 'authorized_keys'), 0o600);
+  const user = userInfo().username;
+  const sshdPort = await freePort();
+  const config = [
+    `ListenAddress 127.0.0.1:${sshdPort}`,
+    `HostKey ${join(dir, 'host_key')}`,
+    `PidFile ${join(dir, 'sshd.pid')}`,
+    `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,
+    `AllowUsers ${user}`,
+    'PermitRootLogin prohibit-password',
+    'PasswordAuthentication no',
+    'KbdInteractiveAuthentication no',
+    'UsePAM no',
+    'StrictModes no',
+    'PrintMotd no',
+    'UseDNS no',
+    'LogLevel ERROR',
+    '',
+  ].join('\n');
+  writeFileSync(join(dir, 'sshd_config'), config);
+  const sshd = spawn(SSHD, ['-D', '-e', '-f', join(dir, 'sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const run = await spawnCli(['tcp', String(sshdPort)], env, FORWARDING);
+  try {
+    await waitFor(
+      () => new Promise<boolean>((resolve) => connect(sshdPort, '127.0.0.1').once('error', () => resolve(false)).once('connect', function (this: Socket) { this.destroy(); resolve(true); })),
+      10_000,
+      'sshd listening',
+    );
+    const port = run.match[1]!;
+    const login = await tool(
+      SSH,
+      ['-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', `UserKnownHostsFile=${join(dir, 'known_hosts')}`, '-i', join(dir, 'client_key'), '-p', port, `${user}@127.0.0.1`, 'echo', 'hello from the other side of the tunnel'],
+    );
+    assert.equal(login.status, 0, login.stderr);
+    assert.equal(login.stdout.trim(), 'hello from the other side of the tunnel');
+    // ssh may close with a reset (its last bytes unread): the line says "closed" or "cut (CLIENT_CLOSED)".
+    await waitFor(() => /^TCP 127\.0\.0\.1:[0-9]+ (closed|cut \(CLIENT_CLOSED\)) [0-9.]+ kB in, [0-9.]+ kB out/m.test(run.output()), 5_000, `the connection line in:\n${run.output()}`);
+  } finally {
+    run.child.kill('SIGKILL');
+    sshd.kill('SIGKILL');
+  }
+});
+
+test('an edge without --tcp-ports refuses a TCP tunnel, saying so', async () => {
+  const plain = await startEdge();
+  try {
+    const owner = await createAccount(plain, 'FREE');
+    const refused = await runCli(['tcp', '22'], { ...env, BURROW_EDGE: plain.url, BURROW_TOKEN: owner.token });
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /INVALID_REQUEST: This edge serves no TCP tunnels: it was started without --tcp-ports/);
+  } finally {
+    await plain.close();
+  }
+});
