@@ -107,3 +107,47 @@ test('a pool is not joined without --pool, nor a lone tunnel with it; --pool nee
     await Promise.all([lone.exited, pooled.exited]);
   }
 });
+
+test('an idle pool is served in turn: sequential requests alternate between the members (the policy lookup does not move the turn)', async () => {
+  const first = await spawnCli(['http', String(locals[0]!.port), '--subdomain', 'turns-27', '--pool', '--no-inspect'], env, FORWARDING);
+  const second = await spawnCli(['http', String(locals[1]!.port), '--subdomain', 'turns-27', '--pool', '--no-inspect'], env, FORWARDING);
+  try {
+    const seen: string[] = [];
+    for (let i = 0; i < 8; i++) seen.push((await call(edge, 'GET', `/${i}`, { host: `turns-27.localhost:${edge.port}` })).text);
+    assert.equal(seen.filter((name) => name === 'a').length, 4, seen.join(''));
+    assert.equal(seen.filter((name) => name === 'b').length, 4, seen.join(''));
+  } finally {
+    first.child.kill('SIGINT');
+    second.child.kill('SIGINT');
+    await Promise.all([first.exited, second.exited]);
+  }
+});
+
+test("a pool's members apply the reservation's stored policy, every one of them; one-run policy flags with --pool are refused", async () => {
+  const created = await call(edge, 'POST', '/api/v1/reserved-subdomains', { token: account.token, body: { subdomain: 'guarded-27' } });
+  assert.equal(created.status, 201, created.text);
+  const put = await call(edge, 'PUT', '/api/v1/reserved-subdomains/guarded-27/policy', { token: account.token, body: { basic_auth: [{ user: 'ann', password: 's3cret' }] } });
+  assert.equal(put.status, 200, put.text);
+  const first = await spawnCli(['http', String(locals[0]!.port), '--subdomain', 'guarded-27', '--pool', '--no-inspect'], env, FORWARDING);
+  const second = await spawnCli(['http', String(locals[1]!.port), '--subdomain', 'guarded-27', '--pool', '--no-inspect'], env, FORWARDING);
+  try {
+    const host = `guarded-27.localhost:${edge.port}`;
+    const authorization = `Basic ${Buffer.from('ann:s3cret').toString('base64')}`;
+    const served = new Set<string>();
+    for (let i = 0; i < 6; i++) {
+      const refused = await call(edge, 'GET', `/${i}`, { host });
+      assert.equal(refused.status, 401, refused.text);
+      const allowed = await call(edge, 'GET', `/${i}`, { host, headers: { authorization } });
+      assert.equal(allowed.status, 200, allowed.text);
+      served.add(allowed.text);
+    }
+    assert.deepEqual([...served].sort(), ['a', 'b'], 'both members served, behind the one policy');
+    const flagged = await runCli(['http', String(locals[0]!.port), '--subdomain', 'flagged-27', '--pool', '--basic-auth', 'bob:pw', '--no-inspect'], env);
+    assert.equal(flagged.code, 1);
+    assert.match(flagged.stderr, /INVALID_REQUEST: A pool takes its policy from the reservation/);
+  } finally {
+    first.child.kill('SIGINT');
+    second.child.kill('SIGINT');
+    await Promise.all([first.exited, second.exited]);
+  }
+});
