@@ -452,15 +452,20 @@ export class Api {
         retentionMs: this.retentionOf(principal),
         now: this.clock(),
       };
-      const summaryJson = (entry: CaptureSummary) => ({
-        id: entry.id,
-        method: entry.method,
-        path: entry.path,
-        status: entry.status,
-        duration_ms: entry.durationMs,
-        received_at: nowIso(entry.receivedAt),
-        rejected: rejectionOf(entry.error),
-      });
+      // Exactly the spec's fields (spec section 2, "Captured request"); a capture the edge refused adds
+      // `rejected`, a Burrow extension the spec's captures never carry.
+      const summaryJson = (entry: CaptureSummary) => {
+        const rejected = rejectionOf(entry.error);
+        return {
+          id: entry.id,
+          method: entry.method,
+          path: entry.path,
+          status: entry.status,
+          duration_ms: entry.durationMs,
+          received_at: nowIso(entry.receivedAt),
+          ...(rejected === null ? {} : { rejected }),
+        };
+      };
       if (q !== null) {
         const found = await captures.search(principal.account.id, subdomain, q, { ...listOptions, maxScanned: REQUEST_SEARCH_SCAN, maxBodyBytes: REQUEST_SEARCH_BODY_BYTES });
         if (found === null) throw new BurrowError('NOT_FOUND', `No requests for ${quoted(subdomain)} on this account.`);

@@ -295,6 +295,7 @@ describe('captured requests: GET /api/v1/requests, detail and replay', () => {
       client_address: undefined,
       token_id: alice.tokenId,
       error: null,
+      rejected: null,
       replay_of: null,
       event_id: null,
       request: undefined,

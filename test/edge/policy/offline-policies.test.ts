@@ -55,7 +55,7 @@ async function queued(subdomain: string): Promise<{ events: number; queue: { pat
   return listed.json;
 }
 
-async function captures(subdomain: string): Promise<{ status: number; rejected: string | null; path: string }[]> {
+async function captures(subdomain: string): Promise<{ status: number; rejected?: string; path: string }[]> {
   const listed = await call(edge, 'GET', `/api/v1/requests?subdomain=${subdomain}&limit=1000`, { token: account.token });
   return listed.status === 404 ? [] : listed.json.requests;
 }

@@ -301,7 +301,7 @@ test('through a tunnel (a real edge, client and local server), per verified row:
         assert.equal((JSON.parse(forged.text) as { error: { code: string } }).error.code, 'SIGNATURE_INVALID', row.name);
         assert.equal(seen.filter((entry) => entry.url === path).length, 1, `${row.name}: the forgery never reached the app`);
         const listed = await call(edge, 'GET', `/api/v1/requests?subdomain=${subdomain}`, { token: account.token });
-        assert.deepEqual(listed.json.requests.map((capture: { status: number; rejected: string | null }) => [capture.status, capture.rejected]), [[401, 'signature'], [200, null]], row.name);
+        assert.deepEqual(listed.json.requests.map((capture: { status: number; rejected?: string }) => [capture.status, capture.rejected ?? null]), [[401, 'signature'], [200, null]], row.name);
       } finally {
         await started.client.close();
       }
