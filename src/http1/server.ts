@@ -119,8 +119,6 @@ const enum ResponseState {
 
 const EMPTY = Buffer.alloc(0);
 const CRLF = '\r\n';
-/** Output gathered under `cork` up to this size leaves as one joined buffer (copying it is cheaper than a writev). */
-const JOIN_LIMIT = 16 * 1024;
 
 export class ServerExchange {
   sink: ExchangeSink | null = null;
@@ -145,9 +143,6 @@ export class ServerExchange {
   /** The answer is 101 and the socket goes to the sink once it is written. */
   private switching = false;
   private corked = false;
-  /** While corked at the front: what is written, to go out as one buffer (`flushGathered`). */
-  private gathered: (string | Buffer)[] | null = null;
-  private gatheredBytes = 0;
 
   constructor(
     readonly connection: ServerConnection,
@@ -264,7 +259,6 @@ export class ServerExchange {
       this.switching = true;
       this.out(responseHead(status, reason, fields, ''));
       this.state = ResponseState.ENDED;
-      this.flushGathered();
       this.connection.answered(this);
       return;
     }
@@ -330,7 +324,6 @@ export class ServerExchange {
     if (framing === Framing.CHUNKED) this.out(lastChunk(trailers ?? []));
     if (framing === Framing.CLOSE) this.closeAfter = true;
     this.state = ResponseState.ENDED;
-    this.flushGathered();
     this.connection.answered(this);
   }
 
@@ -349,35 +342,23 @@ export class ServerExchange {
     this.connection.destroy();
   }
 
-  /**
-   * Gathers what this exchange writes until `uncork` (or the end of its answer), to go out in one write:
-   * one buffer when small (a head and its body), else corked. One `write` of one buffer costs Node's
-   * stream less than a corked `writev` of a head string and body buffers.
-   */
+  /** Corks the socket while this exchange may write (one syscall for a head and its body). */
   cork(): void {
     if (this.corked || this.connection.front !== this) return;
     this.corked = true;
-    this.gathered = [];
-    this.gatheredBytes = 0;
+    this.connection.socket.cork();
   }
 
-  /** Writes what `cork` gathered (now, or it went when the answer ended). */
+  /** Uncorks what `cork` corked (even when the answer ended meanwhile and the next one is at the front). */
   uncork(): void {
     if (!this.corked) return;
     this.corked = false;
-    this.flushGathered();
-  }
-
-  private flushGathered(): void {
-    const gathered = this.gathered;
-    if (gathered === null) return;
-    this.gathered = null;
-    if (gathered.length > 0 && this.state !== ResponseState.DEAD) this.connection.writeAll(gathered, this.gatheredBytes);
+    this.connection.socket.uncork();
   }
 
   /** Bytes handed to `write` and waiting (at the front: in the socket's buffer; else kept here). */
   get buffered(): number {
-    return this.connection.front === this ? this.connection.socket.writableLength + this.gatheredBytes : this.pendingBytes;
+    return this.connection.front === this ? this.connection.socket.writableLength : this.pendingBytes;
   }
 
   // ---- (the connection) ------------------------------------------------------------------------------
@@ -385,15 +366,7 @@ export class ServerExchange {
   private out(data: string | Buffer): boolean {
     if (this.state === ResponseState.DEAD) return false;
     const connection = this.connection;
-    if (connection.front === this) {
-      const gathered = this.gathered;
-      if (gathered === null) return connection.write(data);
-      gathered.push(data);
-      this.gatheredBytes += typeof data === 'string' ? data.length : data.byteLength;
-      // As the socket's own write would answer once these bytes are in its buffer.
-      const socket = connection.socket;
-      return socket.writableLength + this.gatheredBytes < socket.writableHighWaterMark;
-    }
+    if (connection.front === this) return connection.write(data);
     (this.pending ??= []).push(data);
     this.pendingBytes += typeof data === 'string' ? data.length : data.byteLength;
     return false;
@@ -745,32 +718,6 @@ export class ServerConnection implements MessageHandler {
   write(data: string | Buffer): boolean {
     if (this.destroyed) return false;
     return typeof data === 'string' ? this.socket.write(data, 'latin1') : this.socket.write(data);
-  }
-
-  /**
-   * Writes `parts` (`bytes` in all; strings are one byte per character) in one write: joined into one
-   * buffer up to JOIN_LIMIT, else corked. Returns false when the socket's buffer is full.
-   */
-  writeAll(parts: readonly (string | Buffer)[], bytes: number): boolean {
-    if (this.destroyed) return false;
-    if (parts.length === 1) return this.write(parts[0]!);
-    const socket = this.socket;
-    if (bytes <= JOIN_LIMIT) {
-      const joined = Buffer.allocUnsafe(bytes);
-      let at = 0;
-      for (const part of parts) {
-        if (typeof part === 'string') at += joined.write(part, at, 'latin1');
-        else {
-          joined.set(part, at);
-          at += part.byteLength;
-        }
-      }
-      return socket.write(joined);
-    }
-    socket.cork();
-    for (const part of parts) this.write(part);
-    socket.uncork();
-    return !socket.writableNeedDrain;
   }
 
   private readonly onDrain = (): void => {
