@@ -22,7 +22,8 @@
  * reads it for `bodyTimeoutMs` ends the connection, and so does a reader that takes nothing for
  * `sendTimeoutMs`.
  */
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import { chunkSizeLine, fieldValue, httpDate, lastChunk, listHasToken, responseHead, standardReason } from './head.js';
 import { ALL, DEFAULT_HEAD_LIMITS, Http1ParseError, Http1Parser, MessageHead, MessageKind, type HeadLimits, type MessageHandler } from './parser.js';
 
@@ -118,6 +119,8 @@ const enum ResponseState {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** One read buffer for every plain TCP connection of a `ServerConnections` (see `withSharedReads`). */
+const SHARED_READ_BYTES = 64 * 1024;
 const CRLF = '\r\n';
 
 export class ServerExchange {
@@ -483,20 +486,30 @@ export class ServerConnection implements MessageHandler {
 
   /** Bytes of a preface read so far (while `preface` is set). */
   private prefaceBytes: Buffer | null = null;
+  /** The connection's socket (for a plain TCP connection not the accepted object: `withSharedReads`). */
+  readonly socket: Socket;
+  /** Inside a read into the shared buffer: what is kept past it must be copied (`owned`). */
+  private readingShared = false;
 
   constructor(
-    readonly socket: Socket,
+    accepted: Socket,
     private readonly handler: ConnectionHandler,
     readonly settings: ServerSettings,
     private readonly registry: ServerConnections,
     remoteAddress: string,
     /** What is read off the connection before HTTP (a PROXY header), or null. */
     private preface: Preface | null = null,
+    /** Where reads of a plain TCP socket land (null: each read in a buffer of its own, 'data' events). */
+    readBuffer: Buffer | null = null,
   ) {
     this.remoteAddress = remoteAddress;
     this.parser = new Http1Parser(MessageKind.REQUEST, this, settings);
     this.idleSince = Date.now();
-    socket.on('data', this.onData);
+    const shared = readBuffer === null ? null : withSharedReads(accepted, readBuffer, this.onSharedRead);
+    const socket = shared ?? accepted;
+    this.socket = socket;
+    if (shared === null) socket.on('data', this.onData);
+    socket.setNoDelay(true);
     socket.on('end', this.onEnd);
     socket.on('close', this.onClose);
     socket.on('error', this.onError);
@@ -514,6 +527,26 @@ export class ServerConnection implements MessageHandler {
 
   // ---- reading --------------------------------------------------------------------------------------
 
+  /**
+   * A read into the shared buffer (`withSharedReads`): valid only during this call. After a switch of
+   * protocols the socket's new owner reads it through 'data' events: a copy is pushed for it.
+   */
+  private readonly onSharedRead = (bytes: number, buffer: Buffer): boolean => {
+    if (this.switched) return this.socket.push(Buffer.from(buffer.subarray(0, bytes)));
+    this.readingShared = true;
+    try {
+      this.onData(buffer.subarray(0, bytes));
+    } finally {
+      this.readingShared = false;
+    }
+    return true;
+  };
+
+  /** `bytes` to keep past this read: a copy when they are in the shared read buffer. */
+  private owned(bytes: Buffer): Buffer {
+    return this.readingShared ? Buffer.from(bytes) : bytes;
+  }
+
   private readonly onData = (data: Buffer): void => {
     let chunk = data;
     if (this.lingering) {
@@ -526,7 +559,7 @@ export class ServerConnection implements MessageHandler {
       const bytes = this.prefaceBytes === null ? chunk : Buffer.concat([this.prefaceBytes, chunk]);
       const taken = this.preface(this, bytes);
       if (taken === PREFACE_MORE) {
-        this.prefaceBytes = bytes;
+        this.prefaceBytes = this.owned(bytes);
         return;
       }
       this.preface = null;
@@ -543,7 +576,7 @@ export class ServerConnection implements MessageHandler {
     if (this.queue.length === 0 && this.parsing === null) this.headStarted = true;
     if (this.pauses !== 0 || this.stash !== null) {
       // Read before the pause took hold (or while the stash waits): kept in order.
-      this.stash = this.stash === null ? chunk : Buffer.concat([this.stash, chunk]);
+      this.stash = this.stash === null ? this.owned(chunk) : Buffer.concat([this.stash, chunk]);
       return;
     }
     this.feed(chunk);
@@ -563,7 +596,7 @@ export class ServerConnection implements MessageHandler {
       this.parseFailed(result);
       return;
     }
-    const rest = chunk.subarray(result);
+    const rest = this.owned(chunk.subarray(result));
     if (this.parser.isPaused) {
       this.stash = rest.byteLength > 0 ? rest : null;
       this.pauseFor(0);
@@ -868,6 +901,7 @@ export class ServerConnections {
   private readonly connections = new Set<ServerConnection>();
   private timer: NodeJS.Timeout | null = null;
   readonly settings: ServerSettings;
+  private readonly readBuffer = Buffer.allocUnsafe(SHARED_READ_BYTES);
 
   constructor(
     private readonly handler: ConnectionHandler,
@@ -881,9 +915,9 @@ export class ServerConnections {
     return this.connections.size;
   }
 
+  /** The connection's own socket may differ from `socket` (`ServerConnection.socket`). */
   accept(socket: Socket, remoteAddress: string, preface: Preface | null = null): ServerConnection {
-    socket.setNoDelay(true);
-    const connection = new ServerConnection(socket, this.handler, this.settings, this, remoteAddress, preface);
+    const connection = new ServerConnection(socket, this.handler, this.settings, this, remoteAddress, preface, this.readBuffer);
     this.connections.add(connection);
     if (this.timer === null) {
       this.timer = setInterval(() => this.tick(), this.tickMs);
@@ -912,6 +946,34 @@ export class ServerConnections {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
   }
+}
+
+/**
+ * A plain TCP connection's socket re-made over the same handle, reading into `buffer` (shared by every
+ * connection: each read is handled before the next lands) and handing each read to `onRead`, instead of
+ * a fresh 64 KiB allocation per read pushed through the socket's readable stream (bench/RESULTS.md,
+ * "Issue 24: the edge's CPU floor"). Node's server offers no `onread` for accepted sockets, so the
+ * handle moves (its `_handle` field); the accepted object, left without it, is destroyed (its server's
+ * connection count goes with it). Returns null when the socket is not a fresh TCP connection (TLS reads
+ * through a handle of its own; a socket already read from keeps its way).
+ */
+function withSharedReads(accepted: Socket, buffer: Buffer, onRead: (bytes: number, buffer: Buffer) => boolean): Socket | null {
+  const holder = accepted as unknown as { _handle: { reading: boolean; readStop(): number } | null };
+  const handle = holder._handle;
+  if (accepted instanceof TLSSocket || handle === null || accepted.readableLength > 0 || accepted.destroyed) return null;
+  handle.reading = false;
+  handle.readStop();
+  holder._handle = null;
+  const socket = new Socket({
+    handle,
+    allowHalfOpen: accepted.allowHalfOpen,
+    readable: true,
+    writable: true,
+    writableHighWaterMark: accepted.writableHighWaterMark,
+    onread: { buffer, callback: onRead },
+  } as ConstructorParameters<typeof Socket>[0]);
+  accepted.destroy();
+  return socket;
 }
 
 function withoutContentLength(fields: readonly string[]): string[] {
