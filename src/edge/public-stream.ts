@@ -286,10 +286,17 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
       // A body of no declared length that is all here (and without trailers) goes with a length of
       // its own rather than chunked, as a whole answer should (docs/protocol.md 16, "framing").
       if (length < 0 && this.endRequested && this.responseTrailers === null && !this.noBody()) {
-        length = 0;
-        for (const chunk of this.chunks) length += chunk.byteLength;
+        length = bytesOf(this.chunks);
       }
-      exchange.writeHead(this.status, this.reason, response.headers, length, response.lengthInFields);
+      if (this.endRequested && length > 0 && !this.noBody() && this.unacknowledged === 0 && bytesOf(this.chunks) === length) {
+        // The whole answer is here (the usual small response): head and body in one write.
+        const chunks = this.chunks;
+        this.chunks = [];
+        if (exchange.writeWhole(this.status, this.reason, response.headers, chunks, length, response.lengthInFields)) this.consumed(length);
+        else this.unacknowledged += length;
+      } else {
+        exchange.writeHead(this.status, this.reason, response.headers, length, response.lengthInFields);
+      }
     }
     if (this.endRequested && this.noBody()) {
       this.publicState = PublicState.DONE;
@@ -430,4 +437,10 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
     // Never switched (the 101 was not written yet): the exchange's connection goes instead.
     if (this.socket === null) this.exchange.destroy();
   }
+}
+
+function bytesOf(chunks: readonly Uint8Array[]): number {
+  let bytes = 0;
+  for (const chunk of chunks) bytes += chunk.byteLength;
+  return bytes;
 }

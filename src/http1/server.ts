@@ -119,6 +119,8 @@ const enum ResponseState {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** An answer's head and body up to this size leave as one joined buffer (`writeWhole`). */
+const JOIN_LIMIT = 16 * 1024;
 /** One read buffer for every plain TCP connection of a `ServerConnections` (see `withSharedReads`). */
 const SHARED_READ_BYTES = 64 * 1024;
 const CRLF = '\r\n';
@@ -257,7 +259,6 @@ export class ServerExchange {
    */
   writeHead(status: number, reason: string, fields: readonly string[], contentLength: number, lengthInFields = false): void {
     if (this.state !== ResponseState.IDLE) return;
-    this.state = ResponseState.HEAD_WRITTEN;
     if (status === 101) {
       this.switching = true;
       this.out(responseHead(status, reason, fields, ''));
@@ -265,6 +266,38 @@ export class ServerExchange {
       this.connection.answered(this);
       return;
     }
+    this.out(this.finalHead(status, reason, fields, contentLength, lengthInFields));
+  }
+
+  /**
+   * `writeHead` and `write` of the whole body (`chunks`, `length` bytes in all) of a content-length
+   * answer, small enough (JOIN_LIMIT) to leave as one buffer in one write: Node's stream takes that for
+   * less CPU than a corked writev of the head and each chunk. Returns as `write`.
+   */
+  writeWhole(status: number, reason: string, fields: readonly string[], chunks: readonly Uint8Array[], length: number, lengthInFields = false): boolean {
+    if (this.state !== ResponseState.IDLE) return this.state !== ResponseState.DEAD;
+    if (status === 101 || length > JOIN_LIMIT || length === 0 || this.isHead || status === 204 || status === 304) {
+      this.writeHead(status, reason, fields, length, lengthInFields);
+      let ok = true;
+      for (const chunk of chunks) ok = this.write(chunk);
+      return ok;
+    }
+    const head = this.finalHead(status, reason, fields, length, lengthInFields);
+    const whole = Buffer.allocUnsafe(head.length + length);
+    let at = whole.write(head, 0, 'latin1');
+    for (const chunk of chunks) {
+      whole.set(chunk, at);
+      at += chunk.byteLength;
+    }
+    this.written = length;
+    const ok = this.out(whole);
+    if (!ok) this.wantsWritable = true;
+    return ok;
+  }
+
+  /** The head of a final answer other than 101, its framing chosen (the state moves to HEAD_WRITTEN). */
+  private finalHead(status: number, reason: string, fields: readonly string[], contentLength: number, lengthInFields: boolean): string {
+    this.state = ResponseState.HEAD_WRITTEN;
     const request = this.head;
     let framingLines = '';
     if (this.isHead || status === 204 || status === 304) {
@@ -289,7 +322,7 @@ export class ServerExchange {
     if ((this.hasBody && !this.requestEnded) || this.upgrade || !request.keepAlive) this.closeAfter = true;
     if (this.closeAfter) framingLines += `Connection: close${CRLF}`;
     else if (request.versionMinor === 0) framingLines += `Connection: keep-alive${CRLF}`;
-    this.out(responseHead(status, reason, fields, framingLines));
+    return responseHead(status, reason, fields, framingLines);
   }
 
   /**
