@@ -120,7 +120,7 @@ const enum ResponseState {
 
 const EMPTY = Buffer.alloc(0);
 /** An answer's head and body up to this size leave as one joined buffer (`writeWhole`). */
-const JOIN_LIMIT = 16 * 1024;
+export const WHOLE_ANSWER_LIMIT = 16 * 1024;
 /** One read buffer for every plain TCP connection of a `ServerConnections` (see `withSharedReads`). */
 const SHARED_READ_BYTES = 64 * 1024;
 const CRLF = '\r\n';
@@ -271,15 +271,18 @@ export class ServerExchange {
 
   /**
    * `writeHead` and `write` of the whole body (`chunks`, `length` bytes in all) of a content-length
-   * answer, small enough (JOIN_LIMIT) to leave as one buffer in one write: Node's stream takes that for
+   * answer, small enough (WHOLE_ANSWER_LIMIT) to leave as one buffer in one write: Node's stream takes that for
    * less CPU than a corked writev of the head and each chunk. Returns as `write`.
    */
   writeWhole(status: number, reason: string, fields: readonly string[], chunks: readonly Uint8Array[], length: number, lengthInFields = false): boolean {
     if (this.state !== ResponseState.IDLE) return this.state !== ResponseState.DEAD;
-    if (status === 101 || length > JOIN_LIMIT || length === 0 || this.isHead || status === 204 || status === 304) {
+    if (status === 101 || length > WHOLE_ANSWER_LIMIT || length === 0 || this.isHead || status === 204 || status === 304) {
+      const corked = this.corked;
+      this.cork();
       this.writeHead(status, reason, fields, length, lengthInFields);
       let ok = true;
       for (const chunk of chunks) ok = this.write(chunk);
+      if (!corked) this.uncork();
       return ok;
     }
     const head = this.finalHead(status, reason, fields, length, lengthInFields);
