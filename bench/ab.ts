@@ -38,6 +38,7 @@ Usage: node dist/bench/ab.js --dir LABEL=DIR --dir LABEL=DIR [options]
   --warmup SEC        seconds per build before the rounds (default 2)
   --prof DIR          run edges and clients under node --cpu-prof, profiles in DIR
   --node-arg ARG      an extra node flag for the edges and clients (repeat)
+  --edge-log DIR      keep each edge's stdout in DIR/edge-LABEL.log (with a tracing --node-arg)
   --syscalls          count the edge's syscalls per request (perf stat on syscall tracepoints)
 `;
 
@@ -89,6 +90,8 @@ function countSyscalls(pid: number): () => Promise<Map<string, number>> {
 }
 
 const children = new Children();
+/** --edge-log DIR: where each edge's stdout goes (else it is kept in memory only). */
+let edgeLogDir: string | null = null;
 const ticksPerSecond = clockTicks();
 
 function median(values: number[]): number {
@@ -118,6 +121,8 @@ async function startBuild(label: string, dir: string, temp: string, targetPort: 
     command: process.execPath,
     args: [...nodeArgs.map((arg) => arg.replace('%s', `edge-${label}`)), bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000'],
     env,
+    // The edge's output kept in a file (a --node-arg that traces, say) when asked.
+    ...(edgeLogDir === null ? {} : { stdoutFile: join(edgeLogDir, `edge-${label}.log`) }),
   });
   const edgePort = Number((await edge.waitFor(/listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
   const subdomain = `ab-${label.toLowerCase().replace(/[^a-z0-9]/g, '')}`;
@@ -198,6 +203,7 @@ async function main(): Promise<void> {
       prof: { type: 'string' },
       'node-arg': { type: 'string', multiple: true },
       syscalls: { type: 'boolean' },
+      'edge-log': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -215,6 +221,10 @@ async function main(): Promise<void> {
   const [method, shape] = (values.scenario ?? 'post-length').split('-') as [string, string];
   const scenario: Scenario = { method: method.toUpperCase() as Method, shape: shape as Shape, size: Number(values.size ?? 1024) };
   const nodeArgs = [...(values['node-arg'] ?? [])];
+  if (values['edge-log'] !== undefined) {
+    edgeLogDir = resolve(values['edge-log']);
+    mkdirSync(edgeLogDir, { recursive: true });
+  }
   if (values.prof !== undefined) {
     const profDir = resolve(values.prof);
     mkdirSync(profDir, { recursive: true });
