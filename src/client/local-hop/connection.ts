@@ -28,6 +28,14 @@ import { ResponseFraming, type LocalExchange, type ResponseFramingValue } from '
 import { isIdempotent } from './request-head.js';
 import type { TargetPool } from './pool.js';
 
+/**
+ * Where every plain TCP local connection of the process reads (`net.connect`'s `onread`): each read is
+ * handled before the next lands, so one buffer serves them all, instead of a fresh 64 KiB allocation
+ * per read pushed through the socket's readable stream (bench/RESULTS.md, "Issue 25: tuning log").
+ * Body chunks from llhttp are copies already; what else outlives a read is copied (`owned`).
+ */
+const SHARED_READ = Buffer.allocUnsafe(64 * 1024);
+
 const TIMEOUT_PATTERN = /timeout\s*=\s*([0-9]+)/i;
 
 export class LocalConnection implements MessageHandler {
@@ -51,6 +59,10 @@ export class LocalConnection implements MessageHandler {
   private upgradeHead: MessageHead | null = null;
   /** The current response lets the connection be used again (its framing and Connection say so). */
   private reusable = false;
+  /** Inside a read into SHARED_READ: bytes kept past it must be copied. */
+  private readingShared = false;
+  /** After a 101 the socket is the caller's: reads into SHARED_READ reach it as copies, through 'data'. */
+  private handedOver = false;
 
   constructor(private readonly pool: TargetPool) {
     const target = pool.target;
@@ -67,13 +79,13 @@ export class LocalConnection implements MessageHandler {
       tls.once('secureConnect', this.onConnect);
       tls.on('session', pool.keepTlsSession);
       this.socket = tls;
+      tls.on('data', this.onData);
     } else {
-      this.socket = connectTcp(dial as NetConnectOpts);
+      this.socket = connectTcp({ ...dial, onread: { buffer: SHARED_READ, callback: this.onSharedRead } } as NetConnectOpts);
       this.socket.once('connect', this.onConnect);
     }
     this.socket.setTimeout(options.connectTimeoutMs);
     this.socket.once('timeout', this.onConnectTimeout);
-    this.socket.on('data', this.onData);
     this.socket.on('end', this.onEnd);
     this.socket.on('error', this.onError);
     this.socket.on('close', this.onClose);
@@ -147,6 +159,17 @@ export class LocalConnection implements MessageHandler {
     this.onError(error);
   };
 
+  private readonly onSharedRead = (bytes: number, buffer: Buffer): boolean => {
+    if (this.handedOver) return this.socket.push(Buffer.from(buffer.subarray(0, bytes)));
+    this.readingShared = true;
+    try {
+      this.onData(buffer.subarray(0, bytes));
+    } finally {
+      this.readingShared = false;
+    }
+    return true;
+  };
+
   private readonly onData = (chunk: Buffer): void => {
     const exchange = this.exchange;
     if (exchange === null || exchange.responseDone) {
@@ -163,7 +186,8 @@ export class LocalConnection implements MessageHandler {
       return;
     }
     if (result !== ALL) {
-      this.handOver(chunk.subarray(result));
+      const leftover = chunk.subarray(result);
+      this.handOver(this.readingShared ? Buffer.from(leftover) : leftover);
       return;
     }
     this.settleDeferred();
@@ -338,6 +362,7 @@ export class LocalConnection implements MessageHandler {
     socket.removeListener('session', this.pool.keepTlsSession);
     this.exchange = null;
     this.closed = true;
+    this.handedOver = true;
     this.parser.close();
     this.pool.forget(this);
     exchange.settled();
