@@ -25,6 +25,7 @@
 import { Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import { chunkSizeLine, fieldValue, httpDate, lastChunk, listHasToken, responseHead, standardReason } from './head.js';
+import { SHARED_READ_BYTES, SharedReads } from './shared-reads.js';
 import { ALL, DEFAULT_HEAD_LIMITS, Http1ParseError, Http1Parser, MessageHead, MessageKind, type HeadLimits, type MessageHandler } from './parser.js';
 
 export interface ServerSettings extends HeadLimits {
@@ -121,8 +122,6 @@ const enum ResponseState {
 const EMPTY = Buffer.alloc(0);
 /** An answer's head and body up to this size leave as one joined buffer (`writeWhole`). */
 export const WHOLE_ANSWER_LIMIT = 16 * 1024;
-/** One read buffer for every plain TCP connection of a `ServerConnections` (see `withSharedReads`). */
-const SHARED_READ_BYTES = 64 * 1024;
 const CRLF = '\r\n';
 
 export class ServerExchange {
@@ -524,8 +523,8 @@ export class ServerConnection implements MessageHandler {
   private prefaceBytes: Buffer | null = null;
   /** The connection's socket (for a plain TCP connection not the accepted object: `withSharedReads`). */
   readonly socket: Socket;
-  /** Inside a read into the shared buffer: what is kept past it must be copied (`owned`). */
-  private readingShared = false;
+  /** Reads into the listener's shared buffer (a plain TCP connection's; a TLS one never reads there). */
+  private readonly reads: SharedReads;
 
   constructor(
     accepted: Socket,
@@ -541,7 +540,9 @@ export class ServerConnection implements MessageHandler {
     this.remoteAddress = remoteAddress;
     this.parser = new Http1Parser(MessageKind.REQUEST, this, settings);
     this.idleSince = Date.now();
-    const shared = readBuffer === null ? null : withSharedReads(accepted, readBuffer, this.onSharedRead);
+    this.reads = new SharedReads(this.onData);
+    const shared = readBuffer === null ? null : withSharedReads(accepted, readBuffer, this.reads.callback);
+    this.reads.socket = shared;
     const socket = shared ?? accepted;
     this.socket = socket;
     if (shared === null) socket.on('data', this.onData);
@@ -563,26 +564,6 @@ export class ServerConnection implements MessageHandler {
 
   // ---- reading --------------------------------------------------------------------------------------
 
-  /**
-   * A read into the shared buffer (`withSharedReads`): valid only during this call. After a switch of
-   * protocols the socket's new owner reads it through 'data' events: a copy is pushed for it.
-   */
-  private readonly onSharedRead = (bytes: number, buffer: Buffer): boolean => {
-    if (this.switched) return this.socket.push(Buffer.from(buffer.subarray(0, bytes)));
-    this.readingShared = true;
-    try {
-      this.onData(buffer.subarray(0, bytes));
-    } finally {
-      this.readingShared = false;
-    }
-    return true;
-  };
-
-  /** `bytes` to keep past this read: a copy when they are in the shared read buffer. */
-  private owned(bytes: Buffer): Buffer {
-    return this.readingShared ? Buffer.from(bytes) : bytes;
-  }
-
   private readonly onData = (data: Buffer): void => {
     let chunk = data;
     if (this.lingering) {
@@ -595,7 +576,7 @@ export class ServerConnection implements MessageHandler {
       const bytes = this.prefaceBytes === null ? chunk : Buffer.concat([this.prefaceBytes, chunk]);
       const taken = this.preface(this, bytes);
       if (taken === PREFACE_MORE) {
-        this.prefaceBytes = this.owned(bytes);
+        this.prefaceBytes = this.reads.owned(bytes);
         return;
       }
       this.preface = null;
@@ -612,7 +593,7 @@ export class ServerConnection implements MessageHandler {
     if (this.queue.length === 0 && this.parsing === null) this.headStarted = true;
     if (this.pauses !== 0 || this.stash !== null) {
       // Read before the pause took hold (or while the stash waits): kept in order.
-      this.stash = this.stash === null ? this.owned(chunk) : Buffer.concat([this.stash, chunk]);
+      this.stash = this.stash === null ? this.reads.owned(chunk) : Buffer.concat([this.stash, chunk]);
       return;
     }
     this.feed(chunk);
@@ -632,7 +613,7 @@ export class ServerConnection implements MessageHandler {
       this.parseFailed(result);
       return;
     }
-    const rest = this.owned(chunk.subarray(result));
+    const rest = this.reads.owned(chunk.subarray(result));
     if (this.parser.isPaused) {
       this.stash = rest.byteLength > 0 ? rest : null;
       this.pauseFor(0);
@@ -844,6 +825,7 @@ export class ServerConnection implements MessageHandler {
     }
     if (this.destroyed) return;
     this.switched = true;
+    this.reads.handedOver = true;
     this.registry.forget(this);
     const socket = this.socket;
     socket.off('data', this.onData);

@@ -21,6 +21,7 @@
  */
 import { connect as connectTcp, type NetConnectOpts, type Socket } from 'node:net';
 import { connect as connectTls, type ConnectionOptions, type TLSSocket } from 'node:tls';
+import { SHARED_READ_BYTES, SharedReads } from '../../http1/shared-reads.js';
 import { ALL, Http1ParseError, Http1Parser, MessageKind, type MessageHandler, type MessageHead } from '../../http1/parser.js';
 import { dialOptions } from '../local-connector.js';
 import { failed, unreachable } from './errors.js';
@@ -28,13 +29,8 @@ import { ResponseFraming, type LocalExchange, type ResponseFramingValue } from '
 import { isIdempotent } from './request-head.js';
 import type { TargetPool } from './pool.js';
 
-/**
- * Where every plain TCP local connection of the process reads (`net.connect`'s `onread`): each read is
- * handled before the next lands, so one buffer serves them all, instead of a fresh 64 KiB allocation
- * per read pushed through the socket's readable stream (bench/RESULTS.md, "Issue 25: tuning log").
- * Body chunks from llhttp are copies already; what else outlives a read is copied (`owned`).
- */
-const SHARED_READ = Buffer.allocUnsafe(64 * 1024);
+/** Where every plain TCP local connection of the process reads (src/http1/shared-reads.ts). */
+const SHARED_READ = Buffer.allocUnsafe(SHARED_READ_BYTES);
 
 const TIMEOUT_PATTERN = /timeout\s*=\s*([0-9]+)/i;
 
@@ -59,15 +55,14 @@ export class LocalConnection implements MessageHandler {
   private upgradeHead: MessageHead | null = null;
   /** The current response lets the connection be used again (its framing and Connection say so). */
   private reusable = false;
-  /** Inside a read into SHARED_READ: bytes kept past it must be copied. */
-  private readingShared = false;
-  /** After a 101 the socket is the caller's: reads into SHARED_READ reach it as copies, through 'data'. */
-  private handedOver = false;
+  /** Reads into SHARED_READ (a plain TCP connection's; after a 101 they reach the caller as copies). */
+  private readonly reads: SharedReads;
 
   constructor(private readonly pool: TargetPool) {
     const target = pool.target;
     const options = pool.options;
     this.parser = new Http1Parser(MessageKind.RESPONSE, this, options.headLimits);
+    this.reads = new SharedReads(this.onData);
     const dial = { host: target.host, port: target.port, noDelay: true, ...dialOptions(target, options.insecure) };
     if (target.scheme === 'https') {
       const tls: TLSSocket = connectTls({
@@ -81,7 +76,8 @@ export class LocalConnection implements MessageHandler {
       this.socket = tls;
       tls.on('data', this.onData);
     } else {
-      this.socket = connectTcp({ ...dial, onread: { buffer: SHARED_READ, callback: this.onSharedRead } } as NetConnectOpts);
+      this.socket = connectTcp({ ...dial, onread: { buffer: SHARED_READ, callback: this.reads.callback } } as NetConnectOpts);
+      this.reads.socket = this.socket;
       this.socket.once('connect', this.onConnect);
     }
     this.socket.setTimeout(options.connectTimeoutMs);
@@ -159,17 +155,6 @@ export class LocalConnection implements MessageHandler {
     this.onError(error);
   };
 
-  private readonly onSharedRead = (bytes: number, buffer: Buffer): boolean => {
-    if (this.handedOver) return this.socket.push(Buffer.from(buffer.subarray(0, bytes)));
-    this.readingShared = true;
-    try {
-      this.onData(buffer.subarray(0, bytes));
-    } finally {
-      this.readingShared = false;
-    }
-    return true;
-  };
-
   private readonly onData = (chunk: Buffer): void => {
     const exchange = this.exchange;
     if (exchange === null || exchange.responseDone) {
@@ -187,7 +172,7 @@ export class LocalConnection implements MessageHandler {
     }
     if (result !== ALL) {
       const leftover = chunk.subarray(result);
-      this.handOver(this.readingShared ? Buffer.from(leftover) : leftover);
+      this.handOver(this.reads.owned(leftover));
       return;
     }
     this.settleDeferred();
@@ -362,7 +347,7 @@ export class LocalConnection implements MessageHandler {
     socket.removeListener('session', this.pool.keepTlsSession);
     this.exchange = null;
     this.closed = true;
-    this.handedOver = true;
+    this.reads.handedOver = true;
     this.parser.close();
     this.pool.forget(this);
     exchange.settled();
