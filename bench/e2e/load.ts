@@ -43,7 +43,8 @@ export function stopCurrentLoad(): void {
 }
 
 /** A scenario, or for the older callers a method (1 KiB POST, or GET of the target's small default body). */
-export async function runLoad(target: Target, scenario: Scenario | Method, connections: number, durationS: number): Promise<LoadResult> {
+/** `amount`: stop after this many requests instead of after `durationS` (bench/ab.ts). */
+export async function runLoad(target: Target, scenario: Scenario | Method, connections: number, durationS: number, amount = 0): Promise<LoadResult> {
   const s: Scenario = typeof scenario === 'string' ? { method: scenario, size: 1024, shape: 'length' } : scenario;
   const headers: Record<string, string> = {};
   if (target.host !== null) headers.host = target.host;
@@ -56,7 +57,7 @@ export async function runLoad(target: Target, scenario: Scenario | Method, conne
         url: `${target.origin}${scenarioPath(s)}`,
         method: s.method,
         connections,
-        duration: durationS,
+        ...(amount > 0 ? { amount } : { duration: durationS }),
         timeout: 10,
         headers,
         ...(s.method === 'POST' ? { body: payload(s.size) } : {}),

@@ -17,7 +17,7 @@
  */
 import type { Socket } from 'node:net';
 import type { ErrorCode } from '../errors.js';
-import type { ExchangeSink, ServerExchange } from '../http1/server.js';
+import { WHOLE_ANSWER_LIMIT, type ExchangeSink, type ServerExchange } from '../http1/server.js';
 import { dropHopByHop } from '../protocol/headers.js';
 import { EdgeHttpStream, type RequestHead } from './http-stream.js';
 import { writePublicError } from './responses.js';
@@ -252,10 +252,39 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
   flushWrites(): void {
     this.writeScheduled = false;
     if (this.over) return;
+    const whole = this.wholeLength();
+    if (whole > 0) {
+      // The usual small answer: head and body in one write, which needs no cork.
+      this.writeWhole(whole);
+      return;
+    }
     const exchange = this.exchange;
     exchange.cork();
     this.writeNow();
     exchange.uncork();
+  }
+
+  /** The body's length when the whole answer is here and nothing else waits to go first, else -1. */
+  private wholeLength(): number {
+    if (this.publicState !== PublicState.IDLE || !this.endRequested || this.failure !== null || this.interims !== null) return -1;
+    if (this.response === null || this.upgraded || this.noBody()) return -1;
+    const bytes = bytesOf(this.chunks);
+    if (bytes > WHOLE_ANSWER_LIMIT || (this.contentLength >= 0 ? bytes !== this.contentLength : this.responseTrailers !== null)) return -1;
+    return bytes;
+  }
+
+  private writeWhole(length: number): void {
+    this.publicState = PublicState.STREAMING;
+    const chunks = this.chunks;
+    this.chunks = [];
+    const response = this.response!;
+    if (this.exchange.writeWhole(this.status, this.reason, response.headers, chunks, length, response.lengthInFields)) {
+      this.consumed(length);
+      this.completeEnd();
+    } else {
+      this.unacknowledged += length;
+      this.publicState = PublicState.DRAINING;
+    }
   }
 
   /** Writes what waits (corked by the caller). */
@@ -286,8 +315,7 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
       // A body of no declared length that is all here (and without trailers) goes with a length of
       // its own rather than chunked, as a whole answer should (docs/protocol.md 16, "framing").
       if (length < 0 && this.endRequested && this.responseTrailers === null && !this.noBody()) {
-        length = 0;
-        for (const chunk of this.chunks) length += chunk.byteLength;
+        length = bytesOf(this.chunks);
       }
       exchange.writeHead(this.status, this.reason, this.outgoingHead(response.headers), length, response.lengthInFields);
     }
@@ -436,4 +464,10 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
     // Never switched (the 101 was not written yet): the exchange's connection goes instead.
     if (this.socket === null) this.exchange.destroy();
   }
+}
+
+function bytesOf(chunks: readonly Uint8Array[]): number {
+  let bytes = 0;
+  for (const chunk of chunks) bytes += chunk.byteLength;
+  return bytes;
 }

@@ -22,8 +22,10 @@
  * reads it for `bodyTimeoutMs` ends the connection, and so does a reader that takes nothing for
  * `sendTimeoutMs`.
  */
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import { chunkSizeLine, fieldValue, httpDate, lastChunk, listHasToken, responseHead, standardReason } from './head.js';
+import { SHARED_READ_BYTES, SharedReads } from './shared-reads.js';
 import { ALL, DEFAULT_HEAD_LIMITS, Http1ParseError, Http1Parser, MessageHead, MessageKind, type HeadLimits, type MessageHandler } from './parser.js';
 
 export interface ServerSettings extends HeadLimits {
@@ -118,6 +120,8 @@ const enum ResponseState {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** An answer's head and body up to this size leave as one joined buffer (`writeWhole`). */
+export const WHOLE_ANSWER_LIMIT = 16 * 1024;
 const CRLF = '\r\n';
 
 export class ServerExchange {
@@ -266,7 +270,6 @@ export class ServerExchange {
    */
   writeHead(status: number, reason: string, fields: readonly string[], contentLength: number, lengthInFields = false): void {
     if (this.state !== ResponseState.IDLE) return;
-    this.state = ResponseState.HEAD_WRITTEN;
     if (status === 101) {
       this.switching = true;
       this.out(responseHead(status, reason, fields, ''));
@@ -274,6 +277,41 @@ export class ServerExchange {
       this.connection.answered(this);
       return;
     }
+    this.out(this.finalHead(status, reason, fields, contentLength, lengthInFields));
+  }
+
+  /**
+   * `writeHead` and `write` of the whole body (`chunks`, `length` bytes in all) of a content-length
+   * answer, small enough (WHOLE_ANSWER_LIMIT) to leave as one buffer in one write: Node's stream takes that for
+   * less CPU than a corked writev of the head and each chunk. Returns as `write`.
+   */
+  writeWhole(status: number, reason: string, fields: readonly string[], chunks: readonly Uint8Array[], length: number, lengthInFields = false): boolean {
+    if (this.state !== ResponseState.IDLE) return this.state !== ResponseState.DEAD;
+    if (status === 101 || length > WHOLE_ANSWER_LIMIT || length === 0 || this.isHead || status === 204 || status === 304) {
+      const corked = this.corked;
+      this.cork();
+      this.writeHead(status, reason, fields, length, lengthInFields);
+      let ok = true;
+      for (const chunk of chunks) ok = this.write(chunk);
+      if (!corked) this.uncork();
+      return ok;
+    }
+    const head = this.finalHead(status, reason, fields, length, lengthInFields);
+    const whole = Buffer.allocUnsafe(head.length + length);
+    let at = whole.write(head, 0, 'latin1');
+    for (const chunk of chunks) {
+      whole.set(chunk, at);
+      at += chunk.byteLength;
+    }
+    this.written = length;
+    const ok = this.out(whole);
+    if (!ok) this.wantsWritable = true;
+    return ok;
+  }
+
+  /** The head of a final answer other than 101, its framing chosen (the state moves to HEAD_WRITTEN). */
+  private finalHead(status: number, reason: string, fields: readonly string[], contentLength: number, lengthInFields: boolean): string {
+    this.state = ResponseState.HEAD_WRITTEN;
     const request = this.head;
     let framingLines = '';
     if (this.isHead || status === 204 || status === 304) {
@@ -298,7 +336,7 @@ export class ServerExchange {
     if ((this.hasBody && !this.requestEnded) || this.upgrade || !request.keepAlive) this.closeAfter = true;
     if (this.closeAfter) framingLines += `Connection: close${CRLF}`;
     else if (request.versionMinor === 0) framingLines += `Connection: keep-alive${CRLF}`;
-    this.out(responseHead(status, reason, fields, framingLines));
+    return responseHead(status, reason, fields, framingLines);
   }
 
   /**
@@ -495,20 +533,32 @@ export class ServerConnection implements MessageHandler {
 
   /** Bytes of a preface read so far (while `preface` is set). */
   private prefaceBytes: Buffer | null = null;
+  /** The connection's socket (for a plain TCP connection not the accepted object: `withSharedReads`). */
+  readonly socket: Socket;
+  /** Reads into the listener's shared buffer (a plain TCP connection's; a TLS one never reads there). */
+  private readonly reads: SharedReads;
 
   constructor(
-    readonly socket: Socket,
+    accepted: Socket,
     private readonly handler: ConnectionHandler,
     readonly settings: ServerSettings,
     private readonly registry: ServerConnections,
     remoteAddress: string,
     /** What is read off the connection before HTTP (a PROXY header), or null. */
     private preface: Preface | null = null,
+    /** Where reads of a plain TCP socket land (null: each read in a buffer of its own, 'data' events). */
+    readBuffer: Buffer | null = null,
   ) {
     this.remoteAddress = remoteAddress;
     this.parser = new Http1Parser(MessageKind.REQUEST, this, settings);
     this.idleSince = Date.now();
-    socket.on('data', this.onData);
+    this.reads = new SharedReads(this.onData);
+    const shared = readBuffer === null ? null : withSharedReads(accepted, readBuffer, this.reads.callback);
+    this.reads.socket = shared;
+    const socket = shared ?? accepted;
+    this.socket = socket;
+    if (shared === null) socket.on('data', this.onData);
+    socket.setNoDelay(true);
     socket.on('end', this.onEnd);
     socket.on('close', this.onClose);
     socket.on('error', this.onError);
@@ -538,7 +588,7 @@ export class ServerConnection implements MessageHandler {
       const bytes = this.prefaceBytes === null ? chunk : Buffer.concat([this.prefaceBytes, chunk]);
       const taken = this.preface(this, bytes);
       if (taken === PREFACE_MORE) {
-        this.prefaceBytes = bytes;
+        this.prefaceBytes = this.reads.owned(bytes);
         return;
       }
       this.preface = null;
@@ -555,7 +605,7 @@ export class ServerConnection implements MessageHandler {
     if (this.queue.length === 0 && this.parsing === null) this.headStarted = true;
     if (this.pauses !== 0 || this.stash !== null) {
       // Read before the pause took hold (or while the stash waits): kept in order.
-      this.stash = this.stash === null ? chunk : Buffer.concat([this.stash, chunk]);
+      this.stash = this.stash === null ? this.reads.owned(chunk) : Buffer.concat([this.stash, chunk]);
       return;
     }
     this.feed(chunk);
@@ -575,7 +625,7 @@ export class ServerConnection implements MessageHandler {
       this.parseFailed(result);
       return;
     }
-    const rest = chunk.subarray(result);
+    const rest = this.reads.owned(chunk.subarray(result));
     if (this.parser.isPaused) {
       this.stash = rest.byteLength > 0 ? rest : null;
       this.pauseFor(0);
@@ -787,6 +837,7 @@ export class ServerConnection implements MessageHandler {
     }
     if (this.destroyed) return;
     this.switched = true;
+    this.reads.handedOver = true;
     this.registry.forget(this);
     const socket = this.socket;
     socket.off('data', this.onData);
@@ -880,6 +931,7 @@ export class ServerConnections {
   private readonly connections = new Set<ServerConnection>();
   private timer: NodeJS.Timeout | null = null;
   readonly settings: ServerSettings;
+  private readonly readBuffer = Buffer.allocUnsafe(SHARED_READ_BYTES);
 
   constructor(
     private readonly handler: ConnectionHandler,
@@ -893,9 +945,9 @@ export class ServerConnections {
     return this.connections.size;
   }
 
+  /** The connection's own socket may differ from `socket` (`ServerConnection.socket`). */
   accept(socket: Socket, remoteAddress: string, preface: Preface | null = null): ServerConnection {
-    socket.setNoDelay(true);
-    const connection = new ServerConnection(socket, this.handler, this.settings, this, remoteAddress, preface);
+    const connection = new ServerConnection(socket, this.handler, this.settings, this, remoteAddress, preface, this.readBuffer);
     this.connections.add(connection);
     if (this.timer === null) {
       this.timer = setInterval(() => this.tick(), this.tickMs);
@@ -924,6 +976,34 @@ export class ServerConnections {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
   }
+}
+
+/**
+ * A plain TCP connection's socket re-made over the same handle, reading into `buffer` (shared by every
+ * connection: each read is handled before the next lands) and handing each read to `onRead`, instead of
+ * a fresh 64 KiB allocation per read pushed through the socket's readable stream (bench/RESULTS.md,
+ * "Issue 24: the edge's CPU floor"). Node's server offers no `onread` for accepted sockets, so the
+ * handle moves (its `_handle` field); the accepted object, left without it, is destroyed (its server's
+ * connection count goes with it). Returns null when the socket is not a fresh TCP connection (TLS reads
+ * through a handle of its own; a socket already read from keeps its way).
+ */
+function withSharedReads(accepted: Socket, buffer: Buffer, onRead: (bytes: number, buffer: Buffer) => boolean): Socket | null {
+  const holder = accepted as unknown as { _handle: { reading: boolean; readStop(): number } | null };
+  const handle = holder._handle;
+  if (accepted instanceof TLSSocket || handle === null || accepted.readableLength > 0 || accepted.destroyed) return null;
+  handle.reading = false;
+  handle.readStop();
+  holder._handle = null;
+  const socket = new Socket({
+    handle,
+    allowHalfOpen: accepted.allowHalfOpen,
+    readable: true,
+    writable: true,
+    writableHighWaterMark: accepted.writableHighWaterMark,
+    onread: { buffer, callback: onRead },
+  } as ConstructorParameters<typeof Socket>[0]);
+  accepted.destroy();
+  return socket;
 }
 
 function withoutContentLength(fields: readonly string[]): string[] {

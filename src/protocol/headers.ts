@@ -30,8 +30,15 @@ export function isName(name: string, lowerCase: string): boolean {
   return name.length === lowerCase.length && (name === lowerCase || name.toLowerCase() === lowerCase);
 }
 
+const NAMES_NOTHING: readonly string[] = Object.freeze([]);
+
 /** Tokens of a Connection header that name further headers to drop (beyond the hop-by-hop set), lower-case. */
-export function connectionNamed(connection: string): string[] {
+export function connectionNamed(connection: string): readonly string[] {
+  if (connection.indexOf(',') === -1) {
+    // One token, as nearly every client sends (`keep-alive`, `close`): no split, no array.
+    const name = connection.trim().toLowerCase();
+    return name.length > 0 && name !== 'close' && !HOP_BY_HOP.has(name) ? [name] : NAMES_NOTHING;
+  }
   const named: string[] = [];
   for (const token of connection.split(',')) {
     const name = token.trim().toLowerCase();

@@ -86,6 +86,14 @@ function serve(exchange: ServerExchange): void {
     }));
     return;
   }
+  if (target === '/whole') {
+    // Head and body in one write (the edge's small answers), as writeHead + write would put them.
+    exchange.attach(new Collector(() => {
+      exchange.writeWhole(200, 'OK', ['X-Case', 'Kept'], [Buffer.from('hel'), Buffer.from('lo')], 5);
+      exchange.end();
+    }));
+    return;
+  }
   if (target === '/slow-reader') {
     // Pauses reading at every chunk and resumes a moment later, as a stream without credit does.
     let received = 0;
@@ -266,6 +274,12 @@ describe('the HTTP/1 server connection', () => {
       setTimeout(() => socket.write(get('/after', 'Connection: close\r\n')), 300),
     );
     assert.match(text, /^HTTP\/1\.1 200 OK\r\nContent-Length: 6\r\n\r\n300000HTTP\/1\.1 200 OK\r\nX-Target: \/after/);
+  });
+
+  test('a whole answer written at once: one head, its length, its body; HEAD gets the head only', async () => {
+    const { text } = await exchangeBytes(harness.port, get('/whole') + 'HEAD /whole HTTP/1.1\r\nHost: x\r\n\r\n' + get('/whole', 'Connection: close\r\n'));
+    const answer = 'HTTP/1.1 200 OK\r\nX-Case: Kept\r\nContent-Length: 5\r\n\r\n';
+    assert.equal(text, `${answer}hello${answer}HTTP/1.1 200 OK\r\nX-Case: Kept\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello`);
   });
 
   test('an answer that ends while corked goes out on a kept-alive connection (the uncork follows its exchange)', async () => {

@@ -219,6 +219,10 @@ describe('hop-by-hop headers', () => {
     assert.deepEqual(connectionNamed(' Keep-Alive , Upgrade'), []);
     assert.deepEqual(connectionNamed('X-Foo, ,x-bar,,CLOSE,  X-Baz  '), ['x-foo', 'x-bar', 'x-baz']);
     assert.deepEqual(connectionNamed(''), []);
+    // One token (the fast path): the same rules.
+    assert.deepEqual(connectionNamed('keep-alive'), []);
+    assert.deepEqual(connectionNamed(' X-One '), ['x-one']);
+    assert.deepEqual(connectionNamed(' CLOSE'), []);
   });
 
   test('removeNamed works in place', () => {

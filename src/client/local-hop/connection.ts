@@ -21,12 +21,16 @@
  */
 import { connect as connectTcp, type NetConnectOpts, type Socket } from 'node:net';
 import { connect as connectTls, type ConnectionOptions, type TLSSocket } from 'node:tls';
+import { SHARED_READ_BYTES, SharedReads } from '../../http1/shared-reads.js';
 import { ALL, Http1ParseError, Http1Parser, MessageKind, type MessageHandler, type MessageHead } from '../../http1/parser.js';
 import { dialOptions } from '../local-connector.js';
 import { failed, unreachable } from './errors.js';
 import { ResponseFraming, type LocalExchange, type ResponseFramingValue } from './exchange.js';
 import { isIdempotent } from './request-head.js';
 import type { TargetPool } from './pool.js';
+
+/** Where every plain TCP local connection of the process reads (src/http1/shared-reads.ts). */
+const SHARED_READ = Buffer.allocUnsafe(SHARED_READ_BYTES);
 
 const TIMEOUT_PATTERN = /timeout\s*=\s*([0-9]+)/i;
 
@@ -51,11 +55,14 @@ export class LocalConnection implements MessageHandler {
   private upgradeHead: MessageHead | null = null;
   /** The current response lets the connection be used again (its framing and Connection say so). */
   private reusable = false;
+  /** Reads into SHARED_READ (a plain TCP connection's; after a 101 they reach the caller as copies). */
+  private readonly reads: SharedReads;
 
   constructor(private readonly pool: TargetPool) {
     const target = pool.target;
     const options = pool.options;
     this.parser = new Http1Parser(MessageKind.RESPONSE, this, options.headLimits);
+    this.reads = new SharedReads(this.onData);
     const dial = { host: target.host, port: target.port, noDelay: true, ...dialOptions(target, options.insecure) };
     if (target.scheme === 'https') {
       const tls: TLSSocket = connectTls({
@@ -67,13 +74,14 @@ export class LocalConnection implements MessageHandler {
       tls.once('secureConnect', this.onConnect);
       tls.on('session', pool.keepTlsSession);
       this.socket = tls;
+      tls.on('data', this.onData);
     } else {
-      this.socket = connectTcp(dial as NetConnectOpts);
+      this.socket = connectTcp({ ...dial, onread: { buffer: SHARED_READ, callback: this.reads.callback } } as NetConnectOpts);
+      this.reads.socket = this.socket;
       this.socket.once('connect', this.onConnect);
     }
     this.socket.setTimeout(options.connectTimeoutMs);
     this.socket.once('timeout', this.onConnectTimeout);
-    this.socket.on('data', this.onData);
     this.socket.on('end', this.onEnd);
     this.socket.on('error', this.onError);
     this.socket.on('close', this.onClose);
@@ -163,7 +171,8 @@ export class LocalConnection implements MessageHandler {
       return;
     }
     if (result !== ALL) {
-      this.handOver(chunk.subarray(result));
+      const leftover = chunk.subarray(result);
+      this.handOver(this.reads.owned(leftover));
       return;
     }
     this.settleDeferred();
@@ -338,6 +347,7 @@ export class LocalConnection implements MessageHandler {
     socket.removeListener('session', this.pool.keepTlsSession);
     this.exchange = null;
     this.closed = true;
+    this.reads.handedOver = true;
     this.parser.close();
     this.pool.forget(this);
     exchange.settled();

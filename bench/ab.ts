@@ -1,0 +1,280 @@
+/**
+ * A focused A/B of Burrow builds (`node dist/bench/ab.js --dir A=/path --dir B=/path ...`): one target,
+ * and per build its own edge (capture on) and `burrow http` client (inspector on), each set up through
+ * that build's own CLI. Rounds alternate the builds (order rotated each round); each run is autocannon
+ * with a fixed number of requests, and the CPU time of the build's edge and client is read from
+ * /proc/<pid>/stat before and after, so the figure is CPU µs per request, which a machine shared with
+ * other work moves far less than req/s. Optionally a one-connection probe (undici, sequential) per
+ * build and round. Medians over the rounds at the end.
+ *
+ * For a tuning step: build the "before" commit in a worktree beside this one and compare it with this
+ * one. `--prof DIR` runs every edge and client under `node --cpu-prof` (written when they stop).
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Client } from 'undici';
+import { runLoad, badCount } from './e2e/load.js';
+import { payload, scenarioPath, type Method, type Scenario, type Shape } from './e2e/payloads.js';
+import { Children } from './e2e/processes.js';
+import { clockTicks } from './e2e/sampler.js';
+
+const TARGET_SCRIPT = fileURLToPath(new URL('./e2e/target.js', import.meta.url));
+
+const HELP = `
+Usage: node dist/bench/ab.js --dir LABEL=DIR --dir LABEL=DIR [options]
+
+  --dir LABEL=DIR     a built Burrow checkout (repeat: two or more)
+  --rounds N          alternated rounds (default 6)
+  --duration SEC      seconds per autocannon run (default 4); CPU is per completed request
+  --requests N        instead: requests per run (autocannon then ends on a whole second: req/s is coarse)
+  --connections N     autocannon connections (default 100)
+  --scenario S        post-length, post-chunked, get-length, get-chunked (default post-length)
+  --size BYTES        body size up (POST) or down (GET) (default 1024)
+  --probe N           one-connection requests per build and round (undici, sequential; default 0)
+  --warmup SEC        seconds per build before the rounds (default 2)
+  --prof DIR          run edges and clients under node --cpu-prof, profiles in DIR
+  --node-arg ARG      an extra node flag for the edges and clients (repeat)
+  --edge-log DIR      keep each edge's stdout in DIR/edge-LABEL.log (with a tracing --node-arg)
+  --syscalls          count the edge's syscalls per request (perf stat on syscall tracepoints)
+`;
+
+interface Build {
+  label: string;
+  dir: string;
+  edgePid: number;
+  clientPid: number;
+  edgePort: number;
+  host: string;
+}
+
+interface RoundResult {
+  label: string;
+  reqPerSec: number;
+  edgeUs: number;
+  clientUs: number;
+  /** The kernel's share (stime) of each. */
+  edgeSysUs: number;
+  clientSysUs: number;
+  bad: number;
+  requests: number;
+  probeP50: number | null;
+  probeP99: number | null;
+  /** The edge's syscalls per request by name (--syscalls). */
+  syscalls: Map<string, number> | null;
+}
+
+const SYSCALLS = ['read', 'write', 'writev', 'sendto', 'recvfrom', 'sendmsg', 'recvmsg', 'epoll_wait', 'epoll_pwait', 'epoll_pwait2', 'epoll_ctl', 'futex', 'pwrite64', 'fdatasync', 'msync', 'madvise', 'mprotect', 'mmap', 'munmap'];
+
+/** Counts a process's syscalls until the returned function is called (perf stat, tracepoints). */
+function countSyscalls(pid: number): () => Promise<Map<string, number>> {
+  const events = SYSCALLS.map((name) => `syscalls:sys_enter_${name}`).join(',');
+  const perf = spawn('perf', ['stat', '-x,', '-e', events, '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let text = '';
+  perf.stderr.on('data', (data: Buffer) => (text += data.toString()));
+  return () =>
+    new Promise((done) => {
+      perf.on('close', () => {
+        const counts = new Map<string, number>();
+        for (const line of text.split('\n')) {
+          const [count, , event] = line.split(',');
+          if (event?.startsWith('syscalls:sys_enter_') === true) counts.set(event.slice('syscalls:sys_enter_'.length), Number(count));
+        }
+        done(counts);
+      });
+      perf.kill('SIGINT');
+    });
+}
+
+const children = new Children();
+/** --edge-log DIR: where each edge's stdout goes (else it is kept in memory only). */
+let edgeLogDir: string | null = null;
+const ticksPerSecond = clockTicks();
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** utime and stime of a process, clock ticks (proc(5): fields 14 and 15). */
+function ticksOf(pid: number): { user: number; system: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { user: Number(fields[11]), system: Number(fields[12]) };
+}
+
+async function startBuild(label: string, dir: string, temp: string, targetPort: number, nodeArgs: string[]): Promise<Build> {
+  const bin = join(dir, 'bin', 'burrow.js');
+  const dataDir = join(temp, `edge-${label}`);
+  const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(temp, `${label}-config`) };
+  delete env.BURROW_TOKEN;
+  delete env.BURROW_EDGE;
+  const created = spawnSync(process.execPath, [bin, 'admin', 'create-account', '--email', `${label}@bench.test`, '--data', dataDir, '--json'], { encoding: 'utf8', env, timeout: 30_000 });
+  if (created.status !== 0) throw new Error(`${label}: create-account failed: ${created.stderr}`);
+  const token = (JSON.parse(created.stdout) as { token: { token: string } }).token.token;
+  const edge = children.spawn({
+    name: `edge-${label}`,
+    command: process.execPath,
+    args: [...nodeArgs.map((arg) => arg.replace('%s', `edge-${label}`)), bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000'],
+    env,
+    // The edge's output kept in a file (a --node-arg that traces, say) when asked.
+    ...(edgeLogDir === null ? {} : { stdoutFile: join(edgeLogDir, `edge-${label}.log`) }),
+  });
+  const edgePort = Number((await edge.waitFor(/listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
+  const subdomain = `ab-${label.toLowerCase().replace(/[^a-z0-9]/g, '')}`;
+  const client = children.spawn({
+    name: `client-${label}`,
+    command: process.execPath,
+    args: [...nodeArgs.map((arg) => arg.replace('%s', `client-${label}`)), bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', subdomain, '--inspect', '127.0.0.1:0'],
+    env: { ...env, XDG_CONFIG_HOME: join(temp, `${label}-client-config`) },
+    stdoutFile: join(temp, `client-${label}.log`),
+  });
+  await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
+  process.stdout.write(`${label}: ${dir} (edge ${edge.pid}, client ${client.pid})\n`);
+  return { label, dir, edgePid: edge.pid, clientPid: client.pid, edgePort, host: `${subdomain}.localhost:${edgePort}` };
+}
+
+async function probe(build: Build, scenario: Scenario, count: number): Promise<{ p50: number; p99: number }> {
+  const client = new Client(`http://127.0.0.1:${build.edgePort}`, { pipelining: 1 });
+  const body = scenario.method === 'POST' ? payload(scenario.size) : undefined;
+  const headers: Record<string, string> = { host: build.host };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const times: number[] = [];
+  try {
+    for (let i = 0; i < count + 20; i++) {
+      const started = process.hrtime.bigint();
+      const answer = await client.request({ path: scenarioPath(scenario), method: scenario.method, headers, body });
+      await answer.body.arrayBuffer();
+      const took = Number(process.hrtime.bigint() - started) / 1000;
+      if (answer.statusCode !== 200) throw new Error(`${build.label}: probe got ${answer.statusCode}`);
+      if (i >= 20) times.push(took);
+    }
+  } finally {
+    await client.close();
+  }
+  times.sort((a, b) => a - b);
+  return { p50: times[Math.floor(times.length * 0.5)]!, p99: times[Math.floor(times.length * 0.99)]! };
+}
+
+async function run(build: Build, scenario: Scenario, connections: number, durationS: number, requests: number, syscalls = false): Promise<RoundResult> {
+  const stopCounting = syscalls ? countSyscalls(build.edgePid) : null;
+  if (stopCounting !== null) await new Promise((done) => setTimeout(done, 300));
+  const edgeBefore = ticksOf(build.edgePid);
+  const clientBefore = ticksOf(build.clientPid);
+  const started = performance.now();
+  const load = await runLoad({ origin: `http://127.0.0.1:${build.edgePort}`, host: build.host }, scenario, connections, durationS, requests);
+  const seconds = (performance.now() - started) / 1000;
+  const edgeAfter = ticksOf(build.edgePid);
+  const clientAfter = ticksOf(build.clientPid);
+  const counted = stopCounting === null ? null : await stopCounting();
+  if (counted !== null) for (const [name, count] of counted) counted.set(name, count / Math.max(1, load.requests));
+  const perRequest = (ticks: number): number => (ticks * 1e6) / ticksPerSecond / Math.max(1, load.requests);
+  return {
+    label: build.label,
+    reqPerSec: load.requests / seconds,
+    edgeUs: perRequest(edgeAfter.user + edgeAfter.system - edgeBefore.user - edgeBefore.system),
+    clientUs: perRequest(clientAfter.user + clientAfter.system - clientBefore.user - clientBefore.system),
+    edgeSysUs: perRequest(edgeAfter.system - edgeBefore.system),
+    clientSysUs: perRequest(clientAfter.system - clientBefore.system),
+    bad: badCount(load),
+    requests: load.requests,
+    probeP50: null,
+    probeP99: null,
+    syscalls: counted,
+  };
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      dir: { type: 'string', multiple: true },
+      rounds: { type: 'string' },
+      requests: { type: 'string' },
+      duration: { type: 'string' },
+      connections: { type: 'string' },
+      scenario: { type: 'string' },
+      size: { type: 'string' },
+      probe: { type: 'string' },
+      warmup: { type: 'string' },
+      prof: { type: 'string' },
+      'node-arg': { type: 'string', multiple: true },
+      syscalls: { type: 'boolean' },
+      'edge-log': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const dirs = values.dir ?? [];
+  if (values.help === true || dirs.length < 1) {
+    process.stdout.write(HELP);
+    return;
+  }
+  const rounds = Number(values.rounds ?? 6);
+  const requests = Number(values.requests ?? 0);
+  const durationS = Number(values.duration ?? 4);
+  const connections = Number(values.connections ?? 100);
+  const probeCount = Number(values.probe ?? 0);
+  const warmup = Number(values.warmup ?? 2);
+  const [method, shape] = (values.scenario ?? 'post-length').split('-') as [string, string];
+  const scenario: Scenario = { method: method.toUpperCase() as Method, shape: shape as Shape, size: Number(values.size ?? 1024) };
+  const nodeArgs = [...(values['node-arg'] ?? [])];
+  if (values['edge-log'] !== undefined) {
+    edgeLogDir = resolve(values['edge-log']);
+    mkdirSync(edgeLogDir, { recursive: true });
+  }
+  if (values.prof !== undefined) {
+    const profDir = resolve(values.prof);
+    mkdirSync(profDir, { recursive: true });
+    nodeArgs.push('--cpu-prof', `--cpu-prof-dir=${profDir}`, '--cpu-prof-name=%s.cpuprofile');
+  }
+
+  const temp = mkdtempSync(join(tmpdir(), 'burrow-ab-'));
+  const stop = async (): Promise<void> => {
+    await children.stopAll(10_000);
+    rmSync(temp, { recursive: true, force: true });
+  };
+  process.on('SIGINT', () => void stop().then(() => process.exit(130)));
+  try {
+    const { port: targetPort } = await children.spawnServer('target', TARGET_SCRIPT);
+    const builds: Build[] = [];
+    for (const entry of dirs) {
+      const at = entry.indexOf('=');
+      builds.push(await startBuild(entry.slice(0, at), resolve(entry.slice(at + 1)), temp, targetPort, nodeArgs));
+    }
+    process.stdout.write(`${scenario.method} ${scenario.size} B ${scenario.shape} @${connections}, ${requests > 0 ? `${requests} requests` : `${durationS} s`} a run, ${rounds} rounds${probeCount > 0 ? `, probe ${probeCount}` : ''}\n`);
+    const warmed = new Map<string, number>();
+    if (warmup > 0) for (const build of builds) warmed.set(build.label, (await run(build, scenario, connections, warmup, 0)).requests);
+    const results: RoundResult[] = [];
+    for (let round = 0; round < rounds; round++) {
+      for (let i = 0; i < builds.length; i++) {
+        const build = builds[(i + round) % builds.length]!;
+        const result = await run(build, scenario, connections, durationS, requests, values.syscalls === true);
+        if (probeCount > 0) {
+          const probed = await probe(build, scenario, probeCount);
+          result.probeP50 = probed.p50;
+          result.probeP99 = probed.p99;
+        }
+        results.push(result);
+        if (result.syscalls !== null) process.stdout.write(`  ${build.label} syscalls/req: ${[...result.syscalls].filter(([, n]) => n >= 0.01).map(([name, n]) => `${name} ${n.toFixed(2)}`).join(', ')}\n`);
+        const probeText = result.probeP50 === null ? '' : `  probe p50 ${result.probeP50.toFixed(0)} p99 ${result.probeP99!.toFixed(0)} µs`;
+        process.stdout.write(`round ${round + 1} ${build.label.padEnd(10)} ${result.reqPerSec.toFixed(0).padStart(6)} req/s  edge ${result.edgeUs.toFixed(1).padStart(6)} (sys ${result.edgeSysUs.toFixed(1).padStart(5)})  client ${result.clientUs.toFixed(1).padStart(6)} (sys ${result.clientSysUs.toFixed(1).padStart(5)})  sum ${(result.edgeUs + result.clientUs).toFixed(1).padStart(6)} µs/req${result.bad > 0 ? `  BAD ${result.bad}` : ''}${probeText}\n`);
+      }
+    }
+    process.stdout.write('\nmedians:\n');
+    for (const build of builds) {
+      const mine = results.filter((r) => r.label === build.label);
+      const probes = mine.filter((r) => r.probeP50 !== null);
+      const probeText = probes.length === 0 ? '' : `  probe p50 ${median(probes.map((r) => r.probeP50!)).toFixed(0)} p99 ${median(probes.map((r) => r.probeP99!)).toFixed(0)} µs`;
+      process.stdout.write(
+        `${build.label.padEnd(10)} ${median(mine.map((r) => r.reqPerSec)).toFixed(0).padStart(6)} req/s  edge ${median(mine.map((r) => r.edgeUs)).toFixed(1).padStart(6)} (sys ${median(mine.map((r) => r.edgeSysUs)).toFixed(1).padStart(5)})  client ${median(mine.map((r) => r.clientUs)).toFixed(1).padStart(6)} (sys ${median(mine.map((r) => r.clientSysUs)).toFixed(1).padStart(5)})  sum ${median(mine.map((r) => r.edgeUs + r.clientUs)).toFixed(1).padStart(6)} µs/req  bad ${mine.reduce((n, r) => n + r.bad, 0)}  requests ${mine.reduce((n, r) => n + r.requests, warmed.get(build.label) ?? 0)}${probeText}\n`,
+      );
+    }
+  } finally {
+    await stop();
+  }
+}
+
+await main();
