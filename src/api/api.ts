@@ -462,6 +462,8 @@ export class Api {
         duration_ms: entry.durationMs,
         received_at: nowIso(entry.receivedAt),
         rejected: rejectionOf(entry.error),
+        // A TCP or TLS connection's record says how it ended in the list too (docs/tcp.md).
+        ...(entry.status === 0 && (entry.method === 'TCP' || entry.method === 'TLS') ? { error: entry.error } : {}),
       });
       if (q !== null) {
         const found = await captures.search(principal.account.id, subdomain, q, { ...listOptions, maxScanned: REQUEST_SEARCH_SCAN, maxBodyBytes: REQUEST_SEARCH_BODY_BYTES });
