@@ -93,6 +93,15 @@ test('burrow reserve --tcp: a port per account, refused to another account, serv
   const now = await runCli(['reserve', '--tcp', String(other)], bob.env);
   assert.equal(now.code, 0, now.stderr);
   assert.match(now.stdout, new RegExp(`^reserved tcp:${other};`));
+
+  const tls = await runCli(['reserve', 'vault-27', '--tls'], alice.env);
+  assert.equal(tls.stdout, 'reserved vault-27; use it with: burrow tls PORT --subdomain vault-27\n');
+  const both = await runCli(['reserve', '--tcp', '--tls'], alice.env);
+  assert.equal(both.code, 2);
+  assert.match(both.stderr, /give --tcp or --tls, not both/);
+  const offline = await runCli(['reserve', '--tcp', '--offline', 'queue'], alice.env);
+  assert.equal(offline.code, 2);
+  assert.match(offline.stderr, /--tcp reservations take no --offline or policy flags/);
 });
 
 test("the API's TCP reservations: a free port never one reserved, and bad requests in the spec's error shape", async () => {
