@@ -13,6 +13,8 @@
  *    each, against the same load on one tunnel and direct.
  * 4. Idle tunnels: a fresh edge, 10,000 tunnels connected from one process: connect rate, edge RSS per
  *    tunnel, all still answering afterwards.
+ * 5. TCP tunnels: a fresh edge with --tcp-ports, a bulk transfer each way and one-byte round trips on one
+ *    connection through `burrow tcp` and through `ssh -R` (bench/e2e/tcp.ts).
  * Writes bench/out/e2e-<timestamp>.json and prints the tables and issue 13's acceptance lines;
  * `npm run bench:results` turns the file into bench/RESULTS.md.
  */
@@ -28,9 +30,10 @@ import { badCount, runLoad, stopCurrentLoad, type LoadResult, type Target } from
 import { machineInfo, sourceInfo } from './e2e/machine.js';
 import { ensureNginx, startNginxTwoHop } from './e2e/nginx.js';
 import { ensureSsh, SSH_CIPHER, startSshReverse } from './e2e/ssh.js';
+import { measureTcpPath, peakMiB, TcpLocal, tcpPathLines, type TcpRecord } from './e2e/tcp.js';
 import { KIB, MIB, SHAPES, SMALL, scenarioLabel, type Method, type Scenario } from './e2e/payloads.js';
 import { probe, SENDERS, type Sender } from './e2e/probe.js';
-import { Children, type Child, type ExitInfo } from './e2e/processes.js';
+import { Children, freePort, type Child, type ExitInfo } from './e2e/processes.js';
 import type { ClientLogCounts, FleetDone, IdleRecord, PathInfo, ProbeRecord, RunRecord, TenantRun, TenantsRecord, WarmupRecord } from './e2e/records.js';
 import { Sampler, type ProcStats, type WindowStats } from './e2e/sampler.js';
 import { summarize, type Summary } from './e2e/summary.js';
@@ -57,6 +60,8 @@ One run measures, every figure beside direct in the same run (about 13 minutes; 
      minimal uWS + undici proxy for 1 KiB), with CPU µs per request of every process on each path;
   3. many tenants: --tenants tunnels x 2 connections through one edge vs the same load on one tunnel;
   4. --idle-tunnels idle tunnels on a fresh edge: connect rate and edge RSS per tunnel.
+  5. TCP tunnels: --tcp-mib MiB each way through one connection of "burrow tcp" (a fresh edge with
+     --tcp-ports) and of ssh -R, and 2,000 one-byte round trips on one open connection of each.
 Writes bench/out/e2e-<timestamp>.json and prints issue 13's acceptance lines; "npm run bench:results"
 turns it into bench/RESULTS.md.
 
@@ -74,8 +79,9 @@ Options:
                         --quick: 50)
   --idle-tunnels N      idle tunnels on a fresh edge (default 10000; 0 skips; --quick: 1000)
   --idle-deadline SEC   stop connecting idle tunnels after this long (default 240; --quick: 60)
+  --tcp-mib N           MiB each way in the tcp phase (default 256; 0 skips; --quick: 64)
   --no-floors           skip the nginx, ssh -R, relay and proxy paths
-  --phases LIST         which phases run: probes,matrix,tenants,idle (default all; the acceptance lines
+  --phases LIST         which phases run: probes,matrix,tenants,idle,tcp (default all; the acceptance lines
                         of a phase left out say "not measured")
   --pause MS            pause between runs (default 200)
   --max-other-cpu PCT   a group of runs (or a probe) during which processes outside the benchmark, or
@@ -94,7 +100,7 @@ Options:
   -h, --help            show this help
 `;
 
-const PHASES = ['probes', 'matrix', 'tenants', 'idle'] as const;
+const PHASES = ['probes', 'matrix', 'tenants', 'idle', 'tcp'] as const;
 type Phase = (typeof PHASES)[number];
 
 interface Options {
@@ -108,6 +114,8 @@ interface Options {
   tenants: number;
   idleTunnels: number;
   idleDeadlineS: number;
+  /** MiB each way through a TCP tunnel and `ssh -R` in the tcp phase (0 skips it). */
+  tcpMiB: number;
   floors: boolean;
   phases: Phase[];
   pauseMs: number;
@@ -134,6 +142,7 @@ function parseOptions(argv: string[]): Options | null {
       tenants: { type: 'string' },
       'idle-tunnels': { type: 'string' },
       'idle-deadline': { type: 'string' },
+      'tcp-mib': { type: 'string' },
       'no-floors': { type: 'boolean' },
       phases: { type: 'string' },
       pause: { type: 'string' },
@@ -181,6 +190,7 @@ function parseOptions(argv: string[]): Options | null {
     tenants: Math.round(number(values.tenants, 'tenants', quick ? 50 : 200, 0, 5_000)),
     idleTunnels: Math.round(number(values['idle-tunnels'], 'idle-tunnels', quick ? 1_000 : 10_000, 0, 100_000)),
     idleDeadlineS: number(values['idle-deadline'], 'idle-deadline', quick ? 60 : 240, 5, 3_600),
+    tcpMiB: Math.round(number(values['tcp-mib'], 'tcp-mib', quick ? 64 : 256, 0, 4_096)),
     floors: values['no-floors'] !== true,
     phases: phases as Phase[],
     pauseMs: number(values.pause, 'pause', 200, 0, 60_000),
@@ -264,8 +274,16 @@ function edgeEnv(temp: string, name: string): NodeJS.ProcessEnv {
   return env;
 }
 
-async function startEdge(bin: string, name: string, dataDir: string, env: NodeJS.ProcessEnv, capture: boolean, wrap: ((command: string, args: string[]) => { command: string; args: string[] }) | null = null): Promise<{ child: Child; port: number }> {
-  const args = [bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000', ...(capture ? [] : ['--no-capture'])];
+async function startEdge(
+  bin: string,
+  name: string,
+  dataDir: string,
+  env: NodeJS.ProcessEnv,
+  capture: boolean,
+  wrap: ((command: string, args: string[]) => { command: string; args: string[] }) | null = null,
+  extraArgs: string[] = [],
+): Promise<{ child: Child; port: number }> {
+  const args = [bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000', ...(capture ? [] : ['--no-capture']), ...extraArgs];
   const spawned = wrap === null ? { command: process.execPath, args } : wrap(process.execPath, args);
   const child = children.spawn({ name, command: spawned.command, args: spawned.args, env });
   const port = Number((await child.waitFor(/listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
@@ -1108,6 +1126,53 @@ function stderrProblems(text: string): string {
     .slice(-4_000);
 }
 
+/**
+ * Phase 5: a bulk transfer each way and one-connection round trips through `burrow tcp` (a fresh edge
+ * with --tcp-ports, capture on) and through `ssh -R` to the same local server in this process.
+ */
+async function runTcp(setup: Setup, options: Options): Promise<TcpRecord | null> {
+  if (options.tcpMiB === 0) return null;
+  const total = options.tcpMiB * MIB;
+  const trips = options.quick ? 500 : 2_000;
+  const record: TcpRecord = { mib: options.tcpMiB, trips, paths: [], peakRssMiB: { edge: null, client: null }, sshSkipped: null, error: null };
+  log(`\ntcp tunnels: ${options.tcpMiB} MiB each way through one connection, then ${trips} one-byte round trips, burrow tcp beside ssh -R`);
+  const local = new TcpLocal(total);
+  try {
+    const localPort = await local.listen();
+    const dataDir = join(setup.temp, 'edge-tcp');
+    const env = edgeEnv(setup.temp, 'edge-tcp');
+    const [token] = await createAccounts(dataDir, 'tcp', 1, 'PRO');
+    const first = await freePort();
+    const { child: edge, port } = await startEdge(setup.bin, 'edge-tcp', dataDir, env, true, null, ['--tcp-ports', String(first)]);
+    const client = children.spawn({
+      name: 'client-tcp',
+      command: process.execPath,
+      args: [setup.bin, 'tcp', String(localPort), '--edge', `http://localhost:${port}`, '--token', token!, '--remote-port', String(first)],
+      env: { ...env, XDG_CONFIG_HOME: join(setup.temp, 'client-tcp-config') },
+    });
+    await client.waitFor(/Forwarding tcp:\/\/\S+ ->/, 20_000);
+    sampler.track('client-tcp', client.pid);
+    const burrow = await measureTcpPath('burrow tcp', first, local, total, trips);
+    record.peakRssMiB = { edge: peakMiB(edge.pid), client: peakMiB(client.pid) };
+    record.paths.push(burrow);
+    for (const line of tcpPathLines(burrow, total, `; peak RSS: edge ${record.peakRssMiB.edge} MiB, client ${record.peakRssMiB.client} MiB`)) log(line);
+    record.sshSkipped = options.floors ? ensureSsh(ROOT) : 'the floors were left out (--no-floors)';
+    if (record.sshSkipped !== null) log(`ssh -R skipped: ${record.sshSkipped}`);
+    else {
+      const reverse = await startSshReverse(children, join(setup.temp, 'ssh-tcp'), localPort, 'ssh-tcp');
+      const ssh = await measureTcpPath('ssh -R', reverse.port, local, total, trips);
+      record.paths.push(ssh);
+      for (const line of tcpPathLines(ssh, total)) log(line);
+    }
+  } catch (error) {
+    record.error = (error as Error).message;
+    log(`tcp phase failed: ${record.error}`);
+  } finally {
+    local.close();
+  }
+  return record;
+}
+
 async function main(): Promise<number> {
   let options: Options | null;
   try {
@@ -1147,7 +1212,7 @@ async function main(): Promise<number> {
 
   const temp = mkdtempSync(join(tmpdir(), 'burrow-bench-'));
   // Filled in by the phases (closures: a holder keeps TypeScript from narrowing them to null).
-  const state: { setup: Setup | null; tenants: TenantsRecord | null; idle: IdleRecord | null } = { setup: null, tenants: null, idle: null };
+  const state: { setup: Setup | null; tenants: TenantsRecord | null; idle: IdleRecord | null; tcp: TcpRecord | null } = { setup: null, tenants: null, idle: null, tcp: null };
   let failure: Error | null = null;
   const phases: Record<string, number> = {};
   const phase = async (name: string, work: () => Promise<void>): Promise<void> => {
@@ -1174,12 +1239,17 @@ async function main(): Promise<number> {
         state.idle = await runIdle(ready, options);
       });
     }
+    if (wanted('tcp')) {
+      await phase('tcp', async () => {
+        state.tcp = await runTcp(ready, options);
+      });
+    }
   } catch (error) {
     failure = error as Error;
     process.stderr.write(`bench: ${failure.stack ?? failure.message}\n`);
   }
   const ready = state.setup;
-  const { tenants, idle } = state;
+  const { tenants, idle, tcp } = state;
 
   sampler.sampleAll();
   sampler.stop();
@@ -1234,6 +1304,7 @@ async function main(): Promise<number> {
     discardedProbes,
     tenants,
     idle,
+    tcp,
     processes,
     series,
   };

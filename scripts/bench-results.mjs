@@ -464,6 +464,32 @@ function render(results, file, checks, history) {
     out.push('');
   }
 
+  const tcp = results.tcp;
+  if (tcp) {
+    out.push('## TCP tunnels');
+    out.push('');
+    out.push(
+      `${num(tcp.mib)} MiB each way through one connection, then ${num(tcp.trips)} one-byte round trips on one open connection, to a local server in the runner: ` +
+        `\`burrow tcp\` (a fresh edge with \`--tcp-ports\`, capture on) beside OpenSSH's \`ssh -R\` (a private sshd, aes128-gcm). docs/tcp.md has the 1 GiB run with memory.`,
+    );
+    out.push('');
+    out.push(
+      table(
+        ['Path', 'public → local', 'local → public', '1-byte round trip p50 / p99'],
+        tcp.paths.map((p) => [p.label, `**${num(p.uploadMiBs)} MiB/s**`, `**${num(p.downloadMiBs)} MiB/s**`, `${num(p.p50Us)} / ${num(p.p99Us)} µs`]),
+        ['l', 'r', 'r', 'r'],
+      ),
+    );
+    out.push('');
+    const notes = [
+      `Peak RSS after the transfers: edge ${tcp.peakRssMiB.edge ?? '–'} MiB, client ${tcp.peakRssMiB.client ?? '–'} MiB.`,
+      ...(tcp.sshSkipped ? [`ssh -R skipped: ${tcp.sshSkipped}.`] : []),
+      ...(tcp.error ? [`Error: ${tcp.error}.`] : []),
+    ];
+    out.push(notes.join(' '));
+    out.push('');
+  }
+
   out.push('## Every run');
   out.push('');
   out.push(

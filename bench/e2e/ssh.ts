@@ -114,7 +114,8 @@ export interface SshReverse {
 }
 
 /** Starts a private sshd and `ssh -N -R` to it in `dir`, as children; resolves once the forwarded port accepts. */
-export async function startSshReverse(children: Children, dir: string, targetPort: number): Promise<SshReverse> {
+/** `name`: the ssh client's process name among `children` (its sshd's is `${name}d`), when a run has two. */
+export async function startSshReverse(children: Children, dir: string, targetPort: number, name = 'ssh'): Promise<SshReverse> {
   mkdirSync(dir, { recursive: true });
   chmodSync(dir, 0o700);
   // sshd insists on its privilege-separation directory even when it never drops to it for this user.
@@ -128,7 +129,7 @@ export async function startSshReverse(children: Children, dir: string, targetPor
   const forwardedPort = await freePort();
   const configFile = join(dir, 'sshd_config');
   writeFileSync(configFile, sshdConfig(dir, sshdPort, user));
-  const listener = children.spawn({ name: 'sshd', command: SSHD, args: ['-D', '-e', '-f', configFile] });
+  const listener = children.spawn({ name: `${name}d`, command: SSHD, args: ['-D', '-e', '-f', configFile] });
   const deadline = Date.now() + 10_000;
   while (!(await accepts(sshdPort))) {
     if (!listener.alive) throw new Error(`sshd exited: ${listener.describeOutput()}`);
@@ -136,7 +137,7 @@ export async function startSshReverse(children: Children, dir: string, targetPor
     await new Promise((done) => setTimeout(done, 25));
   }
   const client = children.spawn({
-    name: 'ssh',
+    name,
     command: SSH,
     args: [
       '-N', '-T',

@@ -53,6 +53,8 @@ export interface ApiOptions {
   offlineModes?: boolean;
   /** Webhooks held for offline reserved subdomains (the edge's own LMDB). */
   heldEvents: OfflineQueueStore;
+  /** The edge's TCP tunnels' public ports (`--tcp-ports`), which a TCP port's reservation is one of; absent: the edge has none. */
+  tcpPorts?: { first: number; last: number };
   /** The edge's secret key: seals the secrets of stored policies (docs/policies.md). Without it a policy with secrets is refused. */
   secrets?: SecretBox;
   /** Told after a reservation's policy changed, so the edge drops what it compiled from the old one. */
@@ -453,7 +455,8 @@ export class Api {
         now: this.clock(),
       };
       // Exactly the spec's fields (spec section 2, "Captured request"); a capture the edge refused adds
-      // `rejected`, a Burrow extension the spec's captures never carry.
+      // `rejected`, and a TCP or TLS connection's record says how it ended (`error`, docs/tcp.md): Burrow
+      // extensions on records the spec's captures never are.
       const summaryJson = (entry: CaptureSummary) => {
         const rejected = rejectionOf(entry.error);
         return {
@@ -464,6 +467,7 @@ export class Api {
           duration_ms: entry.durationMs,
           received_at: nowIso(entry.receivedAt),
           ...(rejected === null ? {} : { rejected }),
+          ...(entry.status === 0 && (entry.method === 'TCP' || entry.method === 'TLS') ? { error: entry.error } : {}),
         };
       };
       if (q !== null) {
@@ -531,15 +535,19 @@ export class Api {
 
     add('POST', '/api/v1/reserved-subdomains', async ({ req, principal }) => {
       const body = readJsonObject(req);
-      rejectUnknownFields(body, ['subdomain', 'offline']);
-      if (typeof body.subdomain !== 'string') throw new BurrowError('INVALID_REQUEST', '"subdomain" must be a string.');
+      rejectUnknownFields(body, ['subdomain', 'offline', 'kind']);
+      const kind = reservationKind(body);
       const offline = offlineField(body.offline, this.options.offlineModes !== false);
-      const subdomain = body.subdomain.toLowerCase();
-      const problem = subdomainProblem(subdomain);
-      if (problem !== null) throw new BurrowError('INVALID_REQUEST', `Invalid subdomain "${quoted(body.subdomain)}": ${problem}.`);
+      if (kind !== 'http' && offline !== undefined && offline !== 'off') throw offlineOnlyForHttp(kind);
       const accountId = principal.account.id;
+      const subdomain = kind === 'tcp' ? (body.subdomain === undefined ? await this.freeTcpName() : this.tcpReservationName(body.subdomain as string)) : (body.subdomain as string).toLowerCase();
+      const problem = kind === 'tcp' ? null : subdomainProblem(subdomain);
+      if (problem !== null) throw new BurrowError('INVALID_REQUEST', `Invalid subdomain "${quoted(body.subdomain as string)}": ${problem}.`);
       const existing = await store.getReservation(subdomain);
       if (existing?.accountId === accountId) {
+        if ((existing.kind ?? 'http') !== kind) {
+          throw new BurrowError('INVALID_REQUEST', `"${subdomain}" is already reserved by this account for ${kindText(existing.kind ?? 'http')}; release it first to reserve it for ${kindText(kind)}.`);
+        }
         // Reserving again with "offline" changes the mode (as PATCH does).
         const current = offline === undefined ? existing : ((await store.setOfflineMode(accountId, subdomain, offline)) ?? existing);
         this.options.queue?.changed(subdomain);
@@ -547,11 +555,11 @@ export class Api {
       }
       const holder = await tunnels.holderOf(subdomain);
       if (existing !== undefined || (holder !== undefined && holder !== accountId)) {
-        throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is in use by another account.`);
+        throw new BurrowError('SUBDOMAIN_TAKEN', `The ${kind === 'tcp' ? 'port' : 'subdomain'} "${subdomain}" is in use by another account.`);
       }
       // The plan's cap is checked inside the store's write transaction: concurrent requests cannot pass it.
       const cap = store.planLimits(principal.account.plan).reservedSubdomains;
-      const record = await store.reserve(accountId, subdomain, this.clock(), cap, offline);
+      const record = await store.reserve(accountId, subdomain, this.clock(), cap, offline, kind === 'http' ? undefined : kind);
       return json(201, reservationJson(record));
     });
 
@@ -561,6 +569,8 @@ export class Api {
       const offline = offlineField(body.offline, this.options.offlineModes !== false);
       if (offline === undefined) throw new BurrowError('INVALID_REQUEST', '"offline" is required: "off", "reject" or "queue".');
       const subdomain = params.subdomain!.toLowerCase();
+      const kind = (await store.getReservation(subdomain))?.kind;
+      if (kind !== undefined && offline !== 'off') throw offlineOnlyForHttp(kind);
       const record = await store.setOfflineMode(principal.account.id, subdomain, offline);
       if (record === undefined) throw new BurrowError('NOT_FOUND', `No reserved subdomain ${quoted(params.subdomain!)} on this account.`);
       this.options.queue?.changed(subdomain);
@@ -593,6 +603,10 @@ export class Api {
     add('PUT', '/api/v1/reserved-subdomains/:subdomain/policy', async ({ req, params, principal }) => {
       const spec = parsePolicySpec(readJsonObject(req));
       const existing = await ownReservation(principal, params.subdomain!);
+      if (existing.kind !== undefined) {
+        // The edge reads no HTTP on these tunnels; their CIDR rules are the running tunnel's own (docs/tcp.md).
+        throw new BurrowError('INVALID_REQUEST', `The reservation "${existing.subdomain}" (for ${kindText(existing.kind)}) holds no policy: give --allow-cidr and --deny-cidr to burrow ${existing.kind} instead.`);
+      }
       const secrets = this.options.secrets;
       if (secrets === undefined && (spec.oidc?.client_secret !== undefined || spec.verify_webhook?.some((hook) => hook.secret !== undefined))) {
         throw new BurrowError('INTERNAL_ERROR', 'This edge has no secret key to seal secrets with.');
@@ -613,11 +627,65 @@ export class Api {
 
     defineQueueRoutes(add, store, this.options.heldEvents, this.options.queue);
   }
+
+  /** `tcp:PORT` for a TCP port's reservation: a port of the edge's `--tcp-ports`, or why not. */
+  private tcpReservationName(name: unknown): string {
+    const range = this.tcpRange();
+    const match = typeof name === 'string' ? /^tcp:([0-9]{1,5})$/i.exec(name.trim()) : null;
+    if (match === null) throw new BurrowError('INVALID_REQUEST', `A TCP port's reservation is named tcp:PORT (like tcp:${range.first}), not ${JSON.stringify(name)}.`);
+    const port = Number(match[1]);
+    if (port < range.first || port > range.last) throw new BurrowError('INVALID_REQUEST', `The port ${port} is not one of this edge's TCP ports (${range.first}-${range.last}).`);
+    return `tcp:${port}`;
+  }
+
+  /** A port of `--tcp-ports` that nobody has reserved and no other tunnel is live or held on, from a random place in the range. */
+  private async freeTcpName(): Promise<string> {
+    const { first, last } = this.tcpRange();
+    const size = last - first + 1;
+    const start = Math.floor(Math.random() * size);
+    for (let i = 0; i < size; i++) {
+      const name = `tcp:${first + ((start + i) % size)}`;
+      if ((await this.options.store.getReservation(name)) === undefined && (await this.options.tunnels.holderOf(name)) === undefined) return name;
+    }
+    throw new BurrowError('SUBDOMAIN_TAKEN', `Every TCP port of this edge (${first}-${last}) is reserved or in use.`);
+  }
+
+  private tcpRange(): { first: number; last: number } {
+    const range = this.options.tcpPorts;
+    if (range === undefined) throw new BurrowError('INVALID_REQUEST', 'This edge serves no TCP tunnels: it was started without --tcp-ports (docs/tcp.md).');
+    return range;
+  }
+}
+
+type ReservationKind = 'http' | 'tls' | 'tcp';
+
+/** What a POST reserves: `kind` as given, or `tcp` for a `tcp:PORT` name, `http` otherwise. */
+function reservationKind(body: Record<string, unknown>): ReservationKind {
+  const { kind, subdomain } = body;
+  if (kind !== undefined && kind !== 'http' && kind !== 'tls' && kind !== 'tcp') throw new BurrowError('INVALID_REQUEST', '"kind" must be "http", "tls" or "tcp".');
+  if (subdomain !== undefined && typeof subdomain !== 'string') throw new BurrowError('INVALID_REQUEST', '"subdomain" must be a string.');
+  const named = subdomain?.trim().toLowerCase().startsWith('tcp:') === true ? 'tcp' : undefined;
+  if (kind === undefined) {
+    if (subdomain === undefined) throw new BurrowError('INVALID_REQUEST', '"subdomain" must be a string.');
+    return named ?? 'http';
+  }
+  if (kind !== 'tcp' && subdomain === undefined) throw new BurrowError('INVALID_REQUEST', '"subdomain" must be a string.');
+  if (kind !== 'tcp' && named !== undefined) throw new BurrowError('INVALID_REQUEST', `"${subdomain}" names a TCP port: reserve it with "kind": "tcp".`);
+  return kind;
+}
+
+function kindText(kind: ReservationKind): string {
+  return kind === 'tcp' ? 'TCP tunnels' : kind === 'tls' ? 'TLS passthrough tunnels' : 'HTTP tunnels';
+}
+
+function offlineOnlyForHttp(kind: ReservationKind): BurrowError {
+  return new BurrowError('INVALID_REQUEST', `"offline" is for HTTP tunnels' names: a reservation for ${kindText(kind)} is "off".`);
 }
 
 function reservationJson(record: ReservationRecord): Record<string, unknown> {
   return {
     subdomain: record.subdomain,
+    kind: record.kind ?? 'http',
     created_at: nowIso(record.createdAt),
     offline: record.offline ?? 'off',
     policy: record.policy === undefined ? null : policySummary(record.policy),

@@ -88,11 +88,17 @@ export interface HttpTunnelConfig extends TunnelBase {
   policy?: { flags: PolicyFlags; source: PolicySource };
 }
 
-/** `tcp:` and `tls:` tunnels: checked, kept, and refused by `burrow start` until the edge carries them. */
+/** `tcp:` and `tls:` tunnels (docs/tcp.md): their local server, and the keys of `burrow tcp`/`burrow tls`'s flags. */
 export interface StreamTunnelConfig extends TunnelBase {
   kind: 'tcp' | 'tls';
   host: string;
   port: number;
+  /** `remote_port` (tcp only): the public port to ask for; absent: a free one. */
+  remotePort?: number;
+  /** `proxy_protocol`: a PROXY v2 header before each connection's bytes. */
+  proxyProtocol: boolean;
+  /** `allow_cidr`/`deny_cidr`, the only policy such a tunnel takes; undefined without them. */
+  policy?: { flags: PolicyFlags; source: PolicySource };
 }
 
 export type TunnelConfig = HttpTunnelConfig | StreamTunnelConfig;
@@ -244,6 +250,9 @@ const TOP_KEYS = ['version', 'edge', 'token', 'token_env', 'ca', 'inspect', 'log
 const POLICY_KEYS = POLICY_FIELDS;
 const HTTP_KEYS = ['http', 'subdomain', 'routes', 'host_header', 'local_insecure', ...POLICY_KEYS] as const;
 const KINDS = ['http', 'tcp', 'tls'] as const;
+const STREAM_KEYS = ['remote_port', 'proxy_protocol', 'allow_cidr', 'deny_cidr'] as const;
+const TCP_KEYS = ['tcp', ...STREAM_KEYS] as const;
+const TLS_KEYS = ['tls', 'subdomain', ...STREAM_KEYS.filter((key) => key !== 'remote_port')] as const;
 const OIDC_KEYS = ['issuer', 'client_id', 'client_secret', 'allow_email', 'allow_domain'] as const;
 const ROUTE_KEYS = ['target', 'strip_prefix'] as const;
 /**
@@ -255,7 +264,7 @@ const NOT_FILE_KEYS: Readonly<Record<string, string>> = {
   resolve: '--resolve rules are not read from a file (a file must not choose the address your token is sent to); pass --resolve HOST:PORT:ADDRESS or set BURROW_RESOLVE',
 };
 /** Every key the file may hold, by where: docs/config.md lists the same (test/cli/config-docs.test.ts). */
-export const KNOWN_KEYS = { top: TOP_KEYS, http: HTTP_KEYS, kinds: KINDS, route: ROUTE_KEYS, oidc: OIDC_KEYS } as const;
+export const KNOWN_KEYS = { top: TOP_KEYS, http: HTTP_KEYS, kinds: KINDS, route: ROUTE_KEYS, oidc: OIDC_KEYS, tcp: TCP_KEYS, tls: TLS_KEYS } as const;
 const TUNNEL_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** Aliases resolved per file: a few share values; thousands would be an alias bomb. */
@@ -616,10 +625,24 @@ function readTunnel(reader: Reader, tunnel: Entry, secrets: string[]): TunnelCon
     else if (value !== undefined) subdomain = value.toLowerCase();
   }
   if (kind.name !== 'http') {
-    reader.onlyKnown(entries, kind.name === 'tls' ? ['tls', 'subdomain'] : ['tcp'], `a ${kind.name} tunnel`);
+    const streamKind = kind.name as 'tcp' | 'tls';
+    reader.onlyKnown(entries, streamKind === 'tls' ? TLS_KEYS : TCP_KEYS, `a ${streamKind} tunnel`, httpOnlyKeys(streamKind));
     const address = streamAddress(reader, kind);
+    const remoteEntry = byName.get('remote_port');
+    const remotePort = remoteEntry === undefined || streamKind !== 'tcp' ? undefined : portValue(reader, remoteEntry);
+    const proxyEntry = byName.get('proxy_protocol');
+    const proxyProtocol = proxyEntry === undefined ? false : reader.bool(proxyEntry.value, proxyEntry.key);
+    const policy = policyFlags(reader, byName, secrets);
     if (address === undefined || reader.problems.length > problemsBefore) return undefined;
-    return { name: tunnel.name, kind: kind.name as 'tcp' | 'tls', ...address, ...(subdomain === undefined ? {} : { subdomain }) };
+    return {
+      name: tunnel.name,
+      kind: streamKind,
+      ...address,
+      proxyProtocol: proxyProtocol === true,
+      ...(remotePort === undefined ? {} : { remotePort }),
+      ...(subdomain === undefined ? {} : { subdomain }),
+      ...(policy === undefined ? {} : { policy }),
+    };
   }
   reader.onlyKnown(entries, HTTP_KEYS, 'an http tunnel');
   const target = httpTarget(reader, kind.value, kind.key);
@@ -662,6 +685,26 @@ function httpTarget(reader: Reader, node: unknown, key: string): LocalTarget | u
 
 function portProblem(value: number): string | null {
   return Number.isInteger(value) && value >= 1 && value <= 65535 ? null : `a port is a whole number from 1 to 65535, not ${value}`;
+}
+
+/** The keys of an http tunnel that a tcp or tls tunnel refuses, each saying why. */
+function httpOnlyKeys(kind: 'tcp' | 'tls'): Record<string, string> {
+  const refused: Record<string, string> = {};
+  for (const key of HTTP_KEYS) {
+    if (key === 'http' || key === 'allow_cidr' || key === 'deny_cidr' || (key === 'subdomain' && kind === 'tls')) continue;
+    refused[key] = `${key} is for http tunnels; a ${kind} tunnel takes ${(kind === 'tls' ? TLS_KEYS : TCP_KEYS).join(', ')}`;
+  }
+  if (kind === 'tls') refused.remote_port = 'a tls tunnel is reached on the edge\'s HTTPS port by its subdomain; remote_port is for tcp tunnels';
+  else refused.subdomain = 'a tcp tunnel has a public port, not a subdomain: remote_port: PORT';
+  return refused;
+}
+
+/** `remote_port: 20042`. */
+function portValue(reader: Reader, entry: Entry): number | undefined {
+  const value = isScalar(entry.value) ? entry.value.value : undefined;
+  if (typeof value !== 'number') return reader.problem(entry.value, entry.key, 'must be a port (20042)');
+  const problem = portProblem(value);
+  return problem === null ? value : reader.problem(entry.value, entry.key, problem);
 }
 
 /** `tcp: 5432`, `tcp: db.internal:5432`, `tls: 8443`. */
@@ -840,4 +883,11 @@ tunnels:
   #   request_header_add:
   #     X-Environment: dev
   #   rate_limit: 100/m
+
+  # ssh:
+  #   tcp: 22                  # a TCP tunnel (the edge needs --tcp-ports); tls: 8443 for TLS passthrough
+  #   remote_port: 20042       # this public port (keep it: burrow reserve --tcp 20042); default a free one
+  #   proxy_protocol: true     # PROXY v2 before each connection, for a local server that reads it
+  #   allow_cidr: [203.0.113.0/24]
+  #   deny_cidr: 203.0.113.66     # checked on each connection, as on http tunnels
 `;

@@ -388,6 +388,7 @@ export class Edge {
       store: this.accounts,
       heldEvents: this.store.queue,
       offlineModes: this.cluster === null,
+      ...(tcpRange === null ? {} : { tcpPorts: tcpRange }),
       captures: this.captures,
       ...(clusterApi === null ? {} : { captureLog: clusterApi.captureLog }),
       usage: this.usage,

@@ -2,7 +2,8 @@
 // client address, replay of, held webhook, error, and what the page's source adds: local port, token,
 // history); Replay, Replay with edits, Copy as curl, HAR; a truncated capture's replay refused first with
 // the choice to send the cut body anyway; the replay's result; request and response headers and bodies
-// (Pretty, Raw, Hex); a WebSocket's messages instead of bodies. Everything captured is text.
+// (Pretty, Raw, Hex); a WebSocket's messages instead of bodies; a TCP or TLS connection's record as its
+// facts only (start, duration, client, bytes each way, how it ended). Everything captured is text.
 //
 // The page gives its data source as an adapter:
 //   timing         {field: 'latency_ms' | 'duration_ms', label}: the timing the source measures
@@ -17,7 +18,7 @@
 //   webSocketNote  a line shown under a WebSocket's heading, or null
 import { clear, copyText, h } from './elements.js';
 import { curlCommand } from './curl.js';
-import { bodyInfo, latencyText, renderBody, statusClass, statusText, whenText } from './exchange-format.js';
+import { bodyInfo, connectionEnd, isConnection, latencyText, renderBody, sizeText, statusClass, statusText, whenText } from './exchange-format.js';
 import { deliveryText, rejectedText } from './exchange-list.js';
 import { replayEditor } from './replay-editor.js';
 import { webSocketPane } from './websocket-view.js';
@@ -91,6 +92,17 @@ export function exchangeDetail(adapter) {
   const responseInfo = h('small', { id: 'res-body-info' });
   const responseStatus = h('span.status', { id: 'res-status' });
 
+  // A TCP or TLS connection's record has no headers or bodies to show: the facts say it all.
+  const panes = h('div.panes', {},
+    h('article.pane', { 'aria-label': 'Request' },
+      h('h3', {}, 'Request'),
+      h('h4', {}, 'Headers'), requestHeaders,
+      h('h4.http-only', {}, 'Body ', requestInfo), requestBody),
+    h('article.pane', { 'aria-label': 'Response' },
+      h('h3', {}, 'Response ', responseStatus),
+      h('h4', {}, 'Headers'), responseHeaders,
+      h('h4.http-only', {}, 'Body ', responseInfo), responseBody));
+
   const element = h('div.exchange-detail', {},
     h('div.detail-head', {},
       summary,
@@ -102,22 +114,33 @@ export function exchangeDetail(adapter) {
     result,
     webSocket.element,
     h('div.body-modes.http-only', { role: 'group', 'aria-label': 'Body view' }, modeButtons),
-    h('div.panes', {},
-      h('article.pane', { 'aria-label': 'Request' },
-        h('h3', {}, 'Request'),
-        h('h4', {}, 'Headers'), requestHeaders,
-        h('h4.http-only', {}, 'Body ', requestInfo), requestBody),
-      h('article.pane', { 'aria-label': 'Response' },
-        h('h3', {}, 'Response ', responseStatus),
-        h('h4', {}, 'Headers'), responseHeaders,
-        h('h4.http-only', {}, 'Body ', responseInfo), responseBody)));
+    panes);
 
   function fact(id, label, ...value) {
     return [h('dt', { id: `${id}-label` }, label), h('dd', { id }, ...value)];
   }
 
+  /** A connection's facts: when it started, how long it lasted, the bytes each way, how it ended. */
+  function connectionFacts(x) {
+    return [
+      fact('d-id', 'Id', x.id),
+      fact('d-time', 'Started', `${whenText(x.received_at)}  (${x.received_at})`),
+      fact('d-latency', 'Duration', latencyText(x.duration_ms ?? x.latency_ms ?? 0)),
+      fact('d-client', 'Client', x.path),
+      fact('d-bytes-in', 'Bytes from the client', sizeText(x.request.body_size)),
+      fact('d-bytes-out', 'Bytes to the client', sizeText(x.response.body_size)),
+      fact('d-ended', 'Ended', connectionEnd(x).text),
+      x.token_id === undefined ? null : fact('d-token', 'Token', x.token_id ?? '—'),
+    ];
+  }
+
   function showFacts() {
     const x = current;
+    if (isConnection(x)) {
+      clear(facts).append(...connectionFacts(x).filter((pair) => pair !== null).flat());
+      if (x.error) facts.querySelector('#d-ended')?.classList.add('error-text');
+      return;
+    }
     const delivery = x.delivery ? deliveryText(x.delivery) : x.event_id ? `held webhook, event ${x.event_id}` : null;
     clear(facts).append(...[
       fact('d-id', 'Id', x.id),
@@ -155,6 +178,7 @@ export function exchangeDetail(adapter) {
     const same = current?.id === exchange.id;
     current = exchange;
     const isWebSocket = (exchange.websocket ?? null) !== null;
+    const connection = isConnection(exchange);
     const cls = statusClass(exchange);
     method.textContent = exchange.method;
     path.textContent = exchange.path;
@@ -167,9 +191,12 @@ export function exchangeDetail(adapter) {
     responseHeaders.replaceChildren(h('caption', {}, 'Response headers'), h('tbody', {}, headerRows(exchange.response.headers)));
     showBodies();
     // A WebSocket connection cannot be replayed: no replay, no curl, no bodies; its messages instead.
-    for (const hidden of element.querySelectorAll('.http-only')) hidden.hidden = isWebSocket;
-    replayButton.hidden = isWebSocket;
-    editButton.hidden = isWebSocket;
+    // Nor a TCP or TLS connection: its bytes are not kept, only counted.
+    for (const hidden of element.querySelectorAll('.http-only')) hidden.hidden = isWebSocket || connection;
+    replayButton.hidden = isWebSocket || connection;
+    editButton.hidden = isWebSocket || connection;
+    harLink.hidden = connection;
+    panes.hidden = connection;
     webSocket.show(exchange);
     followWebSocket(exchange);
     if (!same) {
@@ -178,7 +205,7 @@ export function exchangeDetail(adapter) {
       curlPane.hidden = true;
     }
     if (editor.isOpen) {
-      if (isWebSocket) editor.close();
+      if (isWebSocket || connection) editor.close();
       else if (!same) editor.open(exchange);
     }
   }
@@ -195,7 +222,7 @@ export function exchangeDetail(adapter) {
   }
 
   function openEditor() {
-    if (current === null || current.websocket) return;
+    if (current === null || current.websocket || isConnection(current)) return;
     editor.open(current);
   }
 
@@ -218,7 +245,7 @@ export function exchangeDetail(adapter) {
   }
 
   async function replay(edits) {
-    if (current === null || current.websocket) return null;
+    if (current === null || current.websocket || isConnection(current)) return null;
     const original = current;
     const buttons = [replayButton, editButton, sendCut];
     for (const button of buttons) button.disabled = true;

@@ -4,7 +4,31 @@
 // plain functions of the JSON both APIs return (src/exchange-json.ts), no DOM, so Node runs them too.
 // Everything they return for display is text for textContent.
 
+/**
+ * A TCP or TLS passthrough connection's record (docs/tcp.md): method TCP or TLS, no HTTP status, the
+ * client's address:port as its path, the bytes each way as its body sizes and how it ended as its error.
+ */
+export function isConnection(item) {
+  return item.status === 0 && (item.method === 'TCP' || item.method === 'TLS');
+}
+
+const CONNECTION_ENDS = {
+  CLIENT_CLOSED: ['client dropped', 'the public client reset or dropped the connection'],
+  LOCAL_UNREACHABLE: ['local unreachable', 'the tunnel client could not reach, or lost, the local server'],
+  TUNNEL_CLOSED: ['tunnel closed', 'the tunnel went away while the connection was open'],
+  ADDRESS_FORBIDDEN: ['refused', "refused at once: the client's address is not allowed (--allow-cidr/--deny-cidr)"],
+  TUNNEL_BUSY: ['refused', "refused at once: the tunnel's connections were at their cap"],
+};
+
+/** How a connection ended: a short word for the list and a sentence for the detail. */
+export function connectionEnd(item) {
+  if (item.error === null || item.error === undefined) return { short: 'closed', text: 'closed by both sides' };
+  const [short, text] = CONNECTION_ENDS[item.error] ?? ['ended', item.error];
+  return { short, text: `${item.error}: ${text}` };
+}
+
 export function statusClass(item) {
+  if (isConnection(item)) return item.error === null || item.error === undefined ? 's2xx' : 'serr';
   if (item.error !== null && item.status === 0) return 'serr';
   const s = item.status;
   if (s === 101) return 's2xx';
@@ -15,6 +39,7 @@ export function statusClass(item) {
 }
 
 export function statusText(item) {
+  if (isConnection(item)) return connectionEnd(item).short;
   return item.status === 0 ? 'ERR' : String(item.status);
 }
 

@@ -4,7 +4,7 @@
 // the filter. Rows open on click, Enter or Space; the arrow keys (and j/k) move between them. Captured
 // paths are text, never markup.
 import { h } from './elements.js';
-import { latencyText, statusClass, statusText, whenText } from './exchange-format.js';
+import { isConnection, latencyText, statusClass, statusText, whenText } from './exchange-format.js';
 
 /**
  * `options`: `caption` (the table's accessible name), `timing` ({field: 'latency_ms' | 'duration_ms',
@@ -45,6 +45,7 @@ export function exchangeList(options) {
     }
     if (item.delivery) found.push(h('span.held-mark', { title: deliveryText(item.delivery) }, `held · #${item.delivery.attempt}`));
     if (item.replay_of) found.push(h('span.replay-mark', { title: `replay of ${item.replay_of}` }, '↻ replay'));
+    if (isConnection(item)) found.push(h('span.conn-mark', { title: `a ${item.method === 'TLS' ? 'TLS passthrough' : 'TCP'} connection from this client address` }, 'connection'));
     return found;
   }
 

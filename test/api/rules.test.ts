@@ -351,7 +351,7 @@ describe('reserved subdomains (Burrow extension)', () => {
   test('POST: 201 {subdomain, created_at}; again: 200 with the same record; listed; lower-cased', async () => {
     const created = await post('/api/v1/reserved-subdomains', alice.token, { subdomain: 'Alice-Hooks' });
     assert.equal(created.status, 201);
-    assert.deepEqual(shape(created.json), { subdomain: 'string', created_at: 'string', offline: 'string', policy: 'null' });
+    assert.deepEqual(shape(created.json), { subdomain: 'string', kind: 'string', created_at: 'string', offline: 'string', policy: 'null' });
     assert.equal(created.json.offline, 'off');
     assert.equal(created.json.subdomain, 'alice-hooks');
     assert.match(created.json.created_at, ISO_UTC);

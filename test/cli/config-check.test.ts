@@ -146,7 +146,47 @@ const CASES: { what: string; text: string; line: number; column: number; key: st
     line: 4,
     column: 5,
     key: 'tunnels.db.routes',
-    message: /unknown key \(a tcp tunnel takes tcp\)/,
+    message: /unknown key: routes is for http tunnels; a tcp tunnel takes tcp, remote_port, proxy_protocol, allow_cidr, deny_cidr/,
+  },
+  {
+    what: "a tcp tunnel's remote_port that is not a port (issue 27)",
+    text: 'tunnels:\n  db:\n    tcp: 5432\n    remote_port: 70000\n',
+    line: 4,
+    column: 18,
+    key: 'tunnels.db.remote_port',
+    message: /a port is a whole number from 1 to 65535, not 70000/,
+  },
+  {
+    what: 'remote_port on a tls tunnel',
+    text: 'tunnels:\n  vault:\n    tls: 8443\n    remote_port: 20042\n',
+    line: 4,
+    column: 5,
+    key: 'tunnels.vault.remote_port',
+    message: /remote_port is for tcp tunnels/,
+  },
+  {
+    what: "an http tunnel's policy key on a tcp tunnel",
+    text: 'tunnels:\n  db:\n    tcp: 5432\n    basic_auth: { a: b }\n',
+    line: 4,
+    column: 5,
+    key: 'tunnels.db.basic_auth',
+    message: /basic_auth is for http tunnels; a tcp tunnel takes tcp, remote_port, proxy_protocol, allow_cidr, deny_cidr/,
+  },
+  {
+    what: "a bad CIDR in a tls tunnel's allow_cidr",
+    text: 'tunnels:\n  vault:\n    tls: 8443\n    proxy_protocol: true\n    allow_cidr: [10.0.0.0/8, 300.1.1.1/8]\n',
+    line: 5,
+    column: 17,
+    key: 'tunnels.vault.allow_cidr[1]',
+    message: /300\.1\.1\.1/,
+  },
+  {
+    what: 'proxy_protocol that is not a boolean',
+    text: 'tunnels:\n  db:\n    tcp: 5432\n    proxy_protocol: v2\n',
+    line: 4,
+    column: 21,
+    key: 'tunnels.db.proxy_protocol',
+    message: /true or false/,
   },
   {
     what: 'a literal token that is not one',
@@ -240,6 +280,9 @@ test('a valid file: a summary of its tunnels and settings, exit 0; --json shows 
     '    rate_limit: 100/m',
     '  db:',
     '    tcp: 5432',
+    '    remote_port: 20042',
+    '    proxy_protocol: true',
+    '    allow_cidr: 10.0.0.0/8',
     '',
   ].join('\n');
   const result = await check(text);
@@ -249,7 +292,7 @@ test('a valid file: a summary of its tunnels and settings, exit 0; --json shows 
   assert.match(lines[1]!, /^NAME +KIND +TARGET +SUBDOMAIN +ALSO$/);
   assert.match(lines[2]!, /^web +http +http:\/\/localhost:3000 +web-app +\/api -> http:\/\/localhost:4000, \/static -> https:\/\/localhost:8443 \(prefix stripped\), host_header rewrite$/);
   assert.match(lines[3]!, /^hooks +http +http:\/\/127\.0\.0\.1:9000 +- +basic_auth, request_header_add, rate_limit$/);
-  assert.match(lines[4]!, /^db +tcp +localhost:5432 +- +burrow start cannot run tcp tunnels yet$/);
+  assert.match(lines[4]!, /^db +tcp +localhost:5432 +- +remote_port 20042, proxy_protocol, allow_cidr$/);
   assert.equal(lines[5], 'edge http://localhost:8080, http://127.0.0.1:8081; token from $MY_BURROW_TOKEN (not set here); inspector 127.0.0.1:4041');
 
   const json = await check(text, ['--json']);

@@ -30,7 +30,7 @@ test("docs/config.md's key tables list exactly the keys the checker knows", () =
   const section = text.slice(text.indexOf('## The keys'), text.indexOf('### Values are used as written'));
   const documented = new Set([...section.matchAll(/^\| (`[a-z_]+`(?:, `[a-z_]+`)*) \|/gm)].flatMap((match) => [...match[1]!.matchAll(/`([a-z_]+)`/g)].map((key) => key[1]!)));
   const oidcKeys = /`\{issuer, client_id, client_secret, allow_email, allow_domain\}`/.test(section) ? KNOWN_KEYS.oidc : [];
-  const known = new Set<string>([...KNOWN_KEYS.top, ...KNOWN_KEYS.http, ...KNOWN_KEYS.kinds, ...KNOWN_KEYS.route.filter((key) => key !== 'target')]);
+  const known = new Set<string>([...KNOWN_KEYS.top, ...KNOWN_KEYS.http, ...KNOWN_KEYS.kinds, ...KNOWN_KEYS.route.filter((key) => key !== 'target'), ...KNOWN_KEYS.tcp, ...KNOWN_KEYS.tls]);
   for (const key of ['tcp', 'tls']) documented.add(key); // described in prose: `tcp: PORT | host:port`
   assert.deepEqual([...documented].sort(), [...known].sort());
   assert.deepEqual([...oidcKeys], ['issuer', 'client_id', 'client_secret', 'allow_email', 'allow_domain']);
@@ -38,7 +38,7 @@ test("docs/config.md's key tables list exactly the keys the checker knows", () =
 });
 
 test('the example "burrow config edit" writes shows every key', () => {
-  for (const key of [...KNOWN_KEYS.top.filter((key) => key !== 'version' && key !== 'token'), 'http', 'subdomain', 'routes', 'host_header', 'local_insecure', 'strip_prefix', 'target']) {
+  for (const key of [...KNOWN_KEYS.top.filter((key) => key !== 'version' && key !== 'token'), 'http', 'subdomain', 'routes', 'host_header', 'local_insecure', 'strip_prefix', 'target', ...KNOWN_KEYS.tcp]) {
     assert.ok(new RegExp(`\\b${key}:`).test(EXAMPLE_CONFIG), key);
   }
 });

@@ -26,9 +26,12 @@ let edge: TestEdge;
 let account: TestAccount;
 let env: Record<string, string>;
 let echo: Server;
+let firstPort: number;
 
 before(async () => {
-  edge = await startEdge({ tcp: { ports: await freePortRange(8) } });
+  const ports = await freePortRange(8);
+  firstPort = Number(ports.split('-')[0]);
+  edge = await startEdge({ tcp: { ports } });
   account = await createAccount(edge, 'PRO');
   env = { XDG_CONFIG_HOME: tempDir('burrow-tcp-'), BURROW_EDGE: edge.url, BURROW_TOKEN: account.token, NO_COLOR: '' };
   // Echoes every byte, and says "bye" when the other side ends.
@@ -67,6 +70,31 @@ function exchange(port: number, text: string): Promise<string> {
     socket.on('close', () => resolve(answer));
     socket.on('error', reject);
   });
+}
+
+/**
+ * Sends "payload" through `port` to a local server that records into `seen()`, and checks the PROXY v2
+ * header before it names this public client's port; resolves with that port.
+ */
+async function sendThroughProxyHeader(port: number, seen: () => Buffer): Promise<number> {
+  const socket = connect({ port, host: '127.0.0.1' });
+  await once(socket, 'connect');
+  const clientPort = socket.localPort!;
+  socket.end('payload');
+  await once(socket, 'close');
+  await waitFor(() => seen().includes('payload'), 5_000, 'the bytes');
+  assert.deepEqual([...seen().subarray(0, 12)], [0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a], 'the PROXY v2 signature first');
+  assert.equal(seen().readUInt16BE(24), clientPort, "the public client's port");
+  assert.equal(seen().subarray(28).toString(), 'payload');
+  return clientPort;
+}
+
+/** The error of the one connection recorded on `tcp:PORT`, once it is recorded. */
+async function onlyRecordError(port: number): Promise<string | null> {
+  const records = async () => (await call(edge, 'GET', `/api/v1/requests?subdomain=tcp:${port}`, { token: account.token })).json?.requests ?? [];
+  await waitFor(async () => (await records()).length === 1, 5_000, 'the record');
+  const [record] = await records();
+  return (await call(edge, 'GET', `/api/v1/requests/${record.id}`, { token: account.token })).json.error;
 }
 
 test('burrow tcp: bytes both ways through a public port, each connection recorded and printed', async () => {
@@ -115,23 +143,13 @@ test('--deny-cidr cuts a connection from a denied address at once, recorded as A
   try {
     const deniedPort = Number(denied.match[1]);
     assert.equal(await exchange(deniedPort, 'hello'), '');
-    await waitFor(async () => (await call(edge, 'GET', `/api/v1/requests?subdomain=tcp:${deniedPort}`, { token: account.token })).json?.requests?.length === 1, 5_000, 'the record');
-    const [record] = (await call(edge, 'GET', `/api/v1/requests?subdomain=tcp:${deniedPort}`, { token: account.token })).json.requests;
-    assert.equal((await call(edge, 'GET', `/api/v1/requests/${record.id}`, { token: account.token })).json.error, 'ADDRESS_FORBIDDEN');
+    assert.equal(await onlyRecordError(deniedPort), 'ADDRESS_FORBIDDEN');
 
     const proxiedPort = Number(proxied.match[1]);
-    const socket = connect({ port: proxiedPort, host: '127.0.0.1' });
-    await once(socket, 'connect');
-    const clientPort = socket.localPort!;
-    socket.end('payload');
-    await once(socket, 'close');
-    await waitFor(() => seen.includes('payload'), 5_000, 'the bytes');
-    assert.deepEqual([...seen.subarray(0, 12)], [0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a], 'the PROXY v2 signature first');
+    await sendThroughProxyHeader(proxiedPort, () => seen);
     assert.equal(seen[13], 0x11, 'TCP over IPv4');
     assert.deepEqual([...seen.subarray(16, 20)], [127, 0, 0, 1]);
-    assert.equal(seen.readUInt16BE(24), clientPort, "the public client's port");
     assert.equal(seen.readUInt16BE(26), proxiedPort, 'the public port');
-    assert.equal(seen.subarray(28).toString(), 'payload');
   } finally {
     denied.child.kill('SIGKILL');
     proxied.child.kill('SIGKILL');
@@ -205,6 +223,47 @@ test("Debian's ssh logs in to a private sshd through a TCP tunnel", { skip: sshS
   } finally {
     run.child.kill('SIGKILL');
     sshd.kill('SIGKILL');
+  }
+});
+
+test("burrow.yml's tcp tunnels take remote_port, proxy_protocol and deny_cidr, run by burrow start", async () => {
+  const dir = tempDir('burrow-start-tcp-');
+  let seen: Buffer = Buffer.alloc(0);
+  const recorder = createServer((socket) => socket.on('data', (chunk: Buffer) => (seen = Buffer.concat([seen, chunk]))).on('end', () => socket.end()));
+  recorder.listen(0, '127.0.0.1');
+  await once(recorder, 'listening');
+  const remotePort = firstPort + 7;
+  writeFileSync(
+    join(dir, 'burrow.yml'),
+    [
+      `edge: ${edge.url}`,
+      'token_env: FILE_TOKEN',
+      'inspect: off',
+      'tunnels:',
+      '  proxied:',
+      `    tcp: 127.0.0.1:${(recorder.address() as AddressInfo).port}`,
+      `    remote_port: ${remotePort}`,
+      '    proxy_protocol: true',
+      '    allow_cidr: 127.0.0.0/8',
+      '  denied:',
+      `    tcp: 127.0.0.1:${(echo.address() as AddressInfo).port}`,
+      '    deny_cidr: [127.0.0.0/8]',
+      '',
+    ].join('\n'),
+  );
+  const run = await spawnCli(['start', '--all'], { ...env, FILE_TOKEN: account.token }, /(?:Forwarding \S+ -> \S+\n[\s\S]*?){2}/, 30_000, dir);
+  try {
+    assert.match(run.output(), new RegExp(`^Forwarding tcp://localhost:${remotePort} -> 127\\.0\\.0\\.1:[0-9]+$`, 'm'), 'the port asked for');
+    await sendThroughProxyHeader(remotePort, () => seen);
+
+    const deniedPort = Number(new RegExp(`^Forwarding tcp://localhost:([0-9]+) -> 127\\.0\\.0\\.1:${(echo.address() as AddressInfo).port}$`, 'm').exec(run.output())![1]);
+    assert.equal(await exchange(deniedPort, 'hello'), '', 'cut at once');
+    assert.equal(await onlyRecordError(deniedPort), 'ADDRESS_FORBIDDEN');
+    run.child.kill('SIGINT');
+    assert.equal(await run.exited, 0, run.output());
+  } finally {
+    run.child.kill('SIGKILL');
+    recorder.close();
   }
 });
 

@@ -356,9 +356,14 @@ function bodyText(part: BodyJson): string[] {
 
 const RESERVE_HELP = `
 Usage: burrow reserve NAME [--offline queue|reject|off] [policy flags] [--clear-policy]
+       burrow reserve NAME --tls
+       burrow reserve --tcp [PORT]
 
 Reserves a subdomain for the account: no other account can open a tunnel on it, and it stays the
-URL of "burrow http PORT --subdomain NAME" across restarts. The plan caps how many. Reserving a name
+URL of "burrow http PORT --subdomain NAME" across restarts. The plan caps how many (TCP ports and
+TLS names count with the subdomains). With --tls the name is for "burrow tls" (TLS passthrough)
+instead. With --tcp it reserves a TCP port of the edge's --tcp-ports, PORT or a free one, named
+tcp:PORT, for "burrow tcp LOCAL --remote-port PORT" (docs/tcp.md). Reserving a name
 the account holds again with --offline changes its offline mode; with policy flags it replaces the
 name's stored policy (a policy holds while the tunnel is offline too, in queue and reject modes).
 Secrets are write-only: "burrow reservations show NAME" shows them as set. Routes and --strip-prefix
@@ -370,6 +375,9 @@ Options:
                    the provider retries; queue 202, the request is held and delivered in order
                    when the tunnel connects (see burrow queue --help)
   --clear-policy   removes the name's stored policy
+  --tls            reserves NAME for TLS passthrough tunnels (burrow tls)
+  --tcp            reserves a TCP port (PORT, or a free one); neither takes --offline or policy
+                   flags: give --allow-cidr/--deny-cidr to burrow tcp or burrow tls
 ${CONNECTION_HELP}
 
 ${policyFlagsHelp(19)}
@@ -377,6 +385,7 @@ ${policyFlagsHelp(19)}
 
 interface ReservationJson {
   subdomain: string;
+  kind: 'http' | 'tls' | 'tcp';
   created_at: string;
   offline: string;
   /** A one-line summary of the stored policy, null without one. */
@@ -386,9 +395,15 @@ interface ReservationJson {
 const OFFLINE_MODE_NAMES = ['off', 'reject', 'queue'];
 
 export async function reserveCommand(args: string[]): Promise<number> {
-  const parsed = parse(args, { ...CONNECTION_OPTIONS, offline: { type: 'string' }, 'clear-policy': { type: 'boolean' }, ...POLICY_FLAG_OPTIONS }, RESERVE_HELP);
+  const parsed = parse(
+    args,
+    { ...CONNECTION_OPTIONS, offline: { type: 'string' }, 'clear-policy': { type: 'boolean' }, tcp: { type: 'boolean' }, tls: { type: 'boolean' }, ...POLICY_FLAG_OPTIONS },
+    RESERVE_HELP,
+  );
   if (parsed === null) return 0;
-  const name = requirePositional(parsed, 0, 'NAME', RESERVE_HELP);
+  const kind = parsed.values.tcp === true ? 'tcp' : parsed.values.tls === true ? 'tls' : 'http';
+  if (parsed.values.tcp === true && parsed.values.tls === true) throw new UsageError('give --tcp or --tls, not both');
+  const name = kind === 'tcp' ? tcpReservationName(parsed.positionals[0]) : requirePositional(parsed, 0, 'NAME', RESERVE_HELP);
   noExtraPositionals(parsed, 1, RESERVE_HELP);
   const offline = parsed.values.offline;
   if (offline !== undefined && !OFFLINE_MODE_NAMES.includes(offline)) throw new UsageError(`--offline must be queue, reject or off, not "${offline}"`);
@@ -399,8 +414,13 @@ export async function reserveCommand(args: string[]): Promise<number> {
     throw new UsageError((error as Error).message);
   }
   if (policy !== undefined && parsed.values['clear-policy'] === true) throw new UsageError('give policy flags or --clear-policy, not both');
+  if (kind !== 'http' && (policy !== undefined || parsed.values['clear-policy'] === true || (offline !== undefined && offline !== 'off'))) {
+    throw new UsageError(`--${kind} reservations take no --offline or policy flags: give --allow-cidr/--deny-cidr to burrow ${kind} instead`);
+  }
   const api = client(parsed.values);
-  const request = offline === undefined ? { subdomain: name } : { subdomain: name, offline };
+  const request: Record<string, string> = kind === 'http' ? {} : { kind };
+  if (name !== undefined) request.subdomain = name;
+  if (offline !== undefined) request.offline = offline;
   let reservation = await api.call<ReservationJson>('POST', '/api/v1/reserved-subdomains', request);
   const policyPath = `/api/v1/reserved-subdomains/${encodeURIComponent(reservation.subdomain)}/policy`;
   if (policy !== undefined || parsed.values['clear-policy'] === true) {
@@ -413,16 +433,31 @@ export async function reserveCommand(args: string[]): Promise<number> {
   else {
     const mode = reservation.offline === 'off' ? '' : ` (offline: ${reservation.offline})`;
     const rules = reservation.policy === null ? '' : ` (policy: ${reservation.policy})`;
-    process.stdout.write(`reserved ${reservation.subdomain}${mode}${rules}; use it with: burrow http PORT --subdomain ${reservation.subdomain}\n`);
+    process.stdout.write(`reserved ${reservation.subdomain}${mode}${rules}; use it with: ${usageOf(reservation)}\n`);
   }
   return 0;
+}
+
+/** `burrow reserve --tcp [PORT]`: `tcp:PORT`, or undefined for a free port. */
+function tcpReservationName(port: string | undefined): string | undefined {
+  if (port === undefined) return undefined;
+  const match = /^(?:tcp:)?([0-9]{1,5})$/i.exec(port);
+  if (match === null) throw new UsageError(`--tcp takes a port number, not "${port}"`);
+  return `tcp:${match[1]}`;
+}
+
+/** The command that runs a tunnel on a reservation. */
+function usageOf(reservation: ReservationJson): string {
+  if (reservation.kind === 'tcp') return `burrow tcp LOCAL_PORT --remote-port ${reservation.subdomain.slice('tcp:'.length)}`;
+  return `burrow ${reservation.kind === 'tls' ? 'tls' : 'http'} PORT --subdomain ${reservation.subdomain}`;
 }
 
 const RESERVATIONS_HELP = `
 Usage: burrow reservations [list | show NAME | release NAME]
 
-Lists the account's reserved subdomains (the default), shows one with its policy (secrets shown only
-as set), or releases one. A tunnel running on a released name keeps running.
+Lists the account's reserved subdomains, TLS names and TCP ports (tcp:PORT) (the default), shows one
+with its policy (secrets shown only as set), or releases one (burrow reservations release tcp:20042).
+A tunnel running on a released name keeps running.
 
 Options:
 ${CONNECTION_HELP}

@@ -114,7 +114,17 @@ function inspectText(address: { host: string; port: number }): string {
 }
 
 function tunnelJson(tunnel: TunnelConfig): Record<string, unknown> {
-  if (tunnel.kind !== 'http') return { name: tunnel.name, kind: tunnel.kind, target: `${tunnel.host}:${tunnel.port}`, subdomain: tunnel.subdomain ?? null };
+  if (tunnel.kind !== 'http') {
+    return {
+      name: tunnel.name,
+      kind: tunnel.kind,
+      target: `${tunnel.host}:${tunnel.port}`,
+      subdomain: tunnel.subdomain ?? null,
+      ...(tunnel.kind === 'tcp' ? { remote_port: tunnel.remotePort ?? null } : {}),
+      proxy_protocol: tunnel.proxyProtocol,
+      policy: policyKeys(tunnel),
+    };
+  }
   return {
     name: tunnel.name,
     kind: 'http',
@@ -129,7 +139,7 @@ function tunnelJson(tunnel: TunnelConfig): Record<string, unknown> {
 
 /** The policy keys a tunnel sets, by their names in the file (never their values: some are secrets). */
 function policyKeys(tunnel: TunnelConfig): string[] {
-  if (tunnel.kind !== 'http' || tunnel.policy === undefined) return [];
+  if (tunnel.policy === undefined) return [];
   return Object.values(tunnel.policy.source).map((source) => source.key.split('.').pop()!);
 }
 
@@ -140,7 +150,10 @@ function printSummary(config: ConfigFile): void {
     printTable(
       ['NAME', 'KIND', 'TARGET', 'SUBDOMAIN', 'ALSO'],
       config.tunnels.map((tunnel) => {
-        if (tunnel.kind !== 'http') return [tunnel.name, tunnel.kind, `${tunnel.host}:${tunnel.port}`, tunnel.subdomain, `burrow start cannot run ${tunnel.kind} tunnels yet`];
+        if (tunnel.kind !== 'http') {
+          const also = [...(tunnel.remotePort === undefined ? [] : [`remote_port ${tunnel.remotePort}`]), ...(tunnel.proxyProtocol ? ['proxy_protocol'] : []), ...policyKeys(tunnel)];
+          return [tunnel.name, tunnel.kind, `${tunnel.host}:${tunnel.port}`, tunnel.subdomain, also.join(', ')];
+        }
         const also = [
           ...tunnel.routes.map((route) => `${route.prefix} -> ${route.target!.origin}${route.stripPrefix ? ' (prefix stripped)' : ''}`),
           ...(tunnel.hostHeader === 'keep' ? [] : [`host_header ${tunnel.hostHeader === 'rewrite' ? 'rewrite' : tunnel.hostHeader.value}`]),

@@ -112,6 +112,9 @@ function openTunnel(connection: TunnelClient, tunnel: TunnelConfig): ReturnType<
       kind: tunnel.kind,
       routes: new RouteTable(localTarget(tunnel.port, tunnel.host)),
       ...(tunnel.kind === 'tls' && tunnel.subdomain !== undefined ? { subdomain: tunnel.subdomain } : {}),
+      ...(tunnel.remotePort === undefined ? {} : { remotePort: tunnel.remotePort }),
+      proxyProtocol: tunnel.proxyProtocol,
+      ...(tunnel.policy === undefined ? {} : { policy: policySpecFromFlags(tunnel.policy.flags)! }),
     });
   }
   return connection.bind({

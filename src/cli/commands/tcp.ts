@@ -71,8 +71,9 @@ it ended: burrow requests tcp:PORT) and printed here when it ends:
   TCP 203.0.113.7:51234 closed 1.2 kB in, 3.4 kB out, 5.0 s
 
 Options:
-  --remote-port N     ask for this public port (in the edge's range); default: the edge picks a
-                      free one, and this client's reconnects ask for it again
+  --remote-port N     ask for this public port (in the edge's range; one another account reserved
+                      is refused, keep your own with burrow reserve --tcp N); default: the edge
+                      picks a free one, and this client's reconnects ask for it again
 ${SHARED_OPTIONS}`;
 
 function size(bytes: number): string {

@@ -300,15 +300,18 @@ async function reservedView(root) {
   const refresh = async () => {
     const { tunnels, reserved } = await loadTunnelsAndReservations();
     const live = new Set(tunnels.map((tunnel) => tunnel.subdomain));
+    // A TCP port or a TLS passthrough name has no offline mode, stored policy or queue: the edge reads no HTTP on it.
+    const http = (record) => (record.kind ?? 'http') === 'http';
     const rows = reserved.map((record) => h('tr', {},
       h('td', {}, record.subdomain),
+      h('td', {}, RESERVATION_KINDS[record.kind] ?? record.kind),
       h('td', {}, dateText(record.created_at)),
       h('td', {}, live.has(record.subdomain) ? 'live' : 'idle'),
-      h('td', {}, offlineSelect(record)),
-      h('td', {}, record.policy ?? 'none', ' ', h('button.small', { type: 'button', 'aria-label': `Policy of ${record.subdomain}`, on: { click: () => void editPolicy(record.subdomain) } }, 'Edit')),
-      h('td', {}, h('a', { href: `#/queue/${encodeURIComponent(record.subdomain)}`, 'aria-label': `Queue of ${record.subdomain}` }, 'Queue')),
+      h('td', {}, http(record) ? offlineSelect(record) : '-'),
+      h('td', {}, http(record) ? [record.policy ?? 'none', ' ', h('button.small', { type: 'button', 'aria-label': `Policy of ${record.subdomain}`, on: { click: () => void editPolicy(record.subdomain) } }, 'Edit')] : `CIDR rules of burrow ${record.kind}`),
+      h('td', {}, http(record) ? h('a', { href: `#/queue/${encodeURIComponent(record.subdomain)}`, 'aria-label': `Queue of ${record.subdomain}` }, 'Queue') : '-'),
       h('td', {}, h('button.danger', { type: 'button', 'aria-label': 'Release', title: `Release ${record.subdomain}`, on: { click: () => void release(record, live.has(record.subdomain)) } }, 'Release'))));
-    clear(list).append(table('Reserved subdomains', ['Subdomain', 'Reserved', 'Tunnel', 'Offline mode', 'Policy', 'Held webhooks', ''], rows, 'No reserved subdomains.'));
+    clear(list).append(table('Reserved subdomains', ['Subdomain', 'Kind', 'Reserved', 'Tunnel', 'Offline mode', 'Policy', 'Held webhooks', ''], rows, 'No reserved subdomains.'));
   };
   /** The name's policy (docs/policies.md) in an editor under the list (src/dashboard/page/policy.js). */
   const editPolicy = async (subdomain) => {
@@ -344,16 +347,19 @@ async function reservedView(root) {
     });
     return select;
   };
-  const reserve = async (event) => {
-    event.preventDefault();
+  const reserveWith = async (body) => {
     try {
-      const record = await api('POST', '/api/v1/reserved-subdomains', { subdomain: name.value.trim() });
+      const record = await api('POST', '/api/v1/reserved-subdomains', body);
       name.value = '';
-      notify(`Reserved ${record.subdomain}.`);
+      notify(record.kind === 'tcp' ? `Reserved ${record.subdomain}: burrow tcp LOCAL_PORT --remote-port ${record.subdomain.slice(4)}.` : `Reserved ${record.subdomain}.`);
       await refresh();
     } catch (error) {
       setError(error);
     }
+  };
+  const reserve = (event) => {
+    event.preventDefault();
+    return reserveWith({ subdomain: name.value.trim() });
   };
   const release = (record, live) => {
     const warnings = [];
@@ -373,13 +379,16 @@ async function reservedView(root) {
   };
   root.append(
     h('h1', {}, 'Reserved subdomains'),
-    h('p.muted', {}, 'A reserved name is yours alone: no other account can open a tunnel on it.'),
-    h('form.inline', { on: { submit: reserve } }, h('label', { for: 'reserve-name' }, 'Subdomain'), name, h('button', { type: 'submit' }, 'Reserve')),
+    h('p.muted', {}, 'A reserved name is yours alone: no other account can open a tunnel on it. A TCP port of the edge (tcp:PORT, for burrow tcp --remote-port PORT) is reserved the same way.'),
+    h('form.inline', { on: { submit: reserve } }, h('label', { for: 'reserve-name' }, 'Subdomain'), name, h('button', { type: 'submit' }, 'Reserve'),
+      h('button', { type: 'button', on: { click: () => void reserveWith({ kind: 'tcp' }) } }, 'Reserve a TCP port')),
     list,
     editorHost,
   );
   await refresh();
 }
+
+const RESERVATION_KINDS = { http: 'HTTP', tls: 'TLS passthrough', tcp: 'TCP port' };
 
 const OFFLINE_MODES = [['off', 'off (404)'], ['reject', 'reject (503, retry later)'], ['queue', 'queue (hold and deliver)']];
 
@@ -389,7 +398,7 @@ const OFFLINE_MODES = [['off', 'off (404)'], ['reject', 'reject (503, retry late
 async function queueView(root, path) {
   const argument = path === null ? null : decodeURIComponent(path);
   const { reserved_subdomains: reserved } = await api('GET', '/api/v1/reserved-subdomains');
-  const names = reserved.map((record) => record.subdomain);
+  const names = reserved.filter((record) => (record.kind ?? 'http') === 'http').map((record) => record.subdomain);
   if (argument !== null && !names.includes(argument)) names.unshift(argument);
   let subdomain = argument ?? names[0] ?? null;
   root.append(h('h1', {}, 'Queue'), h('p.muted', {}, 'Webhooks held for a reserved subdomain while its tunnel is offline (offline mode "queue"), delivered in order when it connects.'));

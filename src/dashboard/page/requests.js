@@ -21,7 +21,7 @@ export function requestsView(context) {
   const state = { subdomain: preferred ?? subdomains[0] ?? null, more: false, nextBefore: null, olderLoaded: false, query: '', scanned: 0, timer: null, loading: false };
 
   const tunnelSelect = h('select', { id: 'req-tunnel' }, subdomains.map((name) => h('option', { value: name, selected: name === state.subdomain }, name)));
-  const method = h('select', { id: 'req-method' }, ['', 'GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'].map((m) => h('option', { value: m }, m === '' ? 'any' : m)));
+  const method = h('select', { id: 'req-method' }, ['', 'GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS', 'TCP', 'TLS'].map((m) => h('option', { value: m }, m === '' ? 'any' : m)));
   const status = h('select', { id: 'req-status' }, [['', 'any'], ['2', '2xx'], ['3', '3xx'], ['4', '4xx'], ['5', '5xx'], ['err', 'errors (non-2xx)']].map(([v, t]) => h('option', { value: v }, t)));
   const path = h('input', { id: 'req-path', type: 'search', placeholder: '/webhooks', spellcheck: 'false' });
   const search = h('input', { id: 'req-search', type: 'search', placeholder: 'evt_… in bodies and headers', spellcheck: 'false', maxlength: '256' });
