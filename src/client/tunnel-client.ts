@@ -30,6 +30,7 @@ import {
   FINAL_GOAWAY_CODES,
   FrameType,
   GoAwayCode,
+  NoticeCode,
   PROTOCOL_HEADER,
   PROTOCOL_VERSION,
   type Settings,
@@ -82,6 +83,21 @@ export interface TunnelClientOptions {
   policy?: PolicySpec;
   /** `--resolve` rules: an edge they name is dialled at their address, its name kept for TLS and Host. */
   resolve?: readonly ResolveRule[];
+  /**
+   * The client process's id (the connect's `instance`); a fresh one by default. Sessions of one
+   * tunnel on several edges (src/client/multi-edge.ts) share it: the edges then serve the tunnel
+   * side by side instead of taking it from each other.
+   */
+  instance?: string;
+  /** A local hop shared with other sessions of the same tunnel; this client then leaves it open when it ends. */
+  localHop?: LocalHop;
+  /** Which of the edges to try first (an index into the failover order; 0 by default). */
+  firstEdge?: number;
+  /**
+   * Keep trying until READY instead of failing `start()` once every edge failed (a second session of a
+   * tunnel that is already up): only a final refusal ends it.
+   */
+  keepTrying?: boolean;
 }
 
 /** The edge refused the tunnel: its HTTP status and the spec's error code and message. */
@@ -116,10 +132,26 @@ export interface ClosedInfo {
   byUser: boolean;
 }
 
+/** What the edge in use says about its cluster store (NOTICE STORE_UNAVAILABLE / STORE_AVAILABLE), on a change only. */
+export interface StoreNotice {
+  available: boolean;
+  /** The edge that said so. */
+  edge: string;
+  /** The edge's words. */
+  message: string;
+}
+
 export interface TunnelClientEvents {
   ready: [ReadyInfo];
-  /** `edge`: the edge tried next; delayMs 0 when it is another edge tried at once. */
-  reconnecting: [{ attempt: number; delayMs: number; reason: string; edge: string }];
+  /**
+   * `edge`: the edge tried next; delayMs 0 when it is another edge tried at once. `refusal`: the error
+   * code when the edge refused the connect (ALREADY_ATTACHED, STORE_UNAVAILABLE...), else null.
+   */
+  reconnecting: [{ attempt: number; delayMs: number; reason: string; edge: string; refusal: string | null }];
+  /** The edge's store became unavailable, or available again (cluster mode; once per change). */
+  store: [StoreNotice];
+  /** A NOTICE of a code this client does not know: shown as the edge's words. */
+  notice: [{ code: number; message: string; edge: string }];
   closed: [ClosedInfo];
   exchange: [Exchange];
   /** An upgraded connection (a WebSocket) opened or closed: emitted twice with the same object (inspector only). */
@@ -148,7 +180,13 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private readonly flushNow = (): void => this.flush();
   private subdomain: string | undefined;
   /** This client's id on every connect: its reconnects replace its own old session (docs/protocol.md section 1). */
-  readonly instance = randomBytes(12).toString('base64url');
+  readonly instance: string;
+  /** Whether the local hop is this client's own (closed with it) or shared with other sessions. */
+  private readonly ownsLocalHop: boolean;
+  /** The cluster attachment of the last READY (settings.attachment): named in the next connect's `drop`. */
+  private attachment: number | null = null;
+  /** What the edge in use last said of its store (NOTICE): events fire on a change only. */
+  private storeAvailable = true;
   private publicUrlValue: string | null = null;
   private everReady = false;
   private stopped = false;
@@ -191,10 +229,15 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.edges = typeof options.edge === 'string' ? [options.edge] : [...options.edge];
     if (this.edges.length === 0) throw new Error('TunnelClient needs at least one edge');
     this.endpoints = this.edges.map((edge) => ({ edge, address: null }));
-    this.localHop = new LocalHop(this.routes.targets(), {
-      insecure: this.localInsecure,
-      ...(options.connectionsPerPort === undefined ? {} : { connectionsPerTarget: options.connectionsPerPort }),
-    });
+    this.endpointIndex = (options.firstEdge ?? 0) % this.endpoints.length;
+    this.instance = options.instance ?? randomBytes(12).toString('base64url');
+    this.ownsLocalHop = options.localHop === undefined;
+    this.localHop =
+      options.localHop ??
+      new LocalHop(this.routes.targets(), {
+        insecure: this.localInsecure,
+        ...(options.connectionsPerPort === undefined ? {} : { connectionsPerTarget: options.connectionsPerPort }),
+      });
   }
 
   /** The edge in use, or the one being tried. */
@@ -223,13 +266,22 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         const refusal = cleartextRefusal(edge, this.options.insecure === true);
         if (refusal === null) continue;
         this.stopped = true;
-        this.localHop.close();
+        this.closeLocalHop();
         reject(new Error(refusal));
         return;
       }
       this.firstConnect = { resolve, reject };
       this.connectAfterResolving();
     });
+  }
+
+  private closeLocalHop(): void {
+    if (this.ownsLocalHop) this.localHop.close();
+  }
+
+  /** The subdomain this client asks for (the one READY gave, once it did). */
+  get subdomainName(): string | undefined {
+    return this.subdomain;
   }
 
   /** Closes the tunnel at once: GOAWAY to the edge, local pools closed. */
@@ -245,7 +297,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       socket?.terminate();
     }
     this.failStreams();
-    this.localHop.close();
+    this.closeLocalHop();
     this.emit('closed', { reason, code: 'CLIENT_CLOSING', byUser: true });
   }
 
@@ -362,6 +414,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     url.searchParams.set('instance', this.instance);
     // Only until the first READY: a reconnect must not take the name back from a client that replaced this one.
     if (this.options.replace === true && !this.everReady) url.searchParams.set('replace', '1');
+    // The cluster attachment of the session this one replaces: its edge lets it go at once (docs/protocol.md section 1).
+    if (this.attachment !== null) url.searchParams.set('drop', String(this.attachment));
     const socket = new WebSocket(url, {
       headers: {
         authorization: `Bearer ${this.options.token}`,
@@ -427,6 +481,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
    */
   private transient(error: TunnelRefusedError): boolean {
     if (error.status === 429 || error.status >= 500) return true;
+    // This client's other session is on that edge already: another edge may take this one.
+    if (error.code === 'ALREADY_ATTACHED') return true;
     return this.everReady && this.endpoints.length > 1 && error.code === 'TUNNEL_LIMIT_REACHED';
   }
 
@@ -439,7 +495,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.firstConnect = null;
       this.stopped = true;
       this.clearTimers();
-      this.localHop.close();
+      this.closeLocalHop();
       reject(error);
       return;
     }
@@ -474,17 +530,17 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       // Another edge is untried since the last failure round: no reason to wait before trying it.
       this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
       const next = this.endpoints[this.endpointIndex]!;
-      this.emit('reconnecting', { attempt: this.attempt + 1, delayMs: 0, reason: said, edge: endpointLabel(next) });
+      this.emit('reconnecting', { attempt: this.attempt + 1, delayMs: 0, reason: said, edge: endpointLabel(next), refusal: this.refusal?.code ?? null });
       this.connect();
       return;
     }
-    if (!this.everReady && this.firstConnect !== null) {
+    if (!this.everReady && this.firstConnect !== null && this.options.keepTrying !== true) {
       // Every edge failed before a first READY: nothing to keep alive yet.
       const { reject } = this.firstConnect;
       this.firstConnect = null;
       this.stopped = true;
       this.clearTimers();
-      this.localHop.close();
+      this.closeLocalHop();
       if (this.endpoints.length > 1) reject(new Error(`cannot connect to any edge: ${this.roundCauses.join('; ')}`));
       else if (this.refusal !== null) reject(this.refusal);
       else reject(new Error(`cannot connect to the edge at ${endpointLabel(endpoint)}: ${this.socketError ?? (reason === '' ? `the connection closed (${code})` : reason)}`));
@@ -493,7 +549,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.failuresInRound = 0;
     this.roundCauses = [];
     this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
-    this.scheduleReconnect(said);
+    this.scheduleReconnect(said, this.refusal?.code ?? null);
   }
 
   /** Why a connection ended, short: "GOAWAY SHUTDOWN: ...", "ECONNREFUSED", "STORE_UNAVAILABLE: ...". */
@@ -511,7 +567,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     return `the connection to the edge at ${endpointLabel(endpoint)} dropped (WebSocket close ${code})`;
   }
 
-  private scheduleReconnect(reason: string): void {
+  private scheduleReconnect(reason: string, refusal: string | null): void {
     this.attempt++;
     const min = this.options.minBackoffMs ?? 250;
     const max = this.options.maxBackoffMs ?? 15_000;
@@ -519,7 +575,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     // Full jitter between half and all of the ceiling: clients dropped together do not return together.
     const delayMs = Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
     const next = this.endpoints[this.endpointIndex % this.endpoints.length]!;
-    this.emit('reconnecting', { attempt: this.attempt, delayMs, reason, edge: endpointLabel(next) });
+    this.emit('reconnecting', { attempt: this.attempt, delayMs, reason, edge: endpointLabel(next), refusal });
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
       if (!this.stopped) this.connectAfterResolving();
@@ -532,7 +588,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.clearTimers();
     this.socket?.terminate();
     this.failStreams();
-    this.localHop.close();
+    this.closeLocalHop();
     // A final GOAWAY before the first READY (the name taken over at once, the token revoked meanwhile):
     // whoever waits on start() learns it too, not only the 'closed' listeners.
     const first = this.firstConnect;
@@ -626,6 +682,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       case FrameType.GOAWAY:
         this.goAway = { code: frame[2], message: frame[3] };
         return;
+      case FrameType.NOTICE:
+        this.onNotice(frame[2], frame[3]);
+        return;
       default:
         throw new ProtocolError(`an edge may not send frame type ${frame[0]}`);
     }
@@ -636,8 +695,22 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     if (!this.connectionReceive.receive(size)) throw new ProtocolError('the edge exceeded the connection window');
   }
 
+  /** NOTICE: the store's state is reported on a change only; an unknown code as the edge's words. */
+  private onNotice(code: number, message: string): void {
+    const edge = endpointLabel(this.endpoints[this.endpointIndex % this.endpoints.length]!);
+    if (code === NoticeCode.STORE_UNAVAILABLE || code === NoticeCode.STORE_AVAILABLE) {
+      const available = code === NoticeCode.STORE_AVAILABLE;
+      if (available === this.storeAvailable) return;
+      this.storeAvailable = available;
+      this.emit('store', { available, edge, message });
+      return;
+    }
+    this.emit('notice', { code, message, edge });
+  }
+
   private onReady(subdomain: string, publicUrl: string, settings: Settings): void {
     this.settings = settings;
+    this.attachment = settings.attachment ?? null;
     this.connectionSend = new SendCredit(settings.connectionWindow);
     this.connectionReceive = new ReceiveWindow(settings.connectionWindow);
     this.subdomain = subdomain;

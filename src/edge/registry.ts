@@ -27,6 +27,12 @@ export interface AdmitDetails {
   instance: string | null;
   /** The connect asked to take the name over from the account's other live tunnel (`--replace`). */
   replace: boolean;
+  /**
+   * Cluster mode: the client's earlier sessions this connect replaces (their attachments, from the
+   * connect's `drop`): the edges that had them let go at once. Ignored on one edge, where a reconnect
+   * replaces the old session anyway.
+   */
+  drop?: readonly number[];
 }
 
 /** The tunnel that holds a name online, as a refused connect is told about it. */

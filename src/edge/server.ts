@@ -41,7 +41,7 @@ import { gatherBody, requestFraming } from './request-framing.js';
 import { TunnelRegistry, type EdgeRegistry } from './registry.js';
 import type { AccountStore, UsageCounter } from '../store/account-store.js';
 import { ClusterConnection } from './cluster/connection.js';
-import { ClusterRegistry, type ClusterTimings } from './cluster/registry.js';
+import { ClusterRegistry, storeNotice, type ClusterTimings } from './cluster/registry.js';
 import type { ClusterOptions } from './cluster/types.js';
 import { errorJson, statusLine, writeOwn, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
@@ -307,6 +307,11 @@ export class Edge {
         ...(options.clusterTimings === undefined ? {} : { timings: options.clusterTimings }),
       });
       this.registry = this.cluster;
+      // Every connected client hears when this edge loses its store and when it is back (NOTICE).
+      this.cluster.on('store-status', (status) => {
+        const [code, message] = storeNotice(status);
+        for (const session of this.registry.sessions()) session.notice(code, message);
+      });
       this.hop = new ClusterHop({ directory: this.cluster, local: this.cluster, secret: cluster.secret }, this.log);
       this.cluster.peerLink = this.hop.peerLink;
     } else this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
@@ -825,6 +830,11 @@ export class Edge {
       const requested = query.get('subdomain');
       const instance = query.get('instance');
       if (instance !== null && !INSTANCE_ID.test(instance)) throw new BurrowError('INVALID_REQUEST', 'The "instance" query parameter must be 8 to 64 of A-Z, a-z, 0-9, "_" and "-".');
+      const dropText = query.get('drop') ?? '';
+      const drop = dropText === '' ? [] : dropText.split(',').map(Number);
+      if (drop.length > 8 || !drop.every((fence) => Number.isSafeInteger(fence) && fence > 0)) {
+        throw new BurrowError('INVALID_REQUEST', 'The "drop" query parameter must be the attachments this connect replaces: up to 8 positive integers, comma-separated.');
+      }
       const runSpec = policyHeader === '' ? undefined : decodePolicyHeader(policyHeader);
       if (runSpec !== undefined && requested !== null && requested !== '' && (await this.accounts.getReservation(requested.toLowerCase()))?.policy !== undefined) {
         throw new BurrowError(
@@ -855,6 +865,7 @@ export class Edge {
         clientAddress,
         instance,
         replace: query.get('replace') === '1',
+        drop,
       });
       const subdomain = typeof admitted === 'string' ? admitted : await admitted;
       if (connect.aborted) {
@@ -873,11 +884,18 @@ export class Edge {
   }
 
   private tunnelOpened(ws: WebSocket<SocketData>): void {
-    const session = ws.getUserData().session;
-    if (session === null) return;
-    session.attach(ws);
     // Every tunnel socket is a TunnelSession (connectTunnel); SocketData names it by its socket interface.
-    this.offline.tunnelConnected(session as TunnelSession);
+    const session = ws.getUserData().session as TunnelSession | null;
+    if (session === null) return;
+    const cluster = this.cluster;
+    session.attach(ws, cluster === null ? null : (attached) => cluster.readySettings(attached.subdomain));
+    if (cluster !== null) {
+      // A new session learns the store's state at once: a client that moved here from an edge without
+      // its store hears that this one has it.
+      const [code, message] = storeNotice(cluster.storeStatus);
+      session.notice(code, message);
+    }
+    this.offline.tunnelConnected(session);
   }
 
   private agentNotFound(res: HttpResponse, req: HttpRequest): void {

@@ -16,6 +16,7 @@ import {
   FrameType,
   GoAwayCode,
   type GoAwayCodeValue,
+  type NoticeCodeValue,
   type Settings,
 } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
@@ -112,12 +113,21 @@ export class TunnelSession implements StreamHost {
     };
   }
 
-  /** The WebSocket opened: register and tell the client it is live. */
-  attach(ws: WebSocket<SocketData>): void {
+  /**
+   * The WebSocket opened: register and tell the client it is live. `cluster` adds the cluster's READY
+   * settings (docs/protocol.md section 4) once the registry knows them.
+   */
+  attach(ws: WebSocket<SocketData>, cluster: ((session: TunnelSession) => Pick<Settings, 'clusterEdges' | 'attachment'> | null) | null = null): void {
     this.ws = ws;
     this.deps.registry.add(this);
     this.deps.observer.tunnelConnected(this);
-    this.send(encode([FrameType.READY, 0, this.subdomain, this.publicUrl, this.deps.settings]));
+    const extra = cluster?.(this) ?? null;
+    this.send(encode([FrameType.READY, 0, this.subdomain, this.publicUrl, extra === null ? this.deps.settings : { ...this.deps.settings, ...extra }]));
+  }
+
+  /** Tells the client something about the edge (NOTICE, docs/protocol.md section 10): nothing changes for the tunnel. */
+  notice(code: NoticeCodeValue, message: string): void {
+    this.send(encode([FrameType.NOTICE, 0, code, message]));
   }
 
   // ---- sending ----------------------------------------------------------------------------------------

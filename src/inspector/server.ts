@@ -22,7 +22,7 @@ import { request } from 'undici';
 import { refuseTruncatedReplay, takeAllowTruncated, validateReplayOverrides } from '../api/api.js';
 import type { ReplayOverrides } from '../api/types.js';
 import type { Exchange } from '../client/exchange.js';
-import type { TunnelClient } from '../client/tunnel-client.js';
+import type { Tunnel } from '../client/tunnel.js';
 import { BurrowError, isErrorCode } from '../errors.js';
 import { statusLine } from '../edge/responses.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t, type WebSocket } from '../uws.js';
@@ -58,7 +58,7 @@ export interface InspectorOptions extends RingOptions {
 
 /** A tunnel client this inspector records: `burrow start`'s carry their name, `burrow http`'s is null. */
 interface AttachedTunnel {
-  client: TunnelClient;
+  client: Tunnel;
   name: string | null;
   history: { loaded: number; error: string | null; started: boolean };
   detach: () => void;
@@ -126,7 +126,7 @@ export class Inspector {
    * `name` is the tunnel's in `burrow start` (stamped on its exchanges); a client attached under a name
    * already attached (null included) takes that one's place.
    */
-  attach(client: TunnelClient, name: string | null = null): () => void {
+  attach(client: Tunnel, name: string | null = null): () => void {
     this.tunnels.get(name)?.detach();
     const tunnel: AttachedTunnel = { client, name, history: { loaded: 0, error: null, started: false }, detach: () => {} };
     const onExchange =
@@ -207,7 +207,7 @@ export class Inspector {
   status(): Record<string, unknown> {
     const tunnels = [...this.tunnels.values()];
     const first = tunnels[0]?.client ?? null;
-    const sum = (count: (client: TunnelClient) => number): number => tunnels.reduce((total, tunnel) => total + count(tunnel.client), 0);
+    const sum = (count: (client: Tunnel) => number): number => tunnels.reduce((total, tunnel) => total + count(tunnel.client), 0);
     return {
       connected: tunnels.length > 0 && tunnels.every((tunnel) => tunnel.client.connected),
       public_url: first?.publicUrl ?? null,
@@ -888,7 +888,7 @@ interface EdgeCaptureJson {
   response: EdgeBodyJson & { status: number };
 }
 
-function routesJson(client: TunnelClient): { prefix: string; port: number }[] {
+function routesJson(client: Tunnel): { prefix: string; port: number }[] {
   return client.routes.rules.map((route) => ({ prefix: route.prefix, port: route.port }));
 }
 

@@ -47,8 +47,9 @@ export type ResetFrame = [typeof FrameType.RESET, stream: number, code: number, 
 export type GoAwayFrame = [typeof FrameType.GOAWAY, 0, code: number, message: string];
 export type InfoFrame = [typeof FrameType.INFO, stream: number, status: number, reason: string, headers: HeaderList];
 export type TrailersFrame = [typeof FrameType.TRAILERS, stream: number, headers: HeaderList];
+export type NoticeFrame = [typeof FrameType.NOTICE, 0, code: number, message: string];
 
-export type Frame = ReadyFrame | OpenFrame | DataFrame | ResponseFrame | WindowFrame | ResetFrame | GoAwayFrame | InfoFrame | TrailersFrame;
+export type Frame = ReadyFrame | OpenFrame | DataFrame | ResponseFrame | WindowFrame | ResetFrame | GoAwayFrame | InfoFrame | TrailersFrame | NoticeFrame;
 
 export class ProtocolError extends Error {
   readonly code: GoAwayCodeValue = GoAwayCode.PROTOCOL_ERROR;
@@ -200,6 +201,8 @@ const isString = (value: unknown): boolean => typeof value === 'string';
 const isBool = (value: unknown): boolean => typeof value === 'boolean';
 const isBytesOrNull = (value: unknown): boolean => value === null || value instanceof Uint8Array;
 const isStatus = (value: unknown): boolean => typeof value === 'number' && Number.isInteger(value) && value >= 100 && value <= 999;
+/** A fence from the cluster's counter: any positive integer msgpack carries exactly. */
+const isFence = (value: unknown): boolean => typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
 const isWindow = (value: unknown): boolean => isStream(value) && (value as number) <= MAX_WINDOW;
 /**
  * Nothing in a header name or value, or a reason phrase, may end a line of a head (CR, LF) or a C string
@@ -224,7 +227,9 @@ const isSettings = (value: unknown): boolean => {
     isWindow(settings.streamWindow) &&
     isWindow(settings.connectionWindow) &&
     isStream(settings.maxStreams) &&
-    isStream(settings.maxMessage)
+    isStream(settings.maxMessage) &&
+    (settings.clusterEdges === undefined || isStream(settings.clusterEdges)) &&
+    (settings.attachment === undefined || isFence(settings.attachment))
   );
 };
 
@@ -239,6 +244,7 @@ SHAPES[FrameType.RESET] = [isStream, isUint, isString];
 SHAPES[FrameType.GOAWAY] = [isZero, isUint, isString];
 SHAPES[FrameType.INFO] = [isStream, isStatus, isLineSafe, isHeaders];
 SHAPES[FrameType.TRAILERS] = [isStream, isHeaders];
+SHAPES[FrameType.NOTICE] = [isZero, isUint, isString];
 
 export const FRAME_NAMES: readonly string[] = Object.freeze(
   Object.entries(FrameType).reduce<string[]>((names, [name, type]) => {

@@ -36,9 +36,16 @@ export const FrameType = {
   INFO: 12,
   /** both: trailer fields; they end the sender's body on that stream. [13, stream, headers] */
   TRAILERS: 13,
+  // 14 to 17 are reserved for the tcp tunnels' stream binding (another branch assigns them): a protocol
+  // error here until then, never reused for anything else.
+  /**
+   * edge → client: something the client should tell its user; informational, never final, nothing to
+   * answer. [18, 0, code, message] (NoticeCode)
+   */
+  NOTICE: 18,
 } as const;
 export type FrameTypeValue = (typeof FrameType)[keyof typeof FrameType];
-export const MAX_FRAME_TYPE = 13;
+export const MAX_FRAME_TYPE = 18;
 
 /**
  * Frame types of protocol 1 that protocol 2 retired (WebSockets now pass as an upgraded stream's raw
@@ -93,6 +100,21 @@ export const GoAwayCode = {
 export type GoAwayCodeValue = (typeof GoAwayCode)[keyof typeof GoAwayCode];
 export const CLOSE_CODE_BASE = 4000;
 
+/**
+ * NOTICE codes: what the edge tells the client about itself. Informational: the tunnel stays as it is,
+ * and a client that knows no code shows the message or ignores it.
+ */
+export const NoticeCode = {
+  /**
+   * A cluster edge cannot reach the cluster's shared store (Redis): the tunnel stays served while its
+   * lease holds (docs/cluster.md, "Redis down"); new connects and API calls get 503 meanwhile.
+   */
+  STORE_UNAVAILABLE: 1,
+  /** The edge reaches its store (again). */
+  STORE_AVAILABLE: 2,
+} as const;
+export type NoticeCodeValue = (typeof NoticeCode)[keyof typeof NoticeCode];
+
 /** Codes after which a client must not reconnect on its own. */
 export const FINAL_GOAWAY_CODES: ReadonlySet<number> = new Set([
   GoAwayCode.CLOSED_BY_API,
@@ -113,6 +135,16 @@ export interface Settings {
   maxStreams: number;
   /** Largest WebSocket message a peer may send (a full body chunk plus the rest of its frame). */
   maxMessage: number;
+  /**
+   * Cluster mode only (docs/cluster.md): how many edges of the cluster were alive when this tunnel
+   * connected. A client that sees it may attach the same tunnel to several edges.
+   */
+  clusterEdges?: number;
+  /**
+   * Cluster mode only: this session's attachment to the tunnel's lease (a fence, unique in the
+   * cluster). A reconnect names it in `drop` so the edge that had it lets go at once.
+   */
+  attachment?: number;
 }
 
 export const DEFAULT_SETTINGS: Readonly<Settings> = Object.freeze({

@@ -36,11 +36,14 @@ export const SAMPLES: readonly Frame[] = [
   [FrameType.WINDOW, 7, MAX_WINDOW],
   [FrameType.RESET, 3, 1, 'the public client closed the connection'],
   [FrameType.RESET, 0xffffffff, 0, ''],
-  [FrameType.GOAWAY, 0, 5, 'unknown frame type 14'],
+  [FrameType.GOAWAY, 0, 5, 'unknown frame type 19'],
   [FrameType.INFO, 1, 103, 'Early Hints', ['Link', '</style.css>; rel=preload; as=style']],
   [FrameType.INFO, 1, 100, 'Continue', []],
   [FrameType.TRAILERS, 2, ['X-Checksum', 'sha256=abc']],
   [FrameType.TRAILERS, 2, []],
+  [FrameType.READY, 0, 'quiet-river-42', 'https://quiet-river-42.example.com', { ...DEFAULT_SETTINGS, clusterEdges: 3, attachment: 2 ** 40 }],
+  [FrameType.NOTICE, 0, 1, 'the edge cannot reach the cluster store (connection lost); the tunnel stays served while its lease holds'],
+  [FrameType.NOTICE, 0, 2, ''],
 ];
 
 // ---- the documented layouts -------------------------------------------------------------------------
@@ -61,7 +64,16 @@ const headers = (v: unknown): boolean => Array.isArray(v) && v.length % 2 === 0 
 const settings = (v: unknown): boolean => {
   if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return false;
   const s = v as Record<string, unknown>;
-  return streamId(s.maxFrameBody) && window(s.streamWindow) && window(s.connectionWindow) && streamId(s.maxStreams) && streamId(s.maxMessage);
+  const fence = (x: unknown): boolean => typeof x === 'number' && Number.isSafeInteger(x) && x >= 1;
+  return (
+    streamId(s.maxFrameBody) &&
+    window(s.streamWindow) &&
+    window(s.connectionWindow) &&
+    streamId(s.maxStreams) &&
+    streamId(s.maxMessage) &&
+    (s.clusterEdges === undefined || streamId(s.clusterEdges)) &&
+    (s.attachment === undefined || fence(s.attachment))
+  );
 };
 
 /** docs/protocol.md, "Frames": the elements after the type, starting with the stream id. */
@@ -75,6 +87,7 @@ export const LAYOUTS: Readonly<Record<number, readonly Spec[]>> = {
   [FrameType.GOAWAY]: [zero, uint32, str],
   [FrameType.INFO]: [streamId, status, lineSafe, headers],
   [FrameType.TRAILERS]: [streamId, headers],
+  [FrameType.NOTICE]: [zero, uint32, str],
 };
 
 /** Whether `value` is a frame as docs/protocol.md describes it. */

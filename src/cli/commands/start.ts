@@ -14,10 +14,13 @@ import { formatProblem, loadConfig, type ConfigFile, type HttpTunnelConfig, type
 import type { Exchange } from '../../client/exchange.js';
 import { RouteTable } from '../../client/routes.js';
 import { policySpecFromFlags } from '../../protocol/policy.js';
-import { TunnelClient, TunnelRefusedError, type ClosedInfo, type ReadyInfo } from '../../client/tunnel-client.js';
+import { TunnelRefusedError, type ClosedInfo, type ReadyInfo } from '../../client/tunnel-client.js';
+import { MultiEdgeTunnel } from '../../client/multi-edge.js';
 import {
   batchedWriter,
   edgeAccess,
+  edgesOption,
+  followCluster,
   forwardingLines,
   INSPECTOR_BODY_LIMIT,
   inspectorAddress,
@@ -37,7 +40,7 @@ import {
 const HELP = `
 Usage: burrow start (NAME... | --all) [--config FILE] [--edge URL ...] [--token T] [--ca FILE]
                     [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--inspect ADDR | --no-inspect]
-                    [--log text|json] [--json]
+                    [--log text|json] [--json] [--edges K]
 
 Runs the tunnels named in burrow.yml (docs/config.md), or all of them, in one process with one
 inspector. The file is --config FILE, else BURROW_CONFIG, else ./burrow.yml, else burrow.yml in the
@@ -66,12 +69,14 @@ Options:
                      connect to ADDRESS for the edge URL's HOST and PORT, without DNS (like curl
                      --resolve; repeatable; default: BURROW_RESOLVE, comma-separated)
   --insecure         allow sending the token over plain http:// to an edge not on this machine
+  --edges K          in a cluster, attach each tunnel to K edges at once (1 to 8; default: the
+                     file's edges, else 2), as "burrow http --edges" does
   --inspect ADDR     the inspector's address: PORT or HOST:PORT on a loopback address
   --no-inspect       no inspector: no bodies or WebSocket messages are kept
   --log text|json    one line per request and per WebSocket opened and closed (default: the
                      file's log, else text)
   --json             one JSON object per line per event, each with "tunnel": ready, request,
-                     websocket, reconnect, failover, warning, error, closed
+                     websocket, reconnect, failover, edges, store, warning, error, closed
   -h, --help         show this help
 `;
 
@@ -83,15 +88,17 @@ interface SharedConnection {
   insecure: boolean;
   resolve: Credentials['resolve'];
   recording: boolean;
+  edgesPerTunnel: number | undefined;
 }
 
 /**
  * The one place a tunnel of the file becomes a client. Each tunnel has its own connection to the edge
- * today; once the tunnel protocol carries several tunnels on one connection (version 2), this is where
- * they would share it.
+ * today (in a cluster, one per edge it is attached to); once the tunnel protocol carries several tunnels
+ * on one connection (version 2), this is where they would share it.
  */
-function openTunnel(tunnel: HttpTunnelConfig, shared: SharedConnection): TunnelClient {
-  return new TunnelClient({
+function openTunnel(tunnel: HttpTunnelConfig, shared: SharedConnection): MultiEdgeTunnel {
+  return new MultiEdgeTunnel({
+    ...(shared.edgesPerTunnel === undefined ? {} : { edgesPerTunnel: shared.edgesPerTunnel }),
     edge: shared.edges,
     token: shared.token,
     routes: new RouteTable(tunnel.target, tunnel.routes),
@@ -130,6 +137,7 @@ export async function startCommand(args: string[]): Promise<number> {
       'no-inspect': { type: 'boolean' },
       log: { type: 'string' },
       json: { type: 'boolean' },
+      edges: { type: 'string' },
     },
     HELP,
   );
@@ -152,16 +160,25 @@ export async function startCommand(args: string[]): Promise<number> {
   const logFormat = values.log ?? config.log;
   if (logFormat !== undefined && logFormat !== 'text' && logFormat !== 'json') throw new UsageError('--log must be text or json');
   const inspect = inspectorAddress(values, config);
+  const edgesPerTunnel = edgesOption(values.edges, config);
   const credentials = resolveCredentials(values, process.env, config);
   const token = requireToken(credentials);
   const ca = edgeAccess(credentials, values.insecure === true);
   const inspector = await startInspector(inspect, credentials, token, `--inspect PORT, inspect: in ${config.path}`);
   if (inspector !== null && events === null) out.write(`Inspector ${inspector.url}\n`);
-  const shared: SharedConnection = { edges: credentials.edges, token, ca, insecure: values.insecure === true, resolve: credentials.resolve, recording: inspector !== null };
+  const shared: SharedConnection = {
+    edges: credentials.edges,
+    token,
+    ca,
+    insecure: values.insecure === true,
+    resolve: credentials.resolve,
+    recording: inspector !== null,
+    edgesPerTunnel,
+  };
   const width = Math.max(...tunnels.map((tunnel) => tunnel.name.length));
   const lines = json || writesToNull(1) ? null : batchedWriter(out);
 
-  const clients = new Set<TunnelClient>();
+  const clients = new Set<MultiEdgeTunnel>();
   const stop = (): void => {
     for (const client of clients) void client.close('the client was stopped (Ctrl-C)');
   };
@@ -226,7 +243,8 @@ export async function startCommand(args: string[]): Promise<number> {
     });
 
   /** Request lines and connection events of a live tunnel. */
-  const follow = (client: TunnelClient, name: string, table: RouteTable): void => {
+  const follow = (client: MultiEdgeTunnel, name: string, table: RouteTable): void => {
+    followCluster(client, events, name);
     if (events !== null) {
       client.on('exchange', (exchange: Exchange) => events({ event: 'request', tunnel: name, ...requestEvent(exchange) }));
       client.on('websocket', (exchange: Exchange) => events({ event: 'websocket', tunnel: name, ...webSocketFields(exchange) }));
