@@ -373,8 +373,8 @@ export function followCluster(client: Tunnel, events: ((event: Record<string, un
   });
   client.on('store', ({ available, edge, message }) => {
     if (events !== null) events({ event: 'store', ...tunnel, available, edge, message });
-    else if (available) process.stderr.write(`burrow: ${label}the cluster store is reachable again (edge ${edge})\n`);
-    else process.stderr.write(`burrow: ${label}edge ${edge} reports the cluster store unavailable: ${message}\n`);
+    else if (available) process.stderr.write(`burrow: ${label}the cluster store is available again (edge ${edge})\n`);
+    else process.stderr.write(`burrow: ${label}the cluster store is unavailable (edge ${edge}: ${message})\n`);
   });
 }
 

@@ -81,7 +81,12 @@ export interface StoreStatus {
 export function storeNotice(status: StoreStatus): [NoticeCodeValue, string] {
   return status.available
     ? [NoticeCode.STORE_AVAILABLE, 'the edge reaches the cluster store']
-    : [NoticeCode.STORE_UNAVAILABLE, `the edge cannot reach the cluster store (${status.reason}); the tunnel stays served while its lease holds`];
+    : [NoticeCode.STORE_UNAVAILABLE, `the cluster store is unreachable (${storeCause(status.reason)}); tunnels stay served while their leases hold, new ones wait`];
+}
+
+/** The cause inside a STORE_UNAVAILABLE message (storeUnavailable's), for a line a person reads. */
+function storeCause(reason: string): string {
+  return /^The shared store of the cluster is unreachable \((.*)\)\. Retry after \d+ s\.$/.exec(reason)?.[1] ?? reason;
 }
 
 interface ClusterRegistryEvents {
