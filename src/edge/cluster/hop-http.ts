@@ -50,6 +50,11 @@ const OWN_RESPONSE_HEADERS = new Set(['content-length', 'transfer-encoding', 'co
 /** Request fields undici refuses to carry (it frames the hop itself; it cannot send Expect). */
 const UNSENDABLE = new Set(['expect', 'host', 'content-length']);
 const RETRY_SOON: [string, string][] = [['retry-after', '1']];
+/**
+ * How many edges a request is sent to when the first ones refuse the connection (a tunnel attached to
+ * several edges, one of them just died): the request never reached them, so another may take it.
+ */
+export const HOP_CONNECT_TRIES = 3;
 
 /** The public upload as the hop's request body: pushes pause the public socket when the hop is full. */
 class PublicUpload extends Readable {
@@ -58,8 +63,11 @@ class PublicUpload extends Readable {
   }
 
   paused = false;
+  /** undici began reading the body: it went (in part) to an edge, so the request cannot go to another. */
+  started = false;
 
   override _read(): void {
+    this.started = true;
     if (this.paused) {
       this.paused = false;
       this.exchange.resumeBody();
@@ -91,6 +99,9 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
   private uploadDone = true;
   private received = 0;
   private controller: Dispatcher.DispatchController | null = null;
+  /** The edge asked now, and how many were asked. */
+  private ownerNode = '';
+  private tries = 0;
 
   constructor(
     private readonly exchange: ServerExchange,
@@ -121,6 +132,12 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
       // undici cannot send Expect, so the owner never sees it: the 100 is this edge's.
       if (request.expectContinue) exchange.writeInterim(100, 'Continue', []);
     }
+    this.route();
+  }
+
+  /** Asks who holds the tunnel and sends the request there. */
+  private route(): void {
+    const request = this.request;
     this.directory.ownerOf(request.subdomain).then(
       (owner) => {
         if (this.aborted || this.phase === Phase.DONE) return;
@@ -128,6 +145,8 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
           this.fail('TUNNEL_NOT_FOUND', request.notFound);
           return;
         }
+        this.ownerNode = owner.nodeId;
+        this.tries++;
         this.dispatch(owner.advertise);
       },
       () => this.fail('STORE_UNAVAILABLE', undefined, RETRY_SOON),
@@ -244,20 +263,37 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.aborted || this.phase === Phase.DONE) {
+      this.upload?.destroy();
+      return;
+    }
+    const code = (error as { code?: string }).code;
+    const refused = connectionRefused(error);
+    const neverSent = refused || code === 'UND_ERR_CONNECT_TIMEOUT';
+    // A bodiless GET or HEAD whose connection broke before any answer (a pooled connection to an edge
+    // that just died) is sent again, as a front proxy would: nothing of it can have taken effect twice.
+    const resendable = this.upload === null && (this.request.method === 'GET' || this.request.method === 'HEAD') && code !== 'UND_ERR_HEADERS_TIMEOUT';
+    if (this.phase === Phase.WAITING && (neverSent || resendable)) {
+      // Another edge the tunnel is attached to may take it.
+      this.directory.unreachable?.(this.ownerNode);
+      if (this.tries < HOP_CONNECT_TRIES && (this.upload === null || !this.upload.started)) {
+        this.controller = null;
+        this.route();
+        return;
+      }
+    }
     this.upload?.destroy();
-    if (this.aborted || this.phase === Phase.DONE) return;
     if (this.phase === Phase.STREAMING) {
       this.phase = Phase.DONE;
       this.exchange.destroy();
       return;
     }
-    const code = (error as { code?: string }).code;
     if (code === 'UND_ERR_HEADERS_TIMEOUT') {
       this.fail('LOCAL_TIMEOUT', `The local server did not answer within ${this.limits.requestTimeoutMs} ms.`);
       return;
     }
     this.directory.forget(this.request.subdomain);
-    const why = connectionRefused(error) ? 'refused the connection' : code === 'UND_ERR_CONNECT_TIMEOUT' ? 'did not accept the connection in time' : `failed (${code ?? error.message})`;
+    const why = refused ? 'refused the connection' : code === 'UND_ERR_CONNECT_TIMEOUT' ? 'did not accept the connection in time' : `failed (${code ?? error.message})`;
     this.fail('EDGE_UNREACHABLE', `The edge holding ${this.request.subdomain} is unreachable: it ${why}.`);
   }
 
