@@ -41,6 +41,7 @@ import { gatherBody, requestFraming } from './request-framing.js';
 import { TunnelRegistry, type EdgeRegistry } from './registry.js';
 import type { AccountStore, UsageCounter } from '../store/account-store.js';
 import { ClusterConnection } from './cluster/connection.js';
+import { ClusterOfflineQueue } from './cluster/offline-stream.js';
 import { ClusterRegistry, storeNotice, type ClusterTimings } from './cluster/registry.js';
 import type { ClusterOptions } from './cluster/types.js';
 import { errorJson, statusLine, writeOwn, writePublicError } from './responses.js';
@@ -182,6 +183,8 @@ export class Edge {
   readonly usage: UsageCounter;
   readonly registry: EdgeRegistry;
   readonly offline: OfflineQueue;
+  /** In cluster mode, webhooks held in Redis for names no edge holds (docs/offline.md, "In cluster mode"). */
+  private clusterOffline: ClusterOfflineQueue | null = null;
   readonly api: Api;
   readonly domain: string;
   readonly settings: Settings;
@@ -314,6 +317,9 @@ export class Edge {
       });
       this.hop = new ClusterHop({ directory: this.cluster, local: this.cluster, secret: cluster.secret }, this.log);
       this.cluster.peerLink = this.hop.peerLink;
+      const offline = new ClusterOfflineQueue(cluster.queue, this.accounts, this.cluster, this.log, { ...options.offlineQueue, secrets: this.secrets });
+      this.clusterOffline = offline;
+      this.hop.offline = (exchange, request, body) => offline.takes(exchange, request, body);
     } else this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
     const metrics =
       options.admin === undefined
@@ -339,7 +345,6 @@ export class Edge {
     this.api = new Api({
       store: this.accounts,
       heldEvents: this.store.queue,
-      offlineModes: this.cluster === null,
       captures: this.captures,
       ...(clusterApi === null ? {} : { captureLog: clusterApi.captureLog }),
       usage: this.usage,
@@ -896,6 +901,7 @@ export class Edge {
       session.notice(code, message);
     }
     this.offline.tunnelConnected(session);
+    this.clusterOffline?.tunnelConnected(session);
   }
 
   private agentNotFound(res: HttpResponse, req: HttpRequest): void {
@@ -921,6 +927,7 @@ export class Edge {
 
   private async shutdown(drainMs: number): Promise<void> {
     this.offline.close();
+    this.clusterOffline?.close();
     // From here on /healthz answers 503: a load balancer stops sending before the drain ends.
     this.draining = true;
     // In a cluster, a closed listener reads as "gone" to the other edges' takeovers: serve nothing new from here.

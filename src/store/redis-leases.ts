@@ -182,7 +182,9 @@ export type ClusterCommand =
   /** The attachment `fence` of `nodeId` to `subdomain` ended. */
   | { type: 'released'; subdomain: string; nodeId: string; fence: number }
   /** `nodeId` (that boot) renewed every lease it still holds for `ttlMs` from now. */
-  | { type: 'renewed'; nodeId: string; boot: string; advertise: string; ttlMs: number };
+  | { type: 'renewed'; nodeId: string; boot: string; advertise: string; ttlMs: number }
+  /** An event was held for `subdomain` (src/store/redis-offline-queue.ts): the edge holding its tunnel delivers it. */
+  | { type: 'queued'; subdomain: string };
 
 /** Every live lease at one moment, and Redis's clock then (for their remaining time). */
 export interface LeaseSnapshot {

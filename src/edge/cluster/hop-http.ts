@@ -39,6 +39,13 @@ export interface ForwardedRequest {
   notFound: string;
 }
 
+/**
+ * The cluster's offline queue (src/edge/cluster/offline-stream.ts): a request for a name no edge holds
+ * is its to answer when it resolves true (the name's offline mode is reject or queue); the body, if any,
+ * arrives on `body`.
+ */
+export type OfflineHold = (exchange: ServerExchange, request: ForwardedRequest, body: Readable | null) => Promise<boolean>;
+
 export interface ForwardLimits {
   maxRequestBody: number;
   /** The edge's 504 timer; the owner's own fires first, this one covers an owner that never answers. */
@@ -111,6 +118,7 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
     private readonly secret: string,
     private readonly limits: ForwardLimits,
     private readonly refused: (code: ErrorCode) => void,
+    private readonly offline: OfflineHold | null = null,
   ) {}
 
   /** When the request arrives: takes the body as it comes, then asks who holds the tunnel. */
@@ -141,6 +149,10 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
     this.directory.ownerOf(request.subdomain).then(
       (owner) => {
         if (this.aborted || this.phase === Phase.DONE) return;
+        if (owner === null && this.offline !== null) {
+          this.holdOffline(this.offline);
+          return;
+        }
         if (owner === null || owner.nodeId === this.directory.self.nodeId) {
           this.fail('TUNNEL_NOT_FOUND', request.notFound);
           return;
@@ -148,6 +160,17 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
         this.ownerNode = owner.nodeId;
         this.tries++;
         this.dispatch(owner.advertise);
+      },
+      () => this.fail('STORE_UNAVAILABLE', undefined, RETRY_SOON),
+    );
+  }
+
+  /** No edge holds the tunnel: the name's offline mode answers, else 404. */
+  private holdOffline(offline: OfflineHold): void {
+    offline(this.exchange, this.request, this.upload).then(
+      (taken) => {
+        if (taken) this.phase = Phase.DONE;
+        else this.fail('TUNNEL_NOT_FOUND', this.request.notFound);
       },
       () => this.fail('STORE_UNAVAILABLE', undefined, RETRY_SOON),
     );

@@ -91,6 +91,8 @@ function storeCause(reason: string): string {
 
 interface ClusterRegistryEvents {
   'store-status': [StoreStatus];
+  /** An event was held for this subdomain in the cluster's offline queue. */
+  queued: [string];
 }
 
 export interface ClusterRegistryOptions {
@@ -720,6 +722,9 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
         if (lease !== undefined && lease.ownerFence === command.fence) this.closeLocal(lease, command.reason);
         return;
       }
+      case 'queued':
+        this.emit('queued', command.subdomain);
+        return;
       case 'revoke':
         for (const lease of [...this.held.values()]) if (lease.tokenId === command.tokenId) this.closeLocal(lease, 'token-revoked');
         for (const lease of [...this.pending.values()]) if (lease.tokenId === command.tokenId) this.abandon(lease.subdomain, lease.accountId);
