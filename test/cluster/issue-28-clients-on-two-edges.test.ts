@@ -15,13 +15,12 @@
  *   other session kept the tunnel up, so there is no reconnect or failover event.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { Agent, request } from 'undici';
 import '../wildcard-dns.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
-import { frontProxySkip, makeCertificates, startNginx, type RunningNginx } from '../nginx-front.js';
+import { frontProxySkip, makeCertificates, startClusterNginx, type RunningNginx } from '../nginx-front.js';
 import { nodeNumberOfCaptureId } from '../../src/store/captures.js';
 import { freePort, runCli, spawnCli, startLocal, tempDirs, waitFor, type SpawnedProcess } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
@@ -31,8 +30,6 @@ const skip = redisSkip !== false ? redisSkip : frontProxySkip();
 const DOMAIN = TEST_DOMAIN;
 const SUBDOMAIN = 'two-edges';
 const NODE_IDS = ['a', 'b', 'c'] as const;
-const EDGE_PLACEHOLDERS = ['10.0.0.11:8080', '10.0.0.12:8080', '10.0.0.13:8080'];
-const AGENT_PLACEHOLDERS = ['10.0.0.11:8081', '10.0.0.12:8081', '10.0.0.13:8081'];
 /** Four senders, each one GET at a time with a pause: steady and bounded. */
 const SENDERS = 4;
 const PAUSE_MS = 25;
@@ -91,25 +88,9 @@ test('a client on two edges behind nginx: kill -9 of one of them under load fail
     assert.equal(minted.code, 0, minted.stderr);
     const token = JSON.parse(minted.stdout).token.token as string;
 
-    const webroot = join(dir, 'webroot');
-    mkdirSync(webroot, { recursive: true });
-    const nginxLog = join(dir, 'upstreams.log');
-    nginx = await startNginx(
-      dir,
-      {
-        shipped: 'nginx-burrow-cluster.conf',
-        domain: DOMAIN,
-        certDir,
-        webroot,
-        httpsPort,
-        httpPort,
-        edges: [
-          ...EDGE_PLACEHOLDERS.map((placeholder, i): [RegExp, string] => [new RegExp(placeholder.replace(/\./g, '\\.'), 'g'), `127.0.0.1:${ports[i]}`]),
-          ...AGENT_PLACEHOLDERS.map((placeholder, i): [RegExp, string] => [new RegExp(placeholder.replace(/\./g, '\\.'), 'g'), `127.0.0.1:${agentPorts[i]}`]),
-        ],
-      },
-      ["log_format upstreams '$request_uri $status $upstream_addr';", `access_log ${nginxLog} upstreams;`],
-    );
+    const front = await startClusterNginx(dir, { domain: DOMAIN, certDir, httpsPort, httpPort, edgePorts: ports, agentPorts });
+    nginx = front.nginx;
+    const nginxLog = front.log;
 
     client = await spawnCli(
       ['http', `127.0.0.1:${local.port}`, '--subdomain', SUBDOMAIN, '--edge', `https://${DOMAIN}:${httpsPort}`, '--ca', caFile, '--no-inspect', '--json'],

@@ -26,11 +26,12 @@ import { generationOf, newEventId } from '../../store/offline-queue.js';
 import { FixedWindowLimiter } from '../../store/rate-limit.js';
 import type { HeldEvent, RedisOfflineQueue } from '../../store/redis-offline-queue.js';
 import type { SecretBox } from '../../store/secret-box.js';
-import { DEFAULT_MAX_EVENT_BODY, DEFAULT_RETRY_DELAYS_MS, DEFAULT_SOURCE_RATE_LIMIT, senderIdOf, sourceKey } from '../offline-queue.js';
+import { DEFAULT_MAX_EVENT_BODY, DEFAULT_RETRY_DELAYS_MS, DEFAULT_SOURCE_RATE_LIMIT, eventAsCapture, senderIdOf, sourceKey } from '../offline-queue.js';
 import { beginWebhookChecks, fieldValue, signatureRefusal } from '../policy/webhooks.js';
 import { ReservationVerifiers, VerifiersUnavailable } from '../policy/reservation-verifiers.js';
 import { writeOwn, writePublicError } from '../responses.js';
 import type { TunnelSession } from '../session.js';
+import type { ForwardedRequest } from './hop-http.js';
 import type { ClusterRegistry } from './registry.js';
 import { createHash } from 'node:crypto';
 
@@ -47,16 +48,7 @@ export interface ClusterOfflineOptions {
 }
 
 /** What the hop knows of a request for a name no edge holds. */
-export interface OfflineRequest {
-  subdomain: string;
-  method: string;
-  path: string;
-  headers: string[];
-  contentLength: number;
-  chunked: boolean;
-  clientAddress: string;
-  proto: string;
-}
+export type OfflineRequest = Pick<ForwardedRequest, 'subdomain' | 'method' | 'path' | 'headers' | 'contentLength' | 'chunked' | 'clientAddress' | 'proto'>;
 
 export const DEFAULT_LOCK_TTL_MS = 5_000;
 const SOURCE_RATE_WINDOW_MS = 60_000;
@@ -239,7 +231,7 @@ export class ClusterOfflineQueue {
       if (this.closed || lost() || this.registry.session(subdomain) !== session) return 'interrupted';
       let capture: CaptureRecord;
       try {
-        capture = await session.replay(eventAsCapture(event, subdomain), {
+        capture = await session.replay(eventAsCapture({ ...event, subdomain, bodySize: event.body.byteLength }, event.body), {
           headers: { 'burrow-delivery': String(round), 'burrow-received-at': nowIso(event.receivedAt), 'burrow-event-id': event.id },
         });
       } catch (error) {
@@ -273,31 +265,4 @@ export class ClusterOfflineQueue {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** A held event in the shape the replay machinery sends; the capture of each attempt names the event. */
-function eventAsCapture(event: HeldEvent, subdomain: string): CaptureRecord {
-  return {
-    id: event.id,
-    seq: 0,
-    subdomain,
-    accountId: event.accountId,
-    tokenId: '',
-    clientAddress: event.clientAddress,
-    method: event.method,
-    path: event.path,
-    status: 0,
-    receivedAt: event.receivedAt,
-    durationMs: 0,
-    error: null,
-    replayOf: null,
-    requestBodySize: event.body.byteLength,
-    requestTruncated: false,
-    responseBodySize: 0,
-    responseTruncated: false,
-    requestHeaders: event.headers,
-    requestBody: event.body,
-    responseHeaders: [],
-    responseBody: null,
-  };
 }
