@@ -1,20 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { Redis } from 'ioredis';
+import { test } from 'node:test';
 import { BurrowError } from '../../src/errors.js';
 import { MAX_CLUSTER_NODE_NUMBER } from '../../src/store/captures.js';
 import { RedisLeases, type ClusterCommand, type LeaseClaim } from '../../src/store/redis-leases.js';
-import { TestRedis, redisSkip } from '../redis-server.js';
+import { redisSkip, testRedisClient } from '../redis-server.js';
 
-// TestRedis.start registers its own after(): it is started at the top level, not in a hook.
-const server = redisSkip === false ? await TestRedis.start() : (null as unknown as TestRedis);
-const client = new Redis(server?.url ?? 'redis://127.0.0.1:1', { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2_000, lazyConnect: redisSkip !== false });
+const { server, client } = await testRedisClient();
 let counter = 0;
-
-before(async () => {
-  if (redisSkip === false && client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
-});
-after(() => client.disconnect());
 
 function fresh(): RedisLeases {
   return new RedisLeases(client, `test${++counter}:`);

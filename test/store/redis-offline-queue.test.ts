@@ -5,19 +5,12 @@
  * the counts that bound the queue come back to zero whoever delivered.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { Redis } from 'ioredis';
+import { test } from 'node:test';
 import { RedisOfflineQueue, type NewHeldEvent } from '../../src/store/redis-offline-queue.js';
-import { TestRedis, redisSkip } from '../redis-server.js';
+import { redisSkip, testRedisClient } from '../redis-server.js';
 
-const server = redisSkip === false ? await TestRedis.start() : (null as unknown as TestRedis);
-const client = new Redis(server?.url ?? 'redis://127.0.0.1:1', { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2_000, lazyConnect: redisSkip !== false });
+const { client } = await testRedisClient();
 let counter = 0;
-
-before(async () => {
-  if (redisSkip === false && client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
-});
-after(() => client.disconnect());
 
 function fresh(): RedisOfflineQueue {
   return new RedisOfflineQueue(client, 0, 'test-commands', `queue${++counter}:`);
