@@ -752,6 +752,9 @@ export class Edge {
       this.forwardPublic(exchange, subdomain, target, head, clientAddress, proto);
       return;
     }
+    // Cluster mode: events held for the name go first, live requests queue behind them (docs/offline.md).
+    const clusterOffline = this.clusterOffline;
+    if (!upgrade && clusterOffline !== null && clusterOffline.backlogged(subdomain) && clusterOffline.holdsLive(exchange, { subdomain, method, path: target, headers: head.headers, contentLength: head.contentLength, chunked: head.chunked, expectContinue: head.expectContinue, clientAddress, proto })) return;
     const session = this.sessionFor(exchange, subdomain, target, clientAddress, forwarded !== null);
     if (session === undefined) return;
     const requestHead = { method, target, headers: head.headers, clientAddress, upgrade };

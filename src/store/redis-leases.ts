@@ -184,7 +184,9 @@ export type ClusterCommand =
   /** `nodeId` (that boot) renewed every lease it still holds for `ttlMs` from now. */
   | { type: 'renewed'; nodeId: string; boot: string; advertise: string; ttlMs: number }
   /** An event was held for `subdomain` (src/store/redis-offline-queue.ts): the edge holding its tunnel delivers it. */
-  | { type: 'queued'; subdomain: string };
+  | { type: 'queued'; subdomain: string }
+  /** The last event held for `subdomain` was delivered (or parked as failed). */
+  | { type: 'drained'; subdomain: string };
 
 /** Every live lease at one moment, and Redis's clock then (for their remaining time). */
 export interface LeaseSnapshot {

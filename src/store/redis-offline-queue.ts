@@ -81,8 +81,10 @@ redis.call('PUBLISH', ARGV[7], cjson.encode({type = 'queued', subdomain = ARGV[8
 return {'held', id}
 `;
 
-// KEYS: stream, use, account use, lock, failed stream. ARGV: stream id, lock token, size, 'failed' or '', the failed entry's pairs.
-// Only the lock's holder acks; an event acked already (by an earlier holder) is not counted twice.
+// KEYS: stream, use, account use, lock, failed stream.
+// ARGV: stream id, lock token, size, the commands channel, subdomain, 'failed' or '', the failed entry's pairs.
+// Only the lock's holder acks; an event acked already (by an earlier holder) is not counted twice. The
+// last one out says so to every edge ('drained'): live requests stop waiting behind the queue.
 const ACK = `
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then return 'lost' end
 if redis.call('XDEL', KEYS[1], ARGV[1]) == 0 then return 'gone' end
@@ -91,11 +93,12 @@ redis.call('HINCRBY', KEYS[2], 'events', -1)
 redis.call('HINCRBY', KEYS[2], 'bytes', -size)
 redis.call('HINCRBY', KEYS[3], 'events', -1)
 redis.call('HINCRBY', KEYS[3], 'bytes', -size)
-if ARGV[4] == 'failed' then
+if ARGV[6] == 'failed' then
   local entry = {}
-  for i = 5, #ARGV do entry[#entry + 1] = ARGV[i] end
+  for i = 7, #ARGV do entry[#entry + 1] = ARGV[i] end
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ${FAILED_KEPT}, '*', unpack(entry))
 end
+if redis.call('XLEN', KEYS[1]) == 0 then redis.call('PUBLISH', ARGV[4], cjson.encode({type = 'drained', subdomain = ARGV[5]})) end
 return 'ok'
 `;
 
@@ -228,6 +231,8 @@ export class RedisOfflineQueue {
       event.streamId,
       token,
       event.body.byteLength,
+      this.channel,
+      subdomain,
       ...(failed.length === 0 ? [''] : failed),
     )) as 'ok' | 'lost' | 'gone';
   }

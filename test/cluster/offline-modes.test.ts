@@ -8,7 +8,8 @@
  * edge; `queue` holds requests sent to either edge (202 with Burrow-Event-Id), a sender's retry (same
  * Idempotency-Key, same body) sent to the other edge is answered as a duplicate with the same event id,
  * the name's bound answers 503 QUEUE_FULL with Retry-After, and a client connecting to the other edge
- * gets every held event once, in the order they were held, with the event id and the delivery number.
+ * gets every held event once, in the order they were held, with the event id and the delivery number;
+ * a live request sent meanwhile waits behind them; once the queue is empty live requests pass again.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -34,7 +35,8 @@ test('a cluster holds webhooks for a reserved name in queue mode on any edge, an
   const local = await startLocal((req, res) => {
     void readBody(req).then((body) => {
       got.push({ body: body.toString(), event: String(req.headers['burrow-event-id']), delivery: String(req.headers['burrow-delivery']) });
-      res.end('ok');
+      // Slow enough that a live request sent during the delivery finds events still held.
+      setTimeout(() => res.end('ok'), 50);
     });
   });
   try {
@@ -77,9 +79,14 @@ test('a cluster holds webhooks for a reserved name in queue mode on any edge, an
     // The tunnel comes back on the other edge: every event once, in order.
     const { client } = await startClient(b, account.token, local.port, { subdomain: 'held-queue' });
     try {
-      await waitFor(() => got.length >= 5, 10_000, 'the held events delivered');
+      // A live request while events are still held waits behind them (through the edge without the tunnel too).
+      await waitFor(() => got.length >= 2, 10_000, 'the delivery under way');
+      const live = await post(a, 'held-queue', '{"n":"live"}');
+      assert.equal(live.status, 202, JSON.stringify(live.json));
+      ids.push(live.json.event_id);
+      await waitFor(() => got.length >= 6, 10_000, 'the held events delivered');
       await new Promise((resolve) => setTimeout(resolve, 300));
-      assert.deepEqual(got.map((entry) => entry.body), [0, 1, 2, 3, 4].map((n) => `{"n":${n}}`));
+      assert.deepEqual(got.map((entry) => entry.body), [...[0, 1, 2, 3, 4].map((n) => `{"n":${n}}`), '{"n":"live"}']);
       assert.deepEqual(got.map((entry) => entry.event), ids);
       assert.ok(got.every((entry) => entry.delivery === '1'));
       // Delivered events leave the queue: there is room again.

@@ -63,8 +63,8 @@ const RETRY_SOON: [string, string][] = [['retry-after', '1']];
  */
 export const HOP_CONNECT_TRIES = 3;
 
-/** The public upload as the hop's request body: pushes pause the public socket when the hop is full. */
-class PublicUpload extends Readable {
+/** The public upload as a stream (the hop's request body, a held event's): pushes pause the public socket when it is full. */
+export class PublicUpload extends Readable {
   constructor(private readonly exchange: ServerExchange) {
     super({ highWaterMark: 64 * 1024 });
   }

@@ -31,7 +31,7 @@ import { beginWebhookChecks, fieldValue, signatureRefusal } from '../policy/webh
 import { ReservationVerifiers, VerifiersUnavailable } from '../policy/reservation-verifiers.js';
 import { writeOwn, writePublicError } from '../responses.js';
 import type { TunnelSession } from '../session.js';
-import type { ForwardedRequest } from './hop-http.js';
+import { PublicUpload, type ForwardedRequest } from './hop-http.js';
 import type { ClusterRegistry } from './registry.js';
 import { createHash } from 'node:crypto';
 
@@ -48,7 +48,7 @@ export interface ClusterOfflineOptions {
 }
 
 /** What the hop knows of a request for a name no edge holds. */
-export type OfflineRequest = Pick<ForwardedRequest, 'subdomain' | 'method' | 'path' | 'headers' | 'contentLength' | 'chunked' | 'clientAddress' | 'proto'>;
+export type OfflineRequest = Pick<ForwardedRequest, 'subdomain' | 'method' | 'path' | 'headers' | 'contentLength' | 'chunked' | 'expectContinue' | 'clientAddress' | 'proto'>;
 
 export const DEFAULT_LOCK_TTL_MS = 5_000;
 const SOURCE_RATE_WINDOW_MS = 60_000;
@@ -61,7 +61,10 @@ export class ClusterOfflineQueue {
   private readonly verifiers: ReservationVerifiers;
   private readonly lockTtlMs: number;
   private readonly token: string;
-  /** Names with events held as far as this edge knows (a 'queued' message, or found at a connect). */
+  /**
+   * Names with events held, as far as this edge heard ('queued' and 'drained' messages, what a drain
+   * found): their live requests are held too while this edge serves the tunnel, behind the queue.
+   */
   private readonly known = new Set<string>();
   private readonly draining = new Set<string>();
   private readonly sweepTimer: NodeJS.Timeout;
@@ -86,6 +89,7 @@ export class ClusterOfflineQueue {
       this.known.add(subdomain);
       if (registry.session(subdomain) !== undefined) this.drain(subdomain);
     });
+    registry.on('drained', (subdomain) => this.known.delete(subdomain));
     this.sweepTimer = setInterval(() => {
       this.sourceRate.sweep();
       for (const subdomain of this.known) if (registry.session(subdomain) !== undefined) this.drain(subdomain);
@@ -108,12 +112,49 @@ export class ClusterOfflineQueue {
       writePublicError(exchange, 'TUNNEL_UNAVAILABLE', `No tunnel is connected on ${request.subdomain}; retry later.`, body !== null, this.retryAfter);
       return true;
     }
+    this.holdAnswered(exchange, request, body, reservation);
+    return true;
+  }
+
+  /** Whether events are held for `subdomain`, as far as this edge heard. */
+  backlogged(subdomain: string): boolean {
+    return this.known.size !== 0 && this.known.has(subdomain);
+  }
+
+  /**
+   * A live request on a name this edge serves while events are held for it (the Set lookup is all it
+   * costs otherwise): held behind them, whatever the name's mode now, so the local server sees requests
+   * in arrival order (docs/offline.md). True when it took the request.
+   */
+  holdsLive(exchange: ServerExchange, request: OfflineRequest): boolean {
+    if (!this.backlogged(request.subdomain)) return false;
+    let body: PublicUpload | null = null;
+    if (request.contentLength > 0 || request.chunked) {
+      const upload = new PublicUpload(exchange);
+      upload.on('error', () => undefined);
+      exchange.attach({ onRequestBody: (chunk, last) => upload.feed(chunk, last), onAborted: () => upload.destroy() });
+      if (request.expectContinue) exchange.writeInterim(100, 'Continue', []);
+      body = upload;
+    }
+    void Promise.resolve(this.accounts.getReservation(request.subdomain)).then(
+      (reservation) => {
+        if (reservation !== undefined) this.holdAnswered(exchange, request, body, reservation);
+        else if (!exchange.dead) writePublicError(exchange, 'TUNNEL_NOT_FOUND', `The reservation of ${request.subdomain} ended; nothing was stored.`, body !== null);
+      },
+      () => {
+        if (!exchange.dead) writePublicError(exchange, 'STORE_UNAVAILABLE', undefined, body !== null, [['retry-after', '1']]);
+      },
+    );
+    return true;
+  }
+
+  /** Holds the request and answers it, whatever happens. */
+  private holdAnswered(exchange: ServerExchange, request: OfflineRequest, body: Readable | null, reservation: ReservationRecord): void {
     void this.hold(exchange, request, body, reservation).catch((error: Error) => {
       const code: ErrorCode = error instanceof BurrowError ? error.code : 'INTERNAL_ERROR';
       if (!(error instanceof BurrowError)) this.log(`offline queue: holding a request on ${request.subdomain} failed: ${error.stack ?? error.message}`);
       if (!exchange.dead) writePublicError(exchange, code, error instanceof BurrowError ? error.message : ERROR_CODES.INTERNAL_ERROR.message, body !== null, error instanceof BurrowError ? Object.entries(error.headers) : []);
     });
-    return true;
   }
 
   private async hold(exchange: ServerExchange, request: OfflineRequest, body: Readable | null, reservation: ReservationRecord): Promise<void> {
@@ -172,7 +213,6 @@ export class ClusterOfflineQueue {
 
   /** A session opened here: deliver what its name holds. */
   tunnelConnected(session: TunnelSession): void {
-    this.known.add(session.subdomain);
     this.drain(session.subdomain);
   }
 
@@ -208,6 +248,7 @@ export class ClusterOfflineQueue {
           this.known.delete(subdomain);
           return;
         }
+        this.known.add(subdomain);
         const reservation = await this.accounts.getReservation(subdomain);
         if (reservation === undefined || reservation.accountId !== event.accountId || generationOf(reservation) !== event.generation) {
           // Accepted for an earlier reservation of the name: never delivered to its next owner.

@@ -93,6 +93,8 @@ interface ClusterRegistryEvents {
   'store-status': [StoreStatus];
   /** An event was held for this subdomain in the cluster's offline queue. */
   queued: [string];
+  /** The cluster's offline queue of this subdomain is empty again. */
+  drained: [string];
 }
 
 export interface ClusterRegistryOptions {
@@ -723,7 +725,8 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
         return;
       }
       case 'queued':
-        this.emit('queued', command.subdomain);
+      case 'drained':
+        this.emit(command.type, command.subdomain);
         return;
       case 'revoke':
         for (const lease of [...this.held.values()]) if (lease.tokenId === command.tokenId) this.closeLocal(lease, 'token-revoked');
