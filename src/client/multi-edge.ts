@@ -16,6 +16,7 @@
  * says so), and 'edges' when the number of edges serving it changes.
  */
 import { EventEmitter } from 'node:events';
+import { DeliveredEvents } from './delivered-events.js';
 import { LocalHop } from './local-hop/pool.js';
 import type { RouteTable } from './routes.js';
 import type { Tunnel, TunnelEvents } from './tunnel.js';
@@ -34,6 +35,8 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
   readonly routes: RouteTable;
   private readonly sessions: TunnelClient[] = [];
   private readonly localHop: LocalHop;
+  /** Held webhooks delivered through any of the sessions: a repeat sent by another edge is answered from here. */
+  private readonly delivered = new DeliveredEvents();
   private readonly wanted: number;
   private readonly instance: string;
   /** Sessions whose edge says its store is unavailable. */
@@ -122,7 +125,7 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
   // ---- sessions -------------------------------------------------------------------------------------
 
   private session(index: number, options: TunnelClientOptions): TunnelClient {
-    const session = new TunnelClient({ ...options, localHop: this.localHop, ...(index === 0 ? {} : { instance: this.instance }) });
+    const session = new TunnelClient({ ...options, localHop: this.localHop, deliveredEvents: this.delivered, ...(index === 0 ? {} : { instance: this.instance }) });
     this.sessions.push(session);
     session.on('exchange', (exchange) => this.emit('exchange', exchange));
     session.on('websocket', (exchange) => this.emit('websocket', exchange));

@@ -43,6 +43,7 @@ import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js'
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
 import type { HostHeader } from './host-header.js';
+import type { DeliveredEvents } from './delivered-events.js';
 import { LocalHop } from './local-hop/pool.js';
 import type { TargetPool } from './local-hop/pool.js';
 import type { LocalTarget, RouteTable } from './routes.js';
@@ -93,6 +94,11 @@ export interface TunnelClientOptions {
   localHop?: LocalHop;
   /** Which of the edges to try first (an index into the failover order; 0 by default). */
   firstEdge?: number;
+  /**
+   * Held webhooks this tunnel's sessions delivered lately (src/client/delivered-events.ts), shared by the
+   * sessions of a tunnel on several edges; looked at only while the edge reports a cluster.
+   */
+  deliveredEvents?: DeliveredEvents;
   /**
    * Keep trying until READY instead of failing `start()` once every edge failed (a second session of a
    * tunnel that is already up): only a final refusal ends it.
@@ -187,6 +193,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private attachment: number | null = null;
   /** What the edge in use last said of its store (NOTICE): events fire on a change only. */
   private storeAvailable = true;
+  /** The options' deliveredEvents while the edge reports a cluster (READY's clusterEdges), else null. */
+  deliveredEvents: DeliveredEvents | null = null;
   private publicUrlValue: string | null = null;
   private everReady = false;
   private stopped = false;
@@ -711,6 +719,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private onReady(subdomain: string, publicUrl: string, settings: Settings): void {
     this.settings = settings;
     this.attachment = settings.attachment ?? null;
+    this.deliveredEvents = settings.clusterEdges === undefined ? null : (this.options.deliveredEvents ?? null);
     this.connectionSend = new SendCredit(settings.connectionWindow);
     this.connectionReceive = new ReceiveWindow(settings.connectionWindow);
     this.subdomain = subdomain;

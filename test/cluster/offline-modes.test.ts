@@ -92,6 +92,14 @@ test('a cluster holds webhooks for a reserved name in queue mode on any edge, an
       // Delivered events leave the queue: there is room again.
       const room = await post(a, 'held-queue', '{"n":6}');
       assert.equal(room.status, 200, 'a live tunnel answers now');
+      // Replaying a delivery is a new request: it reaches the local server, without the event's id.
+      const listed = await call(a, 'GET', '/api/v1/requests?subdomain=held-queue&limit=100', { token: account.token });
+      // Newest first: the oldest capture is the first event's delivery.
+      const delivery = (listed.json.requests as { id: string }[]).at(-1)!;
+      const replayed = await call(a, 'POST', `/api/v1/requests/${delivery.id}/replay`, { token: account.token, body: {} });
+      assert.equal(replayed.status, 200, replayed.text);
+      await waitFor(() => got.length >= 8, 5_000, 'the replay at the local server');
+      assert.deepEqual(got[7], { body: '{"n":0}', event: 'undefined', delivery: '1' });
     } finally {
       await client.close();
     }

@@ -874,6 +874,14 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     if (this.session(capture.subdomain) === undefined) {
       return Promise.reject(new BurrowError('TUNNEL_OFFLINE', `The tunnel ${capture.subdomain} is not connected to this edge.`));
     }
+    // A replay of a held webhook's delivery is a new request: without the event's id, which the client
+    // takes for a repeated delivery (src/client/delivered-events.ts).
+    const headers = capture.requestHeaders;
+    for (let i = 0; i < headers.length; i += 2) {
+      if (headers[i]!.toLowerCase() !== 'burrow-event-id') continue;
+      const kept = headers.filter((_, j) => Math.floor(j / 2) !== i / 2);
+      return this.local.replay({ ...capture, requestHeaders: kept }, overrides);
+    }
     return this.local.replay(capture, overrides);
   }
 
