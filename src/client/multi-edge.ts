@@ -18,6 +18,7 @@
 import { EventEmitter } from 'node:events';
 import { DeliveredEvents } from './delivered-events.js';
 import { LocalHop } from './local-hop/pool.js';
+import type { Exchange } from './exchange.js';
 import type { RouteTable } from './routes.js';
 import type { Tunnel, TunnelEvents } from './tunnel.js';
 import { TunnelClient, type ClosedInfo, type ReadyInfo, type StoreNotice, type TunnelClientOptions } from './tunnel-client.js';
@@ -45,8 +46,20 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
   private closedInfo: ClosedInfo | null = null;
   private subdomain: string | undefined;
 
+  private readonly relayExchange = (exchange: Exchange): void => void this.emit('exchange', exchange);
+  private readonly relayWebSocket = (exchange: Exchange): void => void this.emit('websocket', exchange);
+
   constructor(private readonly options: MultiEdgeOptions) {
     super();
+    // The sessions relay exchanges only while this tunnel has listeners for them.
+    const relays = { exchange: this.relayExchange, websocket: this.relayWebSocket } as const;
+    const emitter = this as unknown as EventEmitter;
+    emitter.on('newListener', (event: string) => {
+      if ((event === 'exchange' || event === 'websocket') && this.listenerCount(event) === 0) for (const session of this.sessions) session.on(event, relays[event]);
+    });
+    emitter.on('removeListener', (event: string) => {
+      if ((event === 'exchange' || event === 'websocket') && this.listenerCount(event) === 0) for (const session of this.sessions) session.off(event, relays[event]);
+    });
     this.routes = options.routes;
     this.wanted = Math.max(1, Math.min(MAX_EDGES_PER_TUNNEL, options.edgesPerTunnel ?? DEFAULT_EDGES_PER_TUNNEL));
     this.localHop = new LocalHop(options.routes.targets(), {
@@ -127,8 +140,9 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
   private session(index: number, options: TunnelClientOptions): TunnelClient {
     const session = new TunnelClient({ ...options, localHop: this.localHop, deliveredEvents: this.delivered, ...(index === 0 ? {} : { instance: this.instance }) });
     this.sessions.push(session);
-    session.on('exchange', (exchange) => this.emit('exchange', exchange));
-    session.on('websocket', (exchange) => this.emit('websocket', exchange));
+    // Only while someone listens: a session builds no exchange records nobody reads (its `observed`).
+    if (this.listenerCount('exchange') > 0) session.on('exchange', this.relayExchange);
+    if (this.listenerCount('websocket') > 0) session.on('websocket', this.relayWebSocket);
     session.on('ready', (info) => this.onReady(info, false));
     session.on('reconnecting', (info) => {
       this.countEdges();
