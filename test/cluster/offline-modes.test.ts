@@ -113,3 +113,34 @@ test('a cluster holds webhooks for a reserved name in queue mode on any edge, an
     await local.close();
   }
 });
+
+test('an event held longer than the plan allows is dropped when its turn comes, never delivered', { skip: redisSkip, timeout: 30_000 }, async () => {
+  const a = await startClusterEdge(redis!.url, 'expiry-a', { plans: { FREE: { queueMaxAgeMs: 200 } } });
+  const got: string[] = [];
+  const local = await startLocal((req, res) => {
+    void readBody(req).then((body) => {
+      got.push(body.toString());
+      res.end('ok');
+    });
+  });
+  try {
+    const account = await createAccount(a);
+    assert.equal((await call(a, 'POST', '/api/v1/reserved-subdomains', { token: account.token, body: { subdomain: 'aged-queue', offline: 'queue' } })).status, 201);
+    assert.equal((await post(a, 'aged-queue', '{"n":"old"}')).status, 202);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    assert.equal((await post(a, 'aged-queue', '{"n":"new"}')).status, 202);
+    const { client } = await startClient(a, account.token, local.port, { subdomain: 'aged-queue' });
+    try {
+      await waitFor(() => got.length >= 1, 10_000, 'the young event delivered');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.deepEqual(got, ['{"n":"new"}']);
+      assert.match(await redis!.command('XRANGE', 'burrow:cluster:q:aged-queue:failed', '-', '+'), /expired: held longer than 200 ms/);
+    } finally {
+      await client.close();
+    }
+  } finally {
+    await a.close();
+    await local.close();
+  }
+});
+

@@ -256,6 +256,14 @@ export class ClusterOfflineQueue {
           continue;
         }
         if (event.accountId !== session.accountId) return;
+        const account = await this.accounts.getAccount(event.accountId);
+        const maxAgeMs = this.accounts.planLimits(account?.plan ?? 'FREE').queueMaxAgeMs;
+        if (Date.now() - event.receivedAt > maxAgeMs) {
+          // Past the plan's age limit: dropped (kept among the failed ones), never delivered.
+          this.log(`offline queue: ${event.id} on ${subdomain} (received ${nowIso(event.receivedAt)}) expired and was dropped`);
+          await this.queue.ack(subdomain, event, this.token, `expired: held longer than ${maxAgeMs} ms`);
+          continue;
+        }
         const outcome = await this.deliver(event, session, () => lost);
         if (outcome === 'interrupted') return;
       }
