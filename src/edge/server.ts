@@ -349,7 +349,7 @@ export class Edge {
       ...(clusterApi === null ? {} : { captureLog: clusterApi.captureLog }),
       usage: this.usage,
       tunnels: clusterApi === null ? this.registry : clusterApi.tunnels,
-      queue: this.offline,
+      queue: this.clusterOffline === null ? this.offline : { changed: (subdomain: string) => this.changedQueue(subdomain) },
       writeFailures: this.writeFailures,
       instance: { build: VERSION, region: options.region ?? 'local', agentUrl: (host) => this.agentUrl(host) },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
@@ -889,6 +889,12 @@ export class Edge {
       });
     };
     admit().catch(refuse);
+  }
+
+  /** The API changed a name's queue: the edge's own, and in cluster mode the cluster's (a release drops it). */
+  private changedQueue(subdomain: string): void {
+    this.offline.changed(subdomain);
+    this.clusterOffline?.changed(subdomain);
   }
 
   private tunnelOpened(ws: WebSocket<SocketData>): void {

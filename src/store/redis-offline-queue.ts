@@ -102,6 +102,16 @@ if redis.call('XLEN', KEYS[1]) == 0 then redis.call('PUBLISH', ARGV[4], cjson.en
 return 'ok'
 `;
 
+// KEYS: stream, use, account use. Drops every event of the name and gives the account its share back.
+const DROP = `
+local events = tonumber(redis.call('HGET', KEYS[2], 'events') or '0')
+local bytes = tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0')
+redis.call('HINCRBY', KEYS[3], 'events', -events)
+redis.call('HINCRBY', KEYS[3], 'bytes', -bytes)
+redis.call('DEL', KEYS[1], KEYS[2])
+return events
+`;
+
 // KEYS: lock. ARGV: token, ttl ms. Taken when free, extended when ours; 0 when another edge holds it.
 const LOCK = `
 local holder = redis.call('GET', KEYS[1])
@@ -121,6 +131,7 @@ interface QueueScripts {
   burrowQueueAck(...args: (string | number)[]): Promise<string>;
   burrowQueueLock(...args: (string | number)[]): Promise<number>;
   burrowQueueUnlock(...args: (string | number)[]): Promise<number>;
+  burrowQueueDrop(...args: string[]): Promise<number>;
 }
 
 export class RedisOfflineQueue {
@@ -139,6 +150,7 @@ export class RedisOfflineQueue {
     redis.defineCommand('burrowQueueAck', { numberOfKeys: 5, lua: ACK });
     redis.defineCommand('burrowQueueLock', { numberOfKeys: 1, lua: LOCK });
     redis.defineCommand('burrowQueueUnlock', { numberOfKeys: 1, lua: UNLOCK });
+    redis.defineCommand('burrowQueueDrop', { numberOfKeys: 3, lua: DROP });
   }
 
   disconnect(): void {
@@ -199,6 +211,11 @@ export class RedisOfflineQueue {
       throw storeUnavailable(error);
     }
     return entries.map(([streamId, fields]) => parseEntry(String(streamId), fields));
+  }
+
+  /** Drops every event held for `subdomain` (its reservation was released); how many went. */
+  async drop(subdomain: string, accountId: string): Promise<number> {
+    return this.redis.burrowQueueDrop(this.key(subdomain), this.key(subdomain, ':use'), `${this.prefix}q:acct:${accountId}`);
   }
 
   /** How many events and bytes `subdomain` holds now. */

@@ -144,3 +144,18 @@ test('an event held longer than the plan allows is dropped when its turn comes, 
   }
 });
 
+
+test("releasing a name drops what it held and gives the account's bounds back", { skip: redisSkip, timeout: 30_000 }, async () => {
+  const a = await startClusterEdge(redis!.url, 'release-a');
+  try {
+    const account = await createAccount(a);
+    assert.equal((await call(a, 'POST', '/api/v1/reserved-subdomains', { token: account.token, body: { subdomain: 'released-queue', offline: 'queue' } })).status, 201);
+    for (let i = 0; i < 3; i++) assert.equal((await post(a, 'released-queue', `{"n":${i}}`)).status, 202);
+    assert.match(await redis!.command('HGET', `burrow:cluster:q:acct:${account.id}`, 'events'), /\r\n3\r\n/);
+    assert.equal((await call(a, 'DELETE', '/api/v1/reserved-subdomains/released-queue', { token: account.token })).status, 204);
+    await waitFor(async () => /^:0\r\n/.test(await redis!.command('XLEN', 'burrow:cluster:q:released-queue')), 5_000, 'the stream dropped');
+    assert.match(await redis!.command('HGET', `burrow:cluster:q:acct:${account.id}`, 'events'), /\r\n0\r\n/);
+  } finally {
+    await a.close();
+  }
+});

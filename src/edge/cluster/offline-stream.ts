@@ -209,6 +209,22 @@ export class ClusterOfflineQueue {
     writeOwn(exchange, 202, ['burrow-event-id', outcome.held, 'content-type', 'application/json'], answer);
   }
 
+  /**
+   * Something changed for `subdomain` through the API (the QueueDriver hook): a released reservation
+   * drops what its name held, so the account's bounds are not kept taken by events nobody will deliver.
+   */
+  changed(subdomain: string): void {
+    void (async () => {
+      const [event] = await this.queue.oldest(subdomain, 1);
+      if (event === undefined) return;
+      const reservation = await this.accounts.getReservation(subdomain);
+      if (reservation !== undefined && reservation.accountId === event.accountId && generationOf(reservation) === event.generation) return;
+      const dropped = await this.queue.drop(subdomain, event.accountId);
+      this.known.delete(subdomain);
+      this.log(`offline queue: ${dropped} event(s) held for ${subdomain} dropped: its reservation was released`);
+    })().catch(() => undefined);
+  }
+
   // ---- delivery -----------------------------------------------------------------------------------------
 
   /** A session opened here: deliver what its name holds. */
