@@ -22,7 +22,7 @@ import { Router } from './router.js';
 import { isOfflineMode, type OfflineMode, type OfflineQueueStore } from '../store/offline-queue.js';
 import { defineQueueRoutes } from './queue-routes.js';
 import { checkCsrf, clearedSessionCookie, clearingSessionCookies, isStateChanging, readSessionCookies, sessionCookie } from './session.js';
-import type { ApiRequest, ApiResponse, CaptureLog, HeaderPairs, InstanceInfo, QueueDriver, ReplayOverrides, TunnelDirectory } from './types.js';
+import type { ApiRequest, ApiResponse, CaptureLog, ClusterQueueView, HeaderPairs, InstanceInfo, QueueDriver, ReplayOverrides, TunnelDirectory } from './types.js';
 import { LocalCaptureLog } from './capture-log.js';
 
 export interface ApiOptions {
@@ -48,6 +48,8 @@ export interface ApiOptions {
   signInLimits?: { perToken?: number; perAddress?: number };
   /** Webhooks held for offline reserved subdomains (the edge's own LMDB). */
   heldEvents: OfflineQueueStore;
+  /** Cluster mode: the webhooks held in the cluster's Redis, which GET /api/v1/queue lists instead. */
+  clusterQueue?: ClusterQueueView;
   /** The edge's secret key: seals the secrets of stored policies (docs/policies.md). Without it a policy with secrets is refused. */
   secrets?: SecretBox;
   /** Told after a reservation's policy changed, so the edge drops what it compiled from the old one. */
@@ -596,7 +598,7 @@ export class Api {
       return NO_CONTENT;
     });
 
-    defineQueueRoutes(add, store, this.options.heldEvents, this.options.queue);
+    defineQueueRoutes(add, store, this.options.heldEvents, this.options.queue, this.options.clusterQueue);
   }
 }
 

@@ -350,6 +350,7 @@ export class Edge {
       usage: this.usage,
       tunnels: clusterApi === null ? this.registry : clusterApi.tunnels,
       queue: this.clusterOffline === null ? this.offline : { changed: (subdomain: string) => this.changedQueue(subdomain) },
+      ...(this.clusterOffline === null ? {} : { clusterQueue: this.clusterOffline }),
       writeFailures: this.writeFailures,
       instance: { build: VERSION, region: options.region ?? 'local', agentUrl: (host) => this.agentUrl(host) },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),

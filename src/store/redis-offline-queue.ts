@@ -202,11 +202,11 @@ export class RedisOfflineQueue {
     return { held: reply[1], duplicate: reply[0] === 'duplicate' };
   }
 
-  /** The oldest events still held on `subdomain`, in order (at most `count`). */
-  async oldest(subdomain: string, count: number): Promise<HeldEvent[]> {
+  /** The oldest events still held on `subdomain`, in order (at most `count`; after the stream id `after` when given). */
+  async oldest(subdomain: string, count: number, after?: string): Promise<HeldEvent[]> {
     let entries: [string, Buffer[]][];
     try {
-      entries = (await this.redis.xrangeBuffer(this.key(subdomain), '-', '+', 'COUNT', count)) as unknown as [string, Buffer[]][];
+      entries = (await this.redis.xrangeBuffer(this.key(subdomain), after === undefined ? '-' : `(${after}`, '+', 'COUNT', count)) as unknown as [string, Buffer[]][];
     } catch (error) {
       throw storeUnavailable(error);
     }

@@ -76,6 +76,15 @@ test('a cluster holds webhooks for a reserved name in queue mode on any edge, an
     assert.equal(full.headers['retry-after'], '60');
     assert.match(full.json.error.message, /limit of 5 events/);
 
+    // The API lists them from any edge; the queue's other routes are not there in cluster mode yet.
+    const listing = await call(a, 'GET', '/api/v1/queue?subdomain=held-queue', { token: account.token });
+    assert.equal(listing.status, 200, listing.text);
+    assert.equal(listing.json.events, 5);
+    assert.deepEqual(listing.json.queue.map((event: { id: string; state: string }) => [event.id, event.state]), ids.map((id) => [id, 'queued']));
+    const pause = await call(b, 'POST', '/api/v1/queue/pause?subdomain=held-queue', { token: account.token });
+    assert.equal(pause.status, 400);
+    assert.match(pause.json.error.message, /not available in cluster mode yet/);
+
     // The tunnel comes back on the other edge: every event once, in order.
     const { client } = await startClient(b, account.token, local.port, { subdomain: 'held-queue' });
     try {

@@ -51,6 +51,9 @@ export interface ClusterOfflineOptions {
 export type OfflineRequest = Pick<ForwardedRequest, 'subdomain' | 'method' | 'path' | 'headers' | 'contentLength' | 'chunked' | 'expectContinue' | 'clientAddress' | 'proto'>;
 
 export const DEFAULT_LOCK_TTL_MS = 5_000;
+/** GET /api/v1/queue lists at most this many held events of a name (a PRO name holds up to 10,000). */
+const LISTED_AT_MOST = 1_000;
+const LIST_PAGE = 10;
 const SOURCE_RATE_WINDOW_MS = 60_000;
 
 export class ClusterOfflineQueue {
@@ -209,8 +212,24 @@ export class ClusterOfflineQueue {
     writeOwn(exchange, 202, ['burrow-event-id', outcome.held, 'content-type', 'application/json'], answer);
   }
 
+  /** GET /api/v1/queue in cluster mode (ClusterQueueView): the events held for this reservation, oldest first. */
+  async list(subdomain: string, accountId: string, generation: string): Promise<{ events: number; bytes: number; queue: Record<string, unknown>[] }> {
+    const use = await this.queue.use(subdomain);
+    const queue: Record<string, unknown>[] = [];
+    // Read a few at a time: entries carry their bodies (up to 1 MiB each), and only their heads are listed.
+    let after: string | undefined;
+    while (queue.length < LISTED_AT_MOST) {
+      const page = await this.queue.oldest(subdomain, LIST_PAGE, after);
+      for (const event of page) if (event.accountId === accountId && event.generation === generation) queue.push(listed(event, subdomain));
+      if (page.length < LIST_PAGE) break;
+      after = page[page.length - 1]!.streamId;
+    }
+    return { ...use, queue: queue.slice(0, LISTED_AT_MOST) };
+  }
+
   /**
-   * Something changed for `subdomain` through the API (the QueueDriver hook): a released reservation
+   * Something changed for `subdomain` through the API (the QueueDriver hook)
+: a released reservation
    * drops what its name held, so the account's bounds are not kept taken by events nobody will deliver.
    */
   changed(subdomain: string): void {
@@ -330,4 +349,23 @@ export class ClusterOfflineQueue {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A held event as GET /api/v1/queue shows it (src/api/queue-routes.ts's eventJson, what Redis keeps of it). */
+function listed(event: HeldEvent, subdomain: string): Record<string, unknown> {
+  return {
+    id: event.id,
+    subdomain,
+    state: 'queued',
+    attempts: 0,
+    received_at: nowIso(event.receivedAt),
+    method: event.method,
+    path: event.path,
+    size: event.body.byteLength,
+    last_status: null,
+    last_error: null,
+    last_request_id: null,
+    sender_id: null,
+    next_attempt_at: null,
+  };
 }
