@@ -83,12 +83,8 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
     }
   }
 
-  async close(reason = 'client closing'): Promise<void> {
-    if (this.closedInfo !== null) return;
-    this.closedInfo = { reason, code: 'CLIENT_CLOSING', byUser: true };
-    await Promise.all(this.sessions.map((session) => session.close(reason)));
-    this.localHop.close();
-    this.emit('closed', this.closedInfo);
+  close(reason = 'client closing'): Promise<void> {
+    return this.endByUser(reason, (session) => session.close(reason));
   }
 
   /**
@@ -96,10 +92,14 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
    * edge, which sends nothing new and closes once its streams are answered. Pools are one edge's (they are
    * refused in cluster mode), so this is one session in practice.
    */
-  async leave(reason = 'client closing'): Promise<void> {
+  leave(reason = 'client closing'): Promise<void> {
+    return this.endByUser(reason, (session) => session.leave(reason));
+  }
+
+  private async endByUser(reason: string, end: (session: TunnelClient) => Promise<void>): Promise<void> {
     if (this.closedInfo !== null) return;
     this.closedInfo = { reason, code: 'CLIENT_CLOSING', byUser: true };
-    await Promise.all(this.sessions.map((session) => session.leave(reason)));
+    await Promise.all(this.sessions.map(end));
     this.localHop.close();
     this.emit('closed', this.closedInfo);
   }
