@@ -108,7 +108,8 @@ async function setUp(children: Children, temp: string): Promise<Setup> {
   const client = children.spawn({
     name: 'client',
     command: process.execPath,
-    args: [BIN, 'http', String(targetPort), '--edge', `http://localhost:${a.port}`, '--token', token, '--subdomain', subdomain, '--no-inspect'],
+    // One session, on A: with --edges' default of 2 the tunnel would be on B too and nothing would take the hop.
+    args: [BIN, 'http', String(targetPort), '--edge', `http://localhost:${a.port}`, '--token', token, '--subdomain', subdomain, '--no-inspect', '--edges', '1'],
     env,
     stdoutFile: join(temp, 'client.log'),
   });

@@ -21,6 +21,8 @@ export const ERROR_CODES = {
   PAYLOAD_TOO_LARGE: { status: 413, message: 'The request body is larger than the limit.' },
   RESERVATION_LIMIT_REACHED: { status: 403, message: 'Reserved-subdomain cap of the plan reached. Release one or upgrade.' },
   TUNNEL_OFFLINE: { status: 409, message: 'The tunnel is not connected.' },
+  // Cluster mode: a client on several edges (docs/cluster.md, "Clients on several edges").
+  ALREADY_ATTACHED: { status: 409, message: 'This client already has a session for this tunnel on this edge; connect through another edge.' },
   REPLAY_TRUNCATED: { status: 409, message: 'The captured request body was cut at the capture limit; send "allow_truncated": true to replay the cut body.' },
   INTERNAL_ERROR: { status: 500, message: 'Internal error.' },
   // The dashboard's session (docs/dashboard.md).

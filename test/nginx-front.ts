@@ -174,3 +174,39 @@ export async function startNginx(dir: string, config: FrontConfig, httpLines: st
     },
   };
 }
+
+/**
+ * The shipped deploy/nginx-burrow-cluster.conf in front of three edges on loopback (their public and
+ * agent ports, in the file's order), started from `dir`; its access log, `dir`/upstreams.log, names the
+ * edge of each request (`$request_uri $status $upstream_addr`).
+ */
+export async function startClusterNginx(
+  dir: string,
+  front: { domain: string; certDir: string; httpsPort: number; httpPort: number; edgePorts: readonly number[]; agentPorts: readonly number[] },
+): Promise<{ nginx: RunningNginx; log: string }> {
+  const edgePlaceholders = ['10.0.0.11:8080', '10.0.0.12:8080', '10.0.0.13:8080'];
+  const agentPlaceholders = ['10.0.0.11:8081', '10.0.0.12:8081', '10.0.0.13:8081'];
+  const webroot = join(dir, 'webroot');
+  mkdirSync(webroot, { recursive: true });
+  const log = join(dir, 'upstreams.log');
+  const placeholder = (text: string): RegExp => new RegExp(text.replace(/\./g, '\\.'), 'g');
+  const nginx = await startNginx(
+    dir,
+    {
+      shipped: 'nginx-burrow-cluster.conf',
+      domain: front.domain,
+      certDir: front.certDir,
+      webroot,
+      httpsPort: front.httpsPort,
+      httpPort: front.httpPort,
+      edges: [
+        ...edgePlaceholders.map((text, index): [RegExp, string] => [placeholder(text), `127.0.0.1:${front.edgePorts[index]}`]),
+        ...agentPlaceholders.map((text, index): [RegExp, string] => [placeholder(text), `127.0.0.1:${front.agentPorts[index]}`]),
+      ],
+    },
+    // Which edge served each request: the test's own log line, beside the shipped file.
+    ["log_format upstreams '$request_uri $status $upstream_addr';", `access_log ${log} upstreams;`],
+  );
+  return { nginx, log };
+}
+

@@ -13,7 +13,8 @@ import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { after } from 'node:test';
+import { after, before } from 'node:test';
+import { Redis } from 'ioredis';
 import { ROOT, freePort, tempDir, waitFor } from './helpers.js';
 
 const ensureRedis = (await import(pathToFileURL(join(ROOT, 'scripts', 'ensure-redis.mjs')).href)) as {
@@ -214,3 +215,18 @@ export class TestSentinels {
 function countEntries(reply: string): number {
   return Number(/^\*(\d+)/.exec(reply)?.[1] ?? 0);
 }
+
+/**
+ * A store test file's Redis and one ioredis client on it (fails fast, no offline queue), both started at
+ * the top level and ended with the file; a client that never connects when Redis tests are skipped.
+ */
+export async function testRedisClient(): Promise<{ server: TestRedis; client: Redis }> {
+  const server = redisSkip === false ? await TestRedis.start() : (null as unknown as TestRedis);
+  const client = new Redis(server?.url ?? 'redis://127.0.0.1:1', { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2_000, lazyConnect: redisSkip !== false });
+  before(async () => {
+    if (redisSkip === false && client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+  });
+  after(() => client.disconnect());
+  return { server, client };
+}
+

@@ -22,7 +22,7 @@ import { Router } from './router.js';
 import { isOfflineMode, type OfflineMode, type OfflineQueueStore } from '../store/offline-queue.js';
 import { defineQueueRoutes } from './queue-routes.js';
 import { checkCsrf, clearedSessionCookie, clearingSessionCookies, isStateChanging, readSessionCookies, sessionCookie } from './session.js';
-import type { ApiRequest, ApiResponse, CaptureLog, HeaderPairs, InstanceInfo, QueueDriver, ReplayOverrides, TunnelDirectory } from './types.js';
+import type { ApiRequest, ApiResponse, CaptureLog, ClusterQueueView, HeaderPairs, InstanceInfo, QueueDriver, ReplayOverrides, TunnelDirectory } from './types.js';
 import { LocalCaptureLog } from './capture-log.js';
 
 export interface ApiOptions {
@@ -46,15 +46,12 @@ export interface ApiOptions {
   sessions?: SessionOptions;
   /** Sign-ins (`POST /api/v1/session`) per window per token and per client address: 10 and 30 by default. */
   signInLimits?: { perToken?: number; perAddress?: number };
-  /**
-   * Whether reserved subdomains may be set to `reject` or `queue` (docs/offline.md); false in cluster
-   * mode, where the edge that receives a webhook may not be the one its tunnel comes back to.
-   */
-  offlineModes?: boolean;
   /** Webhooks held for offline reserved subdomains (the edge's own LMDB). */
   heldEvents: OfflineQueueStore;
   /** The edge's TCP tunnels' public ports (`--tcp-ports`), which a TCP port's reservation is one of; absent: the edge has none. */
   tcpPorts?: { first: number; last: number };
+  /** Cluster mode: the webhooks held in the cluster's Redis, which GET /api/v1/queue lists instead. */
+  clusterQueue?: ClusterQueueView;
   /** The edge's secret key: seals the secrets of stored policies (docs/policies.md). Without it a policy with secrets is refused. */
   secrets?: SecretBox;
   /** Told after a reservation's policy changed, so the edge drops what it compiled from the old one. */
@@ -537,7 +534,7 @@ export class Api {
       const body = readJsonObject(req);
       rejectUnknownFields(body, ['subdomain', 'offline', 'kind']);
       const kind = reservationKind(body);
-      const offline = offlineField(body.offline, this.options.offlineModes !== false);
+      const offline = offlineField(body.offline);
       if (kind !== 'http' && offline !== undefined && offline !== 'off') throw offlineOnlyForHttp(kind);
       const accountId = principal.account.id;
       const subdomain = kind === 'tcp' ? (body.subdomain === undefined ? await this.freeTcpName() : this.tcpReservationName(body.subdomain as string)) : (body.subdomain as string).toLowerCase();
@@ -566,7 +563,7 @@ export class Api {
     add('PATCH', '/api/v1/reserved-subdomains/:subdomain', async ({ req, params, principal }) => {
       const body = readJsonObject(req);
       rejectUnknownFields(body, ['offline']);
-      const offline = offlineField(body.offline, this.options.offlineModes !== false);
+      const offline = offlineField(body.offline);
       if (offline === undefined) throw new BurrowError('INVALID_REQUEST', '"offline" is required: "off", "reject" or "queue".');
       const subdomain = params.subdomain!.toLowerCase();
       const kind = (await store.getReservation(subdomain))?.kind;
@@ -625,7 +622,7 @@ export class Api {
       return NO_CONTENT;
     });
 
-    defineQueueRoutes(add, store, this.options.heldEvents, this.options.queue);
+    defineQueueRoutes(add, store, this.options.heldEvents, this.options.queue, this.options.clusterQueue);
   }
 
   /** `tcp:PORT` for a TCP port's reservation: a port of the edge's `--tcp-ports`, or why not. */
@@ -692,12 +689,9 @@ function reservationJson(record: ReservationRecord): Record<string, unknown> {
   };
 }
 
-function offlineField(value: unknown, heldOffline: boolean): OfflineMode | undefined {
+function offlineField(value: unknown): OfflineMode | undefined {
   if (value === undefined) return undefined;
   if (!isOfflineMode(value)) throw new BurrowError('INVALID_REQUEST', '"offline" must be "off", "reject" or "queue".');
-  if (value !== 'off' && !heldOffline) {
-    throw new BurrowError('INVALID_REQUEST', `"offline": "${value}" is not available in cluster mode yet: a reserved subdomain there is "off" (docs/cluster.md).`);
-  }
   return value;
 }
 

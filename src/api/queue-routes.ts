@@ -8,7 +8,7 @@ import { nowIso } from '../ids.js';
 import type { AccountStore, Principal } from '../store/account-store.js';
 import { DISCARD_STATES, generationOf, isDiscardState, type OfflineQueueStore, type QueuedEvent } from '../store/offline-queue.js';
 import { json, NO_CONTENT, queryParams } from './http.js';
-import type { ApiRequest, ApiResponse, QueueDriver } from './types.js';
+import type { ApiRequest, ApiResponse, ClusterQueueView, QueueDriver } from './types.js';
 
 type Add = (
   method: string,
@@ -38,7 +38,7 @@ export function eventJson(event: QueuedEvent): Record<string, unknown> {
  * `held` is the edge's own LMDB queue: with the embedded store the reservations and the events they hold
  * live in one environment (a release clears both in one transaction).
  */
-export function defineQueueRoutes(add: Add, store: AccountStore, held: OfflineQueueStore, driver: QueueDriver | undefined): void {
+export function defineQueueRoutes(add: Add, store: AccountStore, held: OfflineQueueStore, driver: QueueDriver | undefined, cluster?: ClusterQueueView): void {
   /** The reserved subdomain named by ?subdomain=, if it is the caller's. */
   const ownSubdomain = async (req: ApiRequest, principal: Principal): Promise<string> => {
     const name = queryParams(req).get('subdomain');
@@ -62,15 +62,26 @@ export function defineQueueRoutes(add: Add, store: AccountStore, held: OfflineQu
     return { subdomain, offline: reservation?.offline ?? 'off', paused: meta.paused, events: meta.events, bytes: meta.bytes, expired: meta.expired };
   };
 
+  /** Cluster mode: only the listing reaches the cluster's queue for now (docs/offline.md, "In cluster mode"). */
+  const notInCluster = (): void => {
+    if (cluster !== undefined) throw new BurrowError('INVALID_REQUEST', 'Redelivering, discarding, pausing and resuming held events are not available in cluster mode yet (docs/offline.md); GET /api/v1/queue lists them.');
+  };
+
   add('GET', '/api/v1/queue', async ({ req, principal }) => {
     const subdomain = await ownSubdomain(req, principal);
     // Only this reservation's events: anything of an earlier owner of the name is not theirs to see.
-    const generation = generationOf(await store.getReservation(subdomain));
+    const reservation = await store.getReservation(subdomain);
+    const generation = generationOf(reservation);
+    if (cluster !== undefined) {
+      const view = await cluster.list(subdomain, principal.account.id, generation);
+      return json(200, { subdomain, offline: reservation?.offline ?? 'off', paused: false, events: view.events, bytes: view.bytes, expired: 0, queue: view.queue });
+    }
     const events = held.list(subdomain).filter((event) => event.accountId === principal.account.id && generationOf(event) === generation);
     return json(200, { ...(await summary(subdomain)), queue: events.map(eventJson) });
   });
 
   add('DELETE', '/api/v1/queue', async ({ req, principal }) => {
+    notInCluster();
     const subdomain = await ownSubdomain(req, principal);
     const state = queryParams(req).get('state');
     if (!isDiscardState(state)) {
@@ -82,6 +93,7 @@ export function defineQueueRoutes(add: Add, store: AccountStore, held: OfflineQu
   });
 
   add('POST', '/api/v1/queue/pause', async ({ req, principal }) => {
+    notInCluster();
     const subdomain = await ownSubdomain(req, principal);
     await held.setPaused(subdomain, true);
     driver?.changed(subdomain);
@@ -89,6 +101,7 @@ export function defineQueueRoutes(add: Add, store: AccountStore, held: OfflineQu
   });
 
   add('POST', '/api/v1/queue/resume', async ({ req, principal }) => {
+    notInCluster();
     const subdomain = await ownSubdomain(req, principal);
     await held.setPaused(subdomain, false);
     driver?.changed(subdomain);
@@ -96,6 +109,7 @@ export function defineQueueRoutes(add: Add, store: AccountStore, held: OfflineQu
   });
 
   add('POST', '/api/v1/queue/:event_id/deliver', async ({ params, principal }) => {
+    notInCluster();
     const event = ownEvent(params.event_id!, principal);
     if (event.state === 'delivering') return json(202, eventJson(event));
     // Back in line with a fresh retry schedule, ahead of the events still queued.
@@ -106,6 +120,7 @@ export function defineQueueRoutes(add: Add, store: AccountStore, held: OfflineQu
   });
 
   add('DELETE', '/api/v1/queue/:event_id', async ({ params, principal }) => {
+    notInCluster();
     const event = ownEvent(params.event_id!, principal);
     await held.remove(event.id);
     driver?.changed(event.subdomain);

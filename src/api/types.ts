@@ -82,6 +82,15 @@ export interface TunnelDirectory {
 }
 
 /** The edge's delivery of held webhooks, as the API sees it (docs/offline.md). */
+/**
+ * Cluster mode: the webhooks held for a name in the cluster's Redis (src/edge/cluster/offline-stream.ts),
+ * as `GET /api/v1/queue` lists them; the queue's other routes are not available there yet.
+ */
+export interface ClusterQueueView {
+  /** The events held now for the name's reservation (its account and generation), oldest first, and the name's totals. */
+  list(subdomain: string, accountId: string, generation: string): Promise<{ events: number; bytes: number; queue: Record<string, unknown>[] }>;
+}
+
 export interface QueueDriver {
   /** Events of `subdomain` were queued, redelivered or discarded, or its queue paused or resumed. */
   changed(subdomain: string): void;

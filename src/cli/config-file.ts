@@ -116,6 +116,8 @@ export interface ConfigFile {
   /** null: `inspect: off`. */
   inspect?: InspectAddress | null;
   log?: 'text' | 'json';
+  /** `edges`: how many edges of a cluster each tunnel is attached to (`--edges K`). */
+  edgesPerTunnel?: number;
   /** In file order. */
   tunnels: TunnelConfig[];
   /** Keys holding secrets in clear (token, basic_auth...): the file's mode is checked when any does. */
@@ -246,7 +248,9 @@ export function loadConfig(explicit: string | undefined, env: NodeJS.ProcessEnv 
 
 // ---- checking -----------------------------------------------------------------------------------------------
 
-const TOP_KEYS = ['version', 'edge', 'token', 'token_env', 'ca', 'inspect', 'log', 'tunnels'] as const;
+const TOP_KEYS = ['version', 'edge', 'edges', 'token', 'token_env', 'ca', 'inspect', 'log', 'tunnels'] as const;
+/** The most edges one tunnel is attached to (src/client/multi-edge.ts MAX_EDGES_PER_TUNNEL). */
+const MAX_EDGES = 8;
 const POLICY_KEYS = POLICY_FIELDS;
 const HTTP_KEYS = ['http', 'subdomain', 'routes', 'host_header', 'local_insecure', ...POLICY_KEYS] as const;
 const KINDS = ['http', 'tcp', 'tls'] as const;
@@ -559,6 +563,12 @@ function readTop(reader: Reader, contents: unknown, path: string): ConfigFile {
     if (value !== undefined && value !== 'text' && value !== 'json') reader.problem(log.value, log.key, `must be text or json, not "${value}"`);
     else if (value !== undefined) config.log = value;
   }
+  const edges = byName.get('edges');
+  if (edges !== undefined) {
+    const value = isScalar(edges.value) ? edges.value.value : undefined;
+    if (typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_EDGES) config.edgesPerTunnel = value;
+    else reader.problem(edges.value, edges.key, `must be a whole number from 1 to ${MAX_EDGES}: how many edges of a cluster each tunnel is attached to`);
+  }
   const tunnels = byName.get('tunnels');
   if (tunnels !== undefined) config.tunnels = readTunnels(reader, tunnels, config.secrets);
   return config;
@@ -862,6 +872,7 @@ export const EXAMPLE_CONFIG = `# burrow.yml: named tunnels for "burrow start NAM
 # ca: ./private-ca.pem       # trust this CA for an https:// edge (relative to this file)
 # inspect: 4040              # the inspector: PORT or HOST:PORT (loopback), or off
 # log: text                  # one line per request: text or json
+# edges: 2                   # in a cluster, each tunnel is attached to this many edges (1 to 8)
 
 tunnels:
   web:

@@ -8,6 +8,7 @@ import { EventEmitter } from 'node:events';
 import type { PolicySpec } from '../protocol/policy.js';
 import type { Settings } from '../protocol/constants.js';
 import type { SendCredit } from '../protocol/flow.js';
+import { DeliveredEvents } from './delivered-events.js';
 import type { Exchange } from './exchange.js';
 import type { HostHeader } from './host-header.js';
 import { LocalHop, type TargetPool } from './local-hop/pool.js';
@@ -55,6 +56,8 @@ export interface TunnelLink {
   readonly blocked: Set<FlushableStream>;
   readonly edge: string;
   readonly linkOpen: boolean;
+  /** The edge reports a cluster (READY's clusterEdges): held webhooks may come again from another edge. */
+  readonly inCluster: boolean;
   send(frame: Buffer): void;
   atTurnEnd(stream: TurnEndStream): void;
   consumedConnection(bytes: number): void;
@@ -94,6 +97,8 @@ export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements RawS
   everBound = false;
   stopped = false;
   private readonly localHop: LocalHop;
+  /** Held webhooks this tunnel delivered lately, looked at while the edge reports a cluster (src/client/delivered-events.ts). */
+  private delivered: DeliveredEvents | null = null;
 
   readonly kind: 'http' | 'tcp' | 'tls';
   /** A tcp tunnel's public port: asked for again on every BIND once the edge gave one. */
@@ -125,6 +130,12 @@ export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements RawS
 
   get publicUrl(): string | null {
     return this.publicUrlValue;
+  }
+
+  get deliveredEvents(): DeliveredEvents | null {
+    if (!this.link.inCluster) return null;
+    this.delivered ??= new DeliveredEvents();
+    return this.delivered;
   }
 
   get activeStreams(): number {

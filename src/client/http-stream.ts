@@ -21,16 +21,17 @@
  * (src/client/ws-observer.ts), never changed.
  */
 import type { Duplex } from 'node:stream';
-import type { MessageHead } from '../http1/parser.js';
+import { MessageHead } from '../http1/parser.js';
 import { encode } from '../protocol/codec.js';
 import { FrameType } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import { dropHopByHop, isName } from '../protocol/headers.js';
 import { CaptureBuffer } from '../capture-buffer.js';
 import { edgeResetText, logWebSocketMessage, webSocketExchange, WS_MESSAGE_BYTES_KEPT, type Exchange } from './exchange.js';
+import { eventIdOf } from './delivered-events.js';
 import { localRequestHeaders } from './host-header.js';
 import { failed, LocalHopError } from './local-hop/errors.js';
-import type { LocalExchange, LocalResponseHandler, ResponseFramingValue } from './local-hop/exchange.js';
+import { ResponseFraming, type LocalExchange, type LocalResponseHandler, type ResponseFramingValue } from './local-hop/exchange.js';
 import type { LocalTarget } from './routes.js';
 import type { StreamHost } from './stream-host.js';
 import { WsObserver, WsOpcode, type ObservedWsMessage } from './ws-observer.js';
@@ -90,6 +91,9 @@ export class ClientHttpStream implements LocalResponseHandler {
   private sentEnd = false;
   private localPaused = false;
   private finished = false;
+  /** A held webhook's id (cluster mode), remembered once the local server answers it 2xx; `repeat`: it was answered before. */
+  private eventId: string | null = null;
+  private repeat = false;
 
   // After a 101: the local socket, the edge's FIN, and edge bytes not yet on the socket.
   private socket: Duplex | null = null;
@@ -140,6 +144,18 @@ export class ClientHttpStream implements LocalResponseHandler {
     }
     const whole = end || request.upgrade;
     if (whole) this.requestEnded = true;
+    const delivered = this.host.deliveredEvents;
+    if (delivered != null && !request.upgrade) {
+      const eventId = eventIdOf(request.headers);
+      if (eventId !== null && delivered.has(eventId)) {
+        // A held webhook the local server already took, sent again by another edge: answered here.
+        this.repeat = true;
+        if (size > 0) this.writeBody(viewOf(body!));
+        if (whole) this.answerRepeat();
+        return;
+      }
+      this.eventId = eventId;
+    }
     const fields = localRequestHeaders(request.headers, this.target, this.host.hostHeader);
     const inline = whole && size > 0 ? viewOf(body!) : null;
     try {
@@ -191,12 +207,23 @@ export class ClientHttpStream implements LocalResponseHandler {
 
   private writeBody(chunk: Buffer): void {
     this.uncredited += chunk.byteLength;
-    if (this.exchange !== null && this.exchange.write(chunk)) this.creditTaken();
+    if (this.exchange !== null ? this.exchange.write(chunk) : this.repeat) this.creditTaken();
   }
 
   private endRequest(trailers: string[] | null): void {
     this.requestEnded = true;
-    this.exchange?.end(trailers);
+    if (this.repeat) this.answerRepeat();
+    else this.exchange?.end(trailers);
+  }
+
+  /** The answer to a repeated delivery (src/client/delivered-events.ts), once its body has arrived. */
+  private answerRepeat(): void {
+    const head = new MessageHead();
+    head.status = 200;
+    head.reason = 'OK';
+    head.fields = ['Burrow-Duplicate-Delivery', '1', 'Content-Length', '0'];
+    this.onHead(head, ResponseFraming.LENGTH, 0);
+    this.onEnd();
   }
 
   /** The local socket took the body bytes written so far: their credit goes back to the edge. */
@@ -510,6 +537,7 @@ export class ClientHttpStream implements LocalResponseHandler {
   private complete(error: string | null): void {
     if (this.finished) return;
     this.finished = true;
+    if (this.eventId !== null && error === null && this.status >= 200 && this.status < 300) this.host.deliveredEvents?.add(this.eventId);
     this.closed = true;
     this.host.endStream(this);
     // Body bytes that reached this stream and never reached the local socket give their share of the

@@ -2,6 +2,7 @@
  * What a client stream needs from its tunnel: the settings the edge announced, the routes and local
  * pools, a way to send frames, and the connection's credit.
  */
+import type { DeliveredEvents } from './delivered-events.js';
 import type { Settings } from '../protocol/constants.js';
 import type { SendCredit } from '../protocol/flow.js';
 import type { Exchange } from './exchange.js';
@@ -61,4 +62,6 @@ export interface StreamHost {
    */
   recordWebSocket?(exchange: Exchange): void;
   protocolError(message: string): void;
+  /** A tunnel on several edges of a cluster: held webhooks delivered lately, so a repeat is answered here (src/client/delivered-events.ts). */
+  readonly deliveredEvents?: DeliveredEvents | null;
 }

@@ -30,6 +30,7 @@ import {
   FINAL_GOAWAY_CODES,
   FrameType,
   GoAwayCode,
+  NoticeCode,
   PROTOCOL_HEADER,
   PROTOCOL_VERSION,
   ResetCode,
@@ -43,6 +44,7 @@ import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js'
 import type { Exchange } from './exchange.js';
 import { ClientHttpStream } from './http-stream.js';
 import type { HostHeader } from './host-header.js';
+import type { DeliveredEvents } from './delivered-events.js';
 import { LocalHop } from './local-hop/pool.js';
 import type { TargetPool } from './local-hop/pool.js';
 import type { LocalTarget, RouteTable } from './routes.js';
@@ -97,6 +99,26 @@ export interface TunnelClientOptions {
    * on the connect is told to update.
    */
   bindOnly?: boolean;
+  /**
+   * The client process's id (the connect's `instance`); a fresh one by default. Sessions of one
+   * tunnel on several edges (src/client/multi-edge.ts) share it: the edges then serve the tunnel
+   * side by side instead of taking it from each other.
+   */
+  instance?: string;
+  /** A local hop shared with other sessions of the same tunnel; this client then leaves it open when it ends. */
+  localHop?: LocalHop;
+  /** Which of the edges to try first (an index into the failover order; 0 by default). */
+  firstEdge?: number;
+  /**
+   * Held webhooks this tunnel's sessions delivered lately (src/client/delivered-events.ts), shared by the
+   * sessions of a tunnel on several edges; looked at only while the edge reports a cluster.
+   */
+  deliveredEvents?: DeliveredEvents;
+  /**
+   * Keep trying until READY instead of failing `start()` once every edge failed (a second session of a
+   * tunnel that is already up): only a final refusal ends it.
+   */
+  keepTrying?: boolean;
 }
 
 /** The edge refused the tunnel: its HTTP status and the spec's error code and message. */
@@ -131,10 +153,26 @@ export interface ClosedInfo {
   byUser: boolean;
 }
 
+/** What the edge in use says about its cluster store (NOTICE STORE_UNAVAILABLE / STORE_AVAILABLE), on a change only. */
+export interface StoreNotice {
+  available: boolean;
+  /** The edge that said so. */
+  edge: string;
+  /** The edge's words. */
+  message: string;
+}
+
 export interface TunnelClientEvents {
   ready: [ReadyInfo];
-  /** `edge`: the edge tried next; delayMs 0 when it is another edge tried at once. */
-  reconnecting: [{ attempt: number; delayMs: number; reason: string; edge: string }];
+  /**
+   * `edge`: the edge tried next; delayMs 0 when it is another edge tried at once. `refusal`: the error
+   * code when the edge refused the connect (ALREADY_ATTACHED, STORE_UNAVAILABLE...), else null.
+   */
+  reconnecting: [{ attempt: number; delayMs: number; reason: string; edge: string; refusal: string | null }];
+  /** The edge's store became unavailable, or available again (cluster mode; once per change). */
+  store: [StoreNotice];
+  /** A NOTICE of a code this client does not know: shown as the edge's words. */
+  notice: [{ code: number; message: string; edge: string }];
   closed: [ClosedInfo];
   exchange: [Exchange];
   /** An upgraded connection (a WebSocket) opened or closed: emitted twice with the same object (inspector only). */
@@ -169,7 +207,17 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private readonly flushNow = (): void => this.flush();
   private subdomain: string | undefined;
   /** This client's id on every connect: its reconnects replace its own old session (docs/protocol.md section 1). */
-  readonly instance = randomBytes(12).toString('base64url');
+  readonly instance: string;
+  /** Whether the local hop is this client's own (closed with it) or shared with other sessions. */
+  private readonly ownsLocalHop: boolean;
+  /** The cluster attachment of the last READY (settings.attachment): named in the next connect's `drop`. */
+  private attachment: number | null = null;
+  /** What the edge in use last said of its store (NOTICE): events fire on a change only. */
+  private storeAvailable = true;
+  /** The options' deliveredEvents while the edge reports a cluster (READY's clusterEdges), else null. */
+  deliveredEvents: DeliveredEvents | null = null;
+  /** The edge's last READY reported a cluster (its clusterEdges): the bound tunnels dedupe held webhooks too. */
+  inCluster = false;
   private publicUrlValue: string | null = null;
   private everReady = false;
   private stopped = false;
@@ -218,10 +266,15 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.edges = typeof options.edge === 'string' ? [options.edge] : [...options.edge];
     if (this.edges.length === 0) throw new Error('TunnelClient needs at least one edge');
     this.endpoints = this.edges.map((edge) => ({ edge, address: null }));
-    this.localHop = new LocalHop(this.routes.targets(), {
-      insecure: this.localInsecure,
-      ...(options.connectionsPerPort === undefined ? {} : { connectionsPerTarget: options.connectionsPerPort }),
-    });
+    this.endpointIndex = (options.firstEdge ?? 0) % this.endpoints.length;
+    this.instance = options.instance ?? randomBytes(12).toString('base64url');
+    this.ownsLocalHop = options.localHop === undefined;
+    this.localHop =
+      options.localHop ??
+      new LocalHop(this.routes.targets(), {
+        insecure: this.localInsecure,
+        ...(options.connectionsPerPort === undefined ? {} : { connectionsPerTarget: options.connectionsPerPort }),
+      });
   }
 
   /** The edge in use, or the one being tried. */
@@ -387,13 +440,22 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         const refusal = cleartextRefusal(edge, this.options.insecure === true);
         if (refusal === null) continue;
         this.stopped = true;
-        this.localHop.close();
+        this.closeLocalHop();
         reject(new Error(refusal));
         return;
       }
       this.firstConnect = { resolve, reject };
       this.connectAfterResolving();
     });
+  }
+
+  private closeLocalHop(): void {
+    if (this.ownsLocalHop) this.localHop.close();
+  }
+
+  /** The subdomain this client asks for (the one READY gave, once it did). */
+  get subdomainName(): string | undefined {
+    return this.subdomain;
   }
 
   /** Closes the tunnel at once: GOAWAY to the edge, local pools closed. */
@@ -409,7 +471,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       socket?.terminate();
     }
     this.failStreams();
-    this.localHop.close();
+    this.closeLocalHop();
     for (const tunnel of this.bound.values()) tunnel.finish({ reason, code: 'CLIENT_CLOSING', byUser: true });
     this.emit('closed', { reason, code: 'CLIENT_CLOSING', byUser: true });
   }
@@ -550,6 +612,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     // Only until the first READY: a reconnect must not take the name back from a client that replaced this one.
     if (this.options.replace === true && !this.everReady) url.searchParams.set('replace', '1');
     if (this.options.pool === true) url.searchParams.set('pool', '1');
+    // The cluster attachment of the session this one replaces: its edge lets it go at once (docs/protocol.md section 1).
+    if (this.attachment !== null) url.searchParams.set('drop', String(this.attachment));
     const socket = new WebSocket(url, {
       headers: {
         authorization: `Bearer ${this.options.token}`,
@@ -617,6 +681,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
    */
   private transient(error: TunnelRefusedError): boolean {
     if (error.status === 429 || error.status >= 500) return true;
+    // This client's other session is on that edge already: another edge may take this one.
+    if (error.code === 'ALREADY_ATTACHED') return true;
     return this.everReady && this.endpoints.length > 1 && error.code === 'TUNNEL_LIMIT_REACHED';
   }
 
@@ -629,7 +695,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.firstConnect = null;
       this.stopped = true;
       this.clearTimers();
-      this.localHop.close();
+      this.closeLocalHop();
       reject(error);
       return;
     }
@@ -666,17 +732,17 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       // Another edge is untried since the last failure round: no reason to wait before trying it.
       this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
       const next = this.endpoints[this.endpointIndex]!;
-      this.reconnecting({ attempt: this.attempt + 1, delayMs: 0, reason: said, edge: endpointLabel(next) });
+      this.reconnecting({ attempt: this.attempt + 1, delayMs: 0, reason: said, edge: endpointLabel(next), refusal: this.refusal?.code ?? null });
       this.connect();
       return;
     }
-    if (!this.everReady && this.firstConnect !== null) {
+    if (!this.everReady && this.firstConnect !== null && this.options.keepTrying !== true) {
       // Every edge failed before a first READY: nothing to keep alive yet.
       const { reject } = this.firstConnect;
       this.firstConnect = null;
       this.stopped = true;
       this.clearTimers();
-      this.localHop.close();
+      this.closeLocalHop();
       if (this.endpoints.length > 1) reject(new Error(`cannot connect to any edge: ${this.roundCauses.join('; ')}`));
       else if (this.refusal !== null) reject(this.refusal);
       else reject(new Error(`cannot connect to the edge at ${endpointLabel(endpoint)}: ${this.socketError ?? (reason === '' ? `the connection closed (${code})` : reason)}`));
@@ -685,7 +751,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.failuresInRound = 0;
     this.roundCauses = [];
     this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
-    this.scheduleReconnect(said);
+    this.scheduleReconnect(said, this.refusal?.code ?? null);
   }
 
   /** Why a connection ended, short: "GOAWAY SHUTDOWN: ...", "ECONNREFUSED", "STORE_UNAVAILABLE: ...". */
@@ -703,7 +769,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     return `the connection to the edge at ${endpointLabel(endpoint)} dropped (WebSocket close ${code})`;
   }
 
-  private scheduleReconnect(reason: string): void {
+  private scheduleReconnect(reason: string, refusal: string | null): void {
     this.attempt++;
     const min = this.options.minBackoffMs ?? 250;
     const max = this.options.maxBackoffMs ?? 15_000;
@@ -711,7 +777,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     // Full jitter between half and all of the ceiling: clients dropped together do not return together.
     const delayMs = Math.round(ceiling / 2 + Math.random() * (ceiling / 2));
     const next = this.endpoints[this.endpointIndex % this.endpoints.length]!;
-    this.reconnecting({ attempt: this.attempt, delayMs, reason, edge: endpointLabel(next) });
+    this.reconnecting({ attempt: this.attempt, delayMs, reason, edge: endpointLabel(next), refusal });
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
       if (!this.stopped) this.connectAfterResolving();
@@ -724,7 +790,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.clearTimers();
     this.socket?.terminate();
     this.failStreams();
-    this.localHop.close();
+    this.closeLocalHop();
     // A final GOAWAY before the first READY (the name taken over at once, the token revoked meanwhile):
     // whoever waits on start() learns it too, not only the 'closed' listeners.
     const first = this.firstConnect;
@@ -851,6 +917,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       case FrameType.UNBOUND:
         this.onUnbound(frame[2], frame[3], frame[4]);
         return;
+      case FrameType.NOTICE:
+        this.onNotice(frame[2], frame[3]);
+        return;
       default:
         throw new ProtocolError(`an edge may not send frame type ${frame[0]}`);
     }
@@ -861,8 +930,24 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     if (!this.connectionReceive.receive(size)) throw new ProtocolError('the edge exceeded the connection window');
   }
 
+  /** NOTICE: the store's state is reported on a change only; an unknown code as the edge's words. */
+  private onNotice(code: number, message: string): void {
+    const edge = endpointLabel(this.endpoints[this.endpointIndex % this.endpoints.length]!);
+    if (code === NoticeCode.STORE_UNAVAILABLE || code === NoticeCode.STORE_AVAILABLE) {
+      const available = code === NoticeCode.STORE_AVAILABLE;
+      if (available === this.storeAvailable) return;
+      this.storeAvailable = available;
+      this.emit('store', { available, edge, message });
+      return;
+    }
+    this.emit('notice', { code, message, edge });
+  }
+
   private onReady(subdomain: string, publicUrl: string, settings: Settings): void {
     this.settings = settings;
+    this.attachment = settings.attachment ?? null;
+    this.inCluster = settings.clusterEdges !== undefined;
+    this.deliveredEvents = this.inCluster ? (this.options.deliveredEvents ?? null) : null;
     this.connectionSend = new SendCredit(settings.connectionWindow);
     this.connectionReceive = new ReceiveWindow(settings.connectionWindow);
     this.subdomain = subdomain;

@@ -16,7 +16,7 @@
 import { closeReason } from '../protocol/close-reason.js';
 import { BurrowError, type ErrorCode } from '../errors.js';
 import { decode, encode, ProtocolError, type BindFrame, type Frame } from '../protocol/codec.js';
-import { CLOSE_CODE_BASE, FrameType, GoAwayCode, type GoAwayCodeValue, type Settings } from '../protocol/constants.js';
+import { CLOSE_CODE_BASE, FrameType, GoAwayCode, type GoAwayCodeValue, type NoticeCodeValue, type Settings } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import type { WebSocket } from '../uws.js';
 import type { EdgeObserver } from './observer.js';
@@ -96,12 +96,23 @@ export class TunnelConnection implements TunnelSocket, FrameSender {
     return this.tunnels.get(0);
   }
 
-  /** The WebSocket opened: the connect's tunnel goes live, and the client is told (READY). */
-  attach(ws: WebSocket<SocketData>): void {
+  /**
+   * The WebSocket opened: the connect's tunnel goes live, and the client is told (READY). `cluster` adds
+   * the cluster's READY settings (docs/protocol.md section 4) for the connect's tunnel once the registry
+   * knows them (a connect that names no tunnel is told clusterEdges only: its BIND tunnels have no
+   * attachment to name in a `drop`).
+   */
+  attach(ws: WebSocket<SocketData>, cluster: ((subdomain: string | null) => Pick<Settings, 'clusterEdges' | 'attachment'> | null) | null = null): void {
     this.ws = ws;
     const first = this.first;
     if (first !== undefined) first.goLive();
-    this.send(encode([FrameType.READY, 0, first?.subdomain ?? '', first?.publicUrl ?? '', this.settings]));
+    const extra = cluster?.(first?.subdomain ?? null) ?? null;
+    this.send(encode([FrameType.READY, 0, first?.subdomain ?? '', first?.publicUrl ?? '', extra === null ? this.settings : { ...this.settings, ...extra }]));
+  }
+
+  /** Tells the client something about the edge (NOTICE, docs/protocol.md section 10), once for all its tunnels. */
+  notice(code: NoticeCodeValue, message: string): void {
+    this.send(encode([FrameType.NOTICE, 0, code, message]));
   }
 
   // ---- sending ----------------------------------------------------------------------------------------

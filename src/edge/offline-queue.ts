@@ -843,8 +843,14 @@ export function senderIdOf(headers: readonly string[], bodyStart: Uint8Array | n
 
 const STRIPE_EVENT_START = /^\s*\{\s*"id"\s*:\s*"([A-Za-z0-9_]{1,200})"\s*,\s*"object"\s*:\s*"event"/;
 
-/** A held event in the shape the replay machinery sends; the capture of each attempt names the event. */
-function eventAsCapture(event: QueuedEvent, body: Buffer | null): CaptureRecord {
+/**
+ * A held event in the shape the replay machinery sends; the capture of each attempt names the event.
+ * Also the cluster's queue's (src/edge/cluster/offline-stream.ts).
+ */
+export function eventAsCapture(
+  event: Pick<QueuedEvent, 'id' | 'subdomain' | 'accountId' | 'clientAddress' | 'method' | 'path' | 'receivedAt' | 'headers' | 'bodySize'>,
+  body: Buffer | null,
+): CaptureRecord {
   return {
     id: event.id,
     seq: 0,

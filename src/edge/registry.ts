@@ -42,6 +42,12 @@ export interface AdmitDetails {
   kind?: TunnelKindValue;
   /** `--pool`: join the account's pool on the name when one is online, instead of being refused. */
   pool?: boolean;
+  /**
+   * Cluster mode: the client's earlier sessions this connect replaces (their attachments, from the
+   * connect's `drop`): the edges that had them let go at once. Ignored on one edge, where a reconnect
+   * replaces the old session anyway.
+   */
+  drop?: readonly number[];
 }
 
 /** The tunnel that holds a name online, as a refused connect is told about it. */

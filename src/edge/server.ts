@@ -42,7 +42,8 @@ import { gatherBody, requestFraming } from './request-framing.js';
 import { TunnelRegistry, type EdgeRegistry } from './registry.js';
 import type { AccountStore, UsageCounter } from '../store/account-store.js';
 import { ClusterConnection } from './cluster/connection.js';
-import { ClusterRegistry, type ClusterTimings } from './cluster/registry.js';
+import { ClusterOfflineQueue } from './cluster/offline-stream.js';
+import { ClusterRegistry, storeNotice, type ClusterTimings } from './cluster/registry.js';
 import type { ClusterOptions } from './cluster/types.js';
 import { errorJson, statusLine, writeOwn, writePublicError } from './responses.js';
 import { TunnelSession, type SessionDeps, type SocketData } from './session.js';
@@ -197,6 +198,8 @@ export class Edge {
   readonly usage: UsageCounter;
   readonly registry: EdgeRegistry;
   readonly offline: OfflineQueue;
+  /** In cluster mode, webhooks held in Redis for names no edge holds (docs/offline.md, "In cluster mode"). */
+  private clusterOffline: ClusterOfflineQueue | null = null;
   readonly api: Api;
   readonly domain: string;
   readonly settings: Settings;
@@ -338,8 +341,19 @@ export class Edge {
         ...(options.clusterTimings === undefined ? {} : { timings: options.clusterTimings }),
       });
       this.registry = this.cluster;
+      // Every connected client hears when this edge loses its store and when it is back (NOTICE).
+      this.cluster.on('store-status', (status) => {
+        const [code, message] = storeNotice(status);
+        // Once per connection, however many of its tunnels the registry holds.
+        const connections = new Set<TunnelConnection>();
+        for (const session of this.registry.sessions()) connections.add(session.connection);
+        for (const connection of connections) connection.notice(code, message);
+      });
       this.hop = new ClusterHop({ directory: this.cluster, local: this.cluster, secret: cluster.secret }, this.log);
       this.cluster.peerLink = this.hop.peerLink;
+      const offline = new ClusterOfflineQueue(cluster.queue, this.accounts, this.cluster, this.log, { ...options.offlineQueue, secrets: this.secrets });
+      this.clusterOffline = offline;
+      this.hop.offline = (exchange, request, body) => offline.takes(exchange, request, body);
     } else this.registry = new TunnelRegistry(this.store, options.graceMs ?? 60_000);
     if (tcpRange !== null) {
       this.tcp = new TcpPorts({
@@ -387,13 +401,13 @@ export class Edge {
     this.api = new Api({
       store: this.accounts,
       heldEvents: this.store.queue,
-      offlineModes: this.cluster === null,
       ...(tcpRange === null ? {} : { tcpPorts: tcpRange }),
       captures: this.captures,
       ...(clusterApi === null ? {} : { captureLog: clusterApi.captureLog }),
       usage: this.usage,
       tunnels: clusterApi === null ? this.registry : clusterApi.tunnels,
-      queue: this.offline,
+      queue: this.clusterOffline === null ? this.offline : { changed: (subdomain: string) => this.changedQueue(subdomain) },
+      ...(this.clusterOffline === null ? {} : { clusterQueue: this.clusterOffline }),
       writeFailures: this.writeFailures,
       instance: { build: VERSION, region: options.region ?? 'local', agentUrl: (host) => this.agentUrl(host) },
       ...(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit }),
@@ -869,6 +883,9 @@ export class Edge {
       this.forwardPublic(exchange, subdomain, target, head, clientAddress, proto);
       return;
     }
+    // Cluster mode: events held for the name go first, live requests queue behind them (docs/offline.md).
+    const clusterOffline = this.clusterOffline;
+    if (!upgrade && clusterOffline !== null && clusterOffline.backlogged(subdomain) && clusterOffline.holdsLive(exchange, { subdomain, method, path: target, headers: head.headers, contentLength: head.contentLength, chunked: head.chunked, expectContinue: head.expectContinue, clientAddress, proto })) return;
     const session = this.sessionFor(exchange, subdomain, target, clientAddress, forwarded);
     if (session === undefined) return;
     const policy = session.policy;
@@ -1015,16 +1032,24 @@ export class Edge {
       const requested = query.get('subdomain');
       const instance = query.get('instance');
       if (instance !== null && !INSTANCE_ID.test(instance)) throw new BurrowError('INVALID_REQUEST', 'The "instance" query parameter must be 8 to 64 of A-Z, a-z, 0-9, "_" and "-".');
+      const dropText = query.get('drop') ?? '';
+      const drop = dropText === '' ? [] : dropText.split(',').map(Number);
+      if (drop.length > 8 || !drop.every((fence) => Number.isSafeInteger(fence) && fence > 0)) {
+        throw new BurrowError('INVALID_REQUEST', 'The "drop" query parameter must be the attachments this connect replaces: up to 8 positive integers, comma-separated.');
+      }
       const account = principal.account;
       const limits = this.accounts.planLimits(account.plan);
       const requestedName = requested === null || requested === '' ? null : requested.toLowerCase();
       const pool = query.get('pool') === '1';
       if (pool && this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'Pools (--pool) are not available in cluster mode yet.');
       if (pool && policyHeader !== '') throw new BurrowError('INVALID_REQUEST', POOL_POLICY_REFUSAL);
-      const details = { tokenId: principal.token.id, port, clientAddress, instance, replace: query.get('replace') === '1', pool };
+      const details = { tokenId: principal.token.id, port, clientAddress, instance, replace: query.get('replace') === '1', pool, drop };
       const binder: TunnelBinder = {
         bind: (connection, frame) => this.bindTunnel(connection, frame, limits),
-        bound: (session) => this.offline.tunnelConnected(session),
+        bound: (session) => {
+          this.offline.tunnelConnected(session);
+          this.clusterOffline?.tunnelConnected(session);
+        },
       };
       const owner = { accountId: account.id, tokenId: principal.token.id, instance, clientAddress };
       if (bindOnly) {
@@ -1123,6 +1148,7 @@ export class Edge {
       kind,
       pool,
       ...(runPolicy === undefined || kind === TunnelKind.TLS ? {} : { policy: runPolicy }),
+      ...(this.cluster === null || requested === null ? {} : { drop: this.cluster.ownAttachment(requested, owner.accountId, owner.instance) }),
     });
     const subdomain = typeof admitted === 'string' ? admitted : await admitted;
     if (connection.closed) {
@@ -1211,9 +1237,25 @@ export class Edge {
     // Every tunnel socket is a TunnelConnection (connectTunnel); SocketData names it by its socket interface.
     const connection = ws.getUserData().session as TunnelConnection | null;
     if (connection === null) return;
-    connection.attach(ws);
+    const cluster = this.cluster;
+    connection.attach(ws, cluster === null ? null : (subdomain) => cluster.readySettings(subdomain));
+    if (cluster !== null) {
+      // A new connection learns the store's state at once: a client that moved here from an edge without
+      // its store hears that this one has it.
+      const [code, message] = storeNotice(cluster.storeStatus);
+      connection.notice(code, message);
+    }
     const first = connection.first;
-    if (first !== undefined) this.offline.tunnelConnected(first);
+    if (first !== undefined) {
+      this.offline.tunnelConnected(first);
+      this.clusterOffline?.tunnelConnected(first);
+    }
+  }
+
+  /** The API changed a name's queue: the edge's own, and in cluster mode the cluster's (a release drops it). */
+  private changedQueue(subdomain: string): void {
+    this.offline.changed(subdomain);
+    this.clusterOffline?.changed(subdomain);
   }
 
   private agentNotFound(res: HttpResponse, req: HttpRequest): void {
@@ -1239,6 +1281,7 @@ export class Edge {
 
   private async shutdown(drainMs: number): Promise<void> {
     this.offline.close();
+    this.clusterOffline?.close();
     // From here on /healthz answers 503: a load balancer stops sending before the drain ends.
     this.draining = true;
     // In a cluster, a closed listener reads as "gone" to the other edges' takeovers: serve nothing new from here.

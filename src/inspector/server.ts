@@ -22,11 +22,11 @@ import { request } from 'undici';
 import { refuseTruncatedReplay, takeAllowTruncated, validateReplayOverrides } from '../api/api.js';
 import type { ReplayOverrides } from '../api/types.js';
 import type { Exchange } from '../client/exchange.js';
-import type { TunnelClient } from '../client/tunnel-client.js';
+import type { Tunnel } from '../client/tunnel.js';
 import type { BoundTunnel } from '../client/bound-tunnel.js';
 
-/** A tunnel the inspector shows: `burrow http`'s client, or one of `burrow start`'s tunnels. */
-type InspectedTunnel = TunnelClient | BoundTunnel;
+/** A tunnel the inspector shows: `burrow http`'s (one session, or one on several edges), or one of `burrow start`'s tunnels. */
+type InspectedTunnel = Tunnel | BoundTunnel;
 import { BurrowError, isErrorCode } from '../errors.js';
 import { statusLine } from '../edge/responses.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t, type WebSocket } from '../uws.js';

@@ -63,6 +63,7 @@ export type BindFrame = [
 ];
 export type BoundFrame = [typeof FrameType.BOUND, 0, tunnel: number, error: string, message: string, name: string, publicUrl: string];
 export type UnboundFrame = [typeof FrameType.UNBOUND, 0, tunnel: number, code: number, message: string];
+export type NoticeFrame = [typeof FrameType.NOTICE, 0, code: number, message: string];
 export type AcceptFrame = [
   typeof FrameType.ACCEPT,
   stream: number,
@@ -87,7 +88,8 @@ export type Frame =
   | BindFrame
   | BoundFrame
   | UnboundFrame
-  | AcceptFrame;
+  | AcceptFrame
+  | NoticeFrame;
 
 export class ProtocolError extends Error {
   readonly code: GoAwayCodeValue = GoAwayCode.PROTOCOL_ERROR;
@@ -244,6 +246,8 @@ const isString = (value: unknown): boolean => typeof value === 'string';
 const isBool = (value: unknown): boolean => typeof value === 'boolean';
 const isBytesOrNull = (value: unknown): boolean => value === null || value instanceof Uint8Array;
 const isStatus = (value: unknown): boolean => typeof value === 'number' && Number.isInteger(value) && value >= 100 && value <= 999;
+/** A fence from the cluster's counter: any positive integer msgpack carries exactly. */
+const isFence = (value: unknown): boolean => typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
 const isWindow = (value: unknown): boolean => isStream(value) && (value as number) <= MAX_WINDOW;
 const isTunnel = (value: unknown): boolean => isUint(value) && (value as number) <= MAX_TUNNEL_ID;
 const isBoundTunnel = (value: unknown): boolean => isTunnel(value) && (value as number) > 0;
@@ -273,7 +277,9 @@ const isSettings = (value: unknown): boolean => {
     isWindow(settings.connectionWindow) &&
     isStream(settings.maxStreams) &&
     isStream(settings.maxMessage) &&
-    (settings.maxTunnels === undefined || isStream(settings.maxTunnels))
+    (settings.maxTunnels === undefined || isStream(settings.maxTunnels)) &&
+    (settings.clusterEdges === undefined || isStream(settings.clusterEdges)) &&
+    (settings.attachment === undefined || isFence(settings.attachment))
   );
 };
 
@@ -292,6 +298,7 @@ SHAPES[FrameType.BIND] = [isZero, isBoundTunnel, isKind, isString, isPort, isPor
 SHAPES[FrameType.BOUND] = [isZero, isBoundTunnel, isString, isString, isString, isString];
 SHAPES[FrameType.UNBOUND] = [isZero, isTunnel, isUint, isString];
 SHAPES[FrameType.ACCEPT] = [isStream, isTunnel, isString, isString, isPort, isString, isPort];
+SHAPES[FrameType.NOTICE] = [isZero, isUint, isString];
 
 export const FRAME_NAMES: readonly string[] = Object.freeze(
   Object.entries(FrameType).reduce<string[]>((names, [name, type]) => {

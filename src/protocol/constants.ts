@@ -44,9 +44,14 @@ export const FrameType = {
   UNBOUND: 16,
   /** edge → client: a public TCP connection (a tcp or tls tunnel's) for raw DATA both ways. [17, stream, tunnel, requestId, clientAddress, clientPort, serverAddress, serverPort] */
   ACCEPT: 17,
+  /**
+   * edge → client: something the client should tell its user; informational, never final, nothing to
+   * answer; once per connection, whatever tunnels it carries. [18, 0, code, message] (NoticeCode)
+   */
+  NOTICE: 18,
 } as const;
 export type FrameTypeValue = (typeof FrameType)[keyof typeof FrameType];
-export const MAX_FRAME_TYPE = 17;
+export const MAX_FRAME_TYPE = 18;
 
 /**
  * The kinds of tunnel a connection carries (docs/protocol.md section 18): `http` (requests as OPEN),
@@ -118,6 +123,21 @@ export const GoAwayCode = {
 export type GoAwayCodeValue = (typeof GoAwayCode)[keyof typeof GoAwayCode];
 export const CLOSE_CODE_BASE = 4000;
 
+/**
+ * NOTICE codes: what the edge tells the client about itself. Informational: the tunnel stays as it is,
+ * and a client that knows no code shows the message or ignores it.
+ */
+export const NoticeCode = {
+  /**
+   * A cluster edge cannot reach the cluster's shared store (Redis): the tunnel stays served while its
+   * lease holds (docs/cluster.md, "Redis down"); new connects and API calls get 503 meanwhile.
+   */
+  STORE_UNAVAILABLE: 1,
+  /** The edge reaches its store (again). */
+  STORE_AVAILABLE: 2,
+} as const;
+export type NoticeCodeValue = (typeof NoticeCode)[keyof typeof NoticeCode];
+
 /** Codes after which a client must not reconnect on its own. */
 export const FINAL_GOAWAY_CODES: ReadonlySet<number> = new Set([
   GoAwayCode.CLOSED_BY_API,
@@ -143,6 +163,16 @@ export interface Settings {
    * 18); from an edge without it a client binds nothing.
    */
   maxTunnels?: number;
+  /**
+   * Cluster mode only (docs/cluster.md): how many edges of the cluster were alive when this tunnel
+   * connected. A client that sees it may attach the same tunnel to several edges.
+   */
+  clusterEdges?: number;
+  /**
+   * Cluster mode only: this session's attachment to the tunnel's lease (a fence, unique in the
+   * cluster). A reconnect names it in `drop` so the edge that had it lets go at once.
+   */
+  attachment?: number;
 }
 
 export const DEFAULT_SETTINGS: Readonly<Settings> = Object.freeze({

@@ -66,6 +66,21 @@ export interface RedisLeasesOptions {
   replicaTimeoutMs?: number;
 }
 
+/**
+ * One edge serving a live lease: its client's session on that edge. The edge serves the name while its
+ * own attachment is valid (docs/cluster.md, "Never two owners"); a client on several edges has one
+ * attachment on each.
+ */
+export interface Attachment {
+  nodeId: string;
+  advertise: string;
+  boot: string;
+  /** From the cluster's fence counter: larger than every grant and attachment before it. */
+  fence: number;
+  /** When this attachment lapses unless renewed (Redis's clock, ms since the epoch). */
+  expiresAt: number;
+}
+
 /** Who holds a subdomain, as stored. */
 export interface LeaseRecord {
   subdomain: string;
@@ -74,20 +89,23 @@ export interface LeaseRecord {
   port: number;
   startedAt: number;
   publicUrl: string;
-  nodeId: string;
-  advertise: string;
-  boot: string;
   /** The client process that connected it ('' for a client that sends none) and its address. */
   instance: string;
   clientAddress: string;
+  /** The grant's fence: a new owner (another client, another account) gets a larger one. */
   fence: number;
-  /** 'live': a tunnel is connected to `nodeId`; 'held': the name is its account's for the grace period. */
+  /** 'live': a tunnel is connected to the edges attached; 'held': the name is its account's for the grace period. */
   state: 'live' | 'held';
   /** The tunnel's one-run policy as JSON (a StoredPolicy: secrets sealed, passwords hashed), '' for none. */
   policy: string;
-  /** When Redis drops the lease (Redis's clock, ms since the epoch). */
+  /** When Redis drops the lease (Redis's clock, ms since the epoch): its latest attachment's expiry, or the grace's end. */
   expiresAt: number;
+  /** The edges serving it now (live attachments, unexpired when read); none while held. */
+  attachments: Attachment[];
 }
+
+/** The lease's owner without its attachments: what a 'granted' message carries beside the new attachment. */
+export type LeaseOwner = Omit<LeaseRecord, 'attachments'>;
 
 /** What a claim asks for: the tunnel being connected and the edge connecting it. */
 export interface LeaseClaim {
@@ -107,23 +125,44 @@ export interface LeaseClaim {
   replace: boolean;
   /** The account's tunnel cap, counted over every edge. */
   cap: number;
-  /** Take the name over from this fence: the holder (same account, another edge) released it or is gone. */
+  /**
+   * Take the name over up to this fence: every edge attached (same account, another client, or one
+   * naming no instance) released it or is gone, and none attached since (its fence would be larger).
+   */
   fromFence?: number;
   /**
    * The tunnel's one-run policy as JSON ('' for none), kept in the lease for the forwarding edges:
    * bounded by the connect header's size (docs/policies.md), a few KiB at most.
    */
   policy?: string;
+  /** Attachments of the same client this connect replaces (its old sessions): removed in the same step. */
+  drop?: readonly number[];
+  /** This edge's own live attachment of the same client is kept (a lease claimed again for its session) instead of refused. */
+  rejoin?: boolean;
+}
+
+/** An edge attached to a lease: whom a takeover asks to let go, and whom a dropped attachment is told of. */
+export interface AttachedEdge {
+  nodeId: string;
+  boot: string;
+  advertise: string;
+  fence: number;
 }
 
 export type ClaimResult =
-  | { granted: true; fence: number; expiresAt: number }
+  /**
+   * This edge is attached: `fence` is its attachment's, `ownerFence` the grant's (equal on a new grant);
+   * `dropped` the client's old attachments removed on the way (their edges should end those sessions).
+   */
+  | { granted: true; fence: number; ownerFence: number; expiresAt: number; dropped: AttachedEdge[] }
+  /** The same client already has a live session on this edge (and dropped none of it): ALREADY_ATTACHED. */
+  | { granted: false; reason: 'attached'; fence: number }
   | { granted: false; reason: 'taken'; state: 'live' | 'held' }
   | { granted: false; reason: 'cap'; active: number }
   /** Another client of the same account has the name live, and the claim did not ask to replace it. */
-  | { granted: false; reason: 'online'; holder: Pick<LeaseRecord, 'instance' | 'clientAddress' | 'port' | 'startedAt' | 'tokenId' | 'nodeId'> }
-  /** The same account holds the name live on another edge: ask it to release, then claim `fromFence`. */
-  | { granted: false; reason: 'takeover'; holder: { nodeId: string; boot: string; advertise: string }; fence: number };
+  | { granted: false; reason: 'online'; holder: Pick<LeaseRecord, 'instance' | 'clientAddress' | 'port' | 'startedAt' | 'tokenId'> & { nodeId: string } }
+  /** The same account holds the name live on other edges: ask each to release, then claim with `fromFence: fence` (the newest). */
+  | { granted: false; reason: 'takeover'; holders: AttachedEdge[]; fence: number };
 
 export type RenewOutcome = 'ok' | 'missing' | 'lost';
 
@@ -145,14 +184,18 @@ export interface PeerRecord extends NodeBeat {
 export type ClusterCommand =
   | { type: 'close'; subdomain: string; fence: number; reason: 'closed-by-api' | 'token-revoked' }
   | { type: 'revoke'; tokenId: string }
-  /** A name was granted: its whole lease, live for `ttlMs` from now unless renewed. */
-  | { type: 'granted'; lease: LeaseRecord; ttlMs: number }
-  /** The grant `fence` of `subdomain` ended (held for its account's grace period, or dropped). */
-  | { type: 'released'; subdomain: string; fence: number }
+  /** An edge was attached to a name (a new grant, or its client attached to one more edge): live for `ttlMs` unless renewed. */
+  | { type: 'granted'; lease: LeaseOwner; attachment: Attachment; ttlMs: number }
+  /** The attachment `fence` of `nodeId` to `subdomain` ended. */
+  | { type: 'released'; subdomain: string; nodeId: string; fence: number }
   /** `nodeId` (that boot) renewed every lease it still holds for `ttlMs` from now. */
   | { type: 'renewed'; nodeId: string; boot: string; advertise: string; ttlMs: number }
   /** The stored policy of `subdomain` changed through the API (docs/policies.md): every edge compiles it again. */
-  | { type: 'policy'; subdomain: string };
+  | { type: 'policy'; subdomain: string }
+  /** An event was held for `subdomain` (src/store/redis-offline-queue.ts): the edge holding its tunnel delivers it. */
+  | { type: 'queued'; subdomain: string }
+  /** The last event held for `subdomain` was delivered (or parked as failed). */
+  | { type: 'drained'; subdomain: string };
 
 /** Every live lease at one moment, and Redis's clock then (for their remaining time). */
 export interface LeaseSnapshot {
@@ -167,91 +210,211 @@ local function now_ms()
 end
 `;
 
+/**
+ * Lua: the lease at KEYS[1] as stored: its fields (a table by name) and its live attachments (those whose
+ * expiry is after `now`), each {nodeId, boot, advertise, fence, expiresAt} with strings as stored and
+ * `expires` a number. Expired attachments are removed on the way: their edges stopped serving already.
+ */
+const READ_LEASE = `
+local function read_lease(key, now)
+  local flat = redis.call('HGETALL', key)
+  local fields = {}
+  local live = {}
+  for i = 1, #flat, 2 do
+    local name = flat[i]
+    if string.sub(name, 1, 2) == 'a:' then
+      local a = cjson.decode(flat[i + 1])
+      a.nodeId = string.sub(name, 3)
+      a.expires = tonumber(a.expiresAt)
+      if a.expires > now then live[#live + 1] = a else redis.call('HDEL', key, name) end
+    else
+      fields[name] = flat[i + 1]
+    end
+  end
+  return fields, live
+end
+local function attachment_json(fence, boot, advertise, expires)
+  return cjson.encode({fence = tostring(fence), boot = boot, advertise = advertise, expiresAt = string.format('%d', expires)})
+end
+`;
+
 // KEYS: lease, account set, fence counter.
 // ARGV: subdomain, accountId, tokenId, port, startedAt, publicUrl, nodeId, advertise, boot, ttlMs, cap, fromFence ('' for none),
-//       instance ('' for none), clientAddress, replace ('1' or ''), the commands channel, the one-run policy's JSON ('' for none).
-// A live name of the same account goes only to its own client's reconnect (same instance), to a replace,
-// or to a client that names no instance (registry.ts, takeoverRefusal: the same rule on one edge).
-const CLAIM = `${NOW}
+//       instance ('' for none), clientAddress, replace ('1' or ''), the commands channel, drop (attachment fences, comma-separated),
+//       rejoin ('1': this node's live attachment for the same client is adopted, not refused), the one-run policy's JSON ('' for none;
+//       a new grant stores it, an attachment beside the same client's others keeps the lease's).
+// A live name of the same account goes only to its own client (same instance: attached beside its other
+// edges), to a replace, or to a client that names no instance (registry.ts, takeoverRefusal: the same rule
+// on one edge); a replace or a client without instance takes it over from every edge attached.
+const CLAIM = `${NOW}${READ_LEASE}
 local now = now_ms()
+local expires = now + tonumber(ARGV[10])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local cur = redis.call('HMGET', KEYS[1], 'accountId', 'state', 'nodeId', 'boot', 'advertise', 'fence', 'instance', 'clientAddress', 'port', 'startedAt', 'tokenId')
-if cur[1] then
-  if cur[1] ~= ARGV[2] then return {'taken', cur[2]} end
-  if cur[2] == 'live' and ARGV[15] ~= '1' and ARGV[13] ~= '' and cur[7] ~= ARGV[13] then
-    return {'online', cur[7] or '', cur[8] or '', cur[9] or '0', cur[10] or '0', cur[11] or '', cur[3] or ''}
-  end
-  if cur[2] == 'live' and (cur[3] ~= ARGV[7] or cur[4] ~= ARGV[9]) and cur[6] ~= ARGV[12] then
-    return {'takeover', cur[3], cur[4], cur[5], cur[6]}
+local cur, live = read_lease(KEYS[1], now)
+local function announce(fence, ownerFence)
+  redis.call('PUBLISH', ARGV[16], cjson.encode({type = 'granted', ttlMs = ARGV[10], lease = {subdomain = ARGV[1], accountId = cur.accountId or ARGV[2],
+    tokenId = cur.tokenId or ARGV[3], port = cur.port or ARGV[4], startedAt = cur.startedAt or ARGV[5], publicUrl = cur.publicUrl or ARGV[6],
+    instance = cur.instance or ARGV[13], clientAddress = cur.clientAddress or ARGV[14], policy = cur.policy or ARGV[19] or '', fence = tostring(ownerFence), state = 'live',
+    expiresAt = string.format('%d', expires)}, attachment = {nodeId = ARGV[7], advertise = ARGV[8], boot = ARGV[9], fence = tostring(fence),
+    expiresAt = string.format('%d', expires)}}))
+end
+if cur.accountId then
+  if cur.accountId ~= ARGV[2] then return {'taken', cur.state} end
+  if cur.state == 'live' and #live > 0 then
+    local same = ARGV[13] ~= '' and cur.instance == ARGV[13]
+    if not same and ARGV[15] ~= '1' and ARGV[13] ~= '' then
+      return {'online', cur.instance or '', cur.clientAddress or '', cur.port or '0', cur.startedAt or '0', cur.tokenId or '', live[1].nodeId}
+    end
+    if same then
+      local drops = {}
+      for fence in string.gmatch(ARGV[17], '[^,]+') do drops[fence] = true end
+      local dropped = {}
+      local mine = nil
+      for _, a in ipairs(live) do
+        if drops[a.fence] then
+          redis.call('HDEL', KEYS[1], 'a:' .. a.nodeId)
+          redis.call('PUBLISH', ARGV[16], cjson.encode({type = 'released', subdomain = ARGV[1], nodeId = a.nodeId, fence = a.fence}))
+          dropped[#dropped + 1] = a.nodeId
+          dropped[#dropped + 1] = a.boot
+          dropped[#dropped + 1] = a.advertise
+          dropped[#dropped + 1] = a.fence
+        elseif a.nodeId == ARGV[7] and a.boot == ARGV[9] then
+          mine = a
+        end
+      end
+      local fence
+      if mine ~= nil then
+        if ARGV[18] ~= '1' then return {'attached', mine.fence} end
+        fence = mine.fence
+      else
+        fence = tostring(redis.call('INCR', KEYS[3]))
+      end
+      redis.call('HSET', KEYS[1], 'a:' .. ARGV[7], attachment_json(fence, ARGV[9], ARGV[8], expires))
+      local leaseExpires = math.max(tonumber(cur.expiresAt) or 0, expires)
+      redis.call('HSET', KEYS[1], 'expiresAt', string.format('%d', leaseExpires))
+      redis.call('PEXPIREAT', KEYS[1], string.format('%d', leaseExpires))
+      redis.call('ZADD', KEYS[2], string.format('%d', leaseExpires), ARGV[1])
+      announce(fence, cur.fence)
+      local out = {'granted', fence, string.format('%d', expires), cur.fence}
+      for _, item in ipairs(dropped) do out[#out + 1] = item end
+      return out
+    end
+    -- A takeover: every edge attached (but this very process, whose registry replaces its own session)
+    -- must have let go, which the claimer asked each of them first; an attachment made since has a larger fence.
+    local newest = 0
+    local others = {}
+    for _, a in ipairs(live) do
+      if not (a.nodeId == ARGV[7] and a.boot == ARGV[9]) then
+        others[#others + 1] = a
+        if tonumber(a.fence) > newest then newest = tonumber(a.fence) end
+      end
+    end
+    if #others > 0 and (ARGV[12] == '' or newest > tonumber(ARGV[12])) then
+      local out = {'takeover', string.format('%d', newest)}
+      for _, a in ipairs(others) do
+        out[#out + 1] = a.nodeId
+        out[#out + 1] = a.boot
+        out[#out + 1] = a.advertise
+        out[#out + 1] = a.fence
+      end
+      return out
+    end
   end
 end
 if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
   local active = redis.call('ZCARD', KEYS[2])
   if active >= tonumber(ARGV[11]) then return {'cap', tostring(active)} end
 end
-local fence = redis.call('INCR', KEYS[3])
-local expires = now + tonumber(ARGV[10])
+local fence = tostring(redis.call('INCR', KEYS[3]))
 redis.call('DEL', KEYS[1])
+cur = {}
 redis.call('HSET', KEYS[1], 'subdomain', ARGV[1], 'accountId', ARGV[2], 'tokenId', ARGV[3], 'port', ARGV[4],
-  'startedAt', ARGV[5], 'publicUrl', ARGV[6], 'nodeId', ARGV[7], 'advertise', ARGV[8], 'boot', ARGV[9],
-  'instance', ARGV[13], 'clientAddress', ARGV[14], 'policy', ARGV[17] or '',
-  'fence', fence, 'state', 'live', 'expiresAt', string.format('%d', expires))
+  'startedAt', ARGV[5], 'publicUrl', ARGV[6], 'instance', ARGV[13], 'clientAddress', ARGV[14], 'policy', ARGV[19] or '',
+  'fence', fence, 'state', 'live', 'expiresAt', string.format('%d', expires),
+  'a:' .. ARGV[7], attachment_json(fence, ARGV[9], ARGV[8], expires))
 redis.call('PEXPIREAT', KEYS[1], string.format('%d', expires))
 redis.call('ZADD', KEYS[2], string.format('%d', expires), ARGV[1])
-redis.call('PUBLISH', ARGV[16], cjson.encode({type = 'granted', ttlMs = ARGV[10], lease = {subdomain = ARGV[1], accountId = ARGV[2],
-  tokenId = ARGV[3], port = ARGV[4], startedAt = ARGV[5], publicUrl = ARGV[6], nodeId = ARGV[7], advertise = ARGV[8], boot = ARGV[9],
-  fence = tostring(fence), state = 'live', expiresAt = string.format('%d', expires), policy = ARGV[17] or ''}}))
-return {'granted', tostring(fence), string.format('%d', expires)}
+announce(fence, fence)
+return {'granted', fence, string.format('%d', expires), fence}
 `;
 
 // KEYS: this node's heartbeat, the node set.
-// ARGV: prefix, nodeId, boot, advertise, ttlMs, heartbeatTtlMs, then (subdomain, fence, accountId) per lease.
+// ARGV: prefix, nodeId, boot, advertise, ttlMs, heartbeatTtlMs, then (subdomain, attachment fence, accountId, instance) per lease.
+// Per lease: 'ok' (this edge's attachment extended), 'missing' (the lease, or only this edge's attachment
+// to it, is gone while the name is still its client's: attach again), 'lost' (another account or another
+// client of it has the name).
 const RENEW = `${NOW}
 local now = now_ms()
-local expires = string.format('%d', now + tonumber(ARGV[5]))
+local expires = now + tonumber(ARGV[5])
 redis.call('SET', KEYS[1], cjson.encode({nodeId = ARGV[2], boot = ARGV[3], advertise = ARGV[4]}), 'PX', ARGV[6])
 redis.call('SADD', KEYS[2], ARGV[2])
 local out = {}
 local i = 7
-while i + 2 <= #ARGV do
+while i + 3 <= #ARGV do
   local key = ARGV[1] .. 'lease:' .. ARGV[i]
-  local cur = redis.call('HMGET', key, 'fence', 'state', 'nodeId', 'boot')
+  local cur = redis.call('HMGET', key, 'accountId', 'state', 'a:' .. ARGV[2], 'expiresAt', 'instance')
   if not cur[1] then
     out[#out + 1] = 'missing'
-  elseif cur[1] == ARGV[i + 1] and cur[2] == 'live' and cur[3] == ARGV[2] and cur[4] == ARGV[3] then
-    redis.call('PEXPIREAT', key, expires)
-    redis.call('HSET', key, 'expiresAt', expires)
-    redis.call('ZADD', ARGV[1] .. 'account:' .. ARGV[i + 2] .. ':live', expires, ARGV[i])
-    out[#out + 1] = 'ok'
-  else
+  elseif cur[1] ~= ARGV[i + 2] or (cur[2] == 'live' and (cur[5] or '') ~= ARGV[i + 3]) then
     out[#out + 1] = 'lost'
+  else
+    local a = cur[3] and cjson.decode(cur[3])
+    if cur[2] == 'live' and a and a.fence == ARGV[i + 1] and a.boot == ARGV[3] and tonumber(a.expiresAt) > now then
+      a.expiresAt = string.format('%d', expires)
+      local leaseExpires = string.format('%d', math.max(tonumber(cur[4]) or 0, expires))
+      redis.call('HSET', key, 'a:' .. ARGV[2], cjson.encode(a), 'expiresAt', leaseExpires)
+      redis.call('PEXPIREAT', key, leaseExpires)
+      redis.call('ZADD', ARGV[1] .. 'account:' .. ARGV[i + 2] .. ':live', leaseExpires, ARGV[i])
+      out[#out + 1] = 'ok'
+    else
+      out[#out + 1] = 'missing'
+    end
   end
-  i = i + 3
+  i = i + 4
 end
 redis.call('PUBLISH', ARGV[1] .. 'commands', cjson.encode({type = 'renewed', nodeId = ARGV[2], boot = ARGV[3], advertise = ARGV[4], ttlMs = ARGV[5]}))
 return out
 `;
 
-// KEYS: lease, account set. ARGV: subdomain, fence, nodeId, graceMs (0: drop the name), the commands channel.
-const RELEASE = `${NOW}
-local cur = redis.call('HMGET', KEYS[1], 'fence', 'nodeId')
-if cur[1] ~= ARGV[2] or cur[2] ~= ARGV[3] then return 0 end
+// KEYS: lease, account set. ARGV: subdomain, attachment fence, nodeId, graceMs (0: drop the name), the commands channel.
+// Ends one edge's attachment. The name stays live while another edge is attached; after the last one it
+// is held for its account's grace period, or dropped.
+const RELEASE = `${NOW}${READ_LEASE}
+local stored = redis.call('HGET', KEYS[1], 'a:' .. ARGV[3])
+if not stored or cjson.decode(stored).fence ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], 'a:' .. ARGV[3])
+redis.call('PUBLISH', ARGV[5], cjson.encode({type = 'released', subdomain = ARGV[1], nodeId = ARGV[3], fence = ARGV[2]}))
+local now = now_ms()
+local cur, live = read_lease(KEYS[1], now)
+if #live > 0 then
+  local latest = 0
+  for _, a in ipairs(live) do if a.expires > latest then latest = a.expires end end
+  redis.call('HSET', KEYS[1], 'expiresAt', string.format('%d', latest))
+  redis.call('PEXPIREAT', KEYS[1], string.format('%d', latest))
+  redis.call('ZADD', KEYS[2], string.format('%d', latest), ARGV[1])
+  return 1
+end
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('PUBLISH', ARGV[5], cjson.encode({type = 'released', subdomain = ARGV[1], fence = ARGV[2]}))
 local grace = tonumber(ARGV[4])
 if grace <= 0 then
   redis.call('DEL', KEYS[1])
   return 1
 end
-redis.call('HSET', KEYS[1], 'state', 'held', 'expiresAt', string.format('%d', now_ms() + grace))
+redis.call('HSET', KEYS[1], 'state', 'held', 'expiresAt', string.format('%d', now + grace))
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `;
 
-// KEYS: account set. ARGV: prefix, accountId. The account's live leases, flattened field lists.
+// KEYS: the lease. Redis's clock and the lease's fields, flattened (none when there is no lease).
+const OWNER = `${NOW}
+return {string.format('%d', now_ms()), redis.call('HGETALL', KEYS[1])}
+`;
+
+// KEYS: account set. ARGV: prefix, accountId. Redis's clock, then the account's live leases, flattened field lists.
 const LIST_LIVE = `${NOW}
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_ms())
-local out = {}
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local out = {string.format('%d', now)}
 for _, sub in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local fields = redis.call('HGETALL', ARGV[1] .. 'lease:' .. sub)
   if #fields > 0 then out[#out + 1] = fields end
@@ -313,6 +476,7 @@ export class RedisLeases {
   private readonly listScript: ScriptRunner;
   private readonly peersScript: ScriptRunner;
   private readonly nodeNumberScript: ScriptRunner;
+  private readonly ownerScript: ScriptRunner;
   readonly channel: string;
   /** Replicas that must acknowledge a grant or renewal (WAIT) before the edge relies on it. */
   readonly replicas: number;
@@ -335,6 +499,7 @@ export class RedisLeases {
     this.listScript = this.define('burrowLeaseList', 1, LIST_LIVE);
     this.peersScript = this.define('burrowLeasePeers', 1, PEERS);
     this.nodeNumberScript = this.define('burrowNodeNumber', 2, NODE_NUMBER);
+    this.ownerScript = this.define('burrowLeaseOwner', 1, OWNER);
     this.channel = `${prefix}commands`;
   }
 
@@ -354,11 +519,13 @@ export class RedisLeases {
   }
 
   /**
-   * Grants `claim.subdomain` to this edge for `ttlMs`: refused when another account holds it (live or in
-   * its grace hold) or the account's live tunnels over every edge reach its cap (taking over or renewing
-   * a name of its own does not count twice); a live lease of another client of the same account is
-   * answered 'online' unless the claim replaces it; a live lease of the same account on another edge is
-   * answered 'takeover' unless `fromFence` names it.
+   * Attaches this edge to `claim.subdomain` for `ttlMs`, granting the name when it is free: refused when
+   * another account holds it (live or in its grace hold) or the account's live tunnels over every edge
+   * reach its cap (a name of its own does not count twice). A live lease of the same client (instance) is
+   * joined: this edge serves it beside the others ('attached' when this edge already does). A live lease
+   * of another client of the same account is answered 'online' unless the claim replaces it; a replace
+   * (or a client naming no instance) is answered 'takeover' with every edge attached unless `fromFence`
+   * covers them all.
    */
   async claim(claim: LeaseClaim, ttlMs = LEASE_TTL_MS): Promise<ClaimResult> {
     const reply = (await this.claimScript(
@@ -381,6 +548,8 @@ export class RedisLeases {
       claim.clientAddress,
       claim.replace ? '1' : '',
       this.channel,
+      (claim.drop ?? []).join(','),
+      claim.rejoin === true ? '1' : '',
       claim.policy ?? '',
     )) as string[];
     switch (reply[0]) {
@@ -391,8 +560,10 @@ export class RedisLeases {
           await this.drop(claim.subdomain, claim.accountId, fence, claim.nodeId).catch(() => undefined);
           throw this.notReplicated('grant');
         }
-        return { granted: true, fence, expiresAt: Number(reply[2]) };
+        return { granted: true, fence, ownerFence: Number(reply[3]), expiresAt: Number(reply[2]), dropped: attachedEdges(reply, 4) };
       }
+      case 'attached':
+        return { granted: false, reason: 'attached', fence: Number(reply[1]) };
       case 'taken':
         return { granted: false, reason: 'taken', state: reply[1] === 'held' ? 'held' : 'live' };
       case 'cap':
@@ -404,23 +575,24 @@ export class RedisLeases {
           holder: { instance: reply[1]!, clientAddress: reply[2]!, port: Number(reply[3]), startedAt: Number(reply[4]), tokenId: reply[5]!, nodeId: reply[6]! },
         };
       default:
-        return { granted: false, reason: 'takeover', holder: { nodeId: reply[1]!, boot: reply[2]!, advertise: reply[3]! }, fence: Number(reply[4]) };
+        return { granted: false, reason: 'takeover', holders: attachedEdges(reply, 2), fence: Number(reply[1]) };
     }
   }
 
   /**
-   * Extends every lease this edge holds by `ttlMs` where it still holds that fence, and beats this edge's
-   * heartbeat, in one script. Per lease: 'ok', 'missing' (it expired: claim it again) or 'lost' (another
-   * grant replaced it).
+   * Extends this edge's attachment to every lease it holds by `ttlMs` where it still has that fence, and
+   * beats this edge's heartbeat, in one script. Per lease: 'ok', 'missing' (the lease or this attachment
+   * expired or was removed while the name is still the account's: claim it again) or 'lost' (another
+   * account has it).
    */
   async renew(
     node: NodeBeat,
-    leases: readonly { subdomain: string; fence: number; accountId: string }[],
+    leases: readonly { subdomain: string; fence: number; accountId: string; instance: string }[],
     ttlMs = LEASE_TTL_MS,
     heartbeatTtlMs = HEARTBEAT_TTL_MS,
   ): Promise<RenewOutcome[]> {
     const args: (string | number)[] = [this.prefix, node.nodeId, node.boot, node.advertise, ttlMs, heartbeatTtlMs];
-    for (const lease of leases) args.push(lease.subdomain, String(lease.fence), lease.accountId);
+    for (const lease of leases) args.push(lease.subdomain, String(lease.fence), lease.accountId, lease.instance);
     const outcomes = (await this.renewScript(`${this.prefix}node:${node.nodeId}`, `${this.prefix}nodes`, ...args)) as RenewOutcome[];
     // An extension the promoted replica may lack must not extend what the edge serves (a heartbeat alone extends nothing).
     if (leases.length > 0 && !(await this.replicated())) throw this.notReplicated('renewal');
@@ -453,25 +625,24 @@ export class RedisLeases {
     );
   }
 
-  /** A tunnel dropped: the name stays its account's for `graceMs` (if this grant still holds it). */
+  /**
+   * A tunnel's session on this edge ended: its attachment `fence` goes. The last one leaves the name its
+   * account's for `graceMs`.
+   */
   async hold(subdomain: string, accountId: string, fence: number, nodeId: string, graceMs: number): Promise<boolean> {
     return (await this.releaseScript(this.leaseKey(subdomain), this.accountKey(accountId), subdomain, String(fence), nodeId, graceMs, this.channel)) === 1;
   }
 
-  /** A tunnel closed for good (through the API, token revoked): the name is free at once. */
+  /** A tunnel closed for good (through the API, token revoked): its attachment goes, and after the last one the name is free at once. */
   drop(subdomain: string, accountId: string, fence: number, nodeId: string): Promise<boolean> {
     return this.hold(subdomain, accountId, fence, nodeId, 0);
   }
 
-  /** Who holds `subdomain` now (live or held), or null. */
+  /** Who holds `subdomain` now (live or held, with its live attachments), or null. */
   async owner(subdomain: string): Promise<LeaseRecord | null> {
-    let fields: Record<string, string>;
-    try {
-      fields = await this.redis.hgetall(this.leaseKey(subdomain));
-    } catch (error) {
-      throw asStoreError(error);
-    }
-    return fields.fence === undefined ? null : leaseFromFields(fields);
+    const [now, flat] = (await this.ownerScript(this.leaseKey(subdomain))) as [string, string[]];
+    const fields = fieldsOf(flat);
+    return fields.fence === undefined ? null : leaseFromFields(fields, Number(now));
   }
 
   /**
@@ -493,7 +664,9 @@ export class RedisLeases {
         for (const [error, fields] of (await pipeline.exec()) ?? []) {
           if (error !== null) throw error;
           const record = fields as Record<string, string>;
-          if (record.fence !== undefined && record.state === 'live') leases.push(leaseFromFields(record));
+          if (record.fence === undefined || record.state !== 'live') continue;
+          const lease = leaseFromFields(record, redisNow);
+          if (lease.attachments.length > 0) leases.push(lease);
         }
       } while (cursor !== '0');
       return { leases, redisNow };
@@ -514,12 +687,10 @@ export class RedisLeases {
 
   /** The account's live leases over every edge, oldest first. */
   async listLive(accountId: string): Promise<LeaseRecord[]> {
-    const reply = (await this.listScript(this.accountKey(accountId), this.prefix, accountId)) as string[][];
+    const [now, ...reply] = (await this.listScript(this.accountKey(accountId), this.prefix, accountId)) as [string, ...string[][]];
     const leases: LeaseRecord[] = [];
     for (const flat of reply) {
-      const fields: Record<string, string> = {};
-      for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-      const lease = leaseFromFields(fields);
+      const lease = leaseFromFields(fieldsOf(flat), Number(now));
       if (lease.state === 'live' && lease.accountId === accountId) leases.push(lease);
     }
     return leases.sort((a, b) => a.startedAt - b.startedAt);
@@ -616,10 +787,12 @@ export class RedisLeases {
 /** A message of the commands channel: the scripts send numbers as strings (Lua's cjson would shorten them). */
 function parseCommand(raw: { type?: unknown } & Record<string, unknown>): ClusterCommand {
   switch (raw.type) {
-    case 'granted':
-      return { type: 'granted', lease: leaseFromFields(raw.lease as Record<string, string>), ttlMs: Number(raw.ttlMs) };
+    case 'granted': {
+      const { attachments: _none, ...lease } = leaseFromFields(raw.lease as Record<string, string>, 0);
+      return { type: 'granted', lease, attachment: attachmentOf(String((raw.attachment as Record<string, string>).nodeId), raw.attachment as Record<string, string>), ttlMs: Number(raw.ttlMs) };
+    }
     case 'released':
-      return { type: 'released', subdomain: String(raw.subdomain), fence: Number(raw.fence) };
+      return { type: 'released', subdomain: String(raw.subdomain), nodeId: String(raw.nodeId), fence: Number(raw.fence) };
     case 'renewed':
       return { type: 'renewed', nodeId: String(raw.nodeId), boot: String(raw.boot), advertise: String(raw.advertise), ttlMs: Number(raw.ttlMs) };
     case 'policy':
@@ -629,7 +802,26 @@ function parseCommand(raw: { type?: unknown } & Record<string, unknown>): Cluste
   }
 }
 
-function leaseFromFields(fields: Record<string, string>): LeaseRecord {
+function fieldsOf(flat: readonly string[]): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+  return fields;
+}
+
+/** A lease as stored: its fields, and its attachments (`a:<node id>` fields) that are live at `now` (Redis's clock). */
+function leaseFromFields(fields: Record<string, string>, now: number): LeaseRecord {
+  const attachments: Attachment[] = [];
+  for (const [name, value] of Object.entries(fields)) {
+    if (!name.startsWith('a:')) continue;
+    let attachment: Attachment;
+    try {
+      attachment = attachmentOf(name.slice(2), JSON.parse(value) as Record<string, string>);
+    } catch {
+      continue;
+    }
+    if (attachment.expiresAt > now) attachments.push(attachment);
+  }
+  attachments.sort((a, b) => a.fence - b.fence);
   return {
     subdomain: fields.subdomain ?? '',
     accountId: fields.accountId ?? '',
@@ -637,14 +829,23 @@ function leaseFromFields(fields: Record<string, string>): LeaseRecord {
     port: Number(fields.port),
     startedAt: Number(fields.startedAt),
     publicUrl: fields.publicUrl ?? '',
-    nodeId: fields.nodeId ?? '',
-    advertise: fields.advertise ?? '',
-    boot: fields.boot ?? '',
     instance: fields.instance ?? '',
     clientAddress: fields.clientAddress ?? '',
     fence: Number(fields.fence),
     state: fields.state === 'held' ? 'held' : 'live',
     expiresAt: Number(fields.expiresAt),
     policy: fields.policy ?? '',
+    attachments,
   };
+}
+
+function attachmentOf(nodeId: string, stored: Record<string, string>): Attachment {
+  return { nodeId, advertise: String(stored.advertise ?? ''), boot: String(stored.boot ?? ''), fence: Number(stored.fence), expiresAt: Number(stored.expiresAt) };
+}
+
+/** The (node id, boot, advertise, fence) quadruples of a script's reply from `from` on. */
+function attachedEdges(reply: readonly string[], from: number): AttachedEdge[] {
+  const edges: AttachedEdge[] = [];
+  for (let i = from; i + 3 < reply.length; i += 4) edges.push({ nodeId: reply[i]!, boot: reply[i + 1]!, advertise: reply[i + 2]!, fence: Number(reply[i + 3]) });
+  return edges;
 }

@@ -50,7 +50,7 @@ const CASES: { what: string; text: string; line: number; column: number; key: st
     line: 1,
     column: 1,
     key: 'colour',
-    message: /unknown key \(burrow\.yml takes version, edge, token, token_env, ca, inspect, log, tunnels\)/,
+    message: /unknown key \(burrow\.yml takes version, edge, edges, token, token_env, ca, inspect, log, tunnels\)/,
   },
   {
     what: 'resolve, which only --resolve and BURROW_RESOLVE give',
@@ -299,7 +299,7 @@ test('a valid file: a summary of its tunnels and settings, exit 0; --json shows 
   assert.equal(json.code, 0);
   const report = JSON.parse(json.stdout);
   assert.equal(report.valid, true);
-  assert.deepEqual(report.settings, { edges: ['http://localhost:8080', 'http://127.0.0.1:8081'], token: null, token_env: 'MY_BURROW_TOKEN', ca: null, inspect: '127.0.0.1:4041', log: null });
+  assert.deepEqual(report.settings, { edges: ['http://localhost:8080', 'http://127.0.0.1:8081'], token: null, token_env: 'MY_BURROW_TOKEN', ca: null, inspect: '127.0.0.1:4041', log: null, edges_per_tunnel: null });
   assert.deepEqual(report.tunnels.map((tunnel: { name: string; kind: string }) => `${tunnel.kind} ${tunnel.name}`), ['http web', 'http hooks', 'tcp db']);
   assert.deepEqual(report.tunnels[1].policy, ['basic_auth', 'request_header_add', 'rate_limit']);
   assert.ok(!json.stdout.includes('correct-horse'), 'no secret in the report');

@@ -14,15 +14,14 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { Agent, request } from 'undici';
 import WebSocket, { WebSocketServer } from 'ws';
 import '../wildcard-dns.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
-import { frontProxySkip, makeCertificates, startNginx, type RunningNginx } from '../nginx-front.js';
+import { frontProxySkip, makeCertificates, startClusterNginx, type RunningNginx } from '../nginx-front.js';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
 import { call, createAccount, freePort, readBody, startLocal, tempDirs, waitFor, type TestEdge } from '../helpers.js';
@@ -34,9 +33,6 @@ const skip = redisSkip !== false ? redisSkip : frontProxySkip();
 const DOMAIN = TEST_DOMAIN;
 const SUBDOMAIN = 'cluster-hooks';
 const PUBLIC_CLIENT = '127.0.0.2';
-/** docs/cluster.md's edge addresses in the shipped file, each replaced by a loopback edge. */
-const EDGE_PLACEHOLDERS = ['10.0.0.11:8080', '10.0.0.12:8080', '10.0.0.13:8080'];
-const AGENT_PLACEHOLDERS = ['10.0.0.11:8081', '10.0.0.12:8081', '10.0.0.13:8081'];
 const makeDir = tempDirs('burrow-front-proxy-cluster-');
 
 interface Seen {
@@ -73,26 +69,16 @@ test('nginx round-robins over three cluster edges: a tunnel on one edge answers 
     }
     const account = await createAccount(edges[0]!);
 
-    const webroot = join(dir, 'webroot');
-    mkdirSync(webroot, { recursive: true });
-    const nginxLog = join(dir, 'upstreams.log');
-    nginx = await startNginx(
-      dir,
-      {
-        shipped: 'nginx-burrow-cluster.conf',
-        domain: DOMAIN,
-        certDir,
-        webroot,
-        httpsPort,
-        httpPort,
-        edges: [
-          ...EDGE_PLACEHOLDERS.map((placeholder, index): [RegExp, string] => [new RegExp(placeholder.replace(/\./g, '\\.'), 'g'), `127.0.0.1:${edges[index]!.port}`]),
-          ...AGENT_PLACEHOLDERS.map((placeholder, index): [RegExp, string] => [new RegExp(placeholder.replace(/\./g, '\\.'), 'g'), `127.0.0.1:${edges[index]!.edge.agentPort}`]),
-        ],
-      },
-      // Which edge served each request: the test's own log line, beside the shipped file.
-      ["log_format upstreams '$request_uri $status $upstream_addr';", `access_log ${nginxLog} upstreams;`],
-    );
+    const front = await startClusterNginx(dir, {
+      domain: DOMAIN,
+      certDir,
+      httpsPort,
+      httpPort,
+      edgePorts: edges.map((edge) => edge.port),
+      agentPorts: edges.map((edge) => edge.edge.agentPort),
+    });
+    nginx = front.nginx;
+    const nginxLog = front.log;
 
     // The tunnel client connects through nginx, as docs/cluster.md says, and lands on one of the edges.
     client = new TunnelClient({ edge: `https://${DOMAIN}:${httpsPort}`, ca: caPem, token: account.token, routes: new RouteTable(local.port), subdomain: SUBDOMAIN, minBackoffMs: 50, maxBackoffMs: 500 });

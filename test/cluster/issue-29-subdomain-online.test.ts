@@ -57,8 +57,10 @@ describe('a name online in another tunnel of the account, across edges', { skip:
     const account = await createAccount(a, 'PRO');
     const running = await startClient(a, account.token, first.port, { subdomain: 'reconnects-across' });
     const closed = once(running.client, 'closed') as Promise<[ClosedInfo]>;
-    // The connect the client itself would make to edge B after losing A, by hand: same instance.
-    const moved = await openRawTunnel(b, account.token, `port=${second.port}&subdomain=reconnects-across&instance=${running.client.instance}`);
+    // The connect the client itself would make to edge B after losing A, by hand: same instance, and the
+    // attachment it had on A named in `drop` (without it, B attaches the tunnel beside A: issue 28).
+    const attachment = a.edge.cluster!.fenceOf('reconnects-across');
+    const moved = await openRawTunnel(b, account.token, `port=${second.port}&subdomain=reconnects-across&instance=${running.client.instance}&drop=${attachment}`);
     try {
       assert.equal(moved.ready[2], 'reconnects-across');
       const [info] = await closed;

@@ -153,7 +153,7 @@ describe('refused', () => {
   });
 
   test('unknown frame types', () => {
-    for (const type of [0, 18, 255, -1, 1.5, '1', null, true, [1], { type: 1 }, Buffer.from([1])]) {
+    for (const type of [0, 19, 255, -1, 1.5, '1', null, true, [1], { type: 1 }, Buffer.from([1])]) {
       refused(pack([type, 1]), `type ${JSON.stringify(type)} with a stream`);
       refused(pack([type, 1, 'a', 'b', null, true]), `type ${JSON.stringify(type)} with fields`);
     }
@@ -186,6 +186,7 @@ describe('refused', () => {
     refused(pack(accept), 'ACCEPT on stream 0');
     refused(pack([FrameType.READY, 1, 's', 'u', { ...DEFAULT_SETTINGS }]), 'READY on stream 1');
     refused(pack([FrameType.GOAWAY, 1, 1, '']), 'GOAWAY on stream 1');
+    refused(pack([FrameType.NOTICE, 1, 1, '']), 'NOTICE on stream 1');
     refused(pack([FrameType.WINDOW, 1, 0]), 'WINDOW of 0 bytes');
   });
 
@@ -228,6 +229,11 @@ describe('refused', () => {
       { ...DEFAULT_SETTINGS, streamWindow: MAX_WINDOW + 1 },
       { ...DEFAULT_SETTINGS, connectionWindow: 2 ** 32 },
       { ...DEFAULT_SETTINGS, connectionWindow: 1.5 },
+      { ...DEFAULT_SETTINGS, clusterEdges: 0 },
+      { ...DEFAULT_SETTINGS, clusterEdges: '3' },
+      { ...DEFAULT_SETTINGS, attachment: 0 },
+      { ...DEFAULT_SETTINGS, attachment: 2 ** 53 },
+      { ...DEFAULT_SETTINGS, attachment: 1.5 },
     ];
     for (const settings of bad) refused(pack([FrameType.READY, 0, 's', 'u', settings]), `settings ${JSON.stringify(settings)}`);
   });

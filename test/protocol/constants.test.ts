@@ -14,6 +14,7 @@ import {
   GoAwayCode,
   MAX_FRAME_TYPE,
   MAX_WINDOW,
+  NoticeCode,
   PROTOCOL_HEADER,
   PROTOCOL_VERSION,
   ResetCode,
@@ -43,9 +44,10 @@ test('frame types', () => {
       BOUND: 15,
       UNBOUND: 16,
       ACCEPT: 17,
+      NOTICE: 18,
     },
   );
-  assert.equal(MAX_FRAME_TYPE, 17);
+  assert.equal(MAX_FRAME_TYPE, 18);
   assert.equal(MAX_FRAME_TYPE, Math.max(...Object.values(FrameType)));
 });
 
@@ -87,6 +89,10 @@ test('GOAWAY codes', () => {
       STORE_UNREACHABLE: 8,
     },
   );
+});
+
+test('NOTICE codes', () => {
+  assert.deepEqual({ ...NoticeCode }, { STORE_UNAVAILABLE: 1, STORE_AVAILABLE: 2 });
 });
 
 test('WebSocket close codes are 4000 + the GOAWAY code', () => {

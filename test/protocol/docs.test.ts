@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { decode } from '../../src/protocol/codec.js';
-import { CLOSE_CODE_BASE, CONNECT_PATH, DEFAULT_SETTINGS, FINAL_GOAWAY_CODES, FrameType, GoAwayCode, PROTOCOL_HEADER, PROTOCOL_VERSION, ResetCode, RETIRED_FRAME_TYPES } from '../../src/protocol/constants.js';
+import { CLOSE_CODE_BASE, CONNECT_PATH, DEFAULT_SETTINGS, FINAL_GOAWAY_CODES, FrameType, GoAwayCode, NoticeCode, PROTOCOL_HEADER, PROTOCOL_VERSION, ResetCode, RETIRED_FRAME_TYPES } from '../../src/protocol/constants.js';
 
 const doc = readFileSync(new URL('../../../docs/protocol.md', import.meta.url), 'utf8');
 const glance = doc.slice(doc.indexOf('## 15. Constants at a glance'));
@@ -15,7 +15,7 @@ test('the constants summary matches constants.ts', () => {
   assert.match(glance, new RegExp(`PROTOCOL_VERSION = ${PROTOCOL_VERSION}\\b`));
   assert.ok(glance.includes(`header: ${PROTOCOL_HEADER}`));
   assert.ok(glance.includes(`path: ${CONNECT_PATH}`));
-  for (const [name, value] of [...Object.entries(FrameType), ...Object.entries(ResetCode), ...Object.entries(GoAwayCode)]) {
+  for (const [name, value] of [...Object.entries(FrameType), ...Object.entries(ResetCode), ...Object.entries(GoAwayCode), ...Object.entries(NoticeCode)]) {
     assert.match(glance, new RegExp(`\\b${name} ${value}\\b`), `${name} ${value}`);
   }
   assert.ok(glance.includes(`${CLOSE_CODE_BASE} + GOAWAY code`));

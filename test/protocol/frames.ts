@@ -50,6 +50,9 @@ export const SAMPLES: readonly Frame[] = [
   [FrameType.UNBOUND, 0, 0, 4, ''],
   [FrameType.ACCEPT, 7, 1, 'req_01HZX', '203.0.113.7', 51_234, '198.51.100.1', 20_022],
   [FrameType.ACCEPT, 0xffffffff, 0, '', '2001:db8::1', 0, '', 65_535],
+  [FrameType.READY, 0, 'quiet-river-42', 'https://quiet-river-42.example.com', { ...DEFAULT_SETTINGS, clusterEdges: 3, attachment: 2 ** 40 }],
+  [FrameType.NOTICE, 0, 1, 'the edge cannot reach the cluster store (connection lost); the tunnel stays served while its lease holds'],
+  [FrameType.NOTICE, 0, 2, ''],
 ];
 
 // ---- the documented layouts -------------------------------------------------------------------------
@@ -74,7 +77,16 @@ const kind = (v: unknown): boolean => v === 'http' || v === 'tcp' || v === 'tls'
 const settings = (v: unknown): boolean => {
   if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return false;
   const s = v as Record<string, unknown>;
-  return streamId(s.maxFrameBody) && window(s.streamWindow) && window(s.connectionWindow) && streamId(s.maxStreams) && streamId(s.maxMessage);
+  const fence = (x: unknown): boolean => typeof x === 'number' && Number.isSafeInteger(x) && x >= 1;
+  return (
+    streamId(s.maxFrameBody) &&
+    window(s.streamWindow) &&
+    window(s.connectionWindow) &&
+    streamId(s.maxStreams) &&
+    streamId(s.maxMessage) &&
+    (s.clusterEdges === undefined || streamId(s.clusterEdges)) &&
+    (s.attachment === undefined || fence(s.attachment))
+  );
 };
 
 /** docs/protocol.md, "Frames": the elements after the type, starting with the stream id. */
@@ -92,6 +104,7 @@ export const LAYOUTS: Readonly<Record<number, readonly Spec[]>> = {
   [FrameType.BOUND]: [zero, boundTunnel, str, str, str, str],
   [FrameType.UNBOUND]: [zero, tunnel, uint32, str],
   [FrameType.ACCEPT]: [streamId, tunnel, str, str, port, str, port],
+  [FrameType.NOTICE]: [zero, uint32, str],
 };
 
 /** Whether `value` is a frame as docs/protocol.md describes it. */

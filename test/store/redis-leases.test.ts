@@ -1,20 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { Redis } from 'ioredis';
+import { test } from 'node:test';
 import { BurrowError } from '../../src/errors.js';
 import { MAX_CLUSTER_NODE_NUMBER } from '../../src/store/captures.js';
 import { RedisLeases, type ClusterCommand, type LeaseClaim } from '../../src/store/redis-leases.js';
-import { TestRedis, redisSkip } from '../redis-server.js';
+import { redisSkip, testRedisClient } from '../redis-server.js';
 
-// TestRedis.start registers its own after(): it is started at the top level, not in a hook.
-const server = redisSkip === false ? await TestRedis.start() : (null as unknown as TestRedis);
-const client = new Redis(server?.url ?? 'redis://127.0.0.1:1', { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 2_000, lazyConnect: redisSkip !== false });
+const { server, client } = await testRedisClient();
 let counter = 0;
-
-before(async () => {
-  if (redisSkip === false && client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
-});
-after(() => client.disconnect());
 
 function fresh(): RedisLeases {
   return new RedisLeases(client, `test${++counter}:`);
@@ -51,7 +43,7 @@ test('a name is granted once; another account is refused while it is live and wh
   const again = await leases.claim(claim('alpha', 'usr_1', B));
   assert.ok(again.granted && again.fence > first.fence);
   const owner = await leases.owner('alpha');
-  assert.equal(owner?.nodeId, 'b');
+  assert.deepEqual(owner?.attachments.map((attachment) => attachment.nodeId), ['b']);
   assert.equal(owner?.state, 'live');
   // Dropped (closed through the API): free for anyone.
   assert.equal(await leases.drop('alpha', 'usr_1', again.fence, 'b'), true);
@@ -64,19 +56,60 @@ test('the same account live on another edge is a takeover, done only from the fe
   const first = await leases.claim(claim('beta', 'usr_1', A));
   assert.ok(first.granted);
   const answer = await leases.claim(claim('beta', 'usr_1', B));
-  assert.deepEqual(answer, { granted: false, reason: 'takeover', holder: A, fence: first.fence });
+  assert.deepEqual(answer, { granted: false, reason: 'takeover', holders: [{ ...A, fence: first.fence }], fence: first.fence });
   // A stale fence is not enough.
   assert.equal((await leases.claim(claim('beta', 'usr_1', B, { fromFence: first.fence - 1 }))).granted, false);
   const taken = await leases.claim(claim('beta', 'usr_1', B, { fromFence: first.fence }));
   assert.ok(taken.granted);
-  // The old holder's renewal, hold and drop all fail: its fence is stale.
-  assert.deepEqual(await leases.renew(A, [{ subdomain: 'beta', fence: first.fence, accountId: 'usr_1' }]), ['lost']);
+  // The old holder's hold and drop fail: its attachment is gone (a renewal would find it missing and claim again, as this client).
+  assert.deepEqual(await leases.renew(A, [{ subdomain: 'beta', fence: first.fence, accountId: 'usr_1', instance: 'another-client' }]), ['lost']);
   assert.equal(await leases.hold('beta', 'usr_1', first.fence, 'a', 60_000), false);
   assert.equal(await leases.drop('beta', 'usr_1', first.fence, 'a'), false);
   assert.equal((await leases.owner('beta'))?.fence, taken.fence);
-  assert.deepEqual(await leases.renew(B, [{ subdomain: 'beta', fence: taken.fence, accountId: 'usr_1' }]), ['ok']);
+  assert.deepEqual(await leases.renew(B, [{ subdomain: 'beta', fence: taken.fence, accountId: 'usr_1', instance: '' }]), ['ok']);
   // A reconnect on the edge that holds it is granted at once (the edge replaces its own session).
   assert.ok((await leases.claim(claim('beta', 'usr_1', B))).granted);
+});
+
+test('one client on several edges: attached beside each other, refused twice on one edge, its old sessions dropped by name; another client takes over from all of them', { skip: redisSkip }, async () => {
+  const leases = fresh();
+  const C = { nodeId: 'c', advertise: 'http://127.0.0.1:3', boot: 'boot-c' };
+  const mine = { instance: 'client-one', cap: 1 };
+  const first = await leases.claim(claim('pair', 'usr_1', A, mine));
+  assert.ok(first.granted);
+  const second = await leases.claim(claim('pair', 'usr_1', B, mine));
+  assert.ok(second.granted, 'the same client is attached to a second edge, within a cap of one tunnel');
+  assert.equal(second.ownerFence, first.fence, 'the same grant');
+  assert.ok(second.fence > first.fence);
+  assert.deepEqual((await leases.owner('pair'))?.attachments.map((attachment) => attachment.nodeId), ['a', 'b']);
+  assert.deepEqual(await leases.claim(claim('pair', 'usr_1', A, mine)), { granted: false, reason: 'attached', fence: first.fence });
+  // Each edge renews its own attachment; another client of the account is refused while it is online.
+  const renew = (node: typeof A, fence: number, instance = 'client-one'): Promise<unknown> => leases.renew(node, [{ subdomain: 'pair', fence, accountId: 'usr_1', instance }]);
+  assert.deepEqual(await renew(A, first.fence), ['ok']);
+  assert.deepEqual(await renew(B, second.fence), ['ok']);
+  assert.equal((await leases.claim(claim('pair', 'usr_1', C, { instance: 'client-two' }))).granted, false);
+  // The session on A died; the client's reconnect through C names it: A's attachment goes in the same step.
+  const moved = await leases.claim(claim('pair', 'usr_1', C, { ...mine, drop: [first.fence] }));
+  assert.ok(moved.granted);
+  assert.deepEqual(moved.dropped, [{ ...A, fence: first.fence }]);
+  assert.deepEqual((await leases.owner('pair'))?.attachments.map((attachment) => attachment.nodeId), ['b', 'c']);
+  assert.deepEqual(await renew(A, first.fence), ['missing'], 'A may attach again for the same client, if its session is still there');
+  assert.equal(await leases.hold('pair', 'usr_1', first.fence, 'a', 60_000), false);
+  // One session ends: the name stays live on the other edge.
+  assert.equal(await leases.hold('pair', 'usr_1', second.fence, 'b', 60_000), true);
+  assert.equal((await leases.owner('pair'))?.state, 'live');
+  // A replace takes it over from every edge attached, and only once all of them were asked (the newest fence).
+  const takeover = await leases.claim(claim('pair', 'usr_1', A, { instance: 'client-two', replace: true }));
+  assert.deepEqual(takeover, { granted: false, reason: 'takeover', holders: [{ ...C, fence: moved.fence }], fence: moved.fence });
+  const attachedMeanwhile = await leases.claim(claim('pair', 'usr_1', B, mine));
+  assert.ok(attachedMeanwhile.granted);
+  const stale = await leases.claim(claim('pair', 'usr_1', A, { instance: 'client-two', replace: true, fromFence: moved.fence }));
+  assert.equal(stale.granted, false, 'an attachment made after the takeover was answered must be asked too');
+  const taken = await leases.claim(claim('pair', 'usr_1', A, { instance: 'client-two', replace: true, fromFence: attachedMeanwhile.fence }));
+  assert.ok(taken.granted);
+  assert.ok(taken.ownerFence > first.fence, 'a new grant');
+  assert.deepEqual(await renew(B, attachedMeanwhile.fence), ['lost'], 'the old client lost it');
+  assert.deepEqual(await renew(A, taken.fence, 'client-two'), ['ok']);
 });
 
 test('the tunnel cap counts live names over every edge, a name of its own once', { skip: redisSkip }, async () => {
@@ -99,7 +132,7 @@ test('an expired lease is missing on renewal, and expired leases leave the cap',
   const short = await leases.claim(claim('gamma', 'usr_1', A, { cap: 1 }), 150);
   assert.ok(short.granted);
   await new Promise((resolve) => setTimeout(resolve, 300));
-  assert.deepEqual(await leases.renew(A, [{ subdomain: 'gamma', fence: short.fence, accountId: 'usr_1' }]), ['missing']);
+  assert.deepEqual(await leases.renew(A, [{ subdomain: 'gamma', fence: short.fence, accountId: 'usr_1', instance: '' }]), ['missing']);
   assert.equal(await leases.liveCount('usr_1'), 0);
   assert.ok((await leases.claim(claim('delta', 'usr_1', B, { cap: 1 }))).granted);
 });
@@ -147,9 +180,9 @@ test('every grant, release and renewal round is pushed to every edge by its own 
     await RedisLeases.subscribe(subscriber, leases.channel, (command) => received.push(command));
     const granted = await leases.claim(claim('pushed', 'usr_1', A), 5_000);
     assert.ok(granted.granted);
-    await leases.renew(A, [{ subdomain: 'pushed', fence: granted.fence, accountId: 'usr_1' }], 5_000);
+    await leases.renew(A, [{ subdomain: 'pushed', fence: granted.fence, accountId: 'usr_1', instance: '' }], 5_000);
     const snapshot = await leases.snapshot();
-    assert.deepEqual(snapshot.leases.map((lease) => [lease.subdomain, lease.nodeId, lease.fence, lease.state]), [['pushed', 'a', granted.fence, 'live']]);
+    assert.deepEqual(snapshot.leases.map((lease) => [lease.subdomain, lease.attachments.map((attachment) => attachment.nodeId), lease.fence, lease.state]), [['pushed', ['a'], granted.fence, 'live']]);
     assert.ok(snapshot.leases[0]!.expiresAt - snapshot.redisNow > 4_000, 'the snapshot gives the remaining time on Redis\'s clock');
     await leases.hold('pushed', 'usr_1', granted.fence, 'a', 1_000);
     assert.deepEqual((await leases.snapshot()).leases, [], 'a held name has no owner');
@@ -157,10 +190,10 @@ test('every grant, release and renewal round is pushed to every edge by its own 
     const [grant, renewal, release] = received;
     assert.equal(grant?.type, 'granted');
     if (grant?.type === 'granted') {
-      assert.deepEqual([grant.lease.subdomain, grant.lease.nodeId, grant.lease.boot, grant.lease.advertise, grant.lease.fence, grant.lease.port, grant.ttlMs], ['pushed', 'a', 'boot-a', A.advertise, granted.fence, 3000, 5_000]);
+      assert.deepEqual([grant.lease.subdomain, grant.attachment.nodeId, grant.attachment.boot, grant.attachment.advertise, grant.attachment.fence, grant.lease.fence, grant.lease.port, grant.ttlMs], ['pushed', 'a', 'boot-a', A.advertise, granted.fence, granted.fence, 3000, 5_000]);
     }
     assert.deepEqual(renewal, { type: 'renewed', nodeId: 'a', boot: 'boot-a', advertise: A.advertise, ttlMs: 5_000 });
-    assert.deepEqual(release, { type: 'released', subdomain: 'pushed', fence: granted.fence });
+    assert.deepEqual(release, { type: 'released', subdomain: 'pushed', nodeId: 'a', fence: granted.fence });
   } finally {
     subscriber.disconnect();
   }
@@ -176,7 +209,7 @@ test('with replicas asked for, a grant no replica acknowledges is dropped and re
   const plain = new RedisLeases(client, leases.prefix);
   const granted = await plain.claim(claim('unacknowledged', 'usr_1', A));
   assert.ok(granted.granted);
-  const renewal = await leases.renew(A, [{ subdomain: 'unacknowledged', fence: granted.fence, accountId: 'usr_1' }]).catch((error: unknown) => error);
+  const renewal = await leases.renew(A, [{ subdomain: 'unacknowledged', fence: granted.fence, accountId: 'usr_1', instance: '' }]).catch((error: unknown) => error);
   assert.ok(renewal instanceof BurrowError && renewal.code === 'STORE_UNAVAILABLE', String(renewal));
 });
 
@@ -193,10 +226,10 @@ test('Redis down: every lease call is 503 STORE_UNAVAILABLE with Retry-After; it
   assert.equal(refused.code, 'STORE_UNAVAILABLE');
   assert.equal(refused.status, 503);
   assert.equal(refused.headers['Retry-After'], '2');
-  await assert.rejects(leases.renew(A, [{ subdomain: 'epsilon', fence: granted.fence, accountId: 'usr_1' }]), { code: 'STORE_UNAVAILABLE' });
+  await assert.rejects(leases.renew(A, [{ subdomain: 'epsilon', fence: granted.fence, accountId: 'usr_1', instance: '' }]), { code: 'STORE_UNAVAILABLE' });
   await assert.rejects(leases.owner('epsilon'), { code: 'STORE_UNAVAILABLE' });
   await server.restart();
   await new Promise<void>((resolve) => (client.status === 'ready' ? resolve() : client.once('ready', () => resolve())));
   // The append-only file kept the lease: its holder renews it as before.
-  assert.deepEqual(await leases.renew(A, [{ subdomain: 'epsilon', fence: granted.fence, accountId: 'usr_1' }]), ['ok']);
+  assert.deepEqual(await leases.renew(A, [{ subdomain: 'epsilon', fence: granted.fence, accountId: 'usr_1', instance: '' }]), ['ok']);
 });

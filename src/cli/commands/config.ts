@@ -106,6 +106,7 @@ function settingsJson(config: ConfigFile): Record<string, unknown> {
     ca: config.ca ?? null,
     inspect: config.inspect === undefined ? null : config.inspect === null ? 'off' : inspectText(config.inspect),
     log: config.log ?? null,
+    edges_per_tunnel: config.edgesPerTunnel ?? null,
   };
 }
 
@@ -171,6 +172,7 @@ function printSummary(config: ConfigFile): void {
     ...(config.ca === undefined ? [] : [`ca ${config.ca}`]),
     `inspector ${config.inspect === undefined ? '127.0.0.1:4040 (or the next free port)' : config.inspect === null ? 'off' : inspectText(config.inspect)}`,
     ...(config.log === undefined ? [] : [`log ${config.log}`]),
+    ...(config.edgesPerTunnel === undefined ? [] : [`edges ${config.edgesPerTunnel} per tunnel in a cluster`]),
   ];
   process.stdout.write(`${settings.join('; ')}\n`);
 }

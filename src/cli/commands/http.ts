@@ -12,7 +12,9 @@ import { parseHostHeader } from '../../client/host-header.js';
 import { dialOptions } from '../../client/local-connector.js';
 import { parseRoute, parseTarget, RouteTable, type LocalTarget, type Route } from '../../client/routes.js';
 import { cleartextRefusal } from '../../client/edge-trust.js';
-import { TunnelClient, TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
+import { TunnelRefusedError, type ReadyInfo } from '../../client/tunnel-client.js';
+import { MAX_EDGES_PER_TUNNEL, MultiEdgeTunnel } from '../../client/multi-edge.js';
+import type { Tunnel } from '../../client/tunnel.js';
 import type { Exchange } from '../../client/exchange.js';
 import { controlSafeJson, escapeControls } from '../../control-chars.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, DEFAULT_PORT_TRIES, parseInspectAddress } from '../../inspector/address.js';
@@ -28,7 +30,7 @@ const HELP = `
 Usage: burrow http [scheme://][host:]port [--subdomain NAME [--replace | --pool]] [--route PREFIX=TARGET ...]
                         [--host-header rewrite|VALUE] [--local-insecure] [--edge URL ...] [--token T]
                         [--inspect ADDR | --no-inspect] [--log text|json] [--json] [--ca FILE]
-                        [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--config FILE]
+                        [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--edges K] [--config FILE]
 
 Opens a tunnel: requests to the public URL the edge gives are forwarded to the local target:
   3000                     http://localhost:3000 (localhost: 127.0.0.1 and ::1 are both tried)
@@ -58,6 +60,11 @@ or refuses for a while (rate limit, 5xx), the tunnel moves to the next edge at o
 subdomain and the inspector's history, and says "burrow: edge A went away (cause); reconnected to B
 as NAME"; it waits (backoff) only after every edge has failed in a row. A revoked token, a tunnel
 closed through the API or replaced, or a subdomain owned by another account still ends it.
+
+In a cluster (the edge says so when the tunnel connects) the tunnel is attached to --edges edges
+at once (2 by default): each serves it without the edges' internal hop, and losing one costs only
+the requests in flight on it. The client says how many edges serve it when that changes, and one
+line when an edge reports its cluster store (Redis) unavailable and one when it is back.
 
 The local inspector (http://127.0.0.1:4040, or the next free port up to 4059) shows every request
 with headers, body, the local response and latency, live, and replays them (burrow replay).
@@ -91,6 +98,8 @@ Options:
                           --resolve; repeatable; default: BURROW_RESOLVE, comma-separated)
   --insecure              allow sending the token over plain http:// to an edge that is not on this
                           machine (refused otherwise: use https://)
+  --edges K               in a cluster, attach the tunnel to K edges at once (1 to 8; default: the
+                          config file's edges, else 2); 1 keeps one session
   --inspect ADDR          the inspector's address: PORT or HOST:PORT, HOST a loopback address
                           (exactly this port; 0 picks a free one)
   --no-inspect            no inspector: no bodies or WebSocket messages are kept
@@ -98,7 +107,7 @@ Options:
                           terminal (default: a live status block in a terminal, text lines
                           otherwise); NO_COLOR turns colour off
   --json                  one JSON object per line per event: ready, request, websocket, reconnect,
-                          failover, warning, error, closed (errors before the tunnel opens:
+                          failover, edges, store, warning, error, closed (errors before the tunnel opens:
                           {"error":{...}} on stderr)
   --config FILE           the burrow.yml whose edge, token, ca, inspect and log apply (default:
                           BURROW_CONFIG, ./burrow.yml, burrow.yml in the user config directory);
@@ -156,6 +165,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       ca: { type: 'string' },
       resolve: { type: 'string', multiple: true },
       insecure: { type: 'boolean' },
+      edges: { type: 'string' },
       'strip-prefix': { type: 'boolean', multiple: true },
       ...POLICY_FLAG_OPTIONS,
       config: { type: 'string' },
@@ -193,6 +203,7 @@ export async function httpCommand(args: string[]): Promise<number> {
   const inspect = inspectorAddress(parsed.values, loaded.config);
   const credentials = resolveCredentials(parsed.values, process.env, loaded.config);
   const token = requireToken(credentials);
+  const edgesPerTunnel = edgesOption(parsed.values.edges, loaded.config);
   const table = new RouteTable(target, routes);
   const json = parsed.values.json === true;
   const out = process.stdout;
@@ -206,8 +217,9 @@ export async function httpCommand(args: string[]): Promise<number> {
   const ca = edgeAccess(credentials, parsed.values.insecure === true);
   // The inspector first: a taken --inspect port fails before any tunnel opens.
   const inspector = await startInspector(inspect, credentials, token, '--inspect PORT');
-  const open = async (subdomain: string | undefined): Promise<{ client: TunnelClient; ready: ReadyInfo }> => {
-    const client = new TunnelClient({
+  const open = async (subdomain: string | undefined): Promise<{ client: MultiEdgeTunnel; ready: ReadyInfo }> => {
+    const client = new MultiEdgeTunnel({
+      edgesPerTunnel,
       edge: credentials.edges,
       token,
       routes: table,
@@ -242,7 +254,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     remembered = undefined;
     remember = false;
   }
-  let opened: { client: TunnelClient; ready: ReadyInfo };
+  let opened: { client: MultiEdgeTunnel; ready: ReadyInfo };
   try {
     opened = await open(chosen ?? remembered);
   } catch (error) {
@@ -295,6 +307,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       }
       if (info.reconnected) events({ event: 'ready', subdomain: info.subdomain, url: info.publicUrl, forwarding: forwardingLines(info.publicUrl, table), reconnected: true });
     });
+    followCluster(client, events, null);
   } else if (live === null) {
     const jsonLog = logFormat === 'json';
     // Under load a tunnel logs tens of thousands of requests a second; into /dev/null that is waste.
@@ -312,6 +325,7 @@ export async function httpCommand(args: string[]): Promise<number> {
       if (info.movedFrom !== null) process.stderr.write(`${movedLine(info)}\n`);
       if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> ${target.origin}\n`);
     });
+    followCluster(client, null, null);
   } else {
     live.start(ready.publicUrl);
   }
@@ -358,6 +372,33 @@ export function requestEvent(exchange: Exchange): Record<string, unknown> {
     error: exchange.error,
     ...(exchange.replayOf === null ? {} : { replay_of: exchange.replayOf }),
   };
+}
+
+/**
+ * What a tunnel says of its cluster: how many edges serve it when that changes, and its edges' store
+ * (one line when it becomes unavailable, one when it is back). --json events `edges` and `store`; `name`
+ * is `burrow start`'s tunnel name.
+ */
+export function followCluster(client: Tunnel, events: ((event: Record<string, unknown>) => void) | null, name: string | null): void {
+  const label = name === null ? '' : `tunnel ${name}: `;
+  const tunnel = name === null ? {} : { tunnel: name };
+  client.on('edges', ({ count }) => {
+    if (events !== null) events({ event: 'edges', ...tunnel, count });
+    else if (count > 0) process.stderr.write(`burrow: ${label}served by ${count} edge${count === 1 ? '' : 's'} of the cluster\n`);
+  });
+  client.on('store', ({ available, edge, message }) => {
+    if (events !== null) events({ event: 'store', ...tunnel, available, edge, message });
+    else if (available) process.stderr.write(`burrow: ${label}the cluster store is available again (edge ${edge})\n`);
+    else process.stderr.write(`burrow: ${label}the cluster store is unavailable (edge ${edge}: ${message})\n`);
+  });
+}
+
+/** --edges K, else the config file's `edges`, else the default (MultiEdgeTunnel's). */
+export function edgesOption(flag: string | undefined, config: ConfigFile | null): number | undefined {
+  if (flag === undefined) return config?.edgesPerTunnel;
+  const edges = Number(flag);
+  if (!/^[0-9]+$/.test(flag) || edges < 1 || edges > MAX_EDGES_PER_TUNNEL) throw new UsageError(`--edges must be a whole number from 1 to ${MAX_EDGES_PER_TUNNEL}, not "${flag}"`);
+  return edges;
 }
 
 /** "burrow: edge A went away (cause); reconnected to B as NAME": a failover, said once. */
@@ -559,6 +600,8 @@ export interface StatusView {
   bytesOut: number;
   /** Newest last. */
   recent: readonly RecentRequest[];
+  /** In a cluster: how many edges serve the tunnel, and the store's state when an edge reports it unavailable. */
+  cluster?: string;
 }
 
 export interface RenderOptions {
@@ -583,6 +626,7 @@ export function renderStatus(view: StatusView, options: RenderOptions): string[]
   const sessionText = view.session === 'online' ? 'online' : view.session === 'reconnecting' ? `reconnecting${view.detail === '' ? '' : ` (${view.detail})`}` : 'closed';
   labelled('Session', sessionText, paint(view.session === 'online' ? '32' : view.session === 'reconnecting' ? '33' : '31', sessionText));
   view.forwarding.forEach((line, index) => labelled(index === 0 ? 'Forwarding' : '', line));
+  if (view.cluster !== undefined && view.cluster !== '') labelled('Cluster', view.cluster, paint(view.cluster.includes('unavailable') ? '33' : '0', view.cluster));
   if (view.inspector !== null) labelled('Inspector', view.inspector);
   labelled(
     'Connections',
@@ -650,6 +694,8 @@ class StatusBlock {
   private session: StatusView['session'] = 'online';
   private detail = '';
   private forwarding: string[] = [];
+  private edges = 0;
+  private storeDown: string | null = null;
   private dirty = true;
   private drawn = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -657,7 +703,7 @@ class StatusBlock {
   private readonly color: boolean;
 
   constructor(
-    private readonly client: TunnelClient,
+    private readonly client: Tunnel,
     private readonly table: RouteTable,
     private readonly inspector: string | null,
     private readonly out: NodeJS.WriteStream,
@@ -689,6 +735,14 @@ class StatusBlock {
       this.session = 'online';
       this.detail = '';
       this.forwarding = forwardingLines(info.publicUrl, this.table);
+      this.dirty = true;
+    });
+    this.client.on('edges', ({ count }) => {
+      this.edges = count;
+      this.dirty = true;
+    });
+    this.client.on('store', ({ available, edge, message }) => {
+      this.storeDown = available ? null : `edge ${edge}: ${message}`;
       this.dirty = true;
     });
     this.out.on('resize', () => {
@@ -726,6 +780,7 @@ class StatusBlock {
         bytesIn: this.client.stats.bytesIn,
         bytesOut: this.client.stats.bytesOut,
         recent: this.recent,
+        cluster: [...(this.edges > 1 ? [`served by ${this.edges} edges`] : []), ...(this.storeDown === null ? [] : [`store unavailable (${this.storeDown})`])].join(' · '),
       },
       { color: this.color, width: terminalWidth(this.out) },
     );

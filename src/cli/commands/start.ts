@@ -51,6 +51,10 @@ reconnects by itself. A tunnel the edge refuses (its subdomain taken, the plan's
 all. Exit code: 0 when every tunnel ran until Ctrl-C; 1 when one could not start or was ended by the
 edge (the process ends at once when no tunnel is left).
 
+Every tunnel rides one connection to one edge. In a cluster that edge serves them all and the other
+edges reach them through their internal hop: the file's "edges" (and "burrow http --edges K") attaches
+a single "burrow http" tunnel to several edges, never a "burrow start" connection.
+
 Request lines start with the tunnel's name; the inspector (http://127.0.0.1:4040, or the next free
 port up to 4059) shows every tunnel's requests, each marked with its name. Without "subdomain" in the
 file a tunnel gets a new name each time: set it, and reserve it (burrow reserve NAME) to keep it.
@@ -73,7 +77,7 @@ Options:
   --log text|json    one line per request and per WebSocket opened and closed (default: the
                      file's log, else text)
   --json             one JSON object per line per event, each with "tunnel": ready, request,
-                     websocket, reconnect, failover, warning, error, closed
+                     websocket, reconnect, failover, store (no tunnel), warning, error, closed
   -h, --help         show this help
 `;
 
@@ -174,7 +178,14 @@ export async function startCommand(args: string[]): Promise<number> {
   const ca = edgeAccess(credentials, values.insecure === true);
   const inspector = await startInspector(inspect, credentials, token, `--inspect PORT, inspect: in ${config.path}`);
   if (inspector !== null && events === null) out.write(`Inspector ${inspector.url}\n`);
-  const shared: SharedConnection = { edges: credentials.edges, token, ca, insecure: values.insecure === true, resolve: credentials.resolve, recording: inspector !== null };
+  const shared: SharedConnection = {
+    edges: credentials.edges,
+    token,
+    ca,
+    insecure: values.insecure === true,
+    resolve: credentials.resolve,
+    recording: inspector !== null,
+  };
   const width = Math.max(...tunnels.map((tunnel) => tunnel.name.length));
   const lines = json || writesToNull(1) ? null : batchedWriter(out);
 
@@ -276,6 +287,13 @@ export async function startCommand(args: string[]): Promise<number> {
       if (info.reconnected) out.write(`Reconnected: forwarding ${forwardingOf(tunnel, info.publicUrl, table)[0]}\n`);
     });
   };
+
+  // The store lines of a cluster: the connection's edge says when it loses its store and when it is back.
+  connection.on('store', ({ available, edge, message }) => {
+    if (events !== null) events({ event: 'store', available, edge, message });
+    else if (available) process.stderr.write(`burrow: the cluster store is available again (edge ${edge})\n`);
+    else process.stderr.write(`burrow: the cluster store is unavailable (edge ${edge}: ${message})\n`);
+  });
 
   const outcomes = Promise.all(tunnels.map(run));
   // Tunnels are bound after the connection's READY; a connection that never gets one ends them all.

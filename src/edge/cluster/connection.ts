@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis';
 import type { StoreOptions } from '../../store/account-store.js';
 import { MAX_CLUSTER_NODE_NUMBER } from '../../store/captures.js';
 import { RedisLeases } from '../../store/redis-leases.js';
+import { RedisOfflineQueue } from '../../store/redis-offline-queue.js';
 import { RedisStore } from '../../store/redis-store.js';
 import { redacted } from '../../store/redis-url.js';
 import { BurrowError } from '../../errors.js';
@@ -36,6 +37,8 @@ export class ClusterConnection {
     readonly secret: string,
     /** This edge's number in the cluster (its span of capture ring ids). */
     readonly nodeNumber: number,
+    /** Held webhooks (docs/offline.md, "In cluster mode"): a connection of its own, as its WAIT blocks it. */
+    readonly queue: RedisOfflineQueue,
   ) {}
 
   static async open(options: ClusterOptions, storeOptions: StoreOptions, log: (line: string) => void): Promise<ClusterConnection> {
@@ -66,7 +69,14 @@ export class ClusterConnection {
       }
       const nodeNumber = await leases.nodeNumber(options.nodeId, MAX_CLUSTER_NODE_NUMBER);
       log(`cluster: node ${options.nodeId} (edge number ${nodeNumber}) joins the cluster on ${accounts.displayUrl}${accounts.target.replicas > 0 ? ` (lease grants and renewals wait for ${accounts.target.replicas} replica${accounts.target.replicas === 1 ? '' : 's'})` : ''}`);
-      return new ClusterConnection(accounts, leases, subscriber, secret, nodeNumber);
+      const queueClient = accounts.redis.duplicate({ commandTimeout: COMMAND_TIMEOUT_MS, connectionName: `burrow-edge-${options.nodeId}-queue` });
+      queueClient.on('error', () => undefined);
+      await queueClient.connect().catch((error: Error) => {
+        queueClient.disconnect();
+        throw error;
+      });
+      const queue = new RedisOfflineQueue(queueClient, accounts.target.replicas, leases.channel, leases.prefix);
+      return new ClusterConnection(accounts, leases, subscriber, secret, nodeNumber, queue);
     } catch (error) {
       client.disconnect();
       subscriber.disconnect();
@@ -78,6 +88,7 @@ export class ClusterConnection {
   async close(): Promise<void> {
     this.subscriber.disconnect();
     this.leases.redis.disconnect();
+    this.queue.disconnect();
     await this.accounts.close();
   }
 }

@@ -39,6 +39,13 @@ export interface ForwardedRequest {
   notFound: string;
 }
 
+/**
+ * The cluster's offline queue (src/edge/cluster/offline-stream.ts): a request for a name no edge holds
+ * is its to answer when it resolves true (the name's offline mode is reject or queue); the body, if any,
+ * arrives on `body`.
+ */
+export type OfflineHold = (exchange: ServerExchange, request: ForwardedRequest, body: Readable | null) => Promise<boolean>;
+
 export interface ForwardLimits {
   maxRequestBody: number;
   /** The edge's 504 timer; the owner's own fires first, this one covers an owner that never answers. */
@@ -50,16 +57,24 @@ const OWN_RESPONSE_HEADERS = new Set(['content-length', 'transfer-encoding', 'co
 /** Request fields undici refuses to carry (it frames the hop itself; it cannot send Expect). */
 const UNSENDABLE = new Set(['expect', 'host', 'content-length']);
 const RETRY_SOON: [string, string][] = [['retry-after', '1']];
+/**
+ * How many edges a request is sent to when the first ones refuse the connection (a tunnel attached to
+ * several edges, one of them just died): the request never reached them, so another may take it.
+ */
+export const HOP_CONNECT_TRIES = 3;
 
-/** The public upload as the hop's request body: pushes pause the public socket when the hop is full. */
-class PublicUpload extends Readable {
+/** The public upload as a stream (the hop's request body, a held event's): pushes pause the public socket when it is full. */
+export class PublicUpload extends Readable {
   constructor(private readonly exchange: ServerExchange) {
     super({ highWaterMark: 64 * 1024 });
   }
 
   paused = false;
+  /** undici began reading the body: it went (in part) to an edge, so the request cannot go to another. */
+  started = false;
 
   override _read(): void {
+    this.started = true;
     if (this.paused) {
       this.paused = false;
       this.exchange.resumeBody();
@@ -91,6 +106,9 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
   private uploadDone = true;
   private received = 0;
   private controller: Dispatcher.DispatchController | null = null;
+  /** The edge asked now, and how many were asked. */
+  private ownerNode = '';
+  private tries = 0;
 
   constructor(
     private readonly exchange: ServerExchange,
@@ -100,6 +118,7 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
     private readonly secret: string,
     private readonly limits: ForwardLimits,
     private readonly refused: (code: ErrorCode) => void,
+    private readonly offline: OfflineHold | null = null,
   ) {}
 
   /** When the request arrives: takes the body as it comes, then asks who holds the tunnel. */
@@ -123,14 +142,37 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
     // Attached once the upload exists: body bytes that came before (a request that waited for its
     // tunnel's policy, or whose body was read whole for a webhook signature) go into it now.
     exchange.attach(this);
+    this.route();
+  }
+
+  /** Asks who holds the tunnel and sends the request there. */
+  private route(): void {
+    const request = this.request;
     this.directory.ownerOf(request.subdomain).then(
       (owner) => {
         if (this.aborted || this.phase === Phase.DONE) return;
+        if (owner === null && this.offline !== null) {
+          this.holdOffline(this.offline);
+          return;
+        }
         if (owner === null || owner.nodeId === this.directory.self.nodeId) {
           this.fail('TUNNEL_NOT_FOUND', request.notFound);
           return;
         }
+        this.ownerNode = owner.nodeId;
+        this.tries++;
         this.dispatch(owner.advertise);
+      },
+      () => this.fail('STORE_UNAVAILABLE', undefined, RETRY_SOON),
+    );
+  }
+
+  /** No edge holds the tunnel: the name's offline mode answers, else 404. */
+  private holdOffline(offline: OfflineHold): void {
+    offline(this.exchange, this.request, this.upload).then(
+      (taken) => {
+        if (taken) this.phase = Phase.DONE;
+        else this.fail('TUNNEL_NOT_FOUND', this.request.notFound);
       },
       () => this.fail('STORE_UNAVAILABLE', undefined, RETRY_SOON),
     );
@@ -246,20 +288,37 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.aborted || this.phase === Phase.DONE) {
+      this.upload?.destroy();
+      return;
+    }
+    const code = (error as { code?: string }).code;
+    const refused = connectionRefused(error);
+    const neverSent = refused || code === 'UND_ERR_CONNECT_TIMEOUT';
+    // A bodiless GET or HEAD whose connection broke before any answer (a pooled connection to an edge
+    // that just died) is sent again, as a front proxy would: nothing of it can have taken effect twice.
+    const resendable = this.upload === null && (this.request.method === 'GET' || this.request.method === 'HEAD') && code !== 'UND_ERR_HEADERS_TIMEOUT';
+    if (this.phase === Phase.WAITING && (neverSent || resendable)) {
+      // Another edge the tunnel is attached to may take it.
+      this.directory.unreachable?.(this.ownerNode);
+      if (this.tries < HOP_CONNECT_TRIES && (this.upload === null || !this.upload.started)) {
+        this.controller = null;
+        this.route();
+        return;
+      }
+    }
     this.upload?.destroy();
-    if (this.aborted || this.phase === Phase.DONE) return;
     if (this.phase === Phase.STREAMING) {
       this.phase = Phase.DONE;
       this.exchange.destroy();
       return;
     }
-    const code = (error as { code?: string }).code;
     if (code === 'UND_ERR_HEADERS_TIMEOUT') {
       this.fail('LOCAL_TIMEOUT', `The local server did not answer within ${this.limits.requestTimeoutMs} ms.`);
       return;
     }
     this.directory.forget(this.request.subdomain);
-    const why = connectionRefused(error) ? 'refused the connection' : code === 'UND_ERR_CONNECT_TIMEOUT' ? 'did not accept the connection in time' : `failed (${code ?? error.message})`;
+    const why = refused ? 'refused the connection' : code === 'UND_ERR_CONNECT_TIMEOUT' ? 'did not accept the connection in time' : `failed (${code ?? error.message})`;
     this.fail('EDGE_UNREACHABLE', `The edge holding ${this.request.subdomain} is unreachable: it ${why}.`);
   }
 

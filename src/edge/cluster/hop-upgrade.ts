@@ -14,6 +14,7 @@ import { Http1Parser, MessageKind, type MessageHead } from '../../http1/parser.j
 import type { ExchangeSink, ServerExchange } from '../../http1/server.js';
 import { writePublicError } from '../responses.js';
 import { CLIENT_HEADER, CLUSTER_HEADER_PREFIX, NOT_OWNER_HEADER, PROTO_HEADER, SECRET_HEADER } from './secret.js';
+import { HOP_CONNECT_TRIES } from './hop-http.js';
 import { connectionRefused } from './peer-link.js';
 import type { ClusterDirectory } from './types.js';
 
@@ -43,6 +44,9 @@ export class ForwardedUpgradeExchange implements ExchangeSink {
   private early: Buffer | null = null;
   /** The owner's 101, written once llhttp has returned (the switch frees the parser). */
   private switching: { reason: string; fields: string[] } | null = null;
+  /** The edge asked now, and how many were asked (HOP_CONNECT_TRIES). */
+  private ownerNode = '';
+  private tries = 0;
 
   constructor(
     private readonly exchange: ServerExchange,
@@ -54,11 +58,20 @@ export class ForwardedUpgradeExchange implements ExchangeSink {
 
   start(): void {
     this.exchange.attach(this);
+    this.route();
+  }
+
+  /** Asks who holds the tunnel and connects there. */
+  private route(): void {
     this.directory.ownerOf(this.upgrade.subdomain).then(
       (owner) => {
         if (this.ended) return;
         if (owner === null || owner.nodeId === this.directory.self.nodeId) this.fail('TUNNEL_NOT_FOUND', this.upgrade.notFound);
-        else this.connect(owner.advertise);
+        else {
+          this.ownerNode = owner.nodeId;
+          this.tries++;
+          this.connect(owner.advertise);
+        }
       },
       () => this.fail('STORE_UNAVAILABLE', undefined, [['retry-after', '1']]),
     );
@@ -112,8 +125,22 @@ export class ForwardedUpgradeExchange implements ExchangeSink {
         this.broken();
         return;
       }
+      const refused = connectionRefused(error);
+      if (refused) {
+        // Nothing reached that edge: another edge the tunnel is attached to may take the upgrade.
+        this.directory.unreachable?.(this.ownerNode);
+        if (this.tries < HOP_CONNECT_TRIES && !this.ended) {
+          hop.removeAllListeners();
+          hop.on('error', () => undefined);
+          hop.destroy();
+          this.hop = null;
+          this.parser = null;
+          this.route();
+          return;
+        }
+      }
       this.directory.forget(this.upgrade.subdomain);
-      const why = connectionRefused(error) ? 'refused the connection' : `failed (${(error as { code?: string }).code ?? error.message})`;
+      const why = refused ? 'refused the connection' : `failed (${(error as { code?: string }).code ?? error.message})`;
       this.fail('EDGE_UNREACHABLE', `The edge holding ${this.upgrade.subdomain} is unreachable: it ${why}.`);
     });
     hop.on('close', () => {

@@ -11,7 +11,7 @@ import type { LocalCaptureLog } from '../../api/capture-log.js';
 import type { CaptureLog, TunnelDirectory } from '../../api/types.js';
 import type { RingIdSpace } from '../../store/captures.js';
 import { ClusterCaptureLog, ClusterTunnels } from './captures.js';
-import { ForwardedExchange, type ForwardLimits, type ForwardedRequest } from './hop-http.js';
+import { ForwardedExchange, type ForwardLimits, type ForwardedRequest, type OfflineHold } from './hop-http.js';
 import { InternalEndpoints } from './internal.js';
 import { HttpPeerLink, peerAgent } from './peer-link.js';
 import { CLIENT_HEADER, ClusterSecret, NOT_OWNER_HEADER, PROTO_HEADER, SECRET_HEADER } from './secret.js';
@@ -42,6 +42,8 @@ export class ClusterHop {
   readonly internal: InternalEndpoints;
   /** The control calls this edge makes on its peers (the registry's PeerLink). */
   readonly peerLink: HttpPeerLink;
+  /** The cluster's offline queue: answers requests for reserved names no edge holds (docs/offline.md). */
+  offline: OfflineHold | null = null;
 
   constructor(options: ClusterHopOptions, readonly log: (line: string) => void) {
     this.directory = options.directory;
@@ -65,7 +67,7 @@ export class ClusterHop {
 
   /** Forwards a public request this edge holds no session for to the edge that does (or answers 404). */
   forwardHttp(exchange: ServerExchange, request: ForwardedRequest, limits: ForwardLimits, refused: (code: ErrorCode) => void): void {
-    new ForwardedExchange(exchange, request, this.directory, this.agent, this.secret.value, limits, refused).start();
+    new ForwardedExchange(exchange, request, this.directory, this.agent, this.secret.value, limits, refused, this.offline).start();
   }
 
   /** Forwards a public upgrade this edge holds no session for to the edge that does. */

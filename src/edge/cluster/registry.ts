@@ -28,7 +28,7 @@ import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { BurrowError } from '../../errors.js';
 import { generateSubdomain, subdomainProblem } from '../../subdomain.js';
-import { GoAwayCode } from '../../protocol/constants.js';
+import { GoAwayCode, NoticeCode, type NoticeCodeValue, type Settings } from '../../protocol/constants.js';
 import type { AccountStore } from '../../store/account-store.js';
 import type { CaptureDetail } from '../../store/captures.js';
 import {
@@ -43,11 +43,10 @@ import {
   type LeaseRecord,
 } from '../../store/redis-leases.js';
 import type { Store } from '../../store/store.js';
-import type { StoredPolicy } from '../../protocol/policy.js';
 import type { ReplayOverrides, TunnelCloseReason, TunnelInfo } from '../../api/types.js';
 import { takeoverRefusal, TunnelRegistry, type AdmitDetails, type EdgeRegistry } from '../registry.js';
 import type { TunnelSession } from '../session.js';
-import { OwnerMap } from './owner-map.js';
+import { OwnerMap, storedPolicyOf } from './owner-map.js';
 import type { ClusterDirectory, ClusterPeer, LocalTunnels, PeerLink, TunnelLease } from './types.js';
 
 
@@ -78,12 +77,28 @@ export interface StoreStatus {
   reason: string;
 }
 
+/** The NOTICE a client gets for a store status (docs/protocol.md section 10). */
+export function storeNotice(status: StoreStatus): [NoticeCodeValue, string] {
+  return status.available
+    ? [NoticeCode.STORE_AVAILABLE, 'the edge reaches the cluster store']
+    : [NoticeCode.STORE_UNAVAILABLE, `the cluster store is unreachable (${storeCause(status.reason)}); tunnels stay served while their leases hold, new ones wait`];
+}
+
+/** The cause inside a STORE_UNAVAILABLE message (storeUnavailable's), for a line a person reads. */
+function storeCause(reason: string): string {
+  return /^The shared store of the cluster is unreachable \((.*)\)\. Retry after \d+ s\.$/.exec(reason)?.[1] ?? reason;
+}
+
 interface ClusterRegistryEvents {
   'store-status': [StoreStatus];
   /** A reservation's policy changed through the API on some edge (this one included). */
   'policy-changed': [subdomain: string];
   /** A name was granted or released (its one-run policy may differ); null: every name (the owner map was loaded again). */
   'owner-changed': [subdomain: string | null];
+  /** An event was held for this subdomain in the cluster's offline queue. */
+  queued: [string];
+  /** The cluster's offline queue of this subdomain is empty again. */
+  drained: [string];
 }
 
 export interface ClusterRegistryOptions {
@@ -112,7 +127,10 @@ interface LocalLease {
   startedAt: number;
   publicUrl: string;
   cap: number;
+  /** This edge's attachment to the lease (its fence): what it renews and releases. */
   fence: number;
+  /** The grant's fence: what the API's close names. */
+  ownerFence: number;
   /** Served until then (monotonic ms). */
   validUntil: number;
   /** Granted at (monotonic ms): a grant whose upgrade never happened is given back after a while. */
@@ -288,19 +306,23 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     for (let attempt = 0; attempt < TAKEOVER_ATTEMPTS; attempt++) {
       const started = this.clock();
       const result = await this.leases.claim(this.claimOf(requested, accountId, tunnelCap, details, fromFence), this.timings.leaseTtlMs);
-      if (result.granted) return this.granted(requested, accountId, tunnelCap, details, result.fence, started);
+      if (result.granted) return this.granted(requested, accountId, tunnelCap, details, result, started);
       this.refuse(requested, tunnelCap, result, details);
       if (result.reason !== 'takeover') break;
-      // The same account holds the name live on another edge: a reconnect. The old edge ends its session
-      // first (or is shown to be gone), then the name moves from exactly the fence it held.
-      const holder = result.holder;
-      const gone = holder.nodeId === this.self.nodeId || (await this.isGone(holder.nodeId, holder.boot));
-      const outcome = gone ? 'not-held' : this.peerLink === null ? 'unreachable' : await this.peerLink.release({ ...holder }, requested, result.fence);
-      if (outcome === 'unreachable') {
+      // The same account holds the name live on other edges (another client replaced, or a client naming
+      // no instance): each of them ends its session first (or is shown to be gone), then the name moves
+      // from exactly the attachments they held (none made since: they would have larger fences).
+      const outcomes = await Promise.all(result.holders.map(async (holder) => {
+        const gone = holder.nodeId === this.self.nodeId || (await this.isGone(holder.nodeId, holder.boot));
+        const outcome = gone ? 'not-held' : this.peerLink === null ? 'unreachable' : await this.peerLink.release({ ...holder }, requested, holder.fence);
+        return { holder, outcome };
+      }));
+      const unreachable = outcomes.find(({ outcome }) => outcome === 'unreachable');
+      if (unreachable !== undefined) {
         const seconds = Math.ceil(this.timings.leaseTtlMs / 1000);
         throw new BurrowError(
           'STORE_UNAVAILABLE',
-          `The subdomain "${requested}" is held by this account's tunnel on edge ${holder.nodeId}, which cannot be reached to hand it over; ` +
+          `The subdomain "${requested}" is held by this account's tunnel on edge ${unreachable.holder.nodeId}, which cannot be reached to hand it over; ` +
             `it is free at the latest ${seconds} s after that edge last renewed it. Retry after ${seconds} s.`,
           { 'Retry-After': String(seconds) },
         );
@@ -316,7 +338,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       if ((await this.options.accounts.getReservation(name)) !== undefined) continue;
       const started = this.clock();
       const result = await this.leases.claim(this.claimOf(name, accountId, tunnelCap, details, undefined), this.timings.leaseTtlMs);
-      if (result.granted) return this.granted(name, accountId, tunnelCap, details, result.fence, started);
+      if (result.granted) return this.granted(name, accountId, tunnelCap, details, result, started);
       if (result.reason === 'cap') this.refuse(name, tunnelCap, result, details);
     }
   }
@@ -338,11 +360,18 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       cap,
       ...(fromFence === undefined ? {} : { fromFence }),
       policy: details.policy === undefined ? '' : JSON.stringify(details.policy),
+      ...(details.drop === undefined || details.drop.length === 0 ? {} : { drop: details.drop }),
     };
   }
 
   /** Throws the refusal a claim result means ('takeover' is the caller's to handle). */
   private refuse(subdomain: string, tunnelCap: number, result: Exclude<ClaimResult, { granted: true }>, details: AdmitDetails): void {
+    if (result.reason === 'attached') {
+      throw new BurrowError(
+        'ALREADY_ATTACHED',
+        `This client already has a session for "${subdomain}" on edge ${this.self.nodeId}; its next session must go to another edge of the cluster.`,
+      );
+    }
     if (result.reason === 'taken') {
       throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is in use by another account.`);
     }
@@ -359,14 +388,22 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     }
   }
 
-  private granted(subdomain: string, accountId: string, cap: number, details: AdmitDetails, fence: number, started: number): string {
+  private granted(subdomain: string, accountId: string, cap: number, details: AdmitDetails, result: Extract<ClaimResult, { granted: true }>, started: number): string {
     const now = this.clock();
+    const { fence, ownerFence } = result;
     const validUntil = started + this.timings.leaseTtlMs - this.timings.marginMs;
     // A reconnect to this same edge: the live session it replaces goes on under the new grant until then.
     const live = this.held.get(subdomain);
     if (live !== undefined && live.accountId === accountId) {
       live.fence = fence;
+      live.ownerFence = ownerFence;
       live.validUntil = validUntil;
+    }
+    // The client's sessions it replaced on other edges (it said so: `drop`): they end them now, not at
+    // their next renewal. Nothing waits for it: they no longer hold the name in Redis.
+    for (const dropped of result.dropped) {
+      this.owners.released(subdomain, dropped.nodeId, dropped.fence);
+      if (dropped.nodeId !== this.self.nodeId) void this.peerLink?.release({ ...dropped }, subdomain, dropped.fence);
     }
     const lease: LocalLease = {
       subdomain,
@@ -379,6 +416,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       publicUrl: this.options.publicUrlOf(subdomain),
       cap,
       fence,
+      ownerFence,
       validUntil,
       grantedAt: now,
       policy: details.policy === undefined ? '' : JSON.stringify(details.policy),
@@ -395,7 +433,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     // A live local session of the same account keeps the name under the new grant (a replacement that never happened).
     if (this.held.get(subdomain)?.fence === lease.fence) return;
     this.track(this.leases.drop(subdomain, accountId, lease.fence, this.self.nodeId));
-    this.owners.released(subdomain, lease.fence);
+    this.owners.released(subdomain, this.self.nodeId, lease.fence);
   }
 
   add(session: TunnelSession): void {
@@ -425,7 +463,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     // A new connect of the same name on this edge is waiting for its upgrade: it keeps the lease.
     if (this.pending.has(session.subdomain)) return;
     this.track(this.leases.hold(lease.subdomain, lease.accountId, lease.fence, this.self.nodeId, this.options.graceMs));
-    this.owners.released(lease.subdomain, lease.fence);
+    this.owners.released(lease.subdomain, this.self.nodeId, lease.fence);
   }
 
   sweep(): void {
@@ -453,7 +491,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   }
 
   private async renewRound(): Promise<void> {
-    const batch = [...this.held.values(), ...this.pending.values()].map((lease) => ({ lease, subdomain: lease.subdomain, fence: lease.fence, accountId: lease.accountId }));
+    const batch = [...this.held.values(), ...this.pending.values()].map((lease) => ({ lease, subdomain: lease.subdomain, fence: lease.fence, accountId: lease.accountId, instance: lease.instance ?? '' }));
     const started = this.clock();
     let outcomes;
     try {
@@ -544,7 +582,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       // Renewed meanwhile, or gone another way.
       if (this.held.get(lease.subdomain) !== lease || lease.validUntil > this.clock() || this.status.available) continue;
       this.held.delete(lease.subdomain);
-      this.owners.released(lease.subdomain, lease.fence);
+      this.owners.released(lease.subdomain, this.self.nodeId, lease.fence);
       // Its lease stays in Redis until it expires: a reconnect through another edge takes the name over
       // (this edge answers the release call 'not-held'), and no other account can have it before.
       this.local.evict(lease.subdomain, GoAwayCode.STORE_UNREACHABLE, 'this edge lost the cluster store; reconnect through another edge of the cluster');
@@ -599,7 +637,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
           return;
         }
         const snapshot = await this.leases.snapshot();
-        for (const record of snapshot.leases) this.owners.granted(tunnelLease(record), record.expiresAt - snapshot.redisNow);
+        for (const record of snapshot.leases) for (const attachment of record.attachments) this.owners.granted(record, attachment, attachment.expiresAt - snapshot.redisNow);
         if (this.options.subscriber.status === 'ready') this.inStepSince = this.clock();
         // Changes pushed while out of step were missed: policies are read again.
         this.emit('owner-changed', null);
@@ -622,9 +660,14 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
         port: lease.port,
         startedAt: lease.startedAt,
         publicUrl: lease.publicUrl,
-        fence: lease.fence,
-        ...this.self,
+        instance: lease.instance ?? '',
+        clientAddress: lease.clientAddress,
+        policy: lease.policy,
+        fence: lease.ownerFence,
+        state: 'live',
+        expiresAt: 0,
       },
+      { ...this.self, fence: lease.fence },
       this.timings.leaseTtlMs,
     );
   }
@@ -638,14 +681,18 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     const started = this.clock();
     let result: ClaimResult;
     try {
+      // Its own attachment is kept, or made again, for the same client; another client's is the same refusal as at connect.
       result = await this.leases.claim(
-        this.claimOf(
-          lease.subdomain,
-          lease.accountId,
-          lease.cap,
-          { tokenId: lease.tokenId, port: lease.port, instance: lease.instance, clientAddress: lease.clientAddress, replace: false, ...storedPolicyOf(lease.policy) },
-          undefined,
-        ),
+        {
+          ...this.claimOf(
+            lease.subdomain,
+            lease.accountId,
+            lease.cap,
+            { tokenId: lease.tokenId, port: lease.port, instance: lease.instance, clientAddress: lease.clientAddress, replace: false, ...storedPolicyOf(lease.policy) },
+            undefined,
+          ),
+          rejoin: true,
+        },
         this.timings.leaseTtlMs,
       );
     } catch {
@@ -657,6 +704,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     }
     if (result.granted) {
       lease.fence = result.fence;
+      lease.ownerFence = result.ownerFence;
       lease.validUntil = started + this.timings.leaseTtlMs - this.timings.marginMs;
       this.learnOwn(lease);
     } else {
@@ -694,11 +742,11 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   private onCommand(command: ClusterCommand): void {
     switch (command.type) {
       case 'granted':
-        this.owners.granted(tunnelLease(command.lease), command.ttlMs);
+        this.owners.granted(command.lease, command.attachment, command.ttlMs);
         this.emit('owner-changed', command.lease.subdomain);
         return;
       case 'released':
-        this.owners.released(command.subdomain, command.fence);
+        this.owners.released(command.subdomain, command.nodeId, command.fence);
         this.emit('owner-changed', command.subdomain);
         return;
       case 'policy':
@@ -709,9 +757,13 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
         return;
       case 'close': {
         const lease = this.held.get(command.subdomain);
-        if (lease !== undefined && lease.fence === command.fence) this.closeLocal(lease, command.reason);
+        if (lease !== undefined && lease.ownerFence === command.fence) this.closeLocal(lease, command.reason);
         return;
       }
+      case 'queued':
+      case 'drained':
+        this.emit(command.type, command.subdomain);
+        return;
       case 'revoke':
         for (const lease of [...this.held.values()]) if (lease.tokenId === command.tokenId) this.closeLocal(lease, 'token-revoked');
         for (const lease of [...this.pending.values()]) if (lease.tokenId === command.tokenId) this.abandon(lease.subdomain, lease.accountId);
@@ -724,7 +776,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     this.held.delete(lease.subdomain);
     this.local.close(lease.subdomain, reason);
     this.track(this.leases.drop(lease.subdomain, lease.accountId, lease.fence, this.self.nodeId));
-    this.owners.released(lease.subdomain, lease.fence);
+    this.owners.released(lease.subdomain, this.self.nodeId, lease.fence);
   }
 
   private track(write: Promise<unknown>): void {
@@ -758,12 +810,12 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   async ownerOf(subdomain: string): Promise<TunnelLease | null> {
     if (this.lapsed(subdomain)) throw storeUnavailable(new Error(`the lease of ${subdomain} on this edge lapsed while the store was away`));
     if (this.inStepSince >= 0 && this.owners.needsCheck(subdomain)) await this.recheck(subdomain);
-    let owner = this.owners.lookup(subdomain, this.inStepFor());
+    let owner = this.owners.lookup(subdomain, this.inStepFor(), this.self.nodeId);
     if (owner === null && this.inStepSince >= 0 && this.mayAskAboutMiss(subdomain)) {
       // No owner known: a grant made a moment ago on another edge may still be on its way here (pub/sub
       // is not part of the claim's reply). Redis is asked, at most once a second per name.
       await this.recheck(subdomain);
-      owner = this.owners.lookup(subdomain, this.inStepFor());
+      owner = this.owners.lookup(subdomain, this.inStepFor(), this.self.nodeId);
     }
     if (owner === undefined) throw storeUnavailable();
     return owner;
@@ -791,7 +843,17 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     } catch {
       return;
     }
-    this.owners.checked(subdomain, record === null || record.state !== 'live' ? null : { lease: tunnelLease(record), remainingMs: record.expiresAt - redisNow });
+    this.owners.checked(
+      subdomain,
+      record === null || record.state !== 'live' || record.attachments.length === 0
+        ? null
+        : { owner: record, attachments: record.attachments.map((attachment) => ({ attachment, remainingMs: attachment.expiresAt - redisNow })) },
+    );
+  }
+
+  /** The hop could not connect to `nodeId`: the next lookups prefer the tunnel's other edges. */
+  unreachable(nodeId: string): void {
+    this.owners.suspect(nodeId);
   }
 
   /** The owner the map names was wrong (it said "not mine", or could not be reached): Redis is asked on next use. */
@@ -825,12 +887,10 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
    */
   async close(subdomain: string, reason: TunnelCloseReason): Promise<boolean> {
     const local = this.held.get(subdomain);
-    if (local !== undefined) {
-      this.closeLocal(local, reason);
-      return true;
-    }
+    if (local !== undefined) this.closeLocal(local, reason);
+    // Every other edge its client is attached to ends its session too.
     const record = await this.leases.owner(subdomain);
-    if (record === null || record.state !== 'live') return false;
+    if (record === null || record.state !== 'live' || record.attachments.length === 0) return local !== undefined;
     await this.leases.publish({ type: 'close', subdomain, fence: record.fence, reason });
     return true;
   }
@@ -850,6 +910,14 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     if (this.session(capture.subdomain) === undefined) {
       return Promise.reject(new BurrowError('TUNNEL_OFFLINE', `The tunnel ${capture.subdomain} is not connected to this edge.`));
     }
+    // A replay of a held webhook's delivery is a new request: without the event's id, which the client
+    // takes for a repeated delivery (src/client/delivered-events.ts).
+    const headers = capture.requestHeaders;
+    for (let i = 0; i < headers.length; i += 2) {
+      if (headers[i]!.toLowerCase() !== 'burrow-event-id') continue;
+      const kept = headers.filter((_, j) => Math.floor(j / 2) !== i / 2);
+      return this.local.replay({ ...capture, requestHeaders: kept }, overrides);
+    }
     return this.local.replay(capture, overrides);
   }
 
@@ -858,30 +926,29 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     return this.leases.publish({ type: 'policy', subdomain });
   }
 
+  /** READY's cluster settings for a session just added (docs/protocol.md section 4), or null when it holds no lease here. */
+  readySettings(subdomain: string | null): Pick<Settings, 'clusterEdges' | 'attachment'> | null {
+    const clusterEdges = this.owners.peers(this.self.nodeId).length + 1;
+    // A connect that names no tunnel (`burrow start`) learns it is in a cluster, with nothing to drop later.
+    if (subdomain === null) return { clusterEdges };
+    const lease = this.held.get(subdomain);
+    if (lease === undefined) return null;
+    return { clusterEdges, attachment: lease.fence };
+  }
+
+  /**
+   * A BIND names no attachment to drop (a client binds each tunnel of its connection on one edge only):
+   * when this edge holds the name for the same client process (its `instance`), the BIND is that client's
+   * new connection replacing its old one here, which the claim drops as a connect's `drop` would.
+   */
+  ownAttachment(subdomain: string, accountId: string, instance: string | null): number[] {
+    const lease = this.held.get(subdomain);
+    return instance !== null && lease !== undefined && lease.accountId === accountId && lease.instance === instance ? [lease.fence] : [];
+  }
+
   /** The fence of this edge's lease on `subdomain` (tests, diagnostics), or undefined. */
   fenceOf(subdomain: string): number | undefined {
     return this.held.get(subdomain)?.fence;
-  }
-}
-
-function tunnelLease(record: LeaseRecord): TunnelLease {
-  return {
-    ...tunnelInfo(record),
-    nodeId: record.nodeId,
-    advertise: record.advertise,
-    boot: record.boot,
-    fence: record.fence,
-    ...storedPolicyOf(record.policy),
-  };
-}
-
-/** A lease's one-run policy: its JSON parsed (written by an edge's claim), nothing when there is none or it does not parse. */
-function storedPolicyOf(json: string | undefined): { policy?: StoredPolicy } {
-  if (json === undefined || json === '') return {};
-  try {
-    return { policy: JSON.parse(json) as StoredPolicy };
-  } catch {
-    return {};
   }
 }
 

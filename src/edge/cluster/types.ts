@@ -48,6 +48,11 @@ export interface ClusterDirectory {
   ownerOf(subdomain: string): Promise<TunnelLease | null>;
   /** Drops a cached owner: its edge answered that it does not hold the tunnel (any more). */
   forget(subdomain: string): void;
+  /**
+   * The hop could not connect to `nodeId` (refused, or no answer to the connect): a tunnel attached to
+   * several edges is looked up on its other edges first for a while.
+   */
+  unreachable?(nodeId: string): void;
   /** The edges alive now (their heartbeats), this one included. */
   peers(): Promise<ClusterPeer[]>;
   /** This edge. */
