@@ -278,7 +278,7 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
     const chunks = this.chunks;
     this.chunks = [];
     const response = this.response!;
-    if (this.exchange.writeWhole(this.status, this.reason, response.headers, chunks, length, response.lengthInFields)) {
+    if (this.exchange.writeWhole(this.status, this.reason, this.outgoingHead(response.headers), chunks, length, response.lengthInFields)) {
       this.consumed(length);
       this.completeEnd();
     } else {
