@@ -20,6 +20,10 @@ declare module 'autocannon' {
     /** A response whose body differs counts in `mismatches`. */
     expectBody?: string;
     title?: string;
+    /** TLS server name (SNI) for an https:// url. */
+    servername?: string;
+    /** Requests each connection sends in turn (their fields override the ones above). */
+    requests?: Array<{ method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer; onResponse?: (status: number, body: string) => void }>;
   }
 
   /** Percentiles of a histogram: p50, p99, p99_9, ... as numbers. Latencies are whole milliseconds. */

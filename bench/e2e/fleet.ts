@@ -5,18 +5,24 @@
  *   node dist/bench/e2e/fleet.js PLAN.json
  *
  * PLAN: { edge, targetPort, prefix, concurrency, deadlineMs, accounts: [{ token, tunnels }] }. Tunnel k is
- * `<prefix>-<k>`, numbered across the accounts in order. Connects at most `concurrency` at once until all
+ * `<prefix>-<k>`, numbered across the accounts in order. For a cluster (bench/cluster-scale.ts), `edge` may
+ * list several edges and `edgesPerTunnel` makes each tunnel a MultiEdgeTunnel (`--edges K`), tunnel k
+ * starting at edge k mod the list's length (spread over the edges); `insecure` as the client's option. Connects at most `concurrency` at once until all
  * are up or `deadlineMs` passes, printing one JSON line per second ({"event":"progress",...}) and one
  * when done ({"event":"done","connected":N,"failed":N,"ms":N,...}); a tunnel that drops or reconnects
  * afterwards prints {"event":"drop",...}. Then it holds the tunnels until SIGTERM/SIGINT or until its stdin
  * closes (the runner died), and exits without saying goodbye to each (the edge sees the sockets close).
  */
 import { readFileSync } from 'node:fs';
+import { MultiEdgeTunnel } from '../../src/client/multi-edge.js';
 import { RouteTable } from '../../src/client/routes.js';
+import type { Tunnel } from '../../src/client/tunnel.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
 
 interface FleetPlan {
-  edge: string;
+  edge: string | string[];
+  edgesPerTunnel?: number;
+  insecure?: boolean;
   targetPort: number;
   prefix: string;
   concurrency: number;
@@ -38,7 +44,7 @@ async function main(): Promise<void> {
   for (const account of plan.accounts) {
     for (let i = 0; i < account.tunnels; i++) jobs.push({ token: account.token, subdomain: `${plan.prefix}-${jobs.length}` });
   }
-  const clients: TunnelClient[] = [];
+  const clients: Tunnel[] = [];
   const stop = (): void => process.exit(0);
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
@@ -57,14 +63,13 @@ async function main(): Promise<void> {
 
   const worker = async (): Promise<void> => {
     while (next < jobs.length && Date.now() < deadline) {
-      const job = jobs[next++]!;
-      const client = new TunnelClient({
-        edge: plan.edge,
-        token: job.token,
-        routes: new RouteTable(plan.targetPort),
-        subdomain: job.subdomain,
-        recordLimit: 0,
-      });
+      const index = next++;
+      const job = jobs[index]!;
+      const options = { edge: plan.edge, token: job.token, routes: new RouteTable(plan.targetPort), subdomain: job.subdomain, recordLimit: 0, insecure: plan.insecure ?? false };
+      const client: Tunnel =
+        plan.edgesPerTunnel === undefined
+          ? new TunnelClient(options)
+          : new MultiEdgeTunnel({ ...options, edgesPerTunnel: plan.edgesPerTunnel, firstEdge: index % (typeof plan.edge === 'string' ? 1 : plan.edge.length) });
       try {
         await client.start();
         connected++;
