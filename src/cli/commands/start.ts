@@ -14,12 +14,15 @@ import { formatProblem, loadConfig, type ConfigFile, type TunnelConfig } from '.
 import type { Exchange } from '../../client/exchange.js';
 import { localTarget, RouteTable } from '../../client/routes.js';
 import { policySpecFromFlags } from '../../protocol/policy.js';
-import { TunnelClient, TunnelRefusedError, type ClosedInfo, type ReadyInfo } from '../../client/tunnel-client.js';
-import type { BoundTunnel } from '../../client/bound-tunnel.js';
+import { TunnelRefusedError, type ClosedInfo, type ReadyInfo, type TunnelClient } from '../../client/tunnel-client.js';
+import type { BoundTunnelOptions } from '../../client/bound-tunnel.js';
+import { MultiEdgeBoundTunnel, MultiEdgeTunnel } from '../../client/multi-edge.js';
 import { connectionLine } from './tcp.js';
 import {
   batchedWriter,
   edgeAccess,
+  edgesOption,
+  followCluster,
   forwardingLines,
   INSPECTOR_BODY_LIMIT,
   inspectorAddress,
@@ -89,14 +92,17 @@ interface SharedConnection {
   insecure: boolean;
   resolve: Credentials['resolve'];
   recording: boolean;
+  /** `--edges K`, else the file's `edges` (MultiEdgeTunnel's default without either). */
+  edgesPerTunnel: number | undefined;
 }
 
 /**
- * The one connection every tunnel of the file rides (docs/protocol.md section 18): it names no tunnel
- * itself, and each tunnel is bound on it (`openTunnel`) after its READY, again after each reconnect.
+ * The connections every tunnel of the file rides (docs/protocol.md section 18): one, and in a cluster one
+ * per edge it is attached to (`--edges K`, src/client/multi-edge.ts). A connection names no tunnel
+ * itself; each tunnel is bound on each of them (`onSession`) after its READY, again after each reconnect.
  */
-function openConnection(shared: SharedConnection): TunnelClient {
-  return new TunnelClient({
+function openConnections(shared: SharedConnection, onSession: (session: TunnelClient) => void): MultiEdgeTunnel {
+  return new MultiEdgeTunnel({
     edge: shared.edges,
     token: shared.token,
     // Serves nothing and is never dialled (bindOnly): each tunnel has its own routes.
@@ -106,29 +112,31 @@ function openConnection(shared: SharedConnection): TunnelClient {
     ...(shared.ca === undefined ? {} : { ca: shared.ca }),
     insecure: shared.insecure,
     resolve: shared.resolve,
+    ...(shared.edgesPerTunnel === undefined ? {} : { edgesPerTunnel: shared.edgesPerTunnel }),
+    onSession,
   });
 }
 
-/** The one place a tunnel of the file becomes a tunnel of the connection. */
-function openTunnel(connection: TunnelClient, tunnel: TunnelConfig): ReturnType<TunnelClient['bind']> {
+/** The one place a tunnel of the file becomes what a connection binds. */
+function bindingOf(tunnel: TunnelConfig): BoundTunnelOptions {
   if (tunnel.kind !== 'http') {
-    return connection.bind({
+    return {
       kind: tunnel.kind,
       routes: new RouteTable(localTarget(tunnel.port, tunnel.host)),
       ...(tunnel.kind === 'tls' && tunnel.subdomain !== undefined ? { subdomain: tunnel.subdomain } : {}),
       ...(tunnel.remotePort === undefined ? {} : { remotePort: tunnel.remotePort }),
       proxyProtocol: tunnel.proxyProtocol,
       ...(tunnel.policy === undefined ? {} : { policy: policySpecFromFlags(tunnel.policy.flags)! }),
-    });
+    };
   }
-  return connection.bind({
+  return {
     routes: new RouteTable(tunnel.target, tunnel.routes),
     hostHeader: tunnel.hostHeader,
     localInsecure: tunnel.localInsecure,
     ...(tunnel.subdomain === undefined ? {} : { subdomain: tunnel.subdomain }),
     // Checked when the file was read (config-file.ts policyFlags), so it builds here.
     ...(tunnel.policy === undefined ? {} : { policy: policySpecFromFlags(tunnel.policy.flags)! }),
-  });
+  };
 }
 
 /** "Forwarding" lines: an http tunnel's routes, or a tcp or tls tunnel's one target (host:port). */
@@ -151,6 +159,7 @@ export async function startCommand(args: string[]): Promise<number> {
       'no-inspect': { type: 'boolean' },
       log: { type: 'string' },
       json: { type: 'boolean' },
+      edges: { type: 'string' },
     },
     HELP,
   );
@@ -185,11 +194,16 @@ export async function startCommand(args: string[]): Promise<number> {
     insecure: values.insecure === true,
     resolve: credentials.resolve,
     recording: inspector !== null,
+    edgesPerTunnel: edgesOption(values.edges, config),
   };
   const width = Math.max(...tunnels.map((tunnel) => tunnel.name.length));
   const lines = json || writesToNull(1) ? null : batchedWriter(out);
 
-  const connection = openConnection(shared);
+  // Each tunnel of the file, bound on every connection (one per edge in a cluster) as each is made.
+  const bound = new Map(tunnels.map((tunnel) => [tunnel.name, new MultiEdgeBoundTunnel(bindingOf(tunnel), (session, options) => session.bind(options).tunnel)]));
+  const connection = openConnections(shared, (session) => {
+    for (const tunnel of bound.values()) tunnel.bindOnSession(session);
+  });
   const stop = (): void => {
     void connection.close('the client was stopped (Ctrl-C)');
   };
@@ -206,7 +220,8 @@ export async function startCommand(args: string[]): Promise<number> {
         } else process.stderr.write(`burrow: tunnel ${tunnel.name} not started: ${code}: ${message}\n`);
         resolve(false);
       };
-      const { tunnel: client, started } = openTunnel(connection, tunnel);
+      const client = bound.get(tunnel.name)!;
+      const started = client.started;
       const table = client.routes;
       const detach = inspector?.attach(client, tunnel.name);
       let settled = false;
@@ -249,7 +264,7 @@ export async function startCommand(args: string[]): Promise<number> {
     });
 
   /** Request lines and connection events of a live tunnel. */
-  const follow = (client: BoundTunnel, tunnel: TunnelConfig, table: RouteTable): void => {
+  const follow = (client: MultiEdgeBoundTunnel, tunnel: TunnelConfig, table: RouteTable): void => {
     const name = tunnel.name;
     const protocol = tunnel.kind === 'tls' ? 'TLS' : 'TCP';
     if (events !== null) {
@@ -288,12 +303,8 @@ export async function startCommand(args: string[]): Promise<number> {
     });
   };
 
-  // The store lines of a cluster: the connection's edge says when it loses its store and when it is back.
-  connection.on('store', ({ available, edge, message }) => {
-    if (events !== null) events({ event: 'store', available, edge, message });
-    else if (available) process.stderr.write(`burrow: the cluster store is available again (edge ${edge})\n`);
-    else process.stderr.write(`burrow: the cluster store is unavailable (edge ${edge}: ${message})\n`);
-  });
+  // In a cluster: how many edges carry the connections, and the store lines, once for all the tunnels.
+  followCluster(connection, events, null);
 
   const outcomes = Promise.all(tunnels.map(run));
   // Tunnels are bound after the connection's READY; a connection that never gets one ends them all.
