@@ -41,8 +41,8 @@ import {
 
 const HELP = `
 Usage: burrow start (NAME... | --all) [--config FILE] [--edge URL ...] [--token T] [--ca FILE]
-                    [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--inspect ADDR | --no-inspect]
-                    [--log text|json] [--json]
+                    [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--edges K]
+                    [--inspect ADDR | --no-inspect] [--log text|json] [--json]
 
 Runs the tunnels named in burrow.yml (docs/config.md), or all of them, in one process with one
 inspector. The file is --config FILE, else BURROW_CONFIG, else ./burrow.yml, else burrow.yml in the
@@ -54,9 +54,11 @@ reconnects by itself. A tunnel the edge refuses (its subdomain taken, the plan's
 all. Exit code: 0 when every tunnel ran until Ctrl-C; 1 when one could not start or was ended by the
 edge (the process ends at once when no tunnel is left).
 
-Every tunnel rides one connection to one edge. In a cluster that edge serves them all and the other
-edges reach them through their internal hop: the file's "edges" (and "burrow http --edges K") attaches
-a single "burrow http" tunnel to several edges, never a "burrow start" connection.
+Every tunnel rides one connection. In a cluster (the edge says so when it connects) that connection
+is kept to --edges edges at once (2 by default), each carrying every tunnel: each of them serves the
+tunnels without the edges' internal hop, and losing one costs only the requests in flight on it. One
+line says how many edges serve the tunnels when that changes, one when the cluster's store becomes
+unavailable and one when it is back.
 
 Request lines start with the tunnel's name; the inspector (http://127.0.0.1:4040, or the next free
 port up to 4059) shows every tunnel's requests, each marked with its name. Without "subdomain" in the
@@ -75,12 +77,15 @@ Options:
                      connect to ADDRESS for the edge URL's HOST and PORT, without DNS (like curl
                      --resolve; repeatable; default: BURROW_RESOLVE, comma-separated)
   --insecure         allow sending the token over plain http:// to an edge not on this machine
+  --edges K          in a cluster, keep the connection to K edges at once, each carrying every
+                     tunnel (1 to 8; default: the file's edges, else 2); 1 keeps one connection
   --inspect ADDR     the inspector's address: PORT or HOST:PORT on a loopback address
   --no-inspect       no inspector: no bodies or WebSocket messages are kept
   --log text|json    one line per request and per WebSocket opened and closed (default: the
                      file's log, else text)
   --json             one JSON object per line per event, each with "tunnel": ready, request,
-                     websocket, reconnect, failover, store (no tunnel), warning, error, closed
+                     websocket, reconnect, failover, edges and store (no tunnel), warning, error,
+                     closed
   -h, --help         show this help
 `;
 
