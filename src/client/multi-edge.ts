@@ -131,20 +131,11 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
   }
 
   get activeStreams(): number {
-    let streams = 0;
-    for (const session of this.sessions) streams += session.activeStreams;
-    return streams;
+    return activeStreamsOf(this.sessions);
   }
 
   get stats(): TunnelClient['stats'] {
-    const total = { requests: 0, errors: 0, bytesIn: 0, bytesOut: 0 };
-    for (const { stats } of this.sessions) {
-      total.requests += stats.requests;
-      total.errors += stats.errors;
-      total.bytesIn += stats.bytesIn;
-      total.bytesOut += stats.bytesOut;
-    }
-    return total;
+    return statsOf(this.sessions);
   }
 
   get recordLimit(): number {
@@ -363,19 +354,29 @@ export class MultiEdgeBoundTunnel extends EventEmitter<BoundTunnelEvents> implem
   }
 
   get activeStreams(): number {
-    let streams = 0;
-    for (const member of this.members) streams += member.activeStreams;
-    return streams;
+    return activeStreamsOf(this.members);
   }
 
   get stats(): BoundTunnel['stats'] {
-    const total = { requests: 0, errors: 0, bytesIn: 0, bytesOut: 0 };
-    for (const { stats } of this.members) {
-      total.requests += stats.requests;
-      total.errors += stats.errors;
-      total.bytesIn += stats.bytesIn;
-      total.bytesOut += stats.bytesOut;
-    }
-    return total;
+    return statsOf(this.members);
   }
+}
+
+/** The streams open on all of one tunnel's sessions (or connections). */
+function activeStreamsOf(parts: readonly Pick<TunnelView, 'activeStreams'>[]): number {
+  let streams = 0;
+  for (const part of parts) streams += part.activeStreams;
+  return streams;
+}
+
+/** The counters of one tunnel's sessions (or connections), added up. */
+function statsOf(parts: readonly Pick<TunnelView, 'stats'>[]): TunnelView['stats'] {
+  const total = { requests: 0, errors: 0, bytesIn: 0, bytesOut: 0 };
+  for (const { stats } of parts) {
+    total.requests += stats.requests;
+    total.errors += stats.errors;
+    total.bytesIn += stats.bytesIn;
+    total.bytesOut += stats.bytesOut;
+  }
+  return total;
 }

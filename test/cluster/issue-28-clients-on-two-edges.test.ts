@@ -19,27 +19,20 @@ import { test } from 'node:test';
 import '../wildcard-dns.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
 import { frontProxySkip } from '../nginx-front.js';
-import { startLocal, tempDirs, waitFor, spawnCli, type SpawnedProcess } from '../helpers.js';
+import { tempDirs, waitFor, spawnCli, type SpawnedProcess } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { wildcardDnsEnv } from '../tls-fixtures.js';
-import { attachedNodes, boundedLoad, NODE_IDS, servedWhereSent, startNginxCluster, type NginxCluster } from './nginx-cluster.js';
+import { attachedNodes, jsonEventsOf, killUnderLoad, NODE_IDS, servedWhereSent, startNginxCluster, startSequenceServer, type NginxCluster } from './nginx-cluster.js';
 
 const skip = redisSkip !== false ? redisSkip : frontProxySkip();
 const SUBDOMAIN = 'two-edges';
-/** Four senders, each one GET at a time with a pause: steady and bounded. */
-const LOAD = { senders: 4, pauseMs: 25, max: 1_500 };
-const BEFORE_KILL_MS = 1_500;
-const AFTER_KILL_MS = 4_000;
 const makeDir = tempDirs('burrow-two-edges-');
 
 test('a client on two edges behind nginx: kill -9 of one of them under load fails no new request, and the client attaches to the third', { skip, timeout: 120_000 }, async () => {
   const redis = await TestRedis.start();
   let cluster: NginxCluster | undefined;
   let client: SpawnedProcess | undefined;
-  const local = await startLocal((req, res) => {
-    req.resume();
-    req.on('end', () => res.end(`answer ${String(req.headers['x-seq'])}`));
-  });
+  const local = await startSequenceServer();
   try {
     cluster = await startNginxCluster(redis, makeDir(), makeDir, 'two-edges@example.test');
     client = await spawnCli(
@@ -48,12 +41,7 @@ test('a client on two edges behind nginx: kill -9 of one of them under load fail
       /"event":"ready"[^\n]*\n/,
     );
     const running = client;
-    const events = (): Record<string, unknown>[] =>
-      running
-        .output()
-        .split('\n')
-        .filter((line) => line.startsWith('{'))
-        .map((line) => JSON.parse(line) as Record<string, unknown>);
+    const events = (): Record<string, unknown>[] => jsonEventsOf(running);
     await waitFor(async () => (await attachedNodes(redis, SUBDOMAIN)).length === 2, 10_000, 'the tunnel attached to two edges').catch(async (error: Error) => {
       throw new Error(`${error.message}: lease fields ${JSON.stringify(await redis.command('HKEYS', `burrow:cluster:lease:${SUBDOMAIN}`))}; client:\n${running.output()}`);
     });
@@ -61,25 +49,7 @@ test('a client on two edges behind nginx: kill -9 of one of them under load fail
     const [victim, survivor] = (await attachedNodes(redis, SUBDOMAIN)) as [string, string];
     const third = NODE_IDS.find((id) => id !== victim && id !== survivor)!;
 
-    const load = boundedLoad(cluster, [SUBDOMAIN], LOAD);
-    await new Promise((resolve) => setTimeout(resolve, BEFORE_KILL_MS));
-    const killed = cluster.edges[NODE_IDS.indexOf(victim as (typeof NODE_IDS)[number])]!;
-    killed.child.kill('SIGKILL');
-    const killedAt = performance.now();
-    await killed.exited;
-    await new Promise((resolve) => setTimeout(resolve, AFTER_KILL_MS));
-    const outcomes = await load.stop();
-
-    const failed = outcomes.filter((outcome) => outcome.status !== 200 || outcome.error !== '');
-    const after = outcomes.filter((outcome) => outcome.sentAt >= killedAt);
-    const failedAfter = failed.filter((outcome) => outcome.sentAt >= killedAt);
-    console.log(
-      `# clients on two edges: ${outcomes.length} requests through nginx, ${after.length} sent after the kill of edge ${victim}; ` +
-        `failed: ${failedAfter.length} sent after the kill, ${failed.length - failedAfter.length} in flight at the kill`,
-    );
-    assert.ok(outcomes.filter((outcome) => outcome.sentAt < killedAt).length > 50, 'traffic before the kill');
-    assert.ok(after.length > 100, 'traffic after the kill');
-    assert.deepEqual(failedAfter, [], 'no request sent after the kill failed');
+    await killUnderLoad(cluster, victim, [SUBDOMAIN], 'clients on two edges');
 
     // The client attaches to the third edge; its other session kept the tunnel up all along.
     await waitFor(async () => (await attachedNodes(redis, SUBDOMAIN)).join() === [survivor, third].sort().join(), 20_000, 'the tunnel attached to the survivor and the third edge');

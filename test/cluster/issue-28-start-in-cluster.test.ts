@@ -16,11 +16,11 @@ import { test } from 'node:test';
 import '../wildcard-dns.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
 import { frontProxySkip } from '../nginx-front.js';
-import { createAccount, spawnCli, startLocal, tempDir, tempDirs, waitFor, type SpawnedProcess, type TestEdge } from '../helpers.js';
+import { createAccount, spawnCli, tempDir, tempDirs, waitFor, type SpawnedProcess, type TestEdge } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { wildcardDnsEnv } from '../tls-fixtures.js';
 import { publicGet, startClusterEdge, startNamed } from './cluster-helpers.js';
-import { attachedNodes, boundedLoad, NODE_IDS, servedWhereSent, startNginxCluster, type NginxCluster } from './nginx-cluster.js';
+import { attachedNodes, jsonEventsOf, killUnderLoad, NODE_IDS, servedWhereSent, startNginxCluster, startSequenceServer, type NginxCluster } from './nginx-cluster.js';
 
 /** Leases of 10 s renewed every second: a 3 s outage stays inside every lease's validity. */
 const TIMINGS = { leaseTtlMs: 10_000, renewEveryMs: 1_000, marginMs: 1_000, heartbeatTtlMs: 5_000 };
@@ -82,16 +82,12 @@ test('burrow start in a cluster: a connection to each of two edges carries both 
 });
 
 const skipFront = redisSkip !== false ? redisSkip : frontProxySkip();
-const LOAD = { senders: 4, pauseMs: 25, max: 1_500 };
 
 test('burrow start behind nginx: kill -9 of an edge both tunnels are attached to fails no new request, and they attach to the third', { skip: skipFront, timeout: 150_000 }, async () => {
   const redis = await TestRedis.start();
   let cluster: NginxCluster | undefined;
   let client: SpawnedProcess | undefined;
-  const local = await startLocal((req, res) => {
-    req.resume();
-    req.on('end', () => res.end(`answer ${String(req.headers['x-seq'])}`));
-  });
+  const local = await startSequenceServer();
   try {
     cluster = await startNginxCluster(redis, makeDir(), makeDir, 'start-cluster@example.test');
     const dir = makeDir();
@@ -107,12 +103,7 @@ test('burrow start behind nginx: kill -9 of an edge both tunnels are attached to
       dir,
     );
     const running = client;
-    const events = (): Record<string, unknown>[] =>
-      running
-        .output()
-        .split('\n')
-        .filter((line) => line.startsWith('{'))
-        .map((line) => JSON.parse(line) as Record<string, unknown>);
+    const events = (): Record<string, unknown>[] => jsonEventsOf(running);
     const bothOn = async (nodes: readonly string[]): Promise<boolean> => {
       for (const name of NAMES) if ((await attachedNodes(redis, name)).join() !== [...nodes].sort().join()) return false;
       return true;
@@ -128,25 +119,7 @@ test('burrow start behind nginx: kill -9 of an edge both tunnels are attached to
     const [victim, survivor] = attached as [string, string];
     const third = NODE_IDS.find((id) => id !== victim && id !== survivor)!;
 
-    const load = boundedLoad(cluster, NAMES, LOAD);
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
-    const killed = cluster.edges[NODE_IDS.indexOf(victim as (typeof NODE_IDS)[number])]!;
-    killed.child.kill('SIGKILL');
-    const killedAt = performance.now();
-    await killed.exited;
-    await new Promise((resolve) => setTimeout(resolve, 4_000));
-    const outcomes = await load.stop();
-
-    const failed = outcomes.filter((outcome) => outcome.status !== 200 || outcome.error !== '');
-    const after = outcomes.filter((outcome) => outcome.sentAt >= killedAt);
-    const failedAfter = failed.filter((outcome) => outcome.sentAt >= killedAt);
-    console.log(
-      `# burrow start on two edges: ${outcomes.length} requests through nginx to two tunnels, ${after.length} sent after the kill of edge ${victim}; ` +
-        `failed: ${failedAfter.length} sent after the kill, ${failed.length - failedAfter.length} in flight at the kill`,
-    );
-    assert.ok(outcomes.filter((outcome) => outcome.sentAt < killedAt).length > 50, 'traffic before the kill');
-    assert.ok(after.length > 100, 'traffic after the kill');
-    assert.deepEqual(failedAfter, [], 'no request sent after the kill failed');
+    await killUnderLoad(cluster, victim, NAMES, 'burrow start on two edges, two tunnels');
 
     await waitFor(() => bothOn([survivor, third]), 20_000, 'both tunnels attached to the survivor and the third edge');
     assert.ok(!events().some((event) => event.event === 'reconnect' || event.event === 'failover' || event.event === 'closed' || event.event === 'error'), running.output());

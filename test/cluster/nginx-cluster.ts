@@ -10,7 +10,7 @@ import { Agent, request } from 'undici';
 import { nodeNumberOfCaptureId } from '../../src/store/captures.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
 import { makeCertificates, startClusterNginx, type RunningNginx } from '../nginx-front.js';
-import { freePort, runCli, spawnCli, type SpawnedProcess } from '../helpers.js';
+import { freePort, runCli, spawnCli, startLocal, type LocalServer, type SpawnedProcess } from '../helpers.js';
 import type { TestRedis } from '../redis-server.js';
 
 export const NODE_IDS = ['a', 'b', 'c'] as const;
@@ -129,6 +129,49 @@ export function boundedLoad(cluster: NginxCluster, subdomains: readonly string[]
       return outcomes;
     },
   };
+}
+
+/** The local server behind the tunnels: answers `answer <x-seq>` once it has read the body. */
+export function startSequenceServer(): Promise<LocalServer> {
+  return startLocal((req, res) => {
+    req.resume();
+    req.on('end', () => res.end(`answer ${String(req.headers['x-seq'])}`));
+  });
+}
+
+/** The --json events a client process printed so far. */
+export function jsonEventsOf(client: SpawnedProcess): Record<string, unknown>[] {
+  return client
+    .output()
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+/**
+ * Bounded traffic to `subdomains` through nginx, the edge `victim` killed with SIGKILL after 1.5 s of it,
+ * 4 s more: asserts traffic on both sides of the kill and no failed request sent after it (`label`
+ * names the run in the line it prints).
+ */
+export async function killUnderLoad(cluster: NginxCluster, victim: string, subdomains: readonly string[], label: string): Promise<void> {
+  const load = boundedLoad(cluster, subdomains, { senders: 4, pauseMs: 25, max: 1_500 });
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  const killed = cluster.edges[NODE_IDS.indexOf(victim as (typeof NODE_IDS)[number])]!;
+  killed.child.kill('SIGKILL');
+  const killedAt = performance.now();
+  await killed.exited;
+  await new Promise((resolve) => setTimeout(resolve, 4_000));
+  const outcomes = await load.stop();
+  const failed = outcomes.filter((outcome) => outcome.status !== 200 || outcome.error !== '');
+  const after = outcomes.filter((outcome) => outcome.sentAt >= killedAt);
+  const failedAfter = failed.filter((outcome) => outcome.sentAt >= killedAt);
+  console.log(
+    `# ${label}: ${outcomes.length} requests through nginx, ${after.length} sent after the kill of edge ${victim}; ` +
+      `failed: ${failedAfter.length} sent after the kill, ${failed.length - failedAfter.length} in flight at the kill`,
+  );
+  assert.ok(outcomes.filter((outcome) => outcome.sentAt < killedAt).length > 50, 'traffic before the kill');
+  assert.ok(after.length > 100, 'traffic after the kill');
+  assert.deepEqual(failedAfter, [], 'no request sent after the kill failed');
 }
 
 /**
