@@ -106,6 +106,8 @@ export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements RawS
   stopped = false;
   /** Its lease attachment on the connection's edge (the last BOUND's; cluster mode): the next BIND's `drop`. */
   attachment = 0;
+  /** A BIND of it is on this connection, unanswered: it is not sent again (the edge refuses a live id). */
+  binding = false;
   private readonly localHop: LocalHop;
   /** Held webhooks this tunnel delivered lately, looked at while the edge reports a cluster (src/client/delivered-events.ts). */
   private delivered: DeliveredEvents | null = null;

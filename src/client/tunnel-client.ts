@@ -338,7 +338,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   /** Asks for every bound tunnel that is not live (after READY, or after an UNBOUND that was not final). */
   private bindAll(): void {
     for (const tunnel of this.bound.values()) {
-      if (tunnel.stopped || tunnel.publicUrlValue !== null) continue;
+      if (tunnel.stopped || tunnel.publicUrlValue !== null || tunnel.binding) continue;
       if (this.settings.maxTunnels === undefined) {
         tunnel.finish({ reason: NO_BIND, code: 'INVALID_REQUEST', byUser: false });
         continue;
@@ -359,6 +359,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       ];
       // An edge of a cluster takes `drop` (section 18): the attachment this BIND replaces, 0 for none.
       if (this.inCluster) bind.push(tunnel.attachment);
+      tunnel.binding = true;
       this.send(encode(bind));
     }
     this.closeWhenNoTunnel();
@@ -380,6 +381,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private onBound(id: number, error: string, message: string, name: string, publicUrl: string, attachment: number): void {
     const tunnel = this.bound.get(id);
     if (tunnel === undefined || tunnel.stopped) return;
+    tunnel.binding = false;
     if (error === 'ALREADY_ATTACHED') {
       // This client's other connection has the tunnel on this edge: this connection belongs on another
       // edge (the next of the list, or a front proxy's next pick), quietly, as a connect refused so would.
@@ -994,6 +996,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       resolve(info);
     }
     this.emit('ready', info);
+    // A new connection: no BIND of the last one will be answered.
+    for (const tunnel of this.bound.values()) tunnel.binding = false;
     if (this.bound.size > 0) this.bindAll();
   }
 

@@ -4,7 +4,7 @@
  * both edges serve both tunnels without the hop; the store lines are printed once for the whole process,
  * not once per edge or per tunnel.
  *
- * 1. A real `burrow start --all` of two tunnels, two in-process edges on one real Redis (the file lists
+ * 1. A real `burrow start --all` of three tunnels (one without a subdomain), two in-process edges on one real Redis (the file lists
  *    both edges), Redis killed and started again.
  * 2. Three edge processes behind the shipped nginx file, the real `burrow start --all --json` connecting
  *    through nginx, bounded traffic to both tunnels, kill -9 of one edge they are attached to.
@@ -29,7 +29,7 @@ const AVAILABLE = /^burrow: the cluster store is available again \(edge \S+\)$/g
 const NAMES = ['start-shop', 'start-blog'] as const;
 const makeDir = tempDirs('burrow-start-cluster-');
 
-test('burrow start in a cluster: a connection to each of two edges carries both tunnels, each edge serves them itself, one store line per change', { skip: redisSkip, timeout: 90_000 }, async () => {
+test('burrow start in a cluster: a connection to each of two edges carries every tunnel (a nameless one under its first name), each edge serves them itself, one store line per change', { skip: redisSkip, timeout: 90_000 }, async () => {
   const redis = await TestRedis.start();
   const edges: TestEdge[] = [];
   const shop = await startNamed('shop');
@@ -41,12 +41,16 @@ test('burrow start in a cluster: a connection to each of two edges carries both 
     const dir = tempDir();
     writeFileSync(
       join(dir, 'burrow.yml'),
-      ['edge:', `  - ${a.url}`, `  - ${b.url}`, 'inspect: 0', 'tunnels:', '  shop:', `    http: ${shop.port}`, '    subdomain: start-shop', '  blog:', `    http: ${blog.port}`, '    subdomain: start-blog', ''].join('\n'),
+      ['edge:', `  - ${a.url}`, `  - ${b.url}`, 'inspect: 0', 'tunnels:', '  shop:', `    http: ${shop.port}`, '    subdomain: start-shop', '  blog:', `    http: ${blog.port}`, '    subdomain: start-blog', '  anon:', `    http: ${blog.port}`, ''].join('\n'),
     );
     const env = { XDG_CONFIG_HOME: join(dir, 'xdg'), BURROW_CONFIG: '', BURROW_EDGE: '', BURROW_TOKEN: account.token };
-    const run = await spawnCli(['start', '--all', '--log', 'text'], env, /(?:Forwarding \S+ -> \S+\n[\s\S]*?){2}/, 30_000, dir);
+    const run = await spawnCli(['start', '--all', '--log', 'text'], env, /(?:Forwarding \S+ -> \S+\n[\s\S]*?){3}/, 30_000, dir);
     try {
-      const attachedEverywhere = (): boolean => edges.every((edge) => NAMES.every((name) => edge.edge.registry.session(name) !== undefined));
+      // The tunnel without a subdomain: named by its first connection's BOUND, the same name on the other.
+      const given = [...run.output().matchAll(/^Forwarding https?:\/\/([a-z0-9-]+)\./gm)].map((match) => match[1]!).filter((name) => !(NAMES as readonly string[]).includes(name));
+      assert.equal(given.length, 1, run.output());
+      const names = [...NAMES, given[0]!];
+      const attachedEverywhere = (): boolean => edges.every((edge) => names.every((name) => edge.edge.registry.session(name) !== undefined));
       await waitFor(attachedEverywhere, 15_000, 'both tunnels on both edges').catch((error: Error) => {
         throw new Error(`${error.message}; client:\n${run.output()}`);
       });
@@ -56,7 +60,8 @@ test('burrow start in a cluster: a connection to each of two edges carries both 
         assert.deepEqual(await publicGet(edge, 'start-shop'), { status: 200, text: 'shop' });
         assert.deepEqual(await publicGet(edge, 'start-blog'), { status: 200, text: 'blog' });
       }
-      for (const name of NAMES) assert.deepEqual(await attachedNodes(redis, name), ['a', 'b'], `${name}'s lease names both edges`);
+      assert.deepEqual(await publicGet(b, given[0]!), { status: 200, text: 'blog' });
+      for (const name of names) assert.deepEqual(await attachedNodes(redis, name), ['a', 'b'], `${name}'s lease names both edges`);
       assert.match(run.output(), /^burrow: served by 2 edges of the cluster$/m);
 
       await redis.kill();
