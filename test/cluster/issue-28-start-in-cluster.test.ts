@@ -4,8 +4,9 @@
  * both edges serve both tunnels without the hop; the store lines are printed once for the whole process,
  * not once per edge or per tunnel.
  *
- * 1. A real `burrow start --all` of three tunnels (one without a subdomain), two in-process edges on one real Redis (the file lists
- *    both edges), Redis killed and started again.
+ * 1. A real `burrow start --all` of three tunnels (one without a subdomain), two in-process edges on
+ *    one real Redis (the file lists both edges): a held webhook sent again by the other edge reaches the
+ *    local server once; Redis killed and started again.
  * 2. Three edge processes behind the shipped nginx file, the real `burrow start --all --json` connecting
  *    through nginx, bounded traffic to both tunnels, kill -9 of one edge they are attached to.
  */
@@ -16,7 +17,8 @@ import { test } from 'node:test';
 import '../wildcard-dns.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
 import { frontProxySkip } from '../nginx-front.js';
-import { createAccount, spawnCli, tempDir, tempDirs, waitFor, type SpawnedProcess, type TestEdge } from '../helpers.js';
+import { request } from 'undici';
+import { createAccount, spawnCli, startLocal, tempDir, tempDirs, waitFor, type SpawnedProcess, type TestEdge } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { wildcardDnsEnv } from '../tls-fixtures.js';
 import { publicGet, startClusterEdge, startNamed } from './cluster-helpers.js';
@@ -34,6 +36,14 @@ test('burrow start in a cluster: a connection to each of two edges carries every
   const edges: TestEdge[] = [];
   const shop = await startNamed('shop');
   const blog = await startNamed('blog');
+  // The nameless tunnel's local server counts the held webhooks (Burrow-Event-Id) it is given.
+  const hookIds: string[] = [];
+  const hooks = await startLocal((req, res) => {
+    const id = req.headers['burrow-event-id'];
+    if (typeof id === 'string') hookIds.push(id);
+    req.resume();
+    req.on('end', () => res.end('hooks'));
+  });
   try {
     for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId, { clusterTimings: TIMINGS }));
     const [a, b] = edges as [TestEdge, TestEdge];
@@ -41,7 +51,7 @@ test('burrow start in a cluster: a connection to each of two edges carries every
     const dir = tempDir();
     writeFileSync(
       join(dir, 'burrow.yml'),
-      ['edge:', `  - ${a.url}`, `  - ${b.url}`, 'inspect: 0', 'tunnels:', '  shop:', `    http: ${shop.port}`, '    subdomain: start-shop', '  blog:', `    http: ${blog.port}`, '    subdomain: start-blog', '  anon:', `    http: ${blog.port}`, ''].join('\n'),
+      ['edge:', `  - ${a.url}`, `  - ${b.url}`, 'inspect: 0', 'tunnels:', '  shop:', `    http: ${shop.port}`, '    subdomain: start-shop', '  blog:', `    http: ${blog.port}`, '    subdomain: start-blog', '  anon:', `    http: ${hooks.port}`, ''].join('\n'),
     );
     const env = { XDG_CONFIG_HOME: join(dir, 'xdg'), BURROW_CONFIG: '', BURROW_EDGE: '', BURROW_TOKEN: account.token };
     const run = await spawnCli(['start', '--all', '--log', 'text'], env, /(?:Forwarding \S+ -> \S+\n[\s\S]*?){3}/, 30_000, dir);
@@ -60,7 +70,15 @@ test('burrow start in a cluster: a connection to each of two edges carries every
         assert.deepEqual(await publicGet(edge, 'start-shop'), { status: 200, text: 'shop' });
         assert.deepEqual(await publicGet(edge, 'start-blog'), { status: 200, text: 'blog' });
       }
-      assert.deepEqual(await publicGet(b, given[0]!), { status: 200, text: 'blog' });
+      assert.deepEqual(await publicGet(b, given[0]!), { status: 200, text: 'hooks' });
+      // A held webhook delivered through a, then again through b (an edge that took over its delivery):
+      // the local server gets it once, the repeat is answered by the client from its one memory.
+      for (const edge of [a, b]) {
+        const response = await request(`${edge.base}/hook`, { headers: { host: `${given[0]}.localhost:${edge.port}`, 'burrow-event-id': 'evt_start_28' } });
+        await response.body.text();
+        assert.ok(response.statusCode >= 200 && response.statusCode < 300, `through ${edge.base}: ${response.statusCode}`);
+      }
+      assert.deepEqual(hookIds, ['evt_start_28'], 'delivered to the local server once');
       for (const name of names) assert.deepEqual(await attachedNodes(redis, name), ['a', 'b'], `${name}'s lease names both edges`);
       assert.match(run.output(), /^burrow: served by 2 edges of the cluster$/m);
 
@@ -83,6 +101,7 @@ test('burrow start in a cluster: a connection to each of two edges carries every
     for (const edge of edges) await edge.close();
     await shop.close();
     await blog.close();
+    await hooks.close();
   }
 });
 
