@@ -14,6 +14,10 @@
  * GOAWAY or refusal on any session ends them all: the tunnel was replaced, closed or its token revoked),
  * 'store' on a change of the whole (unavailable as soon as one edge says so, available once every edge
  * says so), and 'edges' when the number of edges serving it changes.
+ *
+ * `burrow start` uses the same sessions as connections of bound tunnels (`bindOnly`): each one binds the
+ * whole set (`onSession`), and each tunnel of the set is a MultiEdgeBoundTunnel over its BoundTunnels on
+ * the connections.
  */
 import { EventEmitter } from 'node:events';
 import { DeliveredEvents } from './delivered-events.js';
