@@ -36,6 +36,13 @@ export interface BoundTunnelOptions {
   replace?: boolean;
   /** A one-run policy (docs/policies.md), sent in the BIND. */
   policy?: PolicySpec;
+  /**
+   * Bound only once it has a name (`subdomain`, set later by whoever learns it): the same tunnel on
+   * another edge's connection must ask for the name its first connection was given.
+   */
+  waitForName?: boolean;
+  /** Held webhooks delivered lately, shared by the same tunnel on several connections (src/client/multi-edge.ts). */
+  deliveredEvents?: DeliveredEvents;
 }
 
 /** The counters and events a tunnel shows (`burrow http`'s TunnelClient and a BoundTunnel alike). */
@@ -78,7 +85,8 @@ export interface BoundReadyInfo {
 
 export interface BoundTunnelEvents {
   ready: [BoundReadyInfo];
-  reconnecting: [{ attempt: number; delayMs: number; reason: string; edge: string }];
+  /** `refusal`: the connect's or BIND's error code when the edge refused (ALREADY_ATTACHED...), else absent or null. */
+  reconnecting: [{ attempt: number; delayMs: number; reason: string; edge: string; refusal?: string | null }];
   closed: [{ reason: string; code: string; byUser: boolean }];
   exchange: [Exchange];
   websocket: [Exchange];
@@ -96,6 +104,10 @@ export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements RawS
   publicUrlValue: string | null = null;
   everBound = false;
   stopped = false;
+  /** Its lease attachment on the connection's edge (the last BOUND's; cluster mode): the next BIND's `drop`. */
+  attachment = 0;
+  /** A BIND of it is on this connection, unanswered: it is not sent again (the edge refuses a live id). */
+  binding = false;
   private readonly localHop: LocalHop;
   /** Held webhooks this tunnel delivered lately, looked at while the edge reports a cluster (src/client/delivered-events.ts). */
   private delivered: DeliveredEvents | null = null;
@@ -134,7 +146,7 @@ export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements RawS
 
   get deliveredEvents(): DeliveredEvents | null {
     if (!this.link.inCluster) return null;
-    this.delivered ??= new DeliveredEvents();
+    this.delivered ??= this.options.deliveredEvents ?? new DeliveredEvents();
     return this.delivered;
   }
 

@@ -14,6 +14,10 @@
  * GOAWAY or refusal on any session ends them all: the tunnel was replaced, closed or its token revoked),
  * 'store' on a change of the whole (unavailable as soon as one edge says so, available once every edge
  * says so), and 'edges' when the number of edges serving it changes.
+ *
+ * `burrow start` uses the same sessions as connections of bound tunnels (`bindOnly`): each one binds the
+ * whole set (`onSession`), and each tunnel of the set is a MultiEdgeBoundTunnel over its BoundTunnels on
+ * the connections.
  */
 import { EventEmitter } from 'node:events';
 import { DeliveredEvents } from './delivered-events.js';
@@ -21,7 +25,9 @@ import { LocalHop } from './local-hop/pool.js';
 import type { Exchange } from './exchange.js';
 import type { RouteTable } from './routes.js';
 import type { Tunnel, TunnelEvents } from './tunnel.js';
-import { TunnelClient, type ClosedInfo, type ReadyInfo, type StoreNotice, type TunnelClientOptions } from './tunnel-client.js';
+import type { BoundReadyInfo, BoundTunnel, BoundTunnelEvents, BoundTunnelOptions, TunnelView } from './bound-tunnel.js';
+import type { RawConnectionEnd } from './raw-stream.js';
+import { TunnelClient, TunnelRefusedError, type ClosedInfo, type ReadyInfo, type StoreNotice, type TunnelClientOptions } from './tunnel-client.js';
 
 export const DEFAULT_EDGES_PER_TUNNEL = 2;
 /** The most sessions one tunnel keeps (a tunnel on every edge of a large cluster would cost every edge a session). */
@@ -30,6 +36,11 @@ export const MAX_EDGES_PER_TUNNEL = 8;
 export interface MultiEdgeOptions extends TunnelClientOptions {
   /** How many edges to attach the tunnel to when the edge reports a cluster: `--edges K` (2 by default; 1 keeps one session). */
   edgesPerTunnel?: number;
+  /**
+   * Called with each session as it is made, before it connects: a connection of bound tunnels
+   * (`bindOnly`, `burrow start`) binds its set on it, so every edge's connection carries them all.
+   */
+  onSession?: (session: TunnelClient, index: number) => void;
 }
 
 export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunnel {
@@ -124,20 +135,11 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
   }
 
   get activeStreams(): number {
-    let streams = 0;
-    for (const session of this.sessions) streams += session.activeStreams;
-    return streams;
+    return activeStreamsOf(this.sessions);
   }
 
   get stats(): TunnelClient['stats'] {
-    const total = { requests: 0, errors: 0, bytesIn: 0, bytesOut: 0 };
-    for (const { stats } of this.sessions) {
-      total.requests += stats.requests;
-      total.errors += stats.errors;
-      total.bytesIn += stats.bytesIn;
-      total.bytesOut += stats.bytesOut;
-    }
-    return total;
+    return statsOf(this.sessions);
   }
 
   get recordLimit(): number {
@@ -153,6 +155,7 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
   private session(index: number, options: TunnelClientOptions): TunnelClient {
     const session = new TunnelClient({ ...options, localHop: this.localHop, deliveredEvents: this.delivered, ...(index === 0 ? {} : { instance: this.instance }) });
     this.sessions.push(session);
+    this.options.onSession?.(session, index);
     // Only while someone listens: a session builds no exchange records nobody reads (its `observed`).
     if (this.listenerCount('exchange') > 0) session.on('exchange', this.relayExchange);
     if (this.listenerCount('websocket') > 0) session.on('websocket', this.relayWebSocket);
@@ -169,8 +172,14 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
     return session;
   }
 
+  /** The first session never came up (start() rejected): every tunnel bound on the sessions ends with why. */
+  endTunnels(info: ClosedInfo): void {
+    for (const session of this.sessions) session.endTunnels(info);
+  }
+
   private onReady(info: ReadyInfo, first: boolean): void {
-    this.subdomain = info.subdomain;
+    // A connection of bound tunnels names none itself ('').
+    if (info.subdomain !== '') this.subdomain = info.subdomain;
     this.countEdges();
     // The primary's first READY is start()'s to report; a second session's first one is only more edges.
     if (first || info.reconnected) this.emit('ready', info);
@@ -217,4 +226,161 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
     this.localHop.close();
     this.emit('closed', info);
   }
+}
+
+/**
+ * One tunnel of a `burrow start` set bound on every connection of a MultiEdgeTunnel (one connection per
+ * edge): what the user sees of it, as MultiEdgeTunnel is for `burrow http`. `ready` once (the first
+ * connection's BOUND), then only when it comes back after no connection had it; `reconnecting` only when
+ * no connection has it; `closed` once (a final answer on any connection ends it on all). The first
+ * connection's BIND may make the name up: the others wait for it and ask for the same one. Held webhooks
+ * delivered through any edge are answered again from one memory.
+ */
+export class MultiEdgeBoundTunnel extends EventEmitter<BoundTunnelEvents> implements TunnelView {
+  readonly routes: RouteTable;
+  private readonly members: BoundTunnel[] = [];
+  private readonly delivered = new DeliveredEvents();
+  private name: string | undefined;
+  private closedInfo: BoundTunnelEvents['closed'][0] | null = null;
+  /** The connections it is bound on: told to bind it once its name is known. */
+  private readonly sessions = new Set<TunnelClient>();
+  private readonly relays = {
+    exchange: (exchange: Exchange): void => void this.emit('exchange', exchange),
+    websocket: (exchange: Exchange): void => void this.emit('websocket', exchange),
+    connection: (end: RawConnectionEnd): void => void this.emit('connection', end),
+  } as const;
+  /** Resolves on the first BOUND of any connection, or rejects with the first connection's refusal. */
+  readonly started: Promise<ReadyInfo>;
+  private settle: { resolve: (info: ReadyInfo) => void; reject: (error: Error) => void } | null = null;
+
+  constructor(
+    private readonly options: BoundTunnelOptions,
+    private readonly bindOn: (session: TunnelClient, options: BoundTunnelOptions) => BoundTunnel,
+  ) {
+    super();
+    this.routes = options.routes;
+    this.name = options.subdomain;
+    this.started = new Promise<ReadyInfo>((resolve, reject) => (this.settle = { resolve, reject }));
+    this.started.catch(() => undefined);
+    // The members relay requests only while someone listens (a member records none nobody reads).
+    const emitter = this as unknown as EventEmitter;
+    emitter.on('newListener', (event: string) => {
+      if (event in this.relays && this.listenerCount(event as keyof typeof this.relays) === 0) {
+        for (const member of this.members) member.on(event as 'exchange', this.relays[event as 'exchange']);
+      }
+    });
+    emitter.on('removeListener', (event: string) => {
+      if (event in this.relays && this.listenerCount(event as keyof typeof this.relays) === 0) {
+        for (const member of this.members) member.off(event as 'exchange', this.relays[event as 'exchange']);
+      }
+    });
+  }
+
+  /** Binds the tunnel on one more connection (MultiEdgeOptions.onSession). */
+  bindOnSession(session: TunnelClient): void {
+    if (this.closedInfo !== null) return;
+    const first = this.members.length === 0;
+    const member = this.bindOn(session, {
+      ...this.options,
+      ...(this.name === undefined ? {} : { subdomain: this.name }),
+      // Only the first connection takes a name over or makes one up; the others join it.
+      ...(first ? {} : { replace: false, waitForName: true }),
+      deliveredEvents: this.delivered,
+    });
+    this.members.push(member);
+    for (const event of ['exchange', 'websocket', 'connection'] as const) if (this.listenerCount(event) > 0) member.on(event, this.relays[event] as never);
+    this.sessions.add(session);
+    member.on('ready', (info) => this.onReady(member, info));
+    member.on('reconnecting', (info) => {
+      if (info.refusal === 'ALREADY_ATTACHED' || this.connected || this.closedInfo !== null) return;
+      this.emit('reconnecting', info);
+    });
+    member.on('closed', (info) => this.onClosed(member, info, first));
+  }
+
+  private onReady(member: BoundTunnel, info: BoundReadyInfo): void {
+    if (this.name === undefined) {
+      this.name = info.subdomain;
+      for (const other of this.members) {
+        if (other === member || other.subdomain !== undefined) continue;
+        other.subdomain = info.subdomain;
+      }
+      for (const waiting of this.sessions) waiting.bindWaiting();
+    }
+    if (this.settle !== null) {
+      const { resolve } = this.settle;
+      this.settle = null;
+      resolve(info);
+      return;
+    }
+    // Another connection's BOUND is news only when the tunnel had no connection a moment ago.
+    if (!this.othersConnected(member)) this.emit('ready', { ...info, reconnected: true });
+  }
+
+  private othersConnected(member: BoundTunnel): boolean {
+    return this.members.some((other) => other !== member && other.connected);
+  }
+
+  private onClosed(member: BoundTunnel, info: BoundTunnelEvents['closed'][0], first: boolean): void {
+    if (this.closedInfo !== null) return;
+    if (first && this.settle !== null) {
+      const { reject } = this.settle;
+      this.settle = null;
+      this.closedInfo = info;
+      for (const other of this.members) if (other !== member) other.finish(info);
+      reject(new TunnelRefusedError(0, info.code, info.reason));
+      this.emit('closed', info);
+      return;
+    }
+    // Another connection refused before it ever had the tunnel: the tunnel goes on where it is.
+    if (!member.everBound && !info.byUser) return;
+    this.closedInfo = info;
+    for (const other of this.members) if (other !== member) other.finish(info);
+    this.emit('closed', info);
+  }
+
+  get connected(): boolean {
+    return this.members.some((member) => member.connected);
+  }
+
+  get publicUrl(): string | null {
+    for (const member of this.members) if (member.publicUrl !== null) return member.publicUrl;
+    return null;
+  }
+
+  get edge(): string {
+    return (this.members.find((member) => member.connected) ?? this.members[0])?.edge ?? '';
+  }
+
+  /** How many edges serve the tunnel now. */
+  get edgeCount(): number {
+    return this.members.filter((member) => member.connected).length;
+  }
+
+  get activeStreams(): number {
+    return activeStreamsOf(this.members);
+  }
+
+  get stats(): BoundTunnel['stats'] {
+    return statsOf(this.members);
+  }
+}
+
+/** The streams open on all of one tunnel's sessions (or connections). */
+function activeStreamsOf(parts: readonly Pick<TunnelView, 'activeStreams'>[]): number {
+  let streams = 0;
+  for (const part of parts) streams += part.activeStreams;
+  return streams;
+}
+
+/** The counters of one tunnel's sessions (or connections), added up. */
+function statsOf(parts: readonly Pick<TunnelView, 'stats'>[]): TunnelView['stats'] {
+  const total = { requests: 0, errors: 0, bytesIn: 0, bytesOut: 0 };
+  for (const { stats } of parts) {
+    total.requests += stats.requests;
+    total.errors += stats.errors;
+    total.bytesIn += stats.bytesIn;
+    total.bytesOut += stats.bytesOut;
+  }
+  return total;
 }

@@ -22,7 +22,7 @@ import { EventEmitter } from 'node:events';
 import type { LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
 import WebSocket from 'ws';
-import { decode, encode, ProtocolError, type Frame } from '../protocol/codec.js';
+import { decode, encode, ProtocolError, type BindFrame, type Frame } from '../protocol/codec.js';
 import {
   CLOSE_CODE_BASE,
   CONNECT_PATH,
@@ -338,34 +338,59 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   /** Asks for every bound tunnel that is not live (after READY, or after an UNBOUND that was not final). */
   private bindAll(): void {
     for (const tunnel of this.bound.values()) {
-      if (tunnel.stopped || tunnel.publicUrlValue !== null) continue;
+      if (tunnel.stopped || tunnel.publicUrlValue !== null || tunnel.binding) continue;
       if (this.settings.maxTunnels === undefined) {
         tunnel.finish({ reason: NO_BIND, code: 'INVALID_REQUEST', byUser: false });
         continue;
       }
       const options = tunnel.options;
-      this.send(
-        encode([
-          FrameType.BIND,
-          0,
-          tunnel.id,
-          tunnel.kind,
-          tunnel.kind === 'tcp' ? '' : (tunnel.subdomain ?? ''),
-          tunnel.remotePort,
-          tunnel.routes.defaultPort,
-          options.policy === undefined ? '' : encodePolicyHeader(options.policy),
-          options.replace === true && !tunnel.everBound,
-          false,
-        ]),
-      );
+      if (options.waitForName === true && tunnel.subdomain === undefined) continue;
+      const bind: BindFrame = [
+        FrameType.BIND,
+        0,
+        tunnel.id,
+        tunnel.kind,
+        tunnel.kind === 'tcp' ? '' : (tunnel.subdomain ?? ''),
+        tunnel.remotePort,
+        tunnel.routes.defaultPort,
+        options.policy === undefined ? '' : encodePolicyHeader(options.policy),
+        options.replace === true && !tunnel.everBound,
+        false,
+      ];
+      // An edge of a cluster takes `drop` (section 18): the attachment this BIND replaces, 0 for none.
+      if (this.inCluster) bind.push(tunnel.attachment);
+      tunnel.binding = true;
+      this.send(encode(bind));
     }
     this.closeWhenNoTunnel();
   }
 
+  /** The connection serves: the next loss starts a new round of edges and a new backoff. */
+  private connectionServes(): void {
+    this.attempt = 0;
+    this.failuresInRound = 0;
+    this.roundCauses = [];
+  }
+
+  /** Binds the tunnels that are not live now, when the connection is up (a tunnel that waited for its name has it). */
+  bindWaiting(): void {
+    if (!this.stopped && this.linkOpen) this.bindAll();
+  }
+
   /** BOUND: a bound tunnel is live, or refused for good. */
-  private onBound(id: number, error: string, message: string, name: string, publicUrl: string): void {
+  private onBound(id: number, error: string, message: string, name: string, publicUrl: string, attachment: number): void {
     const tunnel = this.bound.get(id);
     if (tunnel === undefined || tunnel.stopped) return;
+    tunnel.binding = false;
+    if (error === 'ALREADY_ATTACHED') {
+      // This client's other connection has the tunnel on this edge: this connection belongs on another
+      // edge (the next of the list, or a front proxy's next pick), quietly, as a connect refused so would.
+      if (this.socket !== null && this.refusal === null) {
+        this.refusal = new TunnelRefusedError(409, error, message);
+        this.socket.terminate();
+      }
+      return;
+    }
     if (error !== '') {
       // A tunnel that was live and is refused for a while (the cluster's store away, a rate limit, the
       // edge's own trouble) is asked for again; a first BIND's refusal, or a final one, ends it.
@@ -379,6 +404,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     }
     const reconnected = tunnel.everBound;
     tunnel.everBound = true;
+    this.connectionServes();
+    tunnel.attachment = attachment;
     tunnel.subdomain = name;
     tunnel.publicUrlValue = publicUrl;
     // A tcp tunnel keeps its port across reconnects as an http one keeps its name.
@@ -912,7 +939,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         return;
       }
       case FrameType.BOUND:
-        this.onBound(frame[2], frame[3], frame[4], frame[5], frame[6]);
+        this.onBound(frame[2], frame[3], frame[4], frame[5], frame[6], frame[7] ?? 0);
         return;
       case FrameType.UNBOUND:
         this.onUnbound(frame[2], frame[3], frame[4]);
@@ -954,9 +981,9 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.publicUrlValue = publicUrl;
     const reconnected = this.everReady;
     this.everReady = true;
-    this.attempt = 0;
-    this.failuresInRound = 0;
-    this.roundCauses = [];
+    // A connection of bound tunnels has reached an edge that serves them at its first BOUND: one that
+    // refuses them all (ALREADY_ATTACHED) must keep moving on, and backing off, as a refused connect does.
+    if (this.options.bindOnly !== true) this.connectionServes();
     const edge = endpointLabel(this.endpoints[this.endpointIndex % this.endpoints.length]!);
     const movedFrom = this.readyEdge !== null && this.readyEdge !== edge ? { edge: this.readyEdge, cause: this.lossCause ?? 'connection lost' } : null;
     this.readyEdge = edge;
@@ -969,6 +996,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       resolve(info);
     }
     this.emit('ready', info);
+    // A new connection: no BIND of the last one will be answered.
+    for (const tunnel of this.bound.values()) tunnel.binding = false;
     if (this.bound.size > 0) this.bindAll();
   }
 

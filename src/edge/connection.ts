@@ -56,6 +56,8 @@ export interface TunnelBinder {
   bind(connection: TunnelConnection, frame: BindFrame): Promise<TunnelSession>;
   /** A tunnel of the connection was bound and added to the registry (held webhooks, say). */
   bound(session: TunnelSession): void;
+  /** The tunnel's lease attachment on this edge (cluster mode), 0 for none: BOUND's `attachment`. */
+  attachment(session: TunnelSession): number;
 }
 
 export class TunnelConnection implements TunnelSocket, FrameSender {
@@ -335,7 +337,8 @@ export class TunnelConnection implements TunnelSocket, FrameSender {
         if (this.closed) return;
         this.tunnels.set(id, session);
         session.goLive();
-        this.send(encode([FrameType.BOUND, 0, id, '', '', session.subdomain, session.publicUrl]));
+        // A client that sent `drop` (section 18) is told the attachment to name in its next BIND's.
+        this.send(encode(frame.length > 10 ? [FrameType.BOUND, 0, id, '', '', session.subdomain, session.publicUrl, this.binder!.attachment(session)] : [FrameType.BOUND, 0, id, '', '', session.subdomain, session.publicUrl]));
         this.binder!.bound(session);
       },
       (error: unknown) => {

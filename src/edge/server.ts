@@ -1050,6 +1050,7 @@ export class Edge {
           this.offline.tunnelConnected(session);
           this.clusterOffline?.tunnelConnected(session);
         },
+        attachment: (session) => this.cluster?.fenceOf(session.subdomain) ?? 0,
       };
       const owner = { accountId: account.id, tokenId: principal.token.id, instance, clientAddress };
       if (bindOnly) {
@@ -1118,7 +1119,7 @@ export class Edge {
    * for the connection's account and token. Resolves with the session; the connection makes it live.
    */
   private async bindTunnel(connection: TunnelConnection, frame: BindFrame, limits: { activeTunnels: number; capturedRequests: number; captureBytes: number }): Promise<TunnelSession> {
-    const [, , id, kind, name, , localPort, policyHeader, replace, pool] = frame;
+    const [, , id, kind, name, , localPort, policyHeader, replace, pool, drop] = frame;
     if (localPort < 1) throw new BurrowError('INVALID_REQUEST', 'BIND must name the local port, 1 to 65535.');
     if (kind === TunnelKind.TCP) return this.bindTcp(connection, frame, limits);
     if (kind === TunnelKind.TLS) {
@@ -1148,7 +1149,12 @@ export class Edge {
       kind,
       pool,
       ...(runPolicy === undefined || kind === TunnelKind.TLS ? {} : { policy: runPolicy }),
-      ...(this.cluster === null || requested === null ? {} : { drop: this.cluster.ownAttachment(requested, owner.accountId, owner.instance) }),
+      // A BIND with `drop` names exactly what it replaces: another connection of the same client on this
+      // edge is then refused ALREADY_ATTACHED (it belongs on another edge). Without it (an older client),
+      // this edge's own attachment of the same client process is the one replaced.
+      ...(this.cluster === null || requested === null
+        ? {}
+        : { drop: drop === undefined ? this.cluster.ownAttachment(requested, owner.accountId, owner.instance) : drop === 0 ? [] : [drop] }),
     });
     const subdomain = typeof admitted === 'string' ? admitted : await admitted;
     if (connection.closed) {

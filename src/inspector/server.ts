@@ -24,9 +24,10 @@ import type { ReplayOverrides } from '../api/types.js';
 import type { Exchange } from '../client/exchange.js';
 import type { Tunnel } from '../client/tunnel.js';
 import type { BoundTunnel } from '../client/bound-tunnel.js';
+import type { MultiEdgeBoundTunnel } from '../client/multi-edge.js';
 
 /** A tunnel the inspector shows: `burrow http`'s (one session, or one on several edges), or one of `burrow start`'s tunnels. */
-type InspectedTunnel = Tunnel | BoundTunnel;
+type InspectedTunnel = Tunnel | BoundTunnel | MultiEdgeBoundTunnel;
 import { BurrowError, isErrorCode } from '../errors.js';
 import { statusLine } from '../edge/responses.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t, type WebSocket } from '../uws.js';

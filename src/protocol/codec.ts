@@ -60,8 +60,24 @@ export type BindFrame = [
   policy: string,
   replace: boolean,
   pool: boolean,
+  /**
+   * The cluster attachment this BIND replaces (the tunnel's BOUND `attachment` on the connection it
+   * had), 0 for none. Absent from a client before it (the edge then drops its own attachment of the
+   * same client process), and sent only to an edge whose READY has clusterEdges (section 18).
+   */
+  drop?: number,
 ];
-export type BoundFrame = [typeof FrameType.BOUND, 0, tunnel: number, error: string, message: string, name: string, publicUrl: string];
+export type BoundFrame = [
+  typeof FrameType.BOUND,
+  0,
+  tunnel: number,
+  error: string,
+  message: string,
+  name: string,
+  publicUrl: string,
+  /** The tunnel's lease attachment on this edge (cluster mode), 0 for none; only in answer to a BIND with `drop`. */
+  attachment?: number,
+];
 export type UnboundFrame = [typeof FrameType.UNBOUND, 0, tunnel: number, code: number, message: string];
 export type NoticeFrame = [typeof FrameType.NOTICE, 0, code: number, message: string];
 export type AcceptFrame = [
@@ -248,6 +264,8 @@ const isBytesOrNull = (value: unknown): boolean => value === null || value insta
 const isStatus = (value: unknown): boolean => typeof value === 'number' && Number.isInteger(value) && value >= 100 && value <= 999;
 /** A fence from the cluster's counter: any positive integer msgpack carries exactly. */
 const isFence = (value: unknown): boolean => typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+/** A fence, or 0 for none. */
+const isFenceOrZero = (value: unknown): boolean => value === 0 || isFence(value);
 const isWindow = (value: unknown): boolean => isStream(value) && (value as number) <= MAX_WINDOW;
 const isTunnel = (value: unknown): boolean => isUint(value) && (value as number) <= MAX_TUNNEL_ID;
 const isBoundTunnel = (value: unknown): boolean => isTunnel(value) && (value as number) > 0;
@@ -294,11 +312,14 @@ SHAPES[FrameType.RESET] = [isStream, isUint, isString];
 SHAPES[FrameType.GOAWAY] = [isZero, isUint, isString];
 SHAPES[FrameType.INFO] = [isStream, isStatus, isLineSafe, isHeaders];
 SHAPES[FrameType.TRAILERS] = [isStream, isHeaders];
-SHAPES[FrameType.BIND] = [isZero, isBoundTunnel, isKind, isString, isPort, isPort, isString, isBool, isBool];
-SHAPES[FrameType.BOUND] = [isZero, isBoundTunnel, isString, isString, isString, isString];
+SHAPES[FrameType.BIND] = [isZero, isBoundTunnel, isKind, isString, isPort, isPort, isString, isBool, isBool, isFenceOrZero];
+SHAPES[FrameType.BOUND] = [isZero, isBoundTunnel, isString, isString, isString, isString, isFenceOrZero];
 SHAPES[FrameType.UNBOUND] = [isZero, isTunnel, isUint, isString];
 SHAPES[FrameType.ACCEPT] = [isStream, isTunnel, isString, isString, isPort, isString, isPort];
 SHAPES[FrameType.NOTICE] = [isZero, isUint, isString];
+
+/** Frame types whose last element came later and may be absent (an older peer's frame). */
+const OPTIONAL_LAST: ReadonlySet<number> = new Set([FrameType.OPEN, FrameType.BIND, FrameType.BOUND]);
 
 export const FRAME_NAMES: readonly string[] = Object.freeze(
   Object.entries(FrameType).reduce<string[]>((names, [name, type]) => {
@@ -328,8 +349,8 @@ export function decode(bytes: Uint8Array): Frame {
     if (retired !== undefined) throw new ProtocolError(`frame type ${type} (${retired}) is protocol 1's; protocol 2 has no such frame`);
     throw new ProtocolError(`unknown frame type ${typeof type === 'number' ? type : typeof type}`);
   }
-  // OPEN's last element, the tunnel, is absent for tunnel 0 (docs/protocol.md section 18).
-  if (value.length !== shape.length + 1 && !(type === FrameType.OPEN && value.length === shape.length)) {
+  // The last element of OPEN (the tunnel), BIND (drop) and BOUND (attachment) may be absent (docs/protocol.md section 18).
+  if (value.length !== shape.length + 1 && !(OPTIONAL_LAST.has(type) && value.length === shape.length)) {
     throw new ProtocolError(`${FRAME_NAMES[type]} frame has ${value.length} elements, expected ${shape.length + 1}`);
   }
   for (let i = 0; i < value.length - 1; i++) {

@@ -36,9 +36,9 @@ export const FrameType = {
   INFO: 12,
   /** both: trailer fields; they end the sender's body on that stream. [13, stream, headers] */
   TRAILERS: 13,
-  /** client → edge: one more tunnel on this connection. [14, 0, tunnel, kind, name, remotePort, localPort, policy, replace, pool] */
+  /** client → edge: one more tunnel on this connection. [14, 0, tunnel, kind, name, remotePort, localPort, policy, replace, pool, drop?] */
   BIND: 14,
-  /** edge → client: the answer to BIND, the tunnel live or refused. [15, 0, tunnel, error, message, name, publicUrl] */
+  /** edge → client: the answer to BIND, the tunnel live or refused. [15, 0, tunnel, error, message, name, publicUrl, attachment?] */
   BOUND: 15,
   /** edge → client: one tunnel of the connection ended, the others go on. [16, 0, tunnel, code, message] */
   UNBOUND: 16,

@@ -4,6 +4,8 @@
  * under the name it had; a final one ends it, and a connection of bound tunnels with none left closes;
  * a refusal that may pass (the cluster's store away) binds again; and an edge whose READY does not offer
  * BIND (no `maxTunnels`: an edge from before it) ends the tunnels with a message saying to update it.
+ * Issue 28: to an edge of a cluster each BIND names the attachment it replaces (`drop`, from its last
+ * BOUND), and a BIND refused ALREADY_ATTACHED moves the connection to another edge without ending it.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -92,4 +94,33 @@ test('an edge whose READY offers no BIND: the tunnels end, saying to update the 
   await assert.rejects(started, /does not carry several tunnels on one connection .*update the edge/);
   assert.equal(received.some((frame) => frame[0] === FrameType.BIND), false, 'nothing it does not know was sent');
   await waitFor(() => closed, 5_000, 'the connection closed');
+});
+
+test('in a cluster a BIND names the attachment it replaces (drop), and a BIND refused ALREADY_ATTACHED moves the connection to another edge, quietly', async () => {
+  settings = { ...DEFAULT_SETTINGS, clusterEdges: 2 };
+  const client = connection();
+  const { tunnel, started } = client.bind({ routes: new RouteTable(3000), subdomain: 'drop-28' });
+  const refusals: (string | null | undefined)[] = [];
+  tunnel.on('reconnecting', (event) => refusals.push(event.refusal));
+  await client.start();
+  const first = await nextBind(1);
+  assert.equal(first.length, 11, 'a BIND with drop to an edge of a cluster');
+  assert.equal(first[10], 0, 'nothing to drop the first time');
+  socket!.send(encode([FrameType.BOUND, 0, 1, '', '', 'drop-28', 'http://drop-28.localhost', 17]));
+  await started;
+
+  // The connection is lost: the next one's BIND drops the attachment the tunnel had.
+  const lost = socket!;
+  lost.close();
+  await waitFor(() => socket !== lost && received.some((frame) => frame[0] === FrameType.BIND), 10_000, 'the BIND on the next connection');
+  assert.equal((await nextBind(1))[10], 17);
+
+  // This client has the tunnel on this edge already (its other connection): the connection moves on.
+  const attachedHere = socket!;
+  socket!.send(encode([FrameType.BOUND, 0, 1, 'ALREADY_ATTACHED', 'This client already has a session for "drop-28" on edge a.', '', '', 0]));
+  await waitFor(() => socket !== attachedHere && received.some((frame) => frame[0] === FrameType.BIND), 10_000, 'the BIND on the connection after the refusal');
+  assert.equal((await nextBind(1))[10], 17, 'still the attachment it had');
+  assert.ok(refusals.includes('ALREADY_ATTACHED'), `reconnecting refusals: ${JSON.stringify(refusals)}`);
+  assert.equal(tunnel.stopped, false, 'the tunnel goes on');
+  await client.close();
 });

@@ -7,6 +7,10 @@
  * - the store's NOTICEs come once per connection, not once per tunnel (Redis killed and started again);
  * - the same client process binding a name again on that edge (its new connection after losing the old
  *   one) replaces its old attachment there instead of being refused ALREADY_ATTACHED.
+ * And with BIND's `drop` (a client on several edges, `burrow start` in a cluster): BOUND names the
+ * attachment; the same client's BIND on the other edge attaches beside it (each edge serves the tunnel
+ * itself); a second connection of it on the same edge is refused ALREADY_ATTACHED unless it drops the
+ * old attachment, which it then replaces.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -22,8 +26,11 @@ const INSTANCE = 'bind-in-cluster-28';
 /** Leases of 10 s renewed every second: a short outage stays inside every lease's validity. */
 const TIMINGS = { leaseTtlMs: 10_000, renewEveryMs: 1_000, marginMs: 1_000, heartbeatTtlMs: 5_000 };
 
-function bind(tunnel: RawTunnel, id: number, name: string): Promise<BoundFrame> {
-  tunnel.send(encode([FrameType.BIND, 0, id, 'http', name, 0, 3000, '', false, false]));
+/** BIND `name` as tunnel `id`; `drop` (a fence, or 0) makes it a BIND of a client that sends one (section 18). */
+function bind(tunnel: RawTunnel, id: number, name: string, drop?: number): Promise<BoundFrame> {
+  const frame: Frame = [FrameType.BIND, 0, id, 'http', name, 0, 3000, '', false, false];
+  if (drop !== undefined) frame.push(drop);
+  tunnel.send(encode(frame));
   return tunnel.next<BoundFrame>(FrameType.BOUND);
 }
 
@@ -94,6 +101,52 @@ test('a connection of several tunnels in a cluster: no attachment in READY, tunn
     again.tunnel.ws.close();
     tunnel.ws.close();
   } finally {
+    for (const edge of edges) await edge.close();
+  }
+});
+
+test('BIND with drop: BOUND names the attachment, the same client attaches on the other edge beside it, ALREADY_ATTACHED on the same edge unless it drops the old one', { skip: redisSkip, timeout: 60_000 }, async () => {
+  const redis = await TestRedis.start();
+  const edges: TestEdge[] = [];
+  const tunnels: RawTunnel[] = [];
+  try {
+    for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId, { clusterTimings: TIMINGS }));
+    const [a, b] = edges as [TestEdge, TestEdge];
+    const account = await createAccount(a, 'PRO');
+    const open = async (edge: TestEdge): Promise<RawTunnel> => {
+      const { tunnel } = await openRawTunnel(edge, account.token, 'instance=bind-drop-28-client');
+      tunnels.push(tunnel);
+      return tunnel;
+    };
+
+    const onA = await open(a);
+    const first = await bind(onA, 1, 'bd-one', 0);
+    assert.equal(first[3], '', `${first[4]}`);
+    assert.equal(first.length, 8, 'a BOUND with attachment answers a BIND with drop');
+    assert.equal(first[7], a.edge.cluster!.fenceOf('bd-one'));
+
+    // The same client on b: attached beside a, and b serves the tunnel itself (the OPEN comes on b's connection).
+    const onB = await open(b);
+    const second = await bind(onB, 1, 'bd-one', 0);
+    assert.equal(second[3], '', `${second[4]}`);
+    assert.equal(second[7], b.edge.cluster!.fenceOf('bd-one'));
+    assert.notEqual(second[7], first[7]);
+    assert.equal((await served(b, 'bd-one', onB, 'from b')).body, 'from b');
+    assert.equal((await served(a, 'bd-one', onA, 'from a')).body, 'from a');
+
+    // A second connection of it on a: refused, a is taken by its first connection.
+    const again = await open(a);
+    const refused = await bind(again, 1, 'bd-one', 0);
+    assert.equal(refused[3], 'ALREADY_ATTACHED', `${refused[4]}`);
+    assert.equal(a.edge.cluster!.fenceOf('bd-one'), first[7], 'the first connection keeps its attachment');
+    // Naming the attachment it replaces (a reconnect), it takes the name over on a; b's stays.
+    const replacing = await bind(again, 2, 'bd-one', first[7]);
+    assert.equal(replacing[3], '', `${replacing[4]}`);
+    assert.notEqual(replacing[7], first[7]);
+    assert.equal((await served(a, 'bd-one', again, 'replaced')).body, 'replaced');
+    assert.equal(b.edge.cluster!.fenceOf('bd-one'), second[7]);
+  } finally {
+    for (const tunnel of tunnels) tunnel.ws.close();
     for (const edge of edges) await edge.close();
   }
 });

@@ -46,6 +46,11 @@ export const SAMPLES: readonly Frame[] = [
   [FrameType.BIND, 0, 2, 'tls', 'db', 0, 8443, '', false, false],
   [FrameType.BOUND, 0, 1, '', '', 'hooks', 'https://hooks.burrow.example'],
   [FrameType.BOUND, 0, 2, 'SUBDOMAIN_TAKEN', 'The subdomain "db" is reserved by another account.', '', ''],
+  // A cluster's: BIND naming the attachment it replaces (or 0), BOUND naming the new one.
+  [FrameType.BIND, 0, 3, 'http', 'shop', 0, 8080, '', false, false, 41],
+  [FrameType.BIND, 0, 4, 'http', 'blog', 0, 8081, '', false, false, 0],
+  [FrameType.BOUND, 0, 3, '', '', 'shop', 'https://shop.burrow.example', Number.MAX_SAFE_INTEGER],
+  [FrameType.BOUND, 0, 4, 'ALREADY_ATTACHED', 'This client already has a session for "blog" on edge a.', '', '', 0],
   [FrameType.UNBOUND, 0, 1, 2, 'the tunnel was closed through the API'],
   [FrameType.UNBOUND, 0, 0, 4, ''],
   [FrameType.ACCEPT, 7, 1, 'req_01HZX', '203.0.113.7', 51_234, '198.51.100.1', 20_022],
@@ -74,6 +79,7 @@ const tunnel = (v: unknown): boolean => uint32(v) && (v as number) <= 65_535;
 const boundTunnel = (v: unknown): boolean => tunnel(v) && (v as number) >= 1;
 const port = (v: unknown): boolean => uint32(v) && (v as number) <= 65_535;
 const kind = (v: unknown): boolean => v === 'http' || v === 'tcp' || v === 'tls';
+const fenceOrZero = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 const settings = (v: unknown): boolean => {
   if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) return false;
   const s = v as Record<string, unknown>;
@@ -100,20 +106,23 @@ export const LAYOUTS: Readonly<Record<number, readonly Spec[]>> = {
   [FrameType.GOAWAY]: [zero, uint32, str],
   [FrameType.INFO]: [streamId, status, lineSafe, headers],
   [FrameType.TRAILERS]: [streamId, headers],
-  [FrameType.BIND]: [zero, boundTunnel, kind, str, port, port, str, bool, bool],
-  [FrameType.BOUND]: [zero, boundTunnel, str, str, str, str],
+  [FrameType.BIND]: [zero, boundTunnel, kind, str, port, port, str, bool, bool, fenceOrZero],
+  [FrameType.BOUND]: [zero, boundTunnel, str, str, str, str, fenceOrZero],
   [FrameType.UNBOUND]: [zero, tunnel, uint32, str],
   [FrameType.ACCEPT]: [streamId, tunnel, str, str, port, str, port],
   [FrameType.NOTICE]: [zero, uint32, str],
 };
+
+/** Frame types whose last element may be absent (docs/protocol.md, "Frames"). */
+export const OPTIONAL_LAST: readonly number[] = [FrameType.OPEN, FrameType.BIND, FrameType.BOUND];
 
 /** Whether `value` is a frame as docs/protocol.md describes it. */
 export function matchesLayout(value: unknown): boolean {
   if (!Array.isArray(value) || value.length < 1) return false;
   const layout = LAYOUTS[value[0] as number];
   if (layout === undefined || !Number.isInteger(value[0])) return false;
-  // OPEN's tunnel, its last element, is absent for tunnel 0.
-  const optionalLast = value[0] === FrameType.OPEN && value.length === layout.length;
+  // The last element of OPEN (its tunnel, absent for tunnel 0), BIND (drop) and BOUND (attachment) may be absent.
+  const optionalLast = OPTIONAL_LAST.includes(value[0] as number) && value.length === layout.length;
   if (value.length !== layout.length + 1 && !optionalLast) return false;
   return layout.every((check, i) => (optionalLast && i === layout.length - 1) || check(value[i + 1]));
 }

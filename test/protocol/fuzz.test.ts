@@ -73,6 +73,8 @@ const positive = fc.integer({ min: 1, max: 0xffffffff });
 const tunnel = fc.integer({ min: 0, max: MAX_TUNNEL_ID });
 const boundTunnel = fc.integer({ min: 1, max: MAX_TUNNEL_ID });
 const port = fc.integer({ min: 0, max: 0xffff });
+/** A cluster attachment (a fence), or 0 for none: BIND's drop, BOUND's attachment. */
+const attachment = fc.oneof(fc.constant(0), fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }));
 
 /** Valid frames of every type, as docs/protocol.md lays them out. */
 const validFrame: fc.Arbitrary<Frame> = fc.oneof(
@@ -103,9 +105,15 @@ const validFrame: fc.Arbitrary<Frame> = fc.oneof(
     .map(([id, status, reason, list]): Frame => [FrameType.INFO, id, status, reason, list]),
   fc.tuple(streamId, headers).map(([id, list]): Frame => [FrameType.TRAILERS, id, list]),
   fc
-    .tuple(boundTunnel, fc.constantFrom(...TUNNEL_KINDS), text, port, port, text, fc.boolean(), fc.boolean())
-    .map(([id, kind, name, remote, local, policy, replace, pool]): Frame => [FrameType.BIND, 0, id, kind, name, remote, local, policy, replace, pool]),
-  fc.tuple(boundTunnel, text, text, text, text).map(([id, error, message, name, url]): Frame => [FrameType.BOUND, 0, id, error, message, name, url]),
+    .tuple(boundTunnel, fc.constantFrom(...TUNNEL_KINDS), text, port, port, text, fc.boolean(), fc.boolean(), fc.option(attachment, { nil: undefined }))
+    .map(([id, kind, name, remote, local, policy, replace, pool, drop]): Frame =>
+      drop === undefined ? [FrameType.BIND, 0, id, kind, name, remote, local, policy, replace, pool] : [FrameType.BIND, 0, id, kind, name, remote, local, policy, replace, pool, drop],
+    ),
+  fc
+    .tuple(boundTunnel, text, text, text, text, fc.option(attachment, { nil: undefined }))
+    .map(([id, error, message, name, url, fence]): Frame =>
+      fence === undefined ? [FrameType.BOUND, 0, id, error, message, name, url] : [FrameType.BOUND, 0, id, error, message, name, url, fence],
+    ),
   fc.tuple(tunnel, uint32, text).map(([id, code, message]): Frame => [FrameType.UNBOUND, 0, id, code, message]),
   fc
     .tuple(streamId, tunnel, text, text, port, text, port)

@@ -14,12 +14,15 @@ import { formatProblem, loadConfig, type ConfigFile, type TunnelConfig } from '.
 import type { Exchange } from '../../client/exchange.js';
 import { localTarget, RouteTable } from '../../client/routes.js';
 import { policySpecFromFlags } from '../../protocol/policy.js';
-import { TunnelClient, TunnelRefusedError, type ClosedInfo, type ReadyInfo } from '../../client/tunnel-client.js';
-import type { BoundTunnel } from '../../client/bound-tunnel.js';
+import { TunnelRefusedError, type ClosedInfo, type ReadyInfo, type TunnelClient } from '../../client/tunnel-client.js';
+import type { BoundTunnelOptions } from '../../client/bound-tunnel.js';
+import { MultiEdgeBoundTunnel, MultiEdgeTunnel } from '../../client/multi-edge.js';
 import { connectionLine } from './tcp.js';
 import {
   batchedWriter,
   edgeAccess,
+  edgesOption,
+  followCluster,
   forwardingLines,
   INSPECTOR_BODY_LIMIT,
   inspectorAddress,
@@ -38,8 +41,8 @@ import {
 
 const HELP = `
 Usage: burrow start (NAME... | --all) [--config FILE] [--edge URL ...] [--token T] [--ca FILE]
-                    [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--inspect ADDR | --no-inspect]
-                    [--log text|json] [--json]
+                    [--resolve HOST:PORT:ADDRESS ...] [--insecure] [--edges K]
+                    [--inspect ADDR | --no-inspect] [--log text|json] [--json]
 
 Runs the tunnels named in burrow.yml (docs/config.md), or all of them, in one process with one
 inspector. The file is --config FILE, else BURROW_CONFIG, else ./burrow.yml, else burrow.yml in the
@@ -51,9 +54,11 @@ reconnects by itself. A tunnel the edge refuses (its subdomain taken, the plan's
 all. Exit code: 0 when every tunnel ran until Ctrl-C; 1 when one could not start or was ended by the
 edge (the process ends at once when no tunnel is left).
 
-Every tunnel rides one connection to one edge. In a cluster that edge serves them all and the other
-edges reach them through their internal hop: the file's "edges" (and "burrow http --edges K") attaches
-a single "burrow http" tunnel to several edges, never a "burrow start" connection.
+Every tunnel rides one connection. In a cluster (the edge says so when it connects) that connection
+is kept to --edges edges at once (2 by default), each carrying every tunnel: each of them serves the
+tunnels without the edges' internal hop, and losing one costs only the requests in flight on it. One
+line says how many edges serve the tunnels when that changes, one when the cluster's store becomes
+unavailable and one when it is back.
 
 Request lines start with the tunnel's name; the inspector (http://127.0.0.1:4040, or the next free
 port up to 4059) shows every tunnel's requests, each marked with its name. Without "subdomain" in the
@@ -72,12 +77,15 @@ Options:
                      connect to ADDRESS for the edge URL's HOST and PORT, without DNS (like curl
                      --resolve; repeatable; default: BURROW_RESOLVE, comma-separated)
   --insecure         allow sending the token over plain http:// to an edge not on this machine
+  --edges K          in a cluster, keep the connection to K edges at once, each carrying every
+                     tunnel (1 to 8; default: the file's edges, else 2); 1 keeps one connection
   --inspect ADDR     the inspector's address: PORT or HOST:PORT on a loopback address
   --no-inspect       no inspector: no bodies or WebSocket messages are kept
   --log text|json    one line per request and per WebSocket opened and closed (default: the
                      file's log, else text)
   --json             one JSON object per line per event, each with "tunnel": ready, request,
-                     websocket, reconnect, failover, store (no tunnel), warning, error, closed
+                     websocket, reconnect, failover, edges and store (no tunnel), warning, error,
+                     closed
   -h, --help         show this help
 `;
 
@@ -89,14 +97,17 @@ interface SharedConnection {
   insecure: boolean;
   resolve: Credentials['resolve'];
   recording: boolean;
+  /** `--edges K`, else the file's `edges` (MultiEdgeTunnel's default without either). */
+  edgesPerTunnel: number | undefined;
 }
 
 /**
- * The one connection every tunnel of the file rides (docs/protocol.md section 18): it names no tunnel
- * itself, and each tunnel is bound on it (`openTunnel`) after its READY, again after each reconnect.
+ * The connections every tunnel of the file rides (docs/protocol.md section 18): one, and in a cluster one
+ * per edge it is attached to (`--edges K`, src/client/multi-edge.ts). A connection names no tunnel
+ * itself; each tunnel is bound on each of them (`onSession`) after its READY, again after each reconnect.
  */
-function openConnection(shared: SharedConnection): TunnelClient {
-  return new TunnelClient({
+function openConnections(shared: SharedConnection, onSession: (session: TunnelClient) => void): MultiEdgeTunnel {
+  return new MultiEdgeTunnel({
     edge: shared.edges,
     token: shared.token,
     // Serves nothing and is never dialled (bindOnly): each tunnel has its own routes.
@@ -106,29 +117,31 @@ function openConnection(shared: SharedConnection): TunnelClient {
     ...(shared.ca === undefined ? {} : { ca: shared.ca }),
     insecure: shared.insecure,
     resolve: shared.resolve,
+    ...(shared.edgesPerTunnel === undefined ? {} : { edgesPerTunnel: shared.edgesPerTunnel }),
+    onSession,
   });
 }
 
-/** The one place a tunnel of the file becomes a tunnel of the connection. */
-function openTunnel(connection: TunnelClient, tunnel: TunnelConfig): ReturnType<TunnelClient['bind']> {
+/** The one place a tunnel of the file becomes what a connection binds. */
+function bindingOf(tunnel: TunnelConfig): BoundTunnelOptions {
   if (tunnel.kind !== 'http') {
-    return connection.bind({
+    return {
       kind: tunnel.kind,
       routes: new RouteTable(localTarget(tunnel.port, tunnel.host)),
       ...(tunnel.kind === 'tls' && tunnel.subdomain !== undefined ? { subdomain: tunnel.subdomain } : {}),
       ...(tunnel.remotePort === undefined ? {} : { remotePort: tunnel.remotePort }),
       proxyProtocol: tunnel.proxyProtocol,
       ...(tunnel.policy === undefined ? {} : { policy: policySpecFromFlags(tunnel.policy.flags)! }),
-    });
+    };
   }
-  return connection.bind({
+  return {
     routes: new RouteTable(tunnel.target, tunnel.routes),
     hostHeader: tunnel.hostHeader,
     localInsecure: tunnel.localInsecure,
     ...(tunnel.subdomain === undefined ? {} : { subdomain: tunnel.subdomain }),
     // Checked when the file was read (config-file.ts policyFlags), so it builds here.
     ...(tunnel.policy === undefined ? {} : { policy: policySpecFromFlags(tunnel.policy.flags)! }),
-  });
+  };
 }
 
 /** "Forwarding" lines: an http tunnel's routes, or a tcp or tls tunnel's one target (host:port). */
@@ -151,6 +164,7 @@ export async function startCommand(args: string[]): Promise<number> {
       'no-inspect': { type: 'boolean' },
       log: { type: 'string' },
       json: { type: 'boolean' },
+      edges: { type: 'string' },
     },
     HELP,
   );
@@ -185,11 +199,16 @@ export async function startCommand(args: string[]): Promise<number> {
     insecure: values.insecure === true,
     resolve: credentials.resolve,
     recording: inspector !== null,
+    edgesPerTunnel: edgesOption(values.edges, config),
   };
   const width = Math.max(...tunnels.map((tunnel) => tunnel.name.length));
   const lines = json || writesToNull(1) ? null : batchedWriter(out);
 
-  const connection = openConnection(shared);
+  // Each tunnel of the file, bound on every connection (one per edge in a cluster) as each is made.
+  const bound = new Map(tunnels.map((tunnel) => [tunnel.name, new MultiEdgeBoundTunnel(bindingOf(tunnel), (session, options) => session.bind(options).tunnel)]));
+  const connection = openConnections(shared, (session) => {
+    for (const tunnel of bound.values()) tunnel.bindOnSession(session);
+  });
   const stop = (): void => {
     void connection.close('the client was stopped (Ctrl-C)');
   };
@@ -206,7 +225,8 @@ export async function startCommand(args: string[]): Promise<number> {
         } else process.stderr.write(`burrow: tunnel ${tunnel.name} not started: ${code}: ${message}\n`);
         resolve(false);
       };
-      const { tunnel: client, started } = openTunnel(connection, tunnel);
+      const client = bound.get(tunnel.name)!;
+      const started = client.started;
       const table = client.routes;
       const detach = inspector?.attach(client, tunnel.name);
       let settled = false;
@@ -249,7 +269,7 @@ export async function startCommand(args: string[]): Promise<number> {
     });
 
   /** Request lines and connection events of a live tunnel. */
-  const follow = (client: BoundTunnel, tunnel: TunnelConfig, table: RouteTable): void => {
+  const follow = (client: MultiEdgeBoundTunnel, tunnel: TunnelConfig, table: RouteTable): void => {
     const name = tunnel.name;
     const protocol = tunnel.kind === 'tls' ? 'TLS' : 'TCP';
     if (events !== null) {
@@ -288,12 +308,8 @@ export async function startCommand(args: string[]): Promise<number> {
     });
   };
 
-  // The store lines of a cluster: the connection's edge says when it loses its store and when it is back.
-  connection.on('store', ({ available, edge, message }) => {
-    if (events !== null) events({ event: 'store', available, edge, message });
-    else if (available) process.stderr.write(`burrow: the cluster store is available again (edge ${edge})\n`);
-    else process.stderr.write(`burrow: the cluster store is unavailable (edge ${edge}: ${message})\n`);
-  });
+  // In a cluster: how many edges carry the connections, and the store lines, once for all the tunnels.
+  followCluster(connection, events, null);
 
   const outcomes = Promise.all(tunnels.map(run));
   // Tunnels are bound after the connection's READY; a connection that never gets one ends them all.
