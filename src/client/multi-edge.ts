@@ -197,7 +197,9 @@ export class MultiEdgeTunnel extends EventEmitter<TunnelEvents> implements Tunne
         ...(this.subdomain === undefined ? {} : { subdomain: this.subdomain }),
         // Only the first session takes a name over; the others join it.
         replace: false,
-        firstEdge: this.sessions.length,
+        // The edges after the first session's, in the `--edge` list: tunnels started at different edges
+        // (a list given directly, no front proxy) spread their other sessions too.
+        firstEdge: (this.sessions[0]?.edgePosition ?? 0) + this.sessions.length,
         keepTrying: true,
       });
       session.start().catch(() => undefined);

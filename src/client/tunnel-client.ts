@@ -282,6 +282,11 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     return this.endpoints[this.endpointIndex % this.endpoints.length]!.edge;
   }
 
+  /** Where in the `--edge` list this session's edge is (an edge's name may resolve to several endpoints). */
+  get edgePosition(): number {
+    return Math.max(0, this.edges.indexOf(this.endpoints[this.endpointIndex % this.endpoints.length]!.edge));
+  }
+
   get publicUrl(): string | null {
     return this.publicUrlValue;
   }
