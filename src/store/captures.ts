@@ -372,6 +372,54 @@ export function parseCaptureId(id: string): { ringId: number; seq: number } | nu
   return { ringId: parseInt(match[1]!, 16), seq: parseInt(match[2]!, 16) };
 }
 
+/**
+ * The bytes each slot of a ring holds, in an array grown as slots are filled (a ring fills from slot 0
+ * up) instead of one Uint32 per slot from the start: a PRO ring has 10,000 slots, and 40 KB per ring
+ * was 39 of the 40 KiB each idle tunnel cost the edge (issue 25). Slots past the array hold nothing.
+ */
+export class SlotSizes {
+  private sizes: Uint32Array;
+
+  constructor(
+    readonly capacity: number,
+    sizes: Uint32Array = new Uint32Array(0),
+  ) {
+    let held = sizes.length;
+    while (held > 0 && sizes[held - 1] === 0) held--;
+    this.sizes = held === sizes.length ? sizes : sizes.slice(0, held);
+  }
+
+  get(slot: number): number {
+    return slot < this.sizes.length ? this.sizes[slot]! : 0;
+  }
+
+  set(slot: number, size: number): void {
+    if (slot >= this.sizes.length) {
+      if (size === 0) return;
+      const grown = new Uint32Array(Math.min(this.capacity, Math.max(slot + 1, this.sizes.length * 2, 64)));
+      grown.set(this.sizes);
+      this.sizes = grown;
+    }
+    this.sizes[slot] = size;
+  }
+
+  total(): number {
+    let total = 0;
+    for (const size of this.sizes) total += size;
+    return total;
+  }
+
+  /** What this ring's sizes take in memory, in bytes. */
+  get heldBytes(): number {
+    return this.sizes.byteLength;
+  }
+
+  /** As a clean close saves them: Uint32s from slot 0, as many as are held (fewer than the ring's slots when it never filled). */
+  toBuffer(): Buffer {
+    return Buffer.from(this.sizes.buffer, this.sizes.byteOffset, this.sizes.byteLength);
+  }
+}
+
 /** A ring as this process uses it. */
 class OpenRing implements RingHandle {
   readonly ringId: number;
@@ -386,7 +434,7 @@ class OpenRing implements RingHandle {
   writing = false;
   counted: boolean;
   /** The bytes each slot holds, known once the ring is taken for writing (or read after a crash). */
-  sizes: Uint32Array | null;
+  sizes: SlotSizes | null;
   private readonly idPrefix: string;
 
   constructor(
@@ -394,7 +442,7 @@ class OpenRing implements RingHandle {
     head: number,
     /** The saved head was exact when the ring was loaded (a clean close before). */
     readonly loadedClean: boolean,
-    sizes: Uint32Array | null,
+    sizes: SlotSizes | null,
   ) {
     this.ringId = stored.ringId;
     this.accountId = stored.accountId;
@@ -421,6 +469,11 @@ class OpenRing implements RingHandle {
   record(clean = !this.writing && this.loadedClean, counted = this.counted): RingRecord {
     return { ringId: this.ringId, accountId: this.accountId, subdomain: this.subdomain, capacity: this.capacity, head: this.head, swept: this.swept, clean, counted };
   }
+}
+
+/** Saved slot sizes are Uint32s from slot 0, at most one per slot (a clean close before issue 25 saved one for every slot). */
+function savedSizesFit(saved: Buffer, capacity: number): boolean {
+  return saved.byteLength % 4 === 0 && saved.byteLength <= capacity * 4;
 }
 
 /** An account's captures on this edge, as committed: the bytes its counted rings' slots hold. */
@@ -581,17 +634,17 @@ export class CaptureStore {
     if (cached !== undefined) return cached;
     const clean = stored.clean === true;
     let head = stored.head;
-    let sizes: Uint32Array | null = null;
+    let sizes: SlotSizes | null = null;
     // A ring this process has just created has a ring id never used before: none of its slots can hold
     // anything, and reading all of them (10,000 for a PRO ring) made a first connect cost ~3.5 ms of CPU.
-    if (createdNow) sizes = new Uint32Array(stored.capacity);
+    if (createdNow) sizes = new SlotSizes(stored.capacity);
     else if (!clean) {
       head = stored.swept;
-      sizes = new Uint32Array(stored.capacity);
+      sizes = new SlotSizes(stored.capacity);
       for (let slot = 0; slot < stored.capacity; slot++) {
         const bytes = this.slots.getBinaryFast([stored.ringId, slot]);
         if (bytes === undefined) continue;
-        sizes[slot] = bytes.length;
+        sizes.set(slot, bytes.length);
         const seq = seqOf(bytes);
         if (seq >= head) head = seq + 1;
       }
@@ -613,7 +666,7 @@ export class CaptureStore {
     if (ring.loadedClean || !ring.counted) {
       const account = this.accountOf(ring.accountId);
       let added = 0;
-      if (!ring.counted) for (const size of ring.sizes) added += size;
+      if (!ring.counted) added = ring.sizes.total();
       try {
         this.root.transactionSync(() => {
           this.rings.put([ring.accountId, ring.subdomain], ring.record(false, true));
@@ -633,11 +686,11 @@ export class CaptureStore {
   }
 
   /** The slot sizes a clean close saved, when the ring was loaded clean and counted. */
-  private savedSizes(ring: OpenRing): Uint32Array | null {
+  private savedSizes(ring: OpenRing): SlotSizes | null {
     if (!ring.loadedClean || !ring.counted) return null;
     const saved = this.slotSizes.getBinary(ring.ringId);
-    if (saved === undefined || saved.byteLength !== ring.capacity * 4) return null;
-    return new Uint32Array(saved.buffer.slice(saved.byteOffset, saved.byteOffset + saved.byteLength));
+    if (saved === undefined || !savedSizesFit(saved, ring.capacity)) return null;
+    return new SlotSizes(ring.capacity, new Uint32Array(saved.buffer.slice(saved.byteOffset, saved.byteOffset + saved.byteLength)));
   }
 
   /** Says, once an hour per account, that an account's captures are being skipped for its quota. */
@@ -652,9 +705,9 @@ export class CaptureStore {
   }
 
   /** Each slot's size, read from the slots (`length`: a getBinaryFast buffer is a shared one, longer than its value). */
-  private readSizes(ring: OpenRing): Uint32Array {
-    const sizes = new Uint32Array(ring.capacity);
-    for (let slot = 0; slot < ring.capacity; slot++) sizes[slot] = this.slots.getBinaryFast([ring.ringId, slot])?.length ?? 0;
+  private readSizes(ring: OpenRing): SlotSizes {
+    const sizes = new SlotSizes(ring.capacity);
+    for (let slot = 0; slot < ring.capacity; slot++) sizes.set(slot, this.slots.getBinaryFast([ring.ringId, slot])?.length ?? 0);
     return sizes;
   }
 
@@ -713,7 +766,7 @@ export class CaptureStore {
             accounts.push(account);
           }
           const sizes = ring.sizes!;
-          const old = sizes[slot]!;
+          const old = sizes.get(slot);
           let bytes: Buffer | null = account.bytes - old < account.quota ? encodeStoredCapture(item.storedCapture()) : null;
           if (bytes !== null && account.bytes - old + bytes.byteLength > account.quota) bytes = null;
           const size = bytes === null ? 0 : bytes.byteLength;
@@ -727,14 +780,14 @@ export class CaptureStore {
             written++;
           }
           previous.push(ring, slot, old);
-          sizes[slot] = size;
+          sizes.set(slot, size);
           account.bytes += size - old;
         }
         for (const account of accounts) this.accountBytes.put(account.accountId, account.bytes);
       });
     } catch (error) {
       if (!isWriteFailure(error)) throw error;
-      for (let i = previous.length - 3; i >= 0; i -= 3) (previous[i] as OpenRing).sizes![previous[i + 1] as number] = previous[i + 2] as number;
+      for (let i = previous.length - 3; i >= 0; i -= 3) (previous[i] as OpenRing).sizes!.set(previous[i + 1] as number, previous[i + 2] as number);
       for (const account of accounts) account.bytes = account.before;
       this.skipped.error += written + overQuota;
       this.failures.report('captures', error);
@@ -903,8 +956,8 @@ export class CaptureStore {
         // Sizes saved by a clean close must not name the removed captures when the ring is written again.
         if (ring.sizes === null) {
           const saved = this.slotSizes.getBinary(ring.ringId);
-          if (saved !== undefined && saved.byteLength === ring.capacity * 4) {
-            for (const slot of removedSlots) saved.writeUInt32LE(0, slot * 4);
+          if (saved !== undefined && savedSizesFit(saved, ring.capacity)) {
+            for (const slot of removedSlots) if (slot * 4 < saved.byteLength) saved.writeUInt32LE(0, slot * 4);
             this.slotSizes.put(ring.ringId, saved);
           }
         }
@@ -918,7 +971,7 @@ export class CaptureStore {
     if (ring.counted && removedSlots.length > 0) {
       this.accountOf(ring.accountId).bytes -= removedBytes;
       this.storedBytes -= removedBytes;
-      if (ring.sizes !== null) for (const slot of removedSlots) ring.sizes[slot] = 0;
+      if (ring.sizes !== null) for (const slot of removedSlots) ring.sizes.set(slot, 0);
     }
     return removedSlots.length;
   }
@@ -965,7 +1018,7 @@ export class CaptureStore {
         for (const ring of this.open.values()) {
           if (!ring.writing && ring.loadedClean) continue;
           this.rings.put([ring.accountId, ring.subdomain], ring.record(true));
-          if (ring.sizes !== null && ring.counted) this.slotSizes.put(ring.ringId, Buffer.from(ring.sizes.buffer, ring.sizes.byteOffset, ring.sizes.byteLength));
+          if (ring.sizes !== null && ring.counted) this.slotSizes.put(ring.ringId, ring.sizes.toBuffer());
         }
       });
     } catch (error) {
