@@ -185,6 +185,19 @@ const GOAWAY_NAMES = Object.fromEntries(Object.entries(GoAwayCode).map(([name, c
 const TRANSIENT_BIND_REFUSALS: ReadonlySet<string> = new Set(['RATE_LIMITED', 'INTERNAL_ERROR', 'STORE_UNAVAILABLE', 'STORAGE_FULL']);
 
 /** What the client says when the edge takes no BIND (an edge from before it wants a port on the connect). */
+/**
+ * The edges' answers to `GET /api/v1/instance` (their `agent_url`), by edge URL and pinned address,
+ * shared by this process's connections: asking anew for every connect was a second TCP connection and
+ * HTTP exchange each time, half the connect rate of a process with many tunnels (issue 25). A connection
+ * that ends forgets its edge's answer, so the next connect asks again. Only the URL is shared: each
+ * connection checks it against its own options and verifies the agent endpoint's certificate itself.
+ */
+const instanceAnswers = new Map<string, Promise<string | undefined>>();
+
+function agentKey(endpoint: EdgeEndpoint): string {
+  return `${endpoint.edge} ${endpoint.address ?? ''}`;
+}
+
 const NO_BIND = 'The edge does not carry several tunnels on one connection (BIND, docs/protocol.md section 18); update the edge, or run each tunnel with "burrow http".';
 
 export class TunnelClient extends EventEmitter<TunnelClientEvents> implements StreamHost, TunnelLink {
@@ -225,6 +238,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private attempt = 0;
   private readonly edges: readonly string[];
   private endpoints: EdgeEndpoint[];
+  /** This connect's agent endpoint is another connection's answer (instanceAnswers), not yet reached. */
+  private agentAnswerUnproven = false;
   private endpointIndex = 0;
   /** Connections that failed since the last READY or backoff: a full round of them means back off. */
   private failuresInRound = 0;
@@ -550,13 +565,13 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     });
   }
 
-  private connect(): void {
+  private connect(askAgain = false): void {
     const endpoint = this.endpoints[this.endpointIndex % this.endpoints.length]!;
     this.goAway = null;
     this.socketError = null;
     this.refusal = null;
     this.connecting = endpoint;
-    this.discoverAgent(endpoint).then(
+    this.discoverAgent(endpoint, askAgain).then(
       (agentUrl) => {
         if (this.stopped || this.connecting !== endpoint) return;
         this.connecting = null;
@@ -577,8 +592,41 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
    * itself, where a protocol 1 edge refuses this client's version with a message naming both. The endpoint must keep the base URL's
    * security: no ws:// for an https:// edge, no token in clear text across a network.
    */
-  private async discoverAgent(endpoint: EdgeEndpoint): Promise<URL> {
+  private async discoverAgent(endpoint: EdgeEndpoint, askAgain: boolean): Promise<URL> {
     const base = new URL(endpoint.edge);
+    const key = agentKey(endpoint);
+    let asked = askAgain ? undefined : instanceAnswers.get(key);
+    this.agentAnswerUnproven = asked !== undefined;
+    if (asked === undefined) {
+      const asking = this.askInstance(endpoint, base);
+      instanceAnswers.set(key, asking);
+      asking.catch(() => {
+        if (instanceAnswers.get(key) === asking) instanceAnswers.delete(key);
+      });
+      asked = asking;
+    }
+    const agentUrl = await asked;
+    const secure = base.protocol === 'https:';
+    if (agentUrl === undefined) {
+      const url = new URL(CONNECT_PATH, base);
+      url.protocol = secure ? 'wss:' : 'ws:';
+      return url;
+    }
+    let url: URL;
+    try {
+      url = new URL(agentUrl);
+    } catch {
+      throw new Error(`the edge names an agent endpoint that is not a URL: ${JSON.stringify(agentUrl)}`);
+    }
+    if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new Error(`the edge's agent endpoint ${agentUrl} is not ws:// or wss://`);
+    if (secure && url.protocol !== 'wss:') throw new Error(`the edge at ${endpoint.edge} names a clear-text agent endpoint (${agentUrl}); refusing to send the token there`);
+    const refusal = cleartextRefusal(url.href, this.options.insecure === true);
+    if (refusal !== null) throw new Error(refusal);
+    return url;
+  }
+
+  /** `agent_url` of the edge's `GET /api/v1/instance`, undefined when it names none. */
+  private async askInstance(endpoint: EdgeEndpoint, base: URL): Promise<string | undefined> {
     const dispatcher = new Agent({
       connect: {
         ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
@@ -603,23 +651,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     } finally {
       void dispatcher.close();
     }
-    const secure = base.protocol === 'https:';
-    if (agentUrl === undefined) {
-      const url = new URL(CONNECT_PATH, base);
-      url.protocol = secure ? 'wss:' : 'ws:';
-      return url;
-    }
-    let url: URL;
-    try {
-      url = new URL(agentUrl);
-    } catch {
-      throw new Error(`the edge names an agent endpoint that is not a URL: ${JSON.stringify(agentUrl)}`);
-    }
-    if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new Error(`the edge's agent endpoint ${agentUrl} is not ws:// or wss://`);
-    if (secure && url.protocol !== 'wss:') throw new Error(`the edge at ${endpoint.edge} names a clear-text agent endpoint (${agentUrl}); refusing to send the token there`);
-    const refusal = cleartextRefusal(url.href, this.options.insecure === true);
-    if (refusal !== null) throw new Error(refusal);
-    return url;
+    return agentUrl;
   }
 
   /**
@@ -692,6 +724,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       });
     });
     socket.on('open', () => {
+      this.agentAnswerUnproven = false;
       this.lastSeen = Date.now();
     });
     socket.on('ping', () => {
@@ -755,6 +788,14 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       return;
     }
     const endpoint = this.endpoints[this.endpointIndex % this.endpoints.length]!;
+    // The next connect asks the edge again: it may have restarted with another agent endpoint.
+    instanceAnswers.delete(agentKey(endpoint));
+    if (this.agentAnswerUnproven && this.refusal === null && goAway === null) {
+      // Another connection's answer that this one never reached: asked again before it counts as a failure.
+      this.agentAnswerUnproven = false;
+      this.connect(true);
+      return;
+    }
     const cause = this.failureCause(goAway, code, reason);
     if (this.readyEdge !== null && this.lossCause === null) this.lossCause = cause;
     this.failuresInRound++;
