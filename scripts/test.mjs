@@ -19,4 +19,8 @@ run(process.execPath, ['scripts/ensure-ssh.mjs']);
 const files = process.argv.slice(2);
 // No --test-force-exit: with test files in parallel processes it can drop the last verdicts of a file
 // (nodejs/node#64833; seen here as 692 of 704 tests reported, exit 0). Every file ends on its own.
-run(process.execPath, ['--test', '--test-concurrency=2', '--test-timeout=300000', ...(files.length > 0 ? files : ['dist/test/'])]);
+run(process.execPath, [
+  '--test', '--test-concurrency=2', '--test-timeout=300000',
+  '--test-reporter=tap', '--test-reporter-destination=stdout',
+  '--test-reporter=./scripts/failures-reporter.mjs', '--test-reporter-destination=stdout',
+  ...(files.length > 0 ? files : ['dist/test/'])]);
