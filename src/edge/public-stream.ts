@@ -54,6 +54,8 @@ const EMPTY = new Uint8Array(0);
 export const RAW_IDLE_TIMEOUT_MS = 10 * 60 * 1000;
 
 export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
+  /** Request body bytes are framed (copied once, into the frame) or gathered into a buffer of our own. */
+  readonly takesViews = true;
   publicState = PublicState.IDLE;
   private contentLength = -1;
   /** Response body bytes received from the tunnel so far. */
@@ -76,7 +78,8 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
 
   // The request body on its way in.
   private gather: number;
-  private gathered: Buffer[] | null = null;
+  /** The gathered body so far: the one copy of bytes that arrived in more than one piece. */
+  private gathered: Buffer | null = null;
   private gatheredBytes = 0;
   private received = 0;
   private readonly limit: number;
@@ -112,16 +115,21 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
 
   onRequestBody(chunk: Buffer | null, last: boolean): void {
     if (this.gather >= 0) {
+      if (last && this.gathered === null) {
+        // The whole body in one piece (a view the frame copies): no copy of our own.
+        this.gather = -1;
+        this.sendOpen(chunk !== null && chunk.byteLength > 0 ? chunk : null, true);
+        return;
+      }
       if (chunk !== null && chunk.byteLength > 0) {
-        (this.gathered ??= []).push(chunk);
-        this.gatheredBytes += chunk.byteLength;
+        // The head's Content-Length: what the parser hands over never exceeds it.
+        const gathered = (this.gathered ??= Buffer.allocUnsafe(this.gather));
+        this.gatheredBytes += chunk.copy(gathered, this.gatheredBytes);
       }
       if (!last) return;
       this.gather = -1;
-      const parts = this.gathered;
+      const body = this.gathered!.subarray(0, this.gatheredBytes);
       this.gathered = null;
-      // Usually one chunk, passed on without a copy.
-      const body = parts === null ? null : parts.length === 1 ? parts[0]! : Buffer.concat(parts, this.gatheredBytes);
       this.sendOpen(body, true);
       return;
     }

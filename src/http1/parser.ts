@@ -62,9 +62,15 @@ export const HTTP_METHODS: readonly string[] = Object.freeze([
   'GET_PARAMETER', 'SET_PARAMETER', 'REDIRECT', 'RECORD', 'FLUSH', 'QUERY',
 ]);
 
-/** llhttp's on_headers_complete answers: go on, the message has no body, stop here (HPE_PAUSED). */
+/**
+ * llhttp's on_headers_complete answers: go on, the message has no body, the message has no body and
+ * the connection changes protocol after it (llhttp stops right after the head, and Node's binding
+ * returns that offset as a number and lets parsing go on with the next message: `takeBodyOutside`),
+ * stop here (HPE_PAUSED).
+ */
 const GO_ON = 0;
 const NO_BODY = 1;
+const ENDS_AT_HEAD = 2;
 const STOP = 21;
 
 export const MessageKind = { REQUEST: 0, RESPONSE: 1 } as const;
@@ -154,6 +160,12 @@ export class Http1Parser {
   private upgradeDeclined = false;
   /** The handler asked to stop right after the head it was given (`pauseAfterHead`). */
   private pauseAsked = false;
+  /** The handler asked to read the head's body itself (`takeBodyOutside`). */
+  private outsideAsked = false;
+  /** The message being parsed ends at its head for llhttp: its body is the caller's to read. */
+  private bodyOutsideHere = false;
+  /** The last `execute` stopped at a head whose body the caller reads (`bodyOutside`). */
+  private stoppedForBody = false;
   private paused = false;
   private closed = false;
   /** Inside llhttp (execute or finish): `close` then frees the native parser only once it returns. */
@@ -191,6 +203,29 @@ export class Http1Parser {
     this.pauseAsked = true;
   }
 
+  /**
+   * True after `execute` stopped at the end of a head because the handler took its body
+   * (`takeBodyOutside`): the returned offset is where the body begins. The caller reads the body's
+   * bytes itself and gives the next `execute` only what follows them; llhttp has ended the message.
+   */
+  get bodyOutside(): boolean {
+    return this.stoppedForBody;
+  }
+
+  /**
+   * Called from `onHead` of a keep-alive request with a valid Content-Length body and no upgrade:
+   * `execute` stops right after this head and returns the offset of the body's first byte, no onBody
+   * and no onComplete follow, and the next `execute` starts the next message. Why: Node's binding
+   * copies every body piece into a fresh Buffer before JavaScript sees it; a caller reading the body
+   * straight from its own read buffer copies once, into the frame it sends (bench/RESULTS.md, "Issue
+   * 24: the edge's CPU floor"). llhttp has checked the framing (one valid Content-Length, no
+   * Transfer-Encoding) by the time the head arrives; counting the length down is the caller's.
+   * Ignored when `pauseAfterHead` is asked for the same head (the body then goes through llhttp).
+   */
+  takeBodyOutside(): void {
+    this.outsideAsked = true;
+  }
+
   /** Parsing may go on after a pause: give `execute` the bytes after the returned offset. */
   resume(): void {
     if (!this.paused) return;
@@ -219,6 +254,9 @@ export class Http1Parser {
     this.upgradeDeclined = false;
     this.pauseAsked = false;
     this.paused = false;
+    this.outsideAsked = false;
+    this.bodyOutsideHere = false;
+    this.stoppedForBody = false;
   }
 
   /**
@@ -230,6 +268,7 @@ export class Http1Parser {
   execute(chunk: Buffer): number | Http1ParseError {
     if (this.closed) return new Http1ParseError('CLOSED', 'the parser was closed', 400);
     if (this.upgraded || this.paused) return 0;
+    this.stoppedForBody = false;
     let offset = 0;
     for (;;) {
       const input = offset === 0 ? chunk : chunk.subarray(offset);
@@ -248,6 +287,7 @@ export class Http1Parser {
       }
       if (this.failure !== null) return this.failure;
       if (typeof result !== 'number') return toParseError(result);
+      if (this.stoppedForBody) return offset + result;
       if (this.upgraded) return offset + result;
       // A declined upgrade: llhttp stopped after that message as for an upgrade; HTTP goes on.
       if (this.upgradeDeclined && result < input.length) {
@@ -335,10 +375,16 @@ export class Http1Parser {
     this.upgradeAsked = upgrade;
     this.upgradeDeclined = false;
     const noBody = this.handler.onHead(head);
+    const outside = this.outsideAsked;
+    this.outsideAsked = false;
     if (this.pauseAsked) {
       this.pauseAsked = false;
       this.paused = true;
       return STOP;
+    }
+    if (outside && !noBody && !upgrade) {
+      this.bodyOutsideHere = true;
+      return ENDS_AT_HEAD;
     }
     return noBody ? NO_BODY : GO_ON;
   };
@@ -349,6 +395,13 @@ export class Http1Parser {
 
   private readonly onMessageComplete = (): void => {
     if (this.failure !== null || this.closed) return;
+    if (this.bodyOutsideHere) {
+      // The end llhttp sees right after the head (ENDS_AT_HEAD): the message ends when the caller has read its body.
+      this.bodyOutsideHere = false;
+      this.headComplete = false;
+      this.stoppedForBody = true;
+      return;
+    }
     // Trailers arrive flushed just before this call, with no head of their own.
     const trailers = this.headComplete ? this.flushed : null;
     this.flushed = null;

@@ -57,8 +57,17 @@ export const DEFAULT_SERVER_SETTINGS: Readonly<ServerSettings> = Object.freeze({
 
 /** What a consumer of a request implements (one object per exchange, no closures on the hot path). */
 export interface ExchangeSink {
-  /** Request body bytes (the chunk is the sink's to keep; null only with `last`); `last` ends the body. */
+  /**
+   * Request body bytes (null only with `last`); `last` ends the body. The chunk is the sink's to keep,
+   * unless the sink `takesViews`.
+   */
   onRequestBody(chunk: Buffer | null, last: boolean): void;
+  /**
+   * The sink copies whatever body bytes it keeps past `onRequestBody` (it frames them, say): chunks may
+   * then be views of the listener's shared read buffer, valid only during the call, and no copy is made
+   * for it. Other sinks get chunks of their own.
+   */
+  readonly takesViews?: boolean;
   /** Trailer fields after a chunked request body, before its `last` call. */
   onRequestTrailers?(fields: string[]): void;
   /** The connection ended before the response did (the client left, a timeout, a broken request). */
@@ -200,11 +209,12 @@ export class ServerExchange {
     if (this.state >= ResponseState.ENDED) return;
     const sink = this.sink;
     if (sink !== null) {
+      if (chunk !== null && sink.takesViews !== true) chunk = this.connection.keep(chunk);
       if (chunk !== null || last) sink.onRequestBody(chunk, last);
       return;
     }
     if (chunk === null && !last) return;
-    (this.earlyBody ??= []).push(chunk ?? EMPTY);
+    (this.earlyBody ??= []).push(chunk === null ? EMPTY : this.connection.keep(chunk));
   }
 
   /** @internal */
@@ -460,6 +470,8 @@ export class ServerExchange {
 
 /** The sink of a body being read and dropped before its refusal (`ServerExchange.discardBody`). */
 class DiscardedBody implements ExchangeSink {
+  /** Bytes are only counted. */
+  readonly takesViews = true;
   private read = 0;
   private done = false;
   private readonly timer: NodeJS.Timeout;
@@ -503,6 +515,13 @@ export class ServerConnection implements MessageHandler {
   private pauses = 0;
   /** Bytes read and not yet parsed (after a pause or an upgrade). */
   private stash: Buffer | null = null;
+  /**
+   * Bytes of the current request's Content-Length body still to come, read here from the socket's
+   * reads instead of through llhttp (`Http1Parser.takeBodyOutside`): 0 when llhttp has the bytes.
+   */
+  private bodyLeft = 0;
+  /** The Content-Length of the head just parsed, when its body is read outside llhttp. */
+  private outsideLength = 0;
   private inParser = false;
   /** The parser is no longer needed (switched, destroyed); freed once llhttp returns. */
   private parserDone = false;
@@ -612,20 +631,63 @@ export class ServerConnection implements MessageHandler {
   };
 
   private feed(chunk: Buffer): void {
+    let at = 0;
+    for (;;) {
+      if (this.bodyLeft > 0) {
+        at = this.readBody(chunk, at);
+        if (this.bodyLeft > 0 || at === chunk.byteLength) return;
+        if (this.destroyed || this.switched || this.lingering) return;
+        if (this.pauses !== 0) {
+          // The body ended with a pause in place that is not the body's: the rest waits, in order.
+          this.stash = this.reads.owned(chunk.subarray(at));
+          return;
+        }
+      }
+      this.inParser = true;
+      const result = this.parser.execute(at === 0 ? chunk : chunk.subarray(at));
+      this.inParser = false;
+      if (this.parserDone) {
+        // Closed from inside one of its callbacks: freed now that llhttp has returned.
+        this.parser.close();
+        return;
+      }
+      if (result === ALL) return;
+      if (result instanceof Http1ParseError) {
+        this.parseFailed(result);
+        return;
+      }
+      if (this.parser.bodyOutside) {
+        at += result;
+        this.bodyLeft = this.outsideLength;
+        continue;
+      }
+      this.parked(chunk, at + result);
+      return;
+    }
+  }
+
+  /**
+   * Hands the current request the body bytes of `chunk` from `at` on (at most what its Content-Length
+   * still wants), as one view: the sink frames it or gets its own copy (`ServerExchange.takeBody`).
+   * Returns where the body's bytes in the chunk end. Marked as inside the parser meanwhile: a sink
+   * that resumes reading from its callback must not feed the stash under this call.
+   */
+  private readBody(chunk: Buffer, at: number): number {
+    const size = Math.min(chunk.byteLength - at, this.bodyLeft);
+    if (size === 0) return at;
+    this.bodyLeft -= size;
+    const piece = at === 0 && size === chunk.byteLength ? chunk : chunk.subarray(at, at + size);
     this.inParser = true;
-    const result = this.parser.execute(chunk);
+    if (this.bodyLeft > 0) this.onBody(piece);
+    else this.complete(piece);
     this.inParser = false;
-    if (this.parserDone) {
-      // Closed from inside one of its callbacks: freed now that llhttp has returned.
-      this.parser.close();
-      return;
-    }
-    if (result === ALL) return;
-    if (result instanceof Http1ParseError) {
-      this.parseFailed(result);
-      return;
-    }
-    const rest = this.reads.owned(chunk.subarray(result));
+    if (this.parserDone) this.parser.close();
+    return at + size;
+  }
+
+  /** `execute` stopped at `end` of `chunk` (a pause at a head, or an upgrade). */
+  private parked(chunk: Buffer, end: number): void {
+    const rest = this.reads.owned(chunk.subarray(end));
     if (this.parser.isPaused) {
       this.stash = rest.byteLength > 0 ? rest : null;
       this.pauseFor(0);
@@ -699,7 +761,8 @@ export class ServerConnection implements MessageHandler {
       return false;
     }
     let upgrade = head.upgrade;
-    const body = hasBody(head.fields);
+    const length = bodyLength(head.fields);
+    const body = length !== 0;
     if (upgrade && head.method !== 'CONNECT' && body) {
       // Switching protocols after a body is not supported: an ordinary request, Upgrade left to the
       // consumer to drop (it is hop-by-hop), and HTTP goes on after it.
@@ -712,6 +775,10 @@ export class ServerConnection implements MessageHandler {
     this.headStarted = false;
     this.lastReadAt = Date.now();
     if (!head.keepAlive) this.closing = true;
+    else if (length > 0 && !head.upgrade) {
+      this.outsideLength = length;
+      this.parser.takeBodyOutside();
+    }
     if (this.queue.length >= this.settings.maxPipelined) {
       this.parser.pauseAfterHead();
       this.pauses |= Pause.QUEUE;
@@ -735,6 +802,11 @@ export class ServerConnection implements MessageHandler {
   }
 
   onComplete(): void {
+    this.complete(null);
+  }
+
+  /** The request's body ended, `lastChunk` its last bytes (read outside llhttp) or null. */
+  private complete(lastChunk: Buffer | null): void {
     const exchange = this.parsing;
     if (exchange === null) return;
     this.parsing = null;
@@ -744,7 +816,7 @@ export class ServerConnection implements MessageHandler {
       exchange.bodyPaused = false;
       this.resumeFrom(Pause.BODY);
     }
-    exchange.takeBody(null, true);
+    exchange.takeBody(lastChunk, true);
   }
 
   private parseFailed(error: Http1ParseError): void {
@@ -775,6 +847,11 @@ export class ServerConnection implements MessageHandler {
   }
 
   // ---- writing --------------------------------------------------------------------------------------
+
+  /** @internal `bytes` to keep past the current read: a copy when they are in the shared read buffer. */
+  keep(bytes: Buffer): Buffer {
+    return this.reads.owned(bytes);
+  }
 
   /** @internal */
   write(data: string | Buffer): boolean {
@@ -1012,14 +1089,22 @@ function withoutContentLength(fields: readonly string[]): string[] {
   return kept;
 }
 
-/** Whether a request head announces a body (Content-Length above 0, or Transfer-Encoding). */
-function hasBody(fields: readonly string[]): boolean {
+/**
+ * The body a request head announces: its Content-Length, -1 for Transfer-Encoding (or a length past
+ * what a double counts exactly: llhttp then reads it), 0 for none. llhttp has refused any head with
+ * both, or with a duplicate or malformed Content-Length, before it is given here.
+ */
+function bodyLength(fields: readonly string[]): number {
+  let length = 0;
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i]!;
-    if (name.length === 17 && name.toLowerCase() === 'transfer-encoding') return true;
-    if (name.length === 14 && name.toLowerCase() === 'content-length' && fields[i + 1] !== '0') return true;
+    if (name.length === 17 && name.toLowerCase() === 'transfer-encoding') return -1;
+    if (name.length === 14 && name.toLowerCase() === 'content-length') {
+      length = Number(fields[i + 1]);
+      if (!Number.isSafeInteger(length)) return -1;
+    }
   }
-  return false;
+  return length;
 }
 
 export { fieldValue, listHasToken };
