@@ -11,7 +11,7 @@
  * connection switches once the 101's turn is done.
  */
 import { ERROR_CODES, type ErrorCode } from '../errors.js';
-import { encode, uintSize } from '../protocol/codec.js';
+import { encode, uintSize, withBinaryRoom } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import type { RingHandle, StoredCapture } from '../store/captures.js';
@@ -20,6 +20,7 @@ import { checkResponseHeaders, checkTrailers, reasonProblem, statusKind, StatusK
 import type { StreamHost } from './stream-host.js';
 
 const EMPTY: string[] = [];
+const EMPTY_BODY = new Uint8Array(0);
 
 /**
  * Where an HTTP stream is, as the frames from the client see it (docs/protocol.md section 5). Every
@@ -159,25 +160,23 @@ export abstract class EdgeHttpStream {
 
   // ---- request: edge → client -----------------------------------------------------------------------
 
-  /** Sends OPEN with the whole body inline when it fits the credit (the one-frame fast path). */
-  sendOpen(body: Uint8Array | null, end: boolean): void {
+  /**
+   * Sends OPEN with the whole body inline when it fits the credit (the one-frame fast path). `framed`:
+   * the complete OPEN with `body` already in it (`openWithRoom`), sent as it is when the body goes inline.
+   */
+  sendOpen(body: Uint8Array | null, end: boolean, framed: Buffer | null = null): void {
     const size = body === null ? 0 : body.byteLength;
     let inline = body;
     if (size > 0 && !takeWholeCredit(size, this.session.settings.maxFrameBody, this.sendCredit, this.session.connectionSend)) inline = null;
     const complete = end && (size === 0 || inline !== null);
-    const head = this.head;
-    const tunnel = this.session.tunnelId;
-    const frame =
-      tunnel === 0
-        ? encode([FrameType.OPEN, this.id, this.requestId, head.method, head.target, head.headers, head.clientAddress, inline, complete, head.upgrade])
-        : encode([FrameType.OPEN, this.id, this.requestId, head.method, head.target, head.headers, head.clientAddress, inline, complete, head.upgrade, tunnel]);
+    const frame = framed !== null && inline !== null && complete ? framed : this.encodeOpen(inline, complete);
     this.openFrame = frame;
     if (this.session.timesHops) this.openedAt = performance.now();
     if (inline !== null && size > 0) {
       // The frame ends with the body's bytes, two one-byte booleans and the tunnel id (absent for 0): the
       // capture keeps a view of the frame (which outlives this call) instead of a second copy of the body.
       this.openHasBody = true;
-      const bodyEnd = frame.byteLength - (tunnel === 0 ? OPEN_BYTES_AFTER_BODY : OPEN_BYTES_AFTER_BODY + uintSize(tunnel));
+      const bodyEnd = frame.byteLength - this.openBytesAfterBody();
       this.requestCapture.addOwned(frame.subarray(bodyEnd - size, bodyEnd));
     }
     this.session.send(frame);
@@ -189,6 +188,30 @@ export abstract class EdgeHttpStream {
       this.queueBody(body!, end, 0);
       this.drain();
     }
+  }
+
+  private encodeOpen(inline: Uint8Array | null, complete: boolean): Buffer {
+    const head = this.head;
+    const tunnel = this.session.tunnelId;
+    return tunnel === 0
+      ? encode([FrameType.OPEN, this.id, this.requestId, head.method, head.target, head.headers, head.clientAddress, inline, complete, head.upgrade])
+      : encode([FrameType.OPEN, this.id, this.requestId, head.method, head.target, head.headers, head.clientAddress, inline, complete, head.upgrade, tunnel]);
+  }
+
+  private openBytesAfterBody(): number {
+    const tunnel = this.session.tunnelId;
+    return tunnel === 0 ? OPEN_BYTES_AFTER_BODY : OPEN_BYTES_AFTER_BODY + uintSize(tunnel);
+  }
+
+  /**
+   * The complete OPEN of a `size`-byte body, with room for the body that the caller fills in place (its
+   * pieces copied once, straight into the frame): `frame.subarray(start, start + size)`. Then
+   * `sendOpen(that room, true, frame)`.
+   */
+  openWithRoom(size: number): { frame: Buffer; start: number } {
+    const after = this.openBytesAfterBody();
+    const frame = withBinaryRoom(this.encodeOpen(EMPTY_BODY, true), after, size);
+    return { frame, start: frame.byteLength - after - size };
   }
 
   /**

@@ -78,8 +78,9 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
 
   // The request body on its way in.
   private gather: number;
-  /** The gathered body so far: the one copy of bytes that arrived in more than one piece. */
+  /** The OPEN a body that comes in pieces is gathered into (its one copy), and where in it the body starts. */
   private gathered: Buffer | null = null;
+  private gatheredAt = 0;
   private gatheredBytes = 0;
   private received = 0;
   private readonly limit: number;
@@ -122,15 +123,26 @@ export class PublicHttpStream extends EdgeHttpStream implements ExchangeSink {
         return;
       }
       if (chunk !== null && chunk.byteLength > 0) {
+        if (this.gathered === null) {
+          const room = this.openWithRoom(this.gather);
+          this.gathered = room.frame;
+          this.gatheredAt = room.start;
+        }
         // The head's Content-Length: what the parser hands over never exceeds it.
-        const gathered = (this.gathered ??= Buffer.allocUnsafe(this.gather));
-        this.gatheredBytes += chunk.copy(gathered, this.gatheredBytes);
+        this.gatheredBytes += chunk.copy(this.gathered, this.gatheredAt + this.gatheredBytes, 0, Math.min(chunk.byteLength, this.gather - this.gatheredBytes));
       }
       if (!last) return;
+      const announced = this.gather;
       this.gather = -1;
-      const body = this.gathered!.subarray(0, this.gatheredBytes);
+      const frame = this.gathered;
       this.gathered = null;
-      this.sendOpen(body, true);
+      if (frame === null) {
+        this.sendOpen(null, true);
+        return;
+      }
+      const body = frame.subarray(this.gatheredAt, this.gatheredAt + this.gatheredBytes);
+      // A body shorter than announced (never from the parser) cannot use the frame laid out for it.
+      this.sendOpen(body, true, this.gatheredBytes === announced ? frame : null);
       return;
     }
     // A request without a body went as one OPEN that ended it: its end here is already known.

@@ -124,6 +124,24 @@ export function encode(frame: Frame): Buffer {
   return packr.pack(frame);
 }
 
+/**
+ * `encoded`, a frame whose binary field holding nothing (`c4 00`) ends `after` bytes before the frame's
+ * end, laid out again with room for `size` bytes in that field (a bin 32 header): a new buffer whose
+ * room, `size` bytes ending `after` bytes before its end, the caller fills in place. A body that comes
+ * in pieces is then copied once, straight into its frame, instead of joined first and copied again by
+ * `encode`.
+ */
+export function withBinaryRoom(encoded: Uint8Array, after: number, size: number): Buffer {
+  const emptyAt = encoded.byteLength - after - 2;
+  if (emptyAt < 1 || encoded[emptyAt] !== 0xc4 || encoded[emptyAt + 1] !== 0) throw new Error('withBinaryRoom: no empty binary field there');
+  const frame = Buffer.allocUnsafe(emptyAt + 5 + size + after);
+  frame.set(encoded.subarray(0, emptyAt), 0);
+  frame[emptyAt] = 0xc6;
+  frame.writeUInt32BE(size, emptyAt + 1);
+  frame.set(encoded.subarray(emptyAt + 2), emptyAt + 5 + size);
+  return frame;
+}
+
 /** The bytes msgpack takes for a non-negative integer (fixint 1, uint 8 2, uint 16 3, uint 32 5). */
 export function uintSize(value: number): number {
   return value < 0x80 ? 1 : value < 0x100 ? 2 : value < 0x10000 ? 3 : 5;

@@ -19,7 +19,7 @@ import { request } from 'undici';
 import { ALL, Http1ParseError, Http1Parser, MessageKind, type MessageHead } from '../../src/http1/parser.js';
 import { ServerConnections, type ExchangeSink, type ServerExchange } from '../../src/http1/server.js';
 import { SHARED_READ_BYTES } from '../../src/http1/shared-reads.js';
-import { createAccount, readBody, startClient, startEdge, startLocal, type LocalServer, type TestEdge } from '../helpers.js';
+import { call, createAccount, readBody, startClient, startEdge, startLocal, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 
 /** `size` bytes in which every position differs from its neighbours' (a shifted piece shows). */
 function patterned(size: number, seed: number): Buffer {
@@ -238,13 +238,14 @@ describe('issue 24: a Content-Length body read from the socket, one copy', { tim
 
 describe('issue 24: uploads through a real tunnel, byte for byte', { timeout: 60_000 }, () => {
   let target: TestEdge;
+  let owner: TestAccount;
   let local: LocalServer;
   let started: Awaited<ReturnType<typeof startClient>>;
   const received = new Map<string, string>();
 
   before(async () => {
     target = await startEdge();
-    const owner = await createAccount(target, 'PRO');
+    owner = await createAccount(target, 'PRO');
     local = await startLocal((req, res) => {
       void readBody(req).then((body) => {
         received.set(req.url!, sha(body));
@@ -287,5 +288,27 @@ describe('issue 24: uploads through a real tunnel, byte for byte', { timeout: 60
     assert.deepEqual(answers, [sha(bodies[0]!), sha(Buffer.alloc(0)), sha(bodies[1]!), sha(bodies[2]!)]);
     assert.equal(received.get('/pipe-0'), sha(bodies[0]!));
     assert.equal(received.get('/pipe-2'), sha(bodies[2]!));
+  });
+
+  test('a body that comes in two reads is gathered straight into its OPEN and captured as sent', async () => {
+    let text = '';
+    for (let line = 0; text.length < 60 * 1024; line++) text += `line ${String(line).padStart(6, '0')} of a gathered upload\n`;
+    const body = Buffer.from(text);
+    const client = await open(target.port);
+    client.socket.write(`POST /gathered HTTP/1.1\r\nHost: ${started.host}\r\nContent-Length: ${body.byteLength}\r\nConnection: close\r\n\r\n`);
+    client.socket.write(body.subarray(0, 1000));
+    await pause(30);
+    client.socket.write(body.subarray(1000));
+    await client.closed;
+    assert.match(client.text(), new RegExp(`\r\n\r\n${sha(body)}$`));
+    let found: { id: string } | undefined;
+    await waitFor(async () => {
+      const list = await call(target, 'GET', `/api/v1/requests?subdomain=${started.subdomain}&limit=50`, { token: owner.token });
+      found = (list.json.requests as { id: string; path: string }[]).find((entry) => entry.path === '/gathered');
+      return found !== undefined;
+    }, 5_000, 'the capture of /gathered');
+    const detail = await call(target, 'GET', `/api/v1/requests/${found!.id}`, { token: owner.token });
+    assert.equal(detail.json.request.body_size, body.byteLength);
+    assert.equal(detail.json.request.body, text);
   });
 });
