@@ -7,8 +7,9 @@
  * whole server (16.5 vs 15.4 µs of CPU per 1 KiB POST, issue 24), and the binding hands over field names
  * and values as one-byte strings without a copy into WebAssembly memory first. It is reached through
  * `node:_http_common`, which Node's own http modules use; `test/http1/parser.test.ts` pins the behaviour
- * Burrow relies on (strict framing, one-byte strings, pausing at the end of a head, the error codes), so a
- * Node upgrade that changes any of it fails the tests instead of the traffic.
+ * Burrow relies on (strict framing, one-byte strings, pausing at the end of a head, the error codes), and
+ * `test/http1/issue-24-body-one-copy.test.ts` the stop at a head whose body the caller reads
+ * (`takeBodyOutside`), so a Node upgrade that changes any of it fails the tests instead of the traffic.
  *
  * Field names keep their case and values their bytes: each character of a name or value is one byte
  * (U+0000 to U+00FF, "latin1"), so `café` sent as UTF-8 arrives as the four characters `cafÃ©` and goes
