@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Packr } from 'msgpackr';
-import { decode, encode, FRAME_NAMES, MAX_NESTING, ProtocolError, type Frame } from '../../src/protocol/codec.js';
+import { decode, encode, FRAME_NAMES, MAX_NESTING, ProtocolError, withBinaryRoom, type Frame } from '../../src/protocol/codec.js';
 import { DEFAULT_SETTINGS, FrameType, GoAwayCode, MAX_WINDOW } from '../../src/protocol/constants.js';
 import { LAYOUTS, matchesLayout, ODD_VALUES, OPTIONAL_LAST, SAMPLES } from './frames.js';
 
@@ -364,4 +364,22 @@ test('ProtocolError carries the GOAWAY code it causes', () => {
 
 test('the layout table covers every frame type', () => {
   for (const type of Object.values(FrameType)) assert.ok(LAYOUTS[type] !== undefined, FRAME_NAMES[type]);
+});
+
+describe('withBinaryRoom (an OPEN whose body is written in place)', () => {
+  test('the room filled in place decodes as the frame encoded with that body, with and without a tunnel id', () => {
+    const body = Buffer.from('a body gathered from pieces');
+    for (const tail of [[], [300]]) {
+      const open = (inline: Uint8Array): Frame =>
+        [FrameType.OPEN, 5, 'req_1', 'POST', '/x', ['Host', 'h'], '127.0.0.1', inline, true, false, ...tail] as unknown as Frame;
+      const after = 2 + (tail.length === 0 ? 0 : 3);
+      const frame = withBinaryRoom(encode(open(new Uint8Array(0))), after, body.byteLength);
+      body.copy(frame, frame.byteLength - after - body.byteLength);
+      assert.deepEqual(decode(frame), decode(encode(open(body))));
+    }
+  });
+
+  test('refuses a frame without an empty binary field where it is told to look', () => {
+    assert.throws(() => withBinaryRoom(encode([FrameType.DATA, 1, Buffer.from('x'), true]), 1, 4), /no empty binary field/);
+  });
 });
