@@ -290,6 +290,49 @@ describe('issue 24: uploads through a real tunnel, byte for byte', { timeout: 60
     assert.equal(received.get('/pipe-2'), sha(bodies[2]!));
   });
 
+  test('seeded random pipelines (GET, Content-Length and chunked POSTs) cut at random places arrive whole and in order', async () => {
+    // A small deterministic generator: the same 6 connections every run, each 12 requests of random
+    // kinds and sizes written in random pieces with pauses between some, so a body's end falls anywhere
+    // in a read: inside a head, at a chunk's size line, at the next request's first byte.
+    let seed = 24;
+    const random = (below: number): number => {
+      // mulberry32
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) % below;
+    };
+    for (let connection = 0; connection < 6; connection++) {
+      const expected: string[] = [];
+      const parts: Buffer[] = [];
+      for (let i = 0; i < 12; i++) {
+        const kind = random(3);
+        const body = kind === 0 ? Buffer.alloc(0) : patterned([0, 1, 17, 4096, 65_535, 65_536, 65_537, 150_000][random(8)]!, connection * 100 + i);
+        const target = `/random-${connection}-${i}`;
+        const last = i === 11 ? 'Connection: close\r\n' : '';
+        if (kind === 0) parts.push(Buffer.from(`GET ${target} HTTP/1.1\r\nHost: ${started.host}\r\n${last}\r\n`));
+        else if (kind === 1) parts.push(Buffer.from(`POST ${target} HTTP/1.1\r\nHost: ${started.host}\r\nContent-Length: ${body.byteLength}\r\n${last}\r\n`), body);
+        else {
+          parts.push(Buffer.from(`POST ${target} HTTP/1.1\r\nHost: ${started.host}\r\nTransfer-Encoding: chunked\r\n${last}\r\n`));
+          if (body.byteLength > 0) parts.push(Buffer.from(`${body.byteLength.toString(16)}\r\n`), body, Buffer.from('\r\n'));
+          parts.push(Buffer.from('0\r\n\r\n'));
+        }
+        expected.push(sha(body));
+      }
+      const wire = Buffer.concat(parts);
+      const client = await open(target.port);
+      for (let at = 0; at < wire.byteLength; ) {
+        const size = 1 + random(random(2) === 0 ? 40 : 90_000);
+        client.socket.write(wire.subarray(at, at + size));
+        at += size;
+        if (random(4) === 0) await pause(2);
+      }
+      await client.closed;
+      const answers = [...client.text().matchAll(/\r\n\r\n([0-9a-f]{64})/g)].map((match) => match[1]);
+      assert.deepEqual(answers, expected, `connection ${connection}`);
+    }
+  });
+
   test('a body that comes in two reads is gathered straight into its OPEN and captured as sent', async () => {
     let text = '';
     for (let line = 0; text.length < 60 * 1024; line++) text += `line ${String(line).padStart(6, '0')} of a gathered upload\n`;
