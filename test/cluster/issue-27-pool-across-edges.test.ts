@@ -1,0 +1,145 @@
+/**
+ * Issue 27, item 4 in cluster mode: a pool across edges. Two edges in cluster mode on one real Redis, real
+ * clients with `pool` (one session each, as `--edges 1`), each with its own local server that tags its
+ * answers. Member A connects through edge a, member B through edge b: the lease records one pool with an
+ * attachment on each edge. 400 requests alternate between the two edges and all are answered 200, both
+ * members serving; A leaves half-way (its Ctrl-C: GOAWAY CLIENT_CLOSING) with requests in flight, and
+ * none fails: edge a forwards to B through the hop from then on, and B's session is untouched. When B
+ * leaves too, the name is offline (404) on both edges.
+ *
+ * Then: a client without `pool` is refused with the message naming the pool, a `pool` client is refused
+ * on a lone tunnel's name, two members on one edge share its attachment (one leaving keeps it), and
+ * `--replace` takes the whole pool over: every member, on either edge, ends with GOAWAY REPLACED.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Agent, request } from 'undici';
+import type { TunnelClient } from '../../src/client/tunnel-client.js';
+import { createAccount, startClient, startLocal, waitFor, type LocalServer, type TestEdge } from '../helpers.js';
+import { TestRedis, redisSkip } from '../redis-server.js';
+import { attachedNodes } from './nginx-cluster.js';
+import { publicGet, refusedConnect, startClusterEdge, startNamed } from './cluster-helpers.js';
+
+/** A local server answering with its tag after a few milliseconds: requests are in flight when a member leaves. */
+function startTagged(tag: string): Promise<LocalServer> {
+  return startLocal((req, res) => {
+    req.resume();
+    setTimeout(() => res.end(tag), 3);
+  });
+}
+
+/** Resolves with the code of the client's end ('REPLACED', 'CLIENT_CLOSING', ...). */
+function endOf(client: TunnelClient): Promise<string> {
+  return new Promise((resolve) => client.once('closed', (event: { code: string }) => resolve(event.code)));
+}
+
+test('a pool across two edges: 400 requests through both edges served by both members, none failed when one leaves; offline after the last', { skip: redisSkip, timeout: 90_000 }, async () => {
+  const redis = await TestRedis.start();
+  const edges: TestEdge[] = [];
+  const locals: LocalServer[] = [];
+  const dispatcher = new Agent({ connections: 8 });
+  try {
+    for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId));
+    const [a, b] = edges as [TestEdge, TestEdge];
+    for (const tag of ['A', 'B']) locals.push(await startTagged(tag));
+    const account = await createAccount(a);
+    const memberA = await startClient(a, account.token, locals[0]!.port, { subdomain: 'pool-x', pool: true });
+    const memberB = await startClient(b, account.token, locals[1]!.port, { subdomain: 'pool-x', pool: true });
+    const bEnded = endOf(memberB.client);
+    assert.equal(await redis.command('HGET', 'burrow:cluster:lease:pool-x', 'pool'), '$1\r\n1\r\n', 'the lease records the pool');
+    assert.deepEqual(await attachedNodes(redis, 'pool-x'), ['a', 'b']);
+
+    const served: Record<string, number> = {};
+    const failures: string[] = [];
+    let done = 0;
+    let leaving: Promise<void> | null = null;
+    const one = async (i: number): Promise<void> => {
+      const edge = edges[i % 2]!;
+      try {
+        const response = await request(`${edge.base}/${i}`, { headers: { host: `pool-x.localhost:${edge.port}` }, dispatcher });
+        const text = await response.body.text();
+        if (response.statusCode !== 200) failures.push(`${i} via ${i % 2 === 0 ? 'a' : 'b'}: ${response.statusCode} ${text}`);
+        else served[text] = (served[text] ?? 0) + 1;
+      } catch (error) {
+        failures.push(`${i}: ${(error as Error).message}`);
+      }
+      done++;
+      // Half-way, with requests in flight on both edges: member A leaves as its Ctrl-C does.
+      if (done === 200) leaving = memberA.client.leave();
+    };
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < 400) await one(next++);
+      }),
+    );
+    await leaving;
+    assert.deepEqual(failures, []);
+    assert.equal(served.A! + served.B!, 400, JSON.stringify(served));
+    assert.ok(served.A! > 20 && served.B! > 20, `both members served: ${JSON.stringify(served)}`);
+
+    // A's leave dropped only its own attachment: the pool lives on b, and edge a forwards to it.
+    await waitFor(async () => (await attachedNodes(redis, 'pool-x')).join() === 'b', 5_000, "a's attachment released");
+    assert.deepEqual(await publicGet(a, 'pool-x'), { status: 200, text: 'B' });
+    assert.deepEqual(await publicGet(b, 'pool-x'), { status: 200, text: 'B' });
+    assert.ok(b.edge.registry.session('pool-x') !== undefined, "B's session was not ended by A's GOAWAY");
+
+    // The last member leaves: the name is offline on every edge.
+    await memberB.client.leave();
+    assert.equal(await bEnded, 'CLIENT_CLOSING');
+    for (const edge of [a, b]) {
+      await waitFor(async () => (await publicGet(edge, 'pool-x')).status === 404, 5_000, 'the name offline');
+    }
+  } finally {
+    await dispatcher.close();
+    for (const edge of edges) await edge.close();
+    for (const local of locals) await local.close();
+  }
+});
+
+test('pool refusals in cluster mode, two members sharing one edge, and --replace taking the whole pool over', { skip: redisSkip, timeout: 90_000 }, async () => {
+  const redis = await TestRedis.start();
+  const edges: TestEdge[] = [];
+  const locals: LocalServer[] = [];
+  try {
+    for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId));
+    const [a, b] = edges as [TestEdge, TestEdge];
+    for (const tag of ['A', 'B', 'C', 'R']) locals.push(await startNamed(tag));
+    const account = await createAccount(a);
+    const memberA = await startClient(a, account.token, locals[0]!.port, { subdomain: 'pool-y', pool: true });
+    const memberB = await startClient(b, account.token, locals[1]!.port, { subdomain: 'pool-y', pool: true });
+    const memberC = await startClient(a, account.token, locals[2]!.port, { subdomain: 'pool-y', pool: true });
+    const fenceOnA = a.edge.cluster!.fenceOf('pool-y');
+
+    // A plain connect is refused, naming the running tunnel and the pool; so is a pool connect on a lone name.
+    const plain = await refusedConnect(b, account.token, 'pool-y&instance=plain-client-1');
+    assert.equal(plain.json.error.code, 'SUBDOMAIN_TAKEN', plain.text);
+    assert.match(plain.json.error.message, /"pool-y" is already online for this account: a tunnel to local port \d+, connected from .* with token .*It is a pool: add --pool to join it\./);
+    const lone = await startClient(b, account.token, locals[3]!.port, { subdomain: 'lone-y' });
+    const joining = await refusedConnect(a, account.token, 'lone-y&instance=pool-client-1&pool=1');
+    assert.equal(joining.json.error.code, 'SUBDOMAIN_TAKEN', joining.text);
+    assert.match(joining.json.error.message, /"lone-y" is already online .* on edge b .*started without --pool, so it serves alone/);
+    await lone.client.close();
+
+    // Two members on edge a share its attachment: C leaving keeps it, and A still serves there.
+    const seenOnA = new Set<string>();
+    for (let i = 0; i < 6; i++) seenOnA.add((await publicGet(a, 'pool-y', `/${i}`)).text);
+    assert.deepEqual([...seenOnA].sort(), ['A', 'C']);
+    await memberC.client.leave();
+    assert.equal(a.edge.cluster!.fenceOf('pool-y'), fenceOnA);
+    assert.deepEqual(await attachedNodes(redis, 'pool-y'), ['a', 'b']);
+    assert.deepEqual(await publicGet(a, 'pool-y'), { status: 200, text: 'A' });
+
+    // --replace takes the pool over from every edge: each member ends with REPLACED.
+    const aEnded = endOf(memberA.client);
+    const bEnded = endOf(memberB.client);
+    const replacer = await startClient(b, account.token, locals[3]!.port, { subdomain: 'pool-y', replace: true });
+    assert.deepEqual(await Promise.all([aEnded, bEnded]), ['REPLACED', 'REPLACED']);
+    assert.equal(await redis.command('HGET', 'burrow:cluster:lease:pool-y', 'pool'), '$0\r\n\r\n', 'the replacement serves alone');
+    for (const edge of [a, b]) assert.deepEqual(await publicGet(edge, 'pool-y'), { status: 200, text: 'R' });
+    await replacer.client.close();
+  } finally {
+    for (const edge of edges) await edge.close();
+    for (const local of locals) await local.close();
+  }
+});
