@@ -143,3 +143,34 @@ test('pool refusals in cluster mode, two members sharing one edge, and --replace
     for (const local of locals) await local.close();
   }
 });
+
+test('an edge that no longer serves the pool while the others still name it: a forwarded request goes to another attached edge, none is answered 404', { skip: redisSkip, timeout: 90_000 }, async () => {
+  const redis = await TestRedis.start();
+  const edges: TestEdge[] = [];
+  const locals: LocalServer[] = [];
+  try {
+    for (const nodeId of ['a', 'b', 'c']) edges.push(await startClusterEdge(redis.url, nodeId));
+    const [a, b, c] = edges as [TestEdge, TestEdge, TestEdge];
+    for (const tag of ['A', 'B']) locals.push(await startNamed(tag));
+    const account = await createAccount(a);
+    const memberA = await startClient(a, account.token, locals[0]!.port, { subdomain: 'pool-z', pool: true });
+    const memberB = await startClient(b, account.token, locals[1]!.port, { subdomain: 'pool-z', pool: true });
+    const before = new Set<string>();
+    for (let i = 0; i < 6; i++) before.add((await publicGet(c, 'pool-z', `/before-${i}`)).text);
+    assert.deepEqual([...before].sort(), ['A', 'B'], 'edge c forwards to both attached edges in turn');
+    // Edge a stops serving new requests while its attachment is still in Redis and in every owner map (as in
+    // the instant after a member's leave, before its release is pushed): it answers c's hop "not mine".
+    a.edge.cluster!.quiesce();
+    const answers: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const answer = await publicGet(c, 'pool-z', `/after-${i}`);
+      answers.push(`${answer.status} ${answer.text}`);
+    }
+    assert.deepEqual(answers, Array.from({ length: 10 }, () => '200 B'));
+    await memberA.client.close();
+    await memberB.client.close();
+  } finally {
+    for (const edge of edges) await edge.close();
+    for (const local of locals) await local.close();
+  }
+});
