@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Agent, request } from 'undici';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
-import { createAccount, startClient, startLocal, waitFor, type LocalServer, type TestEdge } from '../helpers.js';
+import { createAccount, spawnCli, startClient, startLocal, tempDir, waitFor, type LocalServer, type SpawnedProcess, type TestEdge } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { attachedNodes } from './nginx-cluster.js';
 import { publicGet, refusedConnect, startClusterEdge, startNamed } from './cluster-helpers.js';
@@ -170,6 +170,65 @@ test('an edge that no longer serves the pool while the others still name it: a f
     await memberA.client.close();
     await memberB.client.close();
   } finally {
+    for (const edge of edges) await edge.close();
+    for (const local of locals) await local.close();
+  }
+});
+
+test('burrow http --pool as processes in a cluster (--edges 2 by default): both members on both edges, SIGINT of one fails no request', { skip: redisSkip, timeout: 120_000 }, async () => {
+  const redis = await TestRedis.start();
+  const edges: TestEdge[] = [];
+  const locals: LocalServer[] = [];
+  const members: SpawnedProcess[] = [];
+  const dispatcher = new Agent({ connections: 8 });
+  try {
+    for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId));
+    const [a, b] = edges as [TestEdge, TestEdge];
+    for (const tag of ['A', 'B']) locals.push(await startTagged(tag));
+    const account = await createAccount(a);
+    const env = { XDG_CONFIG_HOME: tempDir('burrow-pool-cluster-'), BURROW_EDGE: `${a.url},${b.url}`, BURROW_TOKEN: account.token, NO_COLOR: '' };
+    for (const local of locals) members.push(await spawnCli(['http', String(local.port), '--subdomain', 'pool-cli', '--pool', '--no-inspect'], env, /Forwarding (http:\/\/\S+) -> /));
+    const [first, second] = members as [SpawnedProcess, SpawnedProcess];
+    await waitFor(() => [a, b].every((edge) => edge.edge.registry.holder('pool-cli')?.pool?.size === 2), 10_000, 'both members on both edges').catch((error: Error) => {
+      throw new Error(`${error.message}\n${first.output()}\n${second.output()}`);
+    });
+    assert.deepEqual(await attachedNodes(redis, 'pool-cli'), ['a', 'b']);
+    const served: Record<string, number> = {};
+    const failures: string[] = [];
+    let done = 0;
+    let firstExit: Promise<number | null> | null = null;
+    const one = async (i: number): Promise<void> => {
+      const edge = edges[i % 2]!;
+      try {
+        const response = await request(`${edge.base}/${i}`, { headers: { host: `pool-cli.localhost:${edge.port}` }, dispatcher });
+        const text = await response.body.text();
+        if (response.statusCode !== 200) failures.push(`${i}: ${response.statusCode} ${text}`);
+        else served[text] = (served[text] ?? 0) + 1;
+      } catch (error) {
+        failures.push(`${i}: ${(error as Error).message}`);
+      }
+      done++;
+      if (done === 200) {
+        first.child.kill('SIGINT');
+        firstExit = first.exited;
+      }
+    };
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < 400) await one(next++);
+      }),
+    );
+    assert.deepEqual(failures, []);
+    assert.ok(served.A! > 20 && served.B! > 20, `both members served: ${JSON.stringify(served)}`);
+    assert.equal(await firstExit!, 0, first.output());
+    assert.deepEqual(await attachedNodes(redis, 'pool-cli'), ['a', 'b'], 'the second member still holds both edges');
+    for (const edge of [a, b]) assert.deepEqual(await publicGet(edge, 'pool-cli'), { status: 200, text: 'B' });
+    second.child.kill('SIGINT');
+    assert.equal(await second.exited, 0, second.output());
+  } finally {
+    for (const member of members) member.child.kill('SIGKILL');
+    await dispatcher.close();
     for (const edge of edges) await edge.close();
     for (const local of locals) await local.close();
   }
