@@ -161,7 +161,15 @@ export type ClaimResult =
    * This edge is attached: `fence` is its attachment's, `ownerFence` the grant's (equal on a new grant);
    * `dropped` the client's old attachments removed on the way (their edges should end those sessions).
    */
-  | { granted: true; fence: number; ownerFence: number; expiresAt: number; dropped: AttachedEdge[] }
+  | {
+      granted: true;
+      fence: number;
+      ownerFence: number;
+      expiresAt: number;
+      dropped: AttachedEdge[];
+      /** A pool member's old sessions named in `drop` on other edges: kept (they may serve other members), each edge ends that client's member. */
+      leave?: AttachedEdge[];
+    }
   /** The same client already has a live session on this edge (and dropped none of it): ALREADY_ATTACHED. */
   | { granted: false; reason: 'attached'; fence: number }
   | { granted: false; reason: 'taken'; state: 'live' | 'held' }
@@ -281,12 +289,26 @@ if cur.accountId then
   if cur.state == 'live' and #live > 0 then
     if cur.pool == '1' and ARGV[20] == '1' then
       -- A pool member: one attachment per edge, shared by the pool's members there (the edge keeps them
-      -- apart); \`drop\` is not applied: another edge's attachment may serve other members too.
+      -- apart). Attachments named in \`drop\` stay (they may serve other members too): they are returned,
+      -- and the claiming edge asks each of their edges to end this client's member there.
+      local drops = {}
+      for dropFence in string.gmatch(ARGV[17], '[^,]+') do drops[dropFence] = true end
       local fence = nil
-      for _, a in ipairs(live) do if a.nodeId == ARGV[7] and a.boot == ARGV[9] then fence = a.fence end end
-      fence = fence or tostring(redis.call('INCR', KEYS[3]))
+      local out = {'pooled', '', string.format('%d', expires), cur.fence, ''}
+      for _, a in ipairs(live) do
+        if a.nodeId == ARGV[7] and a.boot == ARGV[9] then
+          fence = a.fence
+        elseif drops[a.fence] then
+          out[#out + 1] = a.nodeId
+          out[#out + 1] = a.boot
+          out[#out + 1] = a.advertise
+          out[#out + 1] = a.fence
+        end
+      end
+      if fence then out[5] = '1' else fence = tostring(redis.call('INCR', KEYS[3])) end
       attach(fence)
-      return {'granted', fence, string.format('%d', expires), cur.fence}
+      out[2] = fence
+      return out
     end
     local same = ARGV[13] ~= '' and cur.instance == ARGV[13]
     if not same and ARGV[15] ~= '1' and ARGV[13] ~= '' then
@@ -576,14 +598,20 @@ export class RedisLeases {
       claim.pool === true ? '1' : '',
     )) as string[];
     switch (reply[0]) {
+      case 'pooled':
       case 'granted': {
         const fence = Number(reply[1]);
+        const pooled = reply[0] === 'pooled';
         if (!(await this.replicated())) {
-          // The grant may be missing from the replica a failover promotes: nobody serves on it.
-          await this.drop(claim.subdomain, claim.accountId, fence, claim.nodeId).catch(() => undefined);
+          // The grant may be missing from the replica a failover promotes: nobody serves on it. An attachment
+          // this edge's other pool members already had (reply[4]) stays theirs.
+          if (!pooled || reply[4] !== '1') await this.drop(claim.subdomain, claim.accountId, fence, claim.nodeId).catch(() => undefined);
           throw this.notReplicated('grant');
         }
-        return { granted: true, fence, ownerFence: Number(reply[3]), expiresAt: Number(reply[2]), dropped: attachedEdges(reply, 4) };
+        const edges = attachedEdges(reply, pooled ? 5 : 4);
+        return pooled
+          ? { granted: true, fence, ownerFence: Number(reply[3]), expiresAt: Number(reply[2]), dropped: [], leave: edges }
+          : { granted: true, fence, ownerFence: Number(reply[3]), expiresAt: Number(reply[2]), dropped: edges };
       }
       case 'attached':
         return { granted: false, reason: 'attached', fence: Number(reply[1]) };

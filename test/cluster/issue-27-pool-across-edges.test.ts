@@ -15,6 +15,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Agent, request } from 'undici';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
+import type { Frame } from '../../src/protocol/codec.js';
+import { FrameType, GoAwayCode, type Settings } from '../../src/protocol/constants.js';
+import { openRawTunnel } from '../edge/raw-tunnel.js';
 import { createAccount, spawnCli, startClient, startLocal, tempDir, waitFor, type LocalServer, type SpawnedProcess, type TestEdge } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { attachedNodes } from './nginx-cluster.js';
@@ -229,6 +232,41 @@ test('burrow http --pool as processes in a cluster (--edges 2 by default): both 
   } finally {
     for (const member of members) member.child.kill('SIGKILL');
     await dispatcher.close();
+    for (const edge of edges) await edge.close();
+    for (const local of locals) await local.close();
+  }
+});
+
+test("a pool member's reconnect through another edge names its old session in drop: only that member leaves the old edge's pool, whose attachment stays for the others", { skip: redisSkip, timeout: 60_000 }, async () => {
+  const redis = await TestRedis.start();
+  const edges: TestEdge[] = [];
+  const locals: LocalServer[] = [];
+  try {
+    for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId));
+    const [a, b] = edges as [TestEdge, TestEdge];
+    for (const tag of ['B', 'C']) locals.push(await startNamed(tag));
+    const account = await createAccount(a);
+    const memberB = await startClient(a, account.token, locals[0]!.port, { subdomain: 'pool-d', pool: true });
+    const memberC = await startClient(b, account.token, locals[1]!.port, { subdomain: 'pool-d', pool: true });
+    // A member whose connection to a is half-dead (the client thinks it lost it; a does not know yet).
+    const query = 'port=1234&subdomain=pool-d&pool=1&instance=reconnecting-member';
+    const old = await openRawTunnel(a, account.token, query);
+    const fenceOnA = (old.ready[4] as Settings).attachment!;
+    assert.equal(fenceOnA, a.edge.cluster!.fenceOf('pool-d'), "the member shares a's attachment");
+    assert.equal(a.edge.registry.holder('pool-d')?.pool?.size, 2);
+    // Its reconnect through b names that session: a ends it, and only it.
+    const again = await openRawTunnel(b, account.token, `${query}&drop=${fenceOnA}`);
+    const goaway = await old.tunnel.next<Frame>(FrameType.GOAWAY);
+    assert.equal(goaway[2], GoAwayCode.REPLACED);
+    assert.match(String(goaway[3]), /reconnected through another edge/);
+    await waitFor(() => a.edge.registry.holder('pool-d')?.pool === null, 2_000, 'one member left on a');
+    assert.equal(a.edge.cluster!.fenceOf('pool-d'), fenceOnA, "a's attachment stays for the member still there");
+    assert.deepEqual(await attachedNodes(redis, 'pool-d'), ['a', 'b']);
+    for (let i = 0; i < 4; i++) assert.deepEqual(await publicGet(a, 'pool-d', `/${i}`), { status: 200, text: 'B' });
+    again.tunnel.ws.close();
+    await memberB.client.close();
+    await memberC.client.close();
+  } finally {
     for (const edge of edges) await edge.close();
     for (const local of locals) await local.close();
   }

@@ -3,7 +3,8 @@
  * members of any client process of the account attach beside each other (one attachment per edge, shared
  * by the members there); a client without --pool is refused 'online' naming the pool, and a --pool client
  * is refused on a name that is no pool; another account never gets it; a replace takes it over from every
- * edge attached and the old members' edges lose it.
+ * edge attached and the old members' edges lose it. A member's `drop` of another edge's attachment keeps it
+ * (other members may be there) and names it for the claiming edge to ask.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -46,6 +47,14 @@ test('a pool lease: members of any client attach beside each other, one attachme
   const third = await leases.claim(claim('pooled', 'usr_1', A, member('member-three')));
   assert.ok(third.granted);
   assert.equal(third.fence, first.fence, "a member on an edge already attached shares that edge's attachment");
+  assert.deepEqual((await leases.owner('pooled'))?.attachments.map((attachment) => [attachment.nodeId, attachment.fence]), [['a', first.fence], ['b', second.fence]]);
+  // A member's reconnect naming its old session on B in `drop`: B's attachment stays (other members may be
+  // there), and is returned for the claiming edge to ask B to end that client's member alone.
+  const moved = await leases.claim(claim('pooled', 'usr_1', A, { ...member('member-two'), drop: [second.fence] }));
+  assert.ok(moved.granted);
+  assert.equal(moved.fence, first.fence);
+  assert.deepEqual(moved.dropped, []);
+  assert.deepEqual(moved.leave, [{ ...B, fence: second.fence }]);
   assert.deepEqual((await leases.owner('pooled'))?.attachments.map((attachment) => [attachment.nodeId, attachment.fence]), [['a', first.fence], ['b', second.fence]]);
 
   // A client without --pool is refused, told that the name is a pool; another account is refused outright.

@@ -432,6 +432,8 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       this.owners.released(subdomain, dropped.nodeId, dropped.fence);
       if (dropped.nodeId !== this.self.nodeId) void this.peerLink?.release({ ...dropped }, subdomain, dropped.fence);
     }
+    // A pool member's reconnect: its old member on another edge goes, that edge's other members stay.
+    if (details.instance !== null) for (const stale of result.leave ?? []) void this.peerLink?.release({ ...stale }, subdomain, stale.fence, details.instance);
     const lease: LocalLease = {
       subdomain,
       accountId,
@@ -755,7 +757,8 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   // ---- commands from other edges ---------------------------------------------------------------------
 
   /** LocalTunnels: another edge takes the name over for the same account (asked through the hop). */
-  release(subdomain: string, fence: number): 'released' | 'not-held' {
+  release(subdomain: string, fence: number, instance?: string): 'released' | 'not-held' {
+    if (instance !== undefined) return this.releaseMember(subdomain, fence, instance);
     let released = false;
     if (this.pending.get(subdomain)?.fence === fence) {
       this.pending.delete(subdomain);
@@ -768,6 +771,20 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     }
     if (released) this.forget(subdomain);
     return released ? 'released' : 'not-held';
+  }
+
+  /**
+   * A pool member reconnected through another edge naming its session here in `drop`: that client's
+   * member(s) leave this edge's pool (GOAWAY REPLACED); the attachment stays while other members serve.
+   */
+  private releaseMember(subdomain: string, fence: number, instance: string): 'released' | 'not-held' {
+    const holder = this.held.get(subdomain)?.fence === fence ? this.local.holder(subdomain) : undefined;
+    const own = (holder?.pool?.members ?? (holder === undefined ? [] : [holder])).filter((member) => member.instance === instance);
+    for (const member of own) {
+      this.remove(member);
+      member.end(GoAwayCode.REPLACED, 'this client reconnected through another edge; its new connection took its place in the pool');
+    }
+    return own.length > 0 ? 'released' : 'not-held';
   }
 
   private onCommand(command: ClusterCommand): void {
