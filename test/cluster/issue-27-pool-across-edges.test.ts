@@ -36,11 +36,44 @@ function endOf(client: TunnelClient): Promise<string> {
   return new Promise((resolve) => client.once('closed', (event: { code: string }) => resolve(event.code)));
 }
 
+/**
+ * 400 GETs for `subdomain`, alternating between the edges, 8 at a time; `halfWay` runs once 200 are
+ * answered, with requests in flight on both edges. Which member answered each (its tag), and what failed.
+ */
+async function loadThroughBoth(edges: readonly TestEdge[], subdomain: string, halfWay: () => void): Promise<{ served: Record<string, number>; failures: string[] }> {
+  const dispatcher = new Agent({ connections: 8 });
+  const served: Record<string, number> = {};
+  const failures: string[] = [];
+  let done = 0;
+  const one = async (i: number): Promise<void> => {
+    const edge = edges[i % edges.length]!;
+    try {
+      const response = await request(`${edge.base}/${i}`, { headers: { host: `${subdomain}.localhost:${edge.port}` }, dispatcher });
+      const text = await response.body.text();
+      if (response.statusCode !== 200) failures.push(`${i} via edge ${i % edges.length}: ${response.statusCode} ${text}`);
+      else served[text] = (served[text] ?? 0) + 1;
+    } catch (error) {
+      failures.push(`${i}: ${(error as Error).message}`);
+    }
+    if (++done === 200) halfWay();
+  };
+  let next = 0;
+  try {
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < 400) await one(next++);
+      }),
+    );
+  } finally {
+    await dispatcher.close();
+  }
+  return { served, failures };
+}
+
 test('a pool across two edges: 400 requests through both edges served by both members, none failed when one leaves; offline after the last', { skip: redisSkip, timeout: 90_000 }, async () => {
   const redis = await TestRedis.start();
   const edges: TestEdge[] = [];
   const locals: LocalServer[] = [];
-  const dispatcher = new Agent({ connections: 8 });
   try {
     for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId));
     const [a, b] = edges as [TestEdge, TestEdge];
@@ -52,30 +85,11 @@ test('a pool across two edges: 400 requests through both edges served by both me
     assert.equal(await redis.command('HGET', 'burrow:cluster:lease:pool-x', 'pool'), '$1\r\n1\r\n', 'the lease records the pool');
     assert.deepEqual(await attachedNodes(redis, 'pool-x'), ['a', 'b']);
 
-    const served: Record<string, number> = {};
-    const failures: string[] = [];
-    let done = 0;
+    // Half-way, with requests in flight on both edges: member A leaves as its Ctrl-C does.
     let leaving: Promise<void> | null = null;
-    const one = async (i: number): Promise<void> => {
-      const edge = edges[i % 2]!;
-      try {
-        const response = await request(`${edge.base}/${i}`, { headers: { host: `pool-x.localhost:${edge.port}` }, dispatcher });
-        const text = await response.body.text();
-        if (response.statusCode !== 200) failures.push(`${i} via ${i % 2 === 0 ? 'a' : 'b'}: ${response.statusCode} ${text}`);
-        else served[text] = (served[text] ?? 0) + 1;
-      } catch (error) {
-        failures.push(`${i}: ${(error as Error).message}`);
-      }
-      done++;
-      // Half-way, with requests in flight on both edges: member A leaves as its Ctrl-C does.
-      if (done === 200) leaving = memberA.client.leave();
-    };
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        while (next < 400) await one(next++);
-      }),
-    );
+    const { served, failures } = await loadThroughBoth(edges, 'pool-x', () => {
+      leaving = memberA.client.leave();
+    });
     await leaving;
     assert.deepEqual(failures, []);
     assert.equal(served.A! + served.B!, 400, JSON.stringify(served));
@@ -94,7 +108,6 @@ test('a pool across two edges: 400 requests through both edges served by both me
       await waitFor(async () => (await publicGet(edge, 'pool-x')).status === 404, 5_000, 'the name offline');
     }
   } finally {
-    await dispatcher.close();
     for (const edge of edges) await edge.close();
     for (const local of locals) await local.close();
   }
@@ -183,7 +196,6 @@ test('burrow http --pool as processes in a cluster (--edges 2 by default): both 
   const edges: TestEdge[] = [];
   const locals: LocalServer[] = [];
   const members: SpawnedProcess[] = [];
-  const dispatcher = new Agent({ connections: 8 });
   try {
     for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId));
     const [a, b] = edges as [TestEdge, TestEdge];
@@ -196,32 +208,11 @@ test('burrow http --pool as processes in a cluster (--edges 2 by default): both 
       throw new Error(`${error.message}\n${first.output()}\n${second.output()}`);
     });
     assert.deepEqual(await attachedNodes(redis, 'pool-cli'), ['a', 'b']);
-    const served: Record<string, number> = {};
-    const failures: string[] = [];
-    let done = 0;
     let firstExit: Promise<number | null> | null = null;
-    const one = async (i: number): Promise<void> => {
-      const edge = edges[i % 2]!;
-      try {
-        const response = await request(`${edge.base}/${i}`, { headers: { host: `pool-cli.localhost:${edge.port}` }, dispatcher });
-        const text = await response.body.text();
-        if (response.statusCode !== 200) failures.push(`${i}: ${response.statusCode} ${text}`);
-        else served[text] = (served[text] ?? 0) + 1;
-      } catch (error) {
-        failures.push(`${i}: ${(error as Error).message}`);
-      }
-      done++;
-      if (done === 200) {
-        first.child.kill('SIGINT');
-        firstExit = first.exited;
-      }
-    };
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        while (next < 400) await one(next++);
-      }),
-    );
+    const { served, failures } = await loadThroughBoth(edges, 'pool-cli', () => {
+      first.child.kill('SIGINT');
+      firstExit = first.exited;
+    });
     assert.deepEqual(failures, []);
     assert.ok(served.A! > 20 && served.B! > 20, `both members served: ${JSON.stringify(served)}`);
     assert.equal(await firstExit!, 0, first.output());
@@ -231,7 +222,6 @@ test('burrow http --pool as processes in a cluster (--edges 2 by default): both 
     assert.equal(await second.exited, 0, second.output());
   } finally {
     for (const member of members) member.child.kill('SIGKILL');
-    await dispatcher.close();
     for (const edge of edges) await edge.close();
     for (const local of locals) await local.close();
   }
