@@ -18,7 +18,7 @@ import type { TunnelClient } from '../../src/client/tunnel-client.js';
 import type { Frame } from '../../src/protocol/codec.js';
 import { FrameType, GoAwayCode, type Settings } from '../../src/protocol/constants.js';
 import { openRawTunnel } from '../edge/raw-tunnel.js';
-import { createAccount, spawnCli, startClient, startLocal, tempDir, waitFor, type LocalServer, type SpawnedProcess, type TestEdge } from '../helpers.js';
+import { createAccount, spawnCli, startClient, startLocal, tempDir, waitFor, type LocalServer, type SpawnedProcess, type TestAccount, type TestEdge } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { attachedNodes } from './nginx-cluster.js';
 import { publicGet, refusedConnect, startClusterEdge, startNamed } from './cluster-helpers.js';
@@ -34,6 +34,29 @@ function startTagged(tag: string): Promise<LocalServer> {
 /** Resolves with the code of the client's end ('REPLACED', 'CLIENT_CLOSING', ...). */
 function endOf(client: TunnelClient): Promise<string> {
   return new Promise((resolve) => client.once('closed', (event: { code: string }) => resolve(event.code)));
+}
+
+interface PoolCluster {
+  redis: TestRedis;
+  edges: TestEdge[];
+  /** One local server per tag, each answering with its tag. */
+  locals: LocalServer[];
+  account: TestAccount;
+}
+
+/** Edges `nodeIds` in cluster mode on a fresh Redis, a local server per tag, an account: `body` runs, then all is closed. */
+async function withCluster(nodeIds: readonly string[], tags: readonly string[], startServer: (tag: string) => Promise<LocalServer>, body: (cluster: PoolCluster) => Promise<void>): Promise<void> {
+  const redis = await TestRedis.start();
+  const edges: TestEdge[] = [];
+  const locals: LocalServer[] = [];
+  try {
+    for (const nodeId of nodeIds) edges.push(await startClusterEdge(redis.url, nodeId));
+    for (const tag of tags) locals.push(await startServer(tag));
+    await body({ redis, edges, locals, account: await createAccount(edges[0]!) });
+  } finally {
+    for (const edge of edges) await edge.close();
+    for (const local of locals) await local.close();
+  }
 }
 
 /**
@@ -71,14 +94,8 @@ async function loadThroughBoth(edges: readonly TestEdge[], subdomain: string, ha
 }
 
 test('a pool across two edges: 400 requests through both edges served by both members, none failed when one leaves; offline after the last', { skip: redisSkip, timeout: 90_000 }, async () => {
-  const redis = await TestRedis.start();
-  const edges: TestEdge[] = [];
-  const locals: LocalServer[] = [];
-  try {
-    for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId));
+  await withCluster(['a', 'b'], ['A', 'B'], startTagged, async ({ redis, edges, locals, account }) => {
     const [a, b] = edges as [TestEdge, TestEdge];
-    for (const tag of ['A', 'B']) locals.push(await startTagged(tag));
-    const account = await createAccount(a);
     const memberA = await startClient(a, account.token, locals[0]!.port, { subdomain: 'pool-x', pool: true });
     const memberB = await startClient(b, account.token, locals[1]!.port, { subdomain: 'pool-x', pool: true });
     const bEnded = endOf(memberB.client);
@@ -107,21 +124,12 @@ test('a pool across two edges: 400 requests through both edges served by both me
     for (const edge of [a, b]) {
       await waitFor(async () => (await publicGet(edge, 'pool-x')).status === 404, 5_000, 'the name offline');
     }
-  } finally {
-    for (const edge of edges) await edge.close();
-    for (const local of locals) await local.close();
-  }
+  });
 });
 
 test('pool refusals in cluster mode, two members sharing one edge, and --replace taking the whole pool over', { skip: redisSkip, timeout: 90_000 }, async () => {
-  const redis = await TestRedis.start();
-  const edges: TestEdge[] = [];
-  const locals: LocalServer[] = [];
-  try {
-    for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId));
+  await withCluster(['a', 'b'], ['A', 'B', 'C', 'R'], startNamed, async ({ redis, edges, locals, account }) => {
     const [a, b] = edges as [TestEdge, TestEdge];
-    for (const tag of ['A', 'B', 'C', 'R']) locals.push(await startNamed(tag));
-    const account = await createAccount(a);
     const memberA = await startClient(a, account.token, locals[0]!.port, { subdomain: 'pool-y', pool: true });
     const memberB = await startClient(b, account.token, locals[1]!.port, { subdomain: 'pool-y', pool: true });
     const memberC = await startClient(a, account.token, locals[2]!.port, { subdomain: 'pool-y', pool: true });
@@ -154,21 +162,12 @@ test('pool refusals in cluster mode, two members sharing one edge, and --replace
     assert.equal(await redis.command('HGET', 'burrow:cluster:lease:pool-y', 'pool'), '$0\r\n\r\n', 'the replacement serves alone');
     for (const edge of [a, b]) assert.deepEqual(await publicGet(edge, 'pool-y'), { status: 200, text: 'R' });
     await replacer.client.close();
-  } finally {
-    for (const edge of edges) await edge.close();
-    for (const local of locals) await local.close();
-  }
+  });
 });
 
 test('an edge that no longer serves the pool while the others still name it: a forwarded request goes to another attached edge, none is answered 404', { skip: redisSkip, timeout: 90_000 }, async () => {
-  const redis = await TestRedis.start();
-  const edges: TestEdge[] = [];
-  const locals: LocalServer[] = [];
-  try {
-    for (const nodeId of ['a', 'b', 'c']) edges.push(await startClusterEdge(redis.url, nodeId));
+  await withCluster(['a', 'b', 'c'], ['A', 'B'], startNamed, async ({ edges, locals, account }) => {
     const [a, b, c] = edges as [TestEdge, TestEdge, TestEdge];
-    for (const tag of ['A', 'B']) locals.push(await startNamed(tag));
-    const account = await createAccount(a);
     const memberA = await startClient(a, account.token, locals[0]!.port, { subdomain: 'pool-z', pool: true });
     const memberB = await startClient(b, account.token, locals[1]!.port, { subdomain: 'pool-z', pool: true });
     const before = new Set<string>();
@@ -185,57 +184,42 @@ test('an edge that no longer serves the pool while the others still name it: a f
     assert.deepEqual(answers, Array.from({ length: 10 }, () => '200 B'));
     await memberA.client.close();
     await memberB.client.close();
-  } finally {
-    for (const edge of edges) await edge.close();
-    for (const local of locals) await local.close();
-  }
+  });
 });
 
 test('burrow http --pool as processes in a cluster (--edges 2 by default): both members on both edges, SIGINT of one fails no request', { skip: redisSkip, timeout: 120_000 }, async () => {
-  const redis = await TestRedis.start();
-  const edges: TestEdge[] = [];
-  const locals: LocalServer[] = [];
   const members: SpawnedProcess[] = [];
   try {
-    for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId));
-    const [a, b] = edges as [TestEdge, TestEdge];
-    for (const tag of ['A', 'B']) locals.push(await startTagged(tag));
-    const account = await createAccount(a);
-    const env = { XDG_CONFIG_HOME: tempDir('burrow-pool-cluster-'), BURROW_EDGE: `${a.url},${b.url}`, BURROW_TOKEN: account.token, NO_COLOR: '' };
-    for (const local of locals) members.push(await spawnCli(['http', String(local.port), '--subdomain', 'pool-cli', '--pool', '--no-inspect'], env, /Forwarding (http:\/\/\S+) -> /));
-    const [first, second] = members as [SpawnedProcess, SpawnedProcess];
-    await waitFor(() => [a, b].every((edge) => edge.edge.registry.holder('pool-cli')?.pool?.size === 2), 10_000, 'both members on both edges').catch((error: Error) => {
-      throw new Error(`${error.message}\n${first.output()}\n${second.output()}`);
+    await withCluster(['a', 'b'], ['A', 'B'], startTagged, async ({ redis, edges, locals, account }) => {
+      const [a, b] = edges as [TestEdge, TestEdge];
+      const env = { XDG_CONFIG_HOME: tempDir('burrow-pool-cluster-'), BURROW_EDGE: `${a.url},${b.url}`, BURROW_TOKEN: account.token, NO_COLOR: '' };
+      for (const local of locals) members.push(await spawnCli(['http', String(local.port), '--subdomain', 'pool-cli', '--pool', '--no-inspect'], env, /Forwarding (http:\/\/\S+) -> /));
+      const [first, second] = members as [SpawnedProcess, SpawnedProcess];
+      await waitFor(() => [a, b].every((edge) => edge.edge.registry.holder('pool-cli')?.pool?.size === 2), 10_000, 'both members on both edges').catch((error: Error) => {
+        throw new Error(`${error.message}\n${first.output()}\n${second.output()}`);
+      });
+      assert.deepEqual(await attachedNodes(redis, 'pool-cli'), ['a', 'b']);
+      let firstExit: Promise<number | null> | null = null;
+      const { served, failures } = await loadThroughBoth(edges, 'pool-cli', () => {
+        first.child.kill('SIGINT');
+        firstExit = first.exited;
+      });
+      assert.deepEqual(failures, []);
+      assert.ok(served.A! > 20 && served.B! > 20, `both members served: ${JSON.stringify(served)}`);
+      assert.equal(await firstExit!, 0, first.output());
+      assert.deepEqual(await attachedNodes(redis, 'pool-cli'), ['a', 'b'], 'the second member still holds both edges');
+      for (const edge of [a, b]) assert.deepEqual(await publicGet(edge, 'pool-cli'), { status: 200, text: 'B' });
+      second.child.kill('SIGINT');
+      assert.equal(await second.exited, 0, second.output());
     });
-    assert.deepEqual(await attachedNodes(redis, 'pool-cli'), ['a', 'b']);
-    let firstExit: Promise<number | null> | null = null;
-    const { served, failures } = await loadThroughBoth(edges, 'pool-cli', () => {
-      first.child.kill('SIGINT');
-      firstExit = first.exited;
-    });
-    assert.deepEqual(failures, []);
-    assert.ok(served.A! > 20 && served.B! > 20, `both members served: ${JSON.stringify(served)}`);
-    assert.equal(await firstExit!, 0, first.output());
-    assert.deepEqual(await attachedNodes(redis, 'pool-cli'), ['a', 'b'], 'the second member still holds both edges');
-    for (const edge of [a, b]) assert.deepEqual(await publicGet(edge, 'pool-cli'), { status: 200, text: 'B' });
-    second.child.kill('SIGINT');
-    assert.equal(await second.exited, 0, second.output());
   } finally {
     for (const member of members) member.child.kill('SIGKILL');
-    for (const edge of edges) await edge.close();
-    for (const local of locals) await local.close();
   }
 });
 
 test("a pool member's reconnect through another edge names its old session in drop: only that member leaves the old edge's pool, whose attachment stays for the others", { skip: redisSkip, timeout: 60_000 }, async () => {
-  const redis = await TestRedis.start();
-  const edges: TestEdge[] = [];
-  const locals: LocalServer[] = [];
-  try {
-    for (const nodeId of ['a', 'b']) edges.push(await startClusterEdge(redis.url, nodeId));
+  await withCluster(['a', 'b'], ['B', 'C'], startNamed, async ({ redis, edges, locals, account }) => {
     const [a, b] = edges as [TestEdge, TestEdge];
-    for (const tag of ['B', 'C']) locals.push(await startNamed(tag));
-    const account = await createAccount(a);
     const memberB = await startClient(a, account.token, locals[0]!.port, { subdomain: 'pool-d', pool: true });
     const memberC = await startClient(b, account.token, locals[1]!.port, { subdomain: 'pool-d', pool: true });
     // A member whose connection to a is half-dead (the client thinks it lost it; a does not know yet).
@@ -256,8 +240,5 @@ test("a pool member's reconnect through another edge names its old session in dr
     again.tunnel.ws.close();
     await memberB.client.close();
     await memberC.client.close();
-  } finally {
-    for (const edge of edges) await edge.close();
-    for (const local of locals) await local.close();
-  }
+  });
 });
