@@ -10,6 +10,11 @@
  * Then: a client without `pool` is refused with the message naming the pool, a `pool` client is refused
  * on a lone tunnel's name, two members on one edge share its attachment (one leaving keeps it), and
  * `--replace` takes the whole pool over: every member, on either edge, ends with GOAWAY REPLACED.
+ *
+ * Also: a third edge forwarding to an edge that no longer serves the pool (answered "not mine") sends the
+ * request to the other attached edge; `burrow http --pool` processes with the default `--edges 2` (both
+ * members on both edges) lose no request when one gets SIGINT; a member's reconnect through another edge
+ * (`drop`) ends only its old member there.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
