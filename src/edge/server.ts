@@ -1041,7 +1041,6 @@ export class Edge {
       const limits = this.accounts.planLimits(account.plan);
       const requestedName = requested === null || requested === '' ? null : requested.toLowerCase();
       const pool = query.get('pool') === '1';
-      if (pool && this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'Pools (--pool) are not available in cluster mode yet.');
       if (pool && policyHeader !== '') throw new BurrowError('INVALID_REQUEST', POOL_POLICY_REFUSAL);
       const details = { tokenId: principal.token.id, port, clientAddress, instance, replace: query.get('replace') === '1', pool, drop };
       const binder: TunnelBinder = {
@@ -1127,7 +1126,6 @@ export class Edge {
       if (this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'TLS passthrough tunnels are not available in cluster mode yet.');
       if (pool) throw new BurrowError('INVALID_REQUEST', 'TLS passthrough tunnels do not take --pool yet.');
     }
-    if (pool && this.cluster !== null) throw new BurrowError('INVALID_REQUEST', 'Pools (--pool) are not available in cluster mode yet.');
     if (pool && policyHeader !== '') throw new BurrowError('INVALID_REQUEST', POOL_POLICY_REFUSAL);
     const owner = connection.owner;
     const requested = name === '' ? null : name.toLowerCase();

@@ -98,6 +98,8 @@ export interface LeaseRecord {
   state: 'live' | 'held';
   /** The tunnel's one-run policy as JSON (a StoredPolicy: secrets sealed, passwords hashed), '' for none. */
   policy: string;
+  /** A pool (`--pool`): members of any client process of the account attach beside each other. */
+  pool: boolean;
   /** When Redis drops the lease (Redis's clock, ms since the epoch): its latest attachment's expiry, or the grace's end. */
   expiresAt: number;
   /** The edges serving it now (live attachments, unexpired when read); none while held. */
@@ -139,6 +141,11 @@ export interface LeaseClaim {
   drop?: readonly number[];
   /** This edge's own live attachment of the same client is kept (a lease claimed again for its session) instead of refused. */
   rejoin?: boolean;
+  /**
+   * `--pool`: a new grant makes the name a pool; a live pool of the account is joined from any client
+   * (this edge's attachment shared when it has one), and a live name that is no pool is refused 'online'.
+   */
+  pool?: boolean;
 }
 
 /** An edge attached to a lease: whom a takeover asks to let go, and whom a dropped attachment is told of. */
@@ -154,13 +161,21 @@ export type ClaimResult =
    * This edge is attached: `fence` is its attachment's, `ownerFence` the grant's (equal on a new grant);
    * `dropped` the client's old attachments removed on the way (their edges should end those sessions).
    */
-  | { granted: true; fence: number; ownerFence: number; expiresAt: number; dropped: AttachedEdge[] }
+  | {
+      granted: true;
+      fence: number;
+      ownerFence: number;
+      expiresAt: number;
+      dropped: AttachedEdge[];
+      /** A pool member's old sessions named in `drop` on other edges: kept (they may serve other members), each edge ends that client's member. */
+      leave?: AttachedEdge[];
+    }
   /** The same client already has a live session on this edge (and dropped none of it): ALREADY_ATTACHED. */
   | { granted: false; reason: 'attached'; fence: number }
   | { granted: false; reason: 'taken'; state: 'live' | 'held' }
   | { granted: false; reason: 'cap'; active: number }
   /** Another client of the same account has the name live, and the claim did not ask to replace it. */
-  | { granted: false; reason: 'online'; holder: Pick<LeaseRecord, 'instance' | 'clientAddress' | 'port' | 'startedAt' | 'tokenId'> & { nodeId: string } }
+  | { granted: false; reason: 'online'; holder: Pick<LeaseRecord, 'instance' | 'clientAddress' | 'port' | 'startedAt' | 'tokenId' | 'pool'> & { nodeId: string } }
   /** The same account holds the name live on other edges: ask each to release, then claim with `fromFence: fence` (the newest). */
   | { granted: false; reason: 'takeover'; holders: AttachedEdge[]; fence: number };
 
@@ -242,10 +257,12 @@ end
 // ARGV: subdomain, accountId, tokenId, port, startedAt, publicUrl, nodeId, advertise, boot, ttlMs, cap, fromFence ('' for none),
 //       instance ('' for none), clientAddress, replace ('1' or ''), the commands channel, drop (attachment fences, comma-separated),
 //       rejoin ('1': this node's live attachment for the same client is adopted, not refused), the one-run policy's JSON ('' for none;
-//       a new grant stores it, an attachment beside the same client's others keeps the lease's).
+//       a new grant stores it, an attachment beside the same client's others keeps the lease's), pool ('1': `--pool`).
 // A live name of the same account goes only to its own client (same instance: attached beside its other
-// edges), to a replace, or to a client that names no instance (registry.ts, takeoverRefusal: the same rule
-// on one edge); a replace or a client without instance takes it over from every edge attached.
+// edges), to a pool member when the lease is a pool (any instance: attached beside the pool's edges, or
+// sharing this edge's attachment), to a replace, or to a client that names no instance (registry.ts,
+// takeoverRefusal: the same rule on one edge); a replace or a client without instance takes it over from
+// every edge attached. A new grant records whether the name is a pool; nothing else changes it.
 const CLAIM = `${NOW}${READ_LEASE}
 local now = now_ms()
 local expires = now + tonumber(ARGV[10])
@@ -254,16 +271,48 @@ local cur, live = read_lease(KEYS[1], now)
 local function announce(fence, ownerFence)
   redis.call('PUBLISH', ARGV[16], cjson.encode({type = 'granted', ttlMs = ARGV[10], lease = {subdomain = ARGV[1], accountId = cur.accountId or ARGV[2],
     tokenId = cur.tokenId or ARGV[3], port = cur.port or ARGV[4], startedAt = cur.startedAt or ARGV[5], publicUrl = cur.publicUrl or ARGV[6],
-    instance = cur.instance or ARGV[13], clientAddress = cur.clientAddress or ARGV[14], policy = cur.policy or ARGV[19] or '', fence = tostring(ownerFence), state = 'live',
-    expiresAt = string.format('%d', expires)}, attachment = {nodeId = ARGV[7], advertise = ARGV[8], boot = ARGV[9], fence = tostring(fence),
+    instance = cur.instance or ARGV[13], clientAddress = cur.clientAddress or ARGV[14], policy = cur.policy or ARGV[19] or '', pool = cur.pool or ARGV[20] or '',
+    fence = tostring(ownerFence), state = 'live', expiresAt = string.format('%d', expires)}, attachment = {nodeId = ARGV[7], advertise = ARGV[8], boot = ARGV[9], fence = tostring(fence),
     expiresAt = string.format('%d', expires)}}))
+end
+-- This edge attached to the live lease with \`fence\` (a new one, or the one it has), for the TTL from now.
+local function attach(fence)
+  redis.call('HSET', KEYS[1], 'a:' .. ARGV[7], attachment_json(fence, ARGV[9], ARGV[8], expires))
+  local leaseExpires = math.max(tonumber(cur.expiresAt) or 0, expires)
+  redis.call('HSET', KEYS[1], 'expiresAt', string.format('%d', leaseExpires))
+  redis.call('PEXPIREAT', KEYS[1], string.format('%d', leaseExpires))
+  redis.call('ZADD', KEYS[2], string.format('%d', leaseExpires), ARGV[1])
+  announce(fence, cur.fence)
 end
 if cur.accountId then
   if cur.accountId ~= ARGV[2] then return {'taken', cur.state} end
   if cur.state == 'live' and #live > 0 then
+    if cur.pool == '1' and ARGV[20] == '1' then
+      -- A pool member: one attachment per edge, shared by the pool's members there (the edge keeps them
+      -- apart). Attachments named in \`drop\` stay (they may serve other members too): they are returned,
+      -- and the claiming edge asks each of their edges to end this client's member there.
+      local drops = {}
+      for dropFence in string.gmatch(ARGV[17], '[^,]+') do drops[dropFence] = true end
+      local fence = nil
+      local out = {'pooled', '', string.format('%d', expires), cur.fence, ''}
+      for _, a in ipairs(live) do
+        if a.nodeId == ARGV[7] and a.boot == ARGV[9] then
+          fence = a.fence
+        elseif drops[a.fence] then
+          out[#out + 1] = a.nodeId
+          out[#out + 1] = a.boot
+          out[#out + 1] = a.advertise
+          out[#out + 1] = a.fence
+        end
+      end
+      if fence then out[5] = '1' else fence = tostring(redis.call('INCR', KEYS[3])) end
+      attach(fence)
+      out[2] = fence
+      return out
+    end
     local same = ARGV[13] ~= '' and cur.instance == ARGV[13]
     if not same and ARGV[15] ~= '1' and ARGV[13] ~= '' then
-      return {'online', cur.instance or '', cur.clientAddress or '', cur.port or '0', cur.startedAt or '0', cur.tokenId or '', live[1].nodeId}
+      return {'online', cur.instance or '', cur.clientAddress or '', cur.port or '0', cur.startedAt or '0', cur.tokenId or '', live[1].nodeId, cur.pool or ''}
     end
     if same then
       local drops = {}
@@ -289,12 +338,7 @@ if cur.accountId then
       else
         fence = tostring(redis.call('INCR', KEYS[3]))
       end
-      redis.call('HSET', KEYS[1], 'a:' .. ARGV[7], attachment_json(fence, ARGV[9], ARGV[8], expires))
-      local leaseExpires = math.max(tonumber(cur.expiresAt) or 0, expires)
-      redis.call('HSET', KEYS[1], 'expiresAt', string.format('%d', leaseExpires))
-      redis.call('PEXPIREAT', KEYS[1], string.format('%d', leaseExpires))
-      redis.call('ZADD', KEYS[2], string.format('%d', leaseExpires), ARGV[1])
-      announce(fence, cur.fence)
+      attach(fence)
       local out = {'granted', fence, string.format('%d', expires), cur.fence}
       for _, item in ipairs(dropped) do out[#out + 1] = item end
       return out
@@ -329,7 +373,7 @@ local fence = tostring(redis.call('INCR', KEYS[3]))
 redis.call('DEL', KEYS[1])
 cur = {}
 redis.call('HSET', KEYS[1], 'subdomain', ARGV[1], 'accountId', ARGV[2], 'tokenId', ARGV[3], 'port', ARGV[4],
-  'startedAt', ARGV[5], 'publicUrl', ARGV[6], 'instance', ARGV[13], 'clientAddress', ARGV[14], 'policy', ARGV[19] or '',
+  'startedAt', ARGV[5], 'publicUrl', ARGV[6], 'instance', ARGV[13], 'clientAddress', ARGV[14], 'policy', ARGV[19] or '', 'pool', ARGV[20] or '',
   'fence', fence, 'state', 'live', 'expiresAt', string.format('%d', expires),
   'a:' .. ARGV[7], attachment_json(fence, ARGV[9], ARGV[8], expires))
 redis.call('PEXPIREAT', KEYS[1], string.format('%d', expires))
@@ -342,7 +386,7 @@ return {'granted', fence, string.format('%d', expires), fence}
 // ARGV: prefix, nodeId, boot, advertise, ttlMs, heartbeatTtlMs, then (subdomain, attachment fence, accountId, instance) per lease.
 // Per lease: 'ok' (this edge's attachment extended), 'missing' (the lease, or only this edge's attachment
 // to it, is gone while the name is still its client's: attach again), 'lost' (another account or another
-// client of it has the name).
+// client of it has the name; a pool's members are several clients, told apart by the fence alone).
 const RENEW = `${NOW}
 local now = now_ms()
 local expires = now + tonumber(ARGV[5])
@@ -352,10 +396,10 @@ local out = {}
 local i = 7
 while i + 3 <= #ARGV do
   local key = ARGV[1] .. 'lease:' .. ARGV[i]
-  local cur = redis.call('HMGET', key, 'accountId', 'state', 'a:' .. ARGV[2], 'expiresAt', 'instance')
+  local cur = redis.call('HMGET', key, 'accountId', 'state', 'a:' .. ARGV[2], 'expiresAt', 'instance', 'pool')
   if not cur[1] then
     out[#out + 1] = 'missing'
-  elseif cur[1] ~= ARGV[i + 2] or (cur[2] == 'live' and (cur[5] or '') ~= ARGV[i + 3]) then
+  elseif cur[1] ~= ARGV[i + 2] or (cur[2] == 'live' and cur[6] ~= '1' and (cur[5] or '') ~= ARGV[i + 3]) then
     out[#out + 1] = 'lost'
   else
     local a = cur[3] and cjson.decode(cur[3])
@@ -551,16 +595,23 @@ export class RedisLeases {
       (claim.drop ?? []).join(','),
       claim.rejoin === true ? '1' : '',
       claim.policy ?? '',
+      claim.pool === true ? '1' : '',
     )) as string[];
     switch (reply[0]) {
+      case 'pooled':
       case 'granted': {
         const fence = Number(reply[1]);
+        const pooled = reply[0] === 'pooled';
         if (!(await this.replicated())) {
-          // The grant may be missing from the replica a failover promotes: nobody serves on it.
-          await this.drop(claim.subdomain, claim.accountId, fence, claim.nodeId).catch(() => undefined);
+          // The grant may be missing from the replica a failover promotes: nobody serves on it. An attachment
+          // this edge's other pool members already had (reply[4]) stays theirs.
+          if (!pooled || reply[4] !== '1') await this.drop(claim.subdomain, claim.accountId, fence, claim.nodeId).catch(() => undefined);
           throw this.notReplicated('grant');
         }
-        return { granted: true, fence, ownerFence: Number(reply[3]), expiresAt: Number(reply[2]), dropped: attachedEdges(reply, 4) };
+        const edges = attachedEdges(reply, pooled ? 5 : 4);
+        return pooled
+          ? { granted: true, fence, ownerFence: Number(reply[3]), expiresAt: Number(reply[2]), dropped: [], leave: edges }
+          : { granted: true, fence, ownerFence: Number(reply[3]), expiresAt: Number(reply[2]), dropped: edges };
       }
       case 'attached':
         return { granted: false, reason: 'attached', fence: Number(reply[1]) };
@@ -572,7 +623,7 @@ export class RedisLeases {
         return {
           granted: false,
           reason: 'online',
-          holder: { instance: reply[1]!, clientAddress: reply[2]!, port: Number(reply[3]), startedAt: Number(reply[4]), tokenId: reply[5]!, nodeId: reply[6]! },
+          holder: { instance: reply[1]!, clientAddress: reply[2]!, port: Number(reply[3]), startedAt: Number(reply[4]), tokenId: reply[5]!, nodeId: reply[6]!, pool: reply[7] === '1' },
         };
       default:
         return { granted: false, reason: 'takeover', holders: attachedEdges(reply, 2), fence: Number(reply[1]) };
@@ -835,6 +886,7 @@ function leaseFromFields(fields: Record<string, string>, now: number): LeaseReco
     state: fields.state === 'held' ? 'held' : 'live',
     expiresAt: Number(fields.expiresAt),
     policy: fields.policy ?? '',
+    pool: fields.pool === '1',
     attachments,
   };
 }

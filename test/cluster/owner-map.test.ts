@@ -13,7 +13,7 @@ const IN_STEP_LONG = TTL * 2;
 const OUT_OF_STEP = -1;
 
 function owner(subdomain: string, fence: number): LeaseOwner {
-  return { subdomain, fence, accountId: 'usr_1', tokenId: 'tok_1', port: 3000, startedAt: 0, publicUrl: '', instance: 'client-1', clientAddress: '', policy: '', state: 'live', expiresAt: 0 };
+  return { subdomain, fence, accountId: 'usr_1', tokenId: 'tok_1', port: 3000, startedAt: 0, publicUrl: '', instance: 'client-1', clientAddress: '', policy: '', pool: false, state: 'live', expiresAt: 0 };
 }
 
 function attachment(nodeId: string, fence: number, boot = `boot-${nodeId}`): Attachment {

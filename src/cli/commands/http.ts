@@ -52,7 +52,7 @@ refused with 409 SUBDOMAIN_TAKEN naming that tunnel (its address, start and loca
 member stopped with Ctrl-C leaves without failing a request: the edge sends it nothing new and
 it closes once it has answered what it had (at most 30 s). The name is online until the last
 member leaves. A name online without --pool is not joined (and a pool is not taken by a client
-without --pool): the refusal says which. Not yet in cluster mode.
+without --pool): the refusal says which. In a cluster the members may connect through any edges.
 
 Several edges (a cluster): repeat --edge, or give BURROW_EDGE a comma-separated list; an edge name
 with several DNS addresses is tried address by address. When the edge in use dies, goes away (GOAWAY)

@@ -109,6 +109,8 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
   /** The edge asked now, and how many were asked. */
   private ownerNode = '';
   private tries = 0;
+  /** A dispatch given up because its edge answered "not mine" (the request goes to another edge): its end is not this request's. */
+  private abandoned: Dispatcher.DispatchController | null = null;
 
   constructor(
     private readonly exchange: ServerExchange,
@@ -251,8 +253,9 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, statusCode: number, _headers: unknown, statusMessage?: string): void {
-    if (this.aborted || this.phase === Phase.DONE) return;
+    if (this.aborted || this.phase === Phase.DONE || controller === this.abandoned) return;
     const raw = (controller as unknown as { rawHeaders: Buffer[] | null }).rawHeaders ?? [];
+    if (statusCode === 404 && this.notOwnerRetried(controller, raw)) return;
     let contentLength = -1;
     const fields: string[] = [];
     for (let i = 0; i < raw.length; i += 2) {
@@ -273,6 +276,25 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
     this.exchange.writeHead(statusCode, statusMessage ?? standardReason(statusCode), fields, contentLength, contentLength >= 0);
   }
 
+  /**
+   * The edge asked does not hold the tunnel (any more: a client on several edges, or a pool member, left it
+   * a moment ago, or it is draining) and no part of the body went to it: the request goes to another edge
+   * the tunnel is attached to, up to HOP_CONNECT_TRIES in all, as a refused connection does. Only a 404 is
+   * looked at, so an answer of the tunnel's own costs nothing more.
+   */
+  private notOwnerRetried(controller: Dispatcher.DispatchController, raw: readonly Buffer[]): boolean {
+    if (this.tries >= HOP_CONNECT_TRIES || (this.upload !== null && this.upload.started)) return false;
+    let notOwner = false;
+    for (let i = 0; i < raw.length && !notOwner; i += 2) notOwner = raw[i]!.toString('latin1').toLowerCase() === NOT_OWNER_HEADER;
+    if (!notOwner) return false;
+    this.directory.forget(this.request.subdomain);
+    this.abandoned = controller;
+    this.controller = null;
+    controller.abort(new Error('the edge asked does not hold the tunnel'));
+    this.route();
+    return true;
+  }
+
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.phase !== Phase.STREAMING || this.aborted) return;
     if (!this.exchange.write(chunk)) controller.pause();
@@ -287,7 +309,8 @@ export class ForwardedExchange implements Dispatcher.DispatchHandler, ExchangeSi
     this.exchange.end(trailers);
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+  onResponseError(controller: Dispatcher.DispatchController, error: Error): void {
+    if (controller === this.abandoned) return;
     if (this.aborted || this.phase === Phase.DONE) {
       this.upload?.destroy();
       return;

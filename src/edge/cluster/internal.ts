@@ -93,7 +93,8 @@ export class InternalEndpoints {
     }
     // A call meant for an earlier process of this edge: that process, and its tunnels, are gone.
     if (typeof call.boot === 'string' && call.boot !== this.directory.self.boot) return { status: 200, body: { outcome: 'not-held' } };
-    const outcome = this.local === null ? 'not-held' : this.local.release(call.subdomain, call.fence);
+    const instance = typeof call.instance === 'string' ? call.instance : undefined;
+    const outcome = this.local === null ? 'not-held' : this.local.release(call.subdomain, call.fence, instance);
     return { status: 200, body: { outcome } };
   }
 }

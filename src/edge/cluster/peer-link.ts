@@ -20,6 +20,8 @@ export interface ReleaseCall {
   subdomain: string;
   fence: number;
   boot: string;
+  /** Only this client's member of a pool (absent: the whole tunnel on that edge). */
+  instance?: string;
 }
 
 export class HttpPeerLink implements PeerLink {
@@ -35,8 +37,8 @@ export class HttpPeerLink implements PeerLink {
     this.agent = options.agent ?? peerAgent();
   }
 
-  async release(peer: ClusterPeer, subdomain: string, fence: number): Promise<ReleaseOutcome> {
-    const call: ReleaseCall = { subdomain, fence, boot: peer.boot };
+  async release(peer: ClusterPeer, subdomain: string, fence: number, instance?: string): Promise<ReleaseOutcome> {
+    const call: ReleaseCall = { subdomain, fence, boot: peer.boot, ...(instance === undefined ? {} : { instance }) };
     try {
       const response = await this.agent.request({
         origin: peer.advertise,

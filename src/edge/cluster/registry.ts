@@ -45,6 +45,7 @@ import {
 import type { Store } from '../../store/store.js';
 import type { ReplayOverrides, TunnelCloseReason, TunnelInfo } from '../../api/types.js';
 import { takeoverRefusal, TunnelRegistry, type AdmitDetails, type EdgeRegistry } from '../registry.js';
+import { MAX_POOL_MEMBERS } from '../pool.js';
 import type { TunnelSession } from '../session.js';
 import { OwnerMap, storedPolicyOf } from './owner-map.js';
 import type { ClusterDirectory, ClusterPeer, LocalTunnels, PeerLink, TunnelLease } from './types.js';
@@ -137,6 +138,8 @@ interface LocalLease {
   grantedAt: number;
   /** The one-run policy's JSON ('' for none): written into the lease again when it is claimed again. */
   policy: string;
+  /** `--pool`: this edge's attachment is shared by the pool's members connected here, and given back after the last. */
+  pool: boolean;
 }
 
 /** A granted name whose WebSocket has not opened yet is given back after this long. */
@@ -265,10 +268,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   // ---- the edge's registry ----------------------------------------------------------------------------
 
   session(subdomain: string): TunnelSession | undefined {
-    const session = this.local.session(subdomain);
-    if (session === undefined || this.leaving) return undefined;
-    const lease = this.held.get(subdomain);
-    return lease !== undefined && lease.validUntil > this.clock() ? session : undefined;
+    return this.valid(subdomain) ? this.local.session(subdomain) : undefined;
   }
 
   /** Cluster mode serves http tunnels only (no `--tcp-ports`, no passthrough): the same as `session`. */
@@ -276,13 +276,18 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     return this.session(name);
   }
 
-  /** Cluster mode has no pools: the same as `session`. */
   holder(subdomain: string): TunnelSession | undefined {
-    return this.session(subdomain);
+    return this.valid(subdomain) ? this.local.holder(subdomain) : undefined;
   }
 
   serving(session: TunnelSession): boolean {
-    return this.session(session.subdomain) === session;
+    return this.valid(session.subdomain) && this.local.serving(session);
+  }
+
+  /** Whether this edge may serve `subdomain` now: its lease here is valid and the edge is not leaving. */
+  private valid(subdomain: string): boolean {
+    const lease = this.held.get(subdomain);
+    return lease !== undefined && !this.leaving && lease.validUntil > this.clock();
   }
 
   sessions(): IterableIterator<TunnelSession> {
@@ -302,6 +307,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     if (reservation !== undefined && reservation.accountId !== accountId) {
       throw new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${requested}" is reserved by another account.`);
     }
+    if (details.pool === true) this.checkPoolJoin(requested, details);
     let fromFence: number | undefined;
     for (let attempt = 0; attempt < TAKEOVER_ATTEMPTS; attempt++) {
       const started = this.clock();
@@ -330,6 +336,26 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       fromFence = result.fence;
     }
     throw new BurrowError('STORE_UNAVAILABLE', `The subdomain "${requested}" changed hands while it was being taken over; retry.`, { 'Retry-After': '1' });
+  }
+
+  /**
+   * A pool member connecting here beside the pool's members on this edge (they share its attachment, so the
+   * lease cannot tell them apart): the pool's size is checked here, and a second session of the same client
+   * process is refused ALREADY_ATTACHED unless it replaces its earlier one (`drop` names this edge's attachment).
+   */
+  private checkPoolJoin(subdomain: string, details: AdmitDetails): void {
+    const holder = this.local.holder(subdomain);
+    if (holder === undefined || !holder.pooled) return;
+    const members = holder.pool?.members ?? [holder];
+    const own = details.instance !== null && members.some((member) => member.instance === details.instance);
+    if (own) {
+      const fence = this.held.get(subdomain)?.fence;
+      if (fence !== undefined && !(details.drop ?? []).includes(fence)) this.refuse(subdomain, 0, { granted: false, reason: 'attached', fence }, details);
+      return;
+    }
+    if (members.length >= MAX_POOL_MEMBERS) {
+      throw new BurrowError('TUNNEL_LIMIT_REACHED', `The pool on "${subdomain}" has ${members.length} members on edge ${this.self.nodeId}, the most one pool takes on one edge.`);
+    }
   }
 
   private async admitFresh(accountId: string, tunnelCap: number, details: AdmitDetails): Promise<string> {
@@ -361,6 +387,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       ...(fromFence === undefined ? {} : { fromFence }),
       policy: details.policy === undefined ? '' : JSON.stringify(details.policy),
       ...(details.drop === undefined || details.drop.length === 0 ? {} : { drop: details.drop }),
+      ...(details.pool === true ? { pool: true } : {}),
     };
   }
 
@@ -377,7 +404,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     }
     if (result.reason === 'online') {
       const { holder } = result;
-      const online = { ...holder, instance: holder.instance === '' ? null : holder.instance, nodeId: holder.nodeId === this.self.nodeId ? undefined : holder.nodeId };
+      const online = { ...holder, instance: holder.instance === '' ? null : holder.instance, nodeId: holder.nodeId === this.self.nodeId ? undefined : holder.nodeId, pooled: holder.pool };
       throw takeoverRefusal(subdomain, online, details) ?? new BurrowError('SUBDOMAIN_TAKEN', `The subdomain "${subdomain}" is online in another tunnel of this account.`);
     }
     if (result.reason === 'cap') {
@@ -405,6 +432,8 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       this.owners.released(subdomain, dropped.nodeId, dropped.fence);
       if (dropped.nodeId !== this.self.nodeId) void this.peerLink?.release({ ...dropped }, subdomain, dropped.fence);
     }
+    // A pool member's reconnect: its old member on another edge goes, that edge's other members stay.
+    if (details.instance !== null) for (const stale of result.leave ?? []) void this.peerLink?.release({ ...stale }, subdomain, stale.fence, details.instance);
     const lease: LocalLease = {
       subdomain,
       accountId,
@@ -420,6 +449,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       validUntil,
       grantedAt: now,
       policy: details.policy === undefined ? '' : JSON.stringify(details.policy),
+      pool: details.pool === true,
     };
     this.pending.set(subdomain, lease);
     this.learnOwn(lease);
@@ -455,8 +485,10 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   }
 
   remove(session: TunnelSession): void {
-    if (this.local.session(session.subdomain) !== session) return;
+    if (!this.local.serving(session)) return;
     this.local.remove(session);
+    // A pool's other members here still serve the name on this edge's attachment.
+    if (this.local.holder(session.subdomain) !== undefined) return;
     const lease = this.held.get(session.subdomain);
     if (lease === undefined) return;
     this.held.delete(session.subdomain);
@@ -549,7 +581,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
    */
   lapsed(subdomain: string): boolean {
     const lease = this.held.get(subdomain);
-    return lease !== undefined && !this.leaving && lease.validUntil <= this.clock() && this.local.session(subdomain) !== undefined;
+    return lease !== undefined && !this.leaving && lease.validUntil <= this.clock() && this.local.holder(subdomain) !== undefined;
   }
 
   /** Checks again when the next lease's validity ends (while the store is away). */
@@ -572,7 +604,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   private async checkLapses(): Promise<void> {
     if (this.status.available || this.stopped || this.leaving) return;
     const now = this.clock();
-    const lapsed = [...this.held.values()].filter((lease) => lease.validUntil <= now && this.local.session(lease.subdomain) !== undefined);
+    const lapsed = [...this.held.values()].filter((lease) => lease.validUntil <= now && this.local.holder(lease.subdomain) !== undefined);
     if (lapsed.length === 0) {
       this.scheduleLapseCheck();
       return;
@@ -663,6 +695,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
         instance: lease.instance ?? '',
         clientAddress: lease.clientAddress,
         policy: lease.policy,
+        pool: lease.pool,
         fence: lease.ownerFence,
         state: 'live',
         expiresAt: 0,
@@ -688,7 +721,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
             lease.subdomain,
             lease.accountId,
             lease.cap,
-            { tokenId: lease.tokenId, port: lease.port, instance: lease.instance, clientAddress: lease.clientAddress, replace: false, ...storedPolicyOf(lease.policy) },
+            { tokenId: lease.tokenId, port: lease.port, instance: lease.instance, clientAddress: lease.clientAddress, replace: false, pool: lease.pool, ...storedPolicyOf(lease.policy) },
             undefined,
           ),
           rejoin: true,
@@ -724,7 +757,8 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   // ---- commands from other edges ---------------------------------------------------------------------
 
   /** LocalTunnels: another edge takes the name over for the same account (asked through the hop). */
-  release(subdomain: string, fence: number): 'released' | 'not-held' {
+  release(subdomain: string, fence: number, instance?: string): 'released' | 'not-held' {
+    if (instance !== undefined) return this.releaseMember(subdomain, fence, instance);
     let released = false;
     if (this.pending.get(subdomain)?.fence === fence) {
       this.pending.delete(subdomain);
@@ -737,6 +771,20 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
     }
     if (released) this.forget(subdomain);
     return released ? 'released' : 'not-held';
+  }
+
+  /**
+   * A pool member reconnected through another edge naming its session here in `drop`: that client's
+   * member(s) leave this edge's pool (GOAWAY REPLACED); the attachment stays while other members serve.
+   */
+  private releaseMember(subdomain: string, fence: number, instance: string): 'released' | 'not-held' {
+    const holder = this.held.get(subdomain)?.fence === fence ? this.local.holder(subdomain) : undefined;
+    const own = (holder?.pool?.members ?? (holder === undefined ? [] : [holder])).filter((member) => member.instance === instance);
+    for (const member of own) {
+      this.remove(member);
+      member.end(GoAwayCode.REPLACED, 'this client reconnected through another edge; its new connection took its place in the pool');
+    }
+    return own.length > 0 ? 'released' : 'not-held';
   }
 
   private onCommand(command: ClusterCommand): void {

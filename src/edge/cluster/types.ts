@@ -68,16 +68,22 @@ export type ReleaseOutcome = 'released' | 'not-held' | 'unreachable';
 
 /** The internal hop's control calls, as the registry uses them. */
 export interface PeerLink {
-  /** Asks `peer` to end its session on `subdomain` granted with `fence` (a takeover by the same account). */
-  release(peer: ClusterPeer, subdomain: string, fence: number): Promise<ReleaseOutcome>;
+  /**
+   * Asks `peer` to end its session on `subdomain` granted with `fence` (a takeover by the same account);
+   * with `instance`, only that client's member of the pool there (its reconnect elsewhere replaces it).
+   */
+  release(peer: ClusterPeer, subdomain: string, fence: number, instance?: string): Promise<ReleaseOutcome>;
   /** Asks `peer` whether it reaches the cluster's store; null when it could not be asked. */
   storeAvailable(peer: ClusterPeer): Promise<boolean | null>;
 }
 
 /** What this edge does when another edge's hop asks it (implemented by the lease registry). */
 export interface LocalTunnels {
-  /** Ends the local session on `subdomain` if it was granted with `fence` (GOAWAY REPLACED); 'not-held' otherwise. */
-  release(subdomain: string, fence: number): 'released' | 'not-held';
+  /**
+   * Ends the local session on `subdomain` if it was granted with `fence` (GOAWAY REPLACED); with
+   * `instance`, only that client's pool member(s) there; 'not-held' otherwise.
+   */
+  release(subdomain: string, fence: number, instance?: string): 'released' | 'not-held';
   /** Whether this edge reaches the cluster's store now (asked by an edge that lost it). */
   storeAvailable?(): boolean;
 }
