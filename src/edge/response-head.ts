@@ -11,9 +11,12 @@
  * public writer enforces it against the body the client actually sends, src/http1/server.ts); a list
  * form (`5, 5`) or a repeated one is replaced by one line the writer adds after the fields. Everything
  * else goes out as it came: names in their case, values byte for byte, `Date` included
- * (docs/protocol.md 16).
+ * (docs/protocol.md 16), except the cluster's own `burrow-cluster-*` fields: an edge that forwarded a
+ * request reads them in the answer (the owner saying "not mine" makes it ask another edge), so a
+ * tunnel must not be able to speak them.
  */
 import { connectionNamed, HOP_BY_HOP, isName } from '../protocol/headers.js';
+import { CLUSTER_HEADER_PREFIX } from './cluster/secret.js';
 
 export interface ResponseHead {
   /** The fields the public client gets: [name, value, ...] without framing fields. */
@@ -85,6 +88,8 @@ export function checkResponseHeaders(headers: readonly string[], keepUpgrade = f
       if (!keepUpgrade) dropSome = true;
     } else if (HOP_BY_HOP.has(lower)) {
       if (!keepUpgrade || lower !== 'upgrade') dropSome = true;
+    } else if (name.length > 15 && isClusterField(name)) {
+      dropSome = true;
     }
   }
   const named = connection === '' ? null : connectionNamed(connection);
@@ -99,9 +104,15 @@ export function checkResponseHeaders(headers: readonly string[], keepUpgrade = f
     const lower = name.toLowerCase();
     if ((lower === 'content-length' && !lengthInFields) || (named !== null && named.includes(lower))) continue;
     if (HOP_BY_HOP.has(lower) && !(keepUpgrade && (lower === 'connection' || lower === 'upgrade'))) continue;
+    if (name.length > 15 && isClusterField(name)) continue;
     kept.push(name, headers[i + 1]!);
   }
   return { headers: kept, contentLength, lengthInFields };
+}
+
+/** A `burrow-cluster-*` field (the edges' own, docs/cluster.md): cheap first-letter test before the compare. */
+function isClusterField(name: string): boolean {
+  return (name.charCodeAt(0) | 0x20) === 98 /* b */ && name.toLowerCase().startsWith(CLUSTER_HEADER_PREFIX);
 }
 
 /** Trailer fields: checked like a head's; framing and hop-by-hop names are left out. */

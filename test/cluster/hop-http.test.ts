@@ -51,6 +51,13 @@ function routes(req: IncomingMessage, res: ServerResponse): void {
       res.setHeader('etag', '"v1"');
       res.end();
       return;
+    case '/speaks-cluster':
+      // A tunnel that answers like an edge that does not hold it: the cluster's fields are not its to send.
+      res.statusCode = 404;
+      res.setHeader('burrow-cluster-not-owner', '1');
+      res.setHeader('Burrow-Cluster-Order', '9');
+      res.end('the app\'s own 404');
+      return;
     case '/teapot':
       res.statusCode = 418;
       res.statusMessage = 'I Am A Teapot Here';
@@ -307,6 +314,20 @@ test('an owner that does not hold the tunnel: the forwarding edge forgets it and
   } finally {
     await lone.close();
   }
+});
+
+test('a tunnel that sends the cluster\'s own fields is not believed: its 404 reaches the public once, without them, on either edge', async () => {
+  cluster.forgotten.length = 0;
+  seen.length = 0;
+  for (const port of [other.port, owner.port]) {
+    const answer = await rawRequest(port, hostOf(tunnel.subdomain), 'GET', '/speaks-cluster');
+    assert.equal(answer.status, 404);
+    assert.equal(answer.body.toString(), "the app's own 404");
+    assert.doesNotMatch(answer.head.toLowerCase(), /burrow-cluster/);
+  }
+  // Asked once through each edge: the forwarding edge neither asked another edge nor forgot the owner.
+  assert.equal(seen.filter((each) => each.url === '/speaks-cluster').length, 2);
+  assert.deepEqual(cluster.forgotten, []);
 });
 
 test('an owner that cannot be reached is a 502 EDGE_UNREACHABLE, and forgotten', async () => {
