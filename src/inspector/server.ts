@@ -157,6 +157,15 @@ export class Inspector {
     client.on('ready', onState);
     client.on('reconnecting', onState);
     client.on('closed', onState);
+    // `burrow start`'s tunnels (MultiEdgeBoundTunnel) tell their first BOUND only through `started`, not 'ready'.
+    if ('started' in client) {
+      client.started.then(
+        () => {
+          if (this.tunnels.get(name) === tunnel) onState();
+        },
+        () => undefined,
+      );
+    }
     tunnel.detach = () => {
       client.off('exchange', onExchange);
       client.off('websocket', onExchange);
