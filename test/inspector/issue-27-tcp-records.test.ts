@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { request } from 'undici';
 import { call, createAccount, freePortRange, spawnCli, startEdge, startLocal, tempDir, waitFor, type LocalServer, type SpawnedProcess, type TestAccount, type TestEdge } from '../helpers.js';
+import { recordsName } from '../../src/inspector/server.js';
 import { openInspectorPage } from './browser.js';
 
 interface Row {
@@ -239,4 +240,10 @@ test("a restarted `burrow start` shows the tcp tunnel's past connections from th
   assert.equal(refused.statusCode, 400);
   assert.equal(((await refused.body.json()) as { error: { code: string } }).error.code, 'INVALID_REQUEST');
   await stop();
+});
+
+test("the name a tunnel's records are asked for: tcp:PORT for a tcp tunnel, the name for a tls or http one", () => {
+  assert.equal(recordsName('tcp://localhost:20042'), 'tcp:20042');
+  assert.equal(recordsName('tls://secure.example.com:443'), 'secure');
+  assert.equal(recordsName('https://shop.example.com'), 'shop');
 });

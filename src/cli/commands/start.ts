@@ -275,7 +275,7 @@ export async function startCommand(args: string[]): Promise<number> {
     const protocol = tunnel.kind === 'tls' ? 'TLS' : 'TCP';
     if (events !== null) {
       client.on('connection', (end) =>
-        events({ event: 'connection', tunnel: name, client_address: end.clientAddress, client_port: end.clientPort, bytes_in: end.bytesIn, bytes_out: end.bytesOut, duration_ms: end.durationMs, error: end.error }),
+        events({ event: 'connection', tunnel: name, id: end.id, client_address: end.clientAddress, client_port: end.clientPort, bytes_in: end.bytesIn, bytes_out: end.bytesOut, duration_ms: end.durationMs, error: end.error }),
       );
       client.on('exchange', (exchange: Exchange) => events({ event: 'request', tunnel: name, ...requestEvent(exchange) }));
       client.on('websocket', (exchange: Exchange) => events({ event: 'websocket', tunnel: name, ...webSocketFields(exchange) }));
