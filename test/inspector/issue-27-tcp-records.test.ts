@@ -7,16 +7,26 @@
  * filter, shown on the page as TCP connections with an accessible name and no replay; a replay or curl
  * of one is refused in the spec's error shape; and a restarted `burrow start` shows them again from the
  * edge's history under the tcp tunnel (asked for as `tcp:PORT`, not the public host's first label).
+ * Likewise a TLS passthrough tunnel's connection (an HTTPS edge, the client library as `burrow start`
+ * binds it): a TLS row with the edge's id and bytes, and in a new inspector's history under its name.
  */
+import '../wildcard-dns.js';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import { connect as tlsConnect } from 'node:tls';
 import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { request } from 'undici';
 import { call, createAccount, freePortRange, spawnCli, startEdge, startLocal, tempDir, waitFor, type LocalServer, type SpawnedProcess, type TestAccount, type TestEdge } from '../helpers.js';
-import { recordsName } from '../../src/inspector/server.js';
+import { useForEdgeRequests } from '../../src/cli/edge-ca.js';
+import { localTarget, RouteTable } from '../../src/client/routes.js';
+import { TunnelClient } from '../../src/client/tunnel-client.js';
+import { Inspector, recordsName } from '../../src/inspector/server.js';
+import { makeCa, makeServerCert } from '../tls-fixtures.js';
+import { TEST_DOMAIN } from '../wildcard-dns.js';
 import { openInspectorPage } from './browser.js';
 
 interface Row {
@@ -246,4 +256,65 @@ test("the name a tunnel's records are asked for: tcp:PORT for a tcp tunnel, the 
   assert.equal(recordsName('tcp://localhost:20042'), 'tcp:20042');
   assert.equal(recordsName('tls://secure.example.com:443'), 'secure');
   assert.equal(recordsName('https://shop.example.com'), 'shop');
+});
+
+test("a TLS passthrough tunnel's connection is a TLS row with the edge's id and bytes, and comes back in a new inspector's history", async () => {
+  const dir = tempDir('burrow-inspector-tls-');
+  const edgeCa = makeCa(dir, 'edge-ca');
+  const localCa = makeCa(dir, 'local-ca');
+  const edgeCert = makeServerCert(dir, 'edge', [`*.${TEST_DOMAIN}`, TEST_DOMAIN], edgeCa);
+  const name = `secure-records-27.${TEST_DOMAIN}`;
+  const localCert = makeServerCert(dir, 'local', [name], localCa);
+  const tlsEdge = await startEdge({ domain: TEST_DOMAIN, tls: { certFile: edgeCert.cert, keyFile: edgeCert.key } });
+  const owner = await createAccount(tlsEdge, 'PRO');
+  const server = createHttpsServer({ cert: readFileSync(localCert.cert), key: readFileSync(localCert.key) }, (_req, res) => res.end('secure answer'));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const edgeUrl = `https://${TEST_DOMAIN}:${tlsEdge.port}`;
+  const ca = readFileSync(edgeCa.cert, 'utf8');
+  // The inspector's calls to the edge (history, details) trust the edge's CA, as the CLI's do.
+  useForEdgeRequests(ca, []);
+  const client = new TunnelClient({ edge: edgeUrl, token: owner.token, ca, routes: new RouteTable(localTarget(1)), bindOnly: true, recordLimit: 1024 * 1024 });
+  const { tunnel, started } = client.bind({ kind: 'tls', routes: new RouteTable(localTarget((server.address() as AddressInfo).port, '127.0.0.1')), subdomain: 'secure-records-27' });
+  const inspector = await Inspector.start({ port: 0, edge: edgeUrl, token: owner.token });
+  inspector.attach(tunnel, 'secure');
+  let fresh: Inspector | null = null;
+  try {
+    await client.start();
+    assert.equal((await started).publicUrl, `tls://${name}:${tlsEdge.port}`);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = tlsConnect({ host: '127.0.0.1', port: tlsEdge.port, servername: name, ca: readFileSync(localCa.cert) }, () => socket.write(`GET / HTTP/1.1\r\nHost: ${name}\r\nConnection: close\r\n\r\n`));
+      let text = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (text += chunk));
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    assert.match(answer, /secure answer$/);
+    const rows = async (base: string) => ((await inspectorJson(base, '/api/requests?summary=1&tunnel=secure')) as { requests: Row[] }).requests;
+    await waitFor(async () => (await rows(inspector.url)).length === 1, 10_000, 'the TLS row');
+    const [row] = await rows(inspector.url);
+    assert.deepEqual([row!.kind, row!.method, row!.status, row!.client_address, row!.source], ['tls', 'TLS', 0, '127.0.0.1', 'live']);
+    assert.ok(row!.request_size > 0 && row!.response_size > 0, JSON.stringify(row));
+    const refused = await request(`${inspector.url}/api/requests/${row!.id}/replay`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(refused.statusCode, 400);
+    assert.match(((await refused.body.json()) as { error: { message: string } }).error.message, /TLS connection's record/);
+
+    // A new inspector asks the edge for the tunnel's records under its name, and finds this one.
+    fresh = await Inspector.start({ port: 0, edge: edgeUrl, token: owner.token });
+    fresh.attach(tunnel, 'secure');
+    await waitFor(async () => (await rows(fresh!.url)).length === 1, 10_000, "the TLS tunnel's history");
+    const [past] = await rows(fresh.url);
+    assert.deepEqual([past!.id, past!.kind, past!.source, past!.error], [row!.id, 'tls', 'edge', null]);
+    // Its detail is the edge's record: the same client and bytes each way as the live row.
+    const record = await inspectorJson(fresh.url, `/api/requests/${row!.id}`);
+    assert.deepEqual([record.method, record.path, record.request.body_size, record.response.body_size], ['TLS', row!.path, row!.request_size, row!.response_size]);
+  } finally {
+    fresh?.close();
+    inspector.close();
+    await client.close('test over');
+    server.closeAllConnections();
+    server.close();
+    await tlsEdge.close();
+  }
 });
