@@ -32,6 +32,12 @@ export interface Exchange {
   clientAddress?: string;
   /** Set on WebSocket connections: their life and their last messages. */
   websocket?: WebSocketLog;
+  /**
+   * Set on a TCP or TLS passthrough connection's record (docs/tcp.md): method `TCP`/`TLS`, path the
+   * client's `address:port`, status 0, the body sizes the bytes from and to the client (none kept),
+   * latencyMs its duration and error how it ended.
+   */
+  connection?: 'tcp' | 'tls';
   /** 'edge' for an exchange loaded from the edge's capture history rather than seen live. */
   source?: 'live' | 'edge';
   /** The held webhook (docs/offline.md) this exchange delivered, when known (from the edge's capture). */

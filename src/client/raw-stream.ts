@@ -18,19 +18,30 @@ import { plainError } from './local-hop/errors.js';
 import type { LocalTarget } from './routes.js';
 import type { FlushableStream, StreamHost } from './stream-host.js';
 
-/** How a raw connection ended, for its line and the counters. */
+/** How a raw connection ended, for its line, the counters and the inspector. */
 export interface RawConnectionEnd {
+  /** The edge's id for the connection's record (ACCEPT's `requestId`): the API's and dashboard's id of it. */
+  id: string;
+  protocol: 'TCP' | 'TLS';
+  /** When the client took the connection (ms since the epoch). */
+  startedAt: number;
   clientAddress: string;
   clientPort: number;
   bytesIn: number;
   bytesOut: number;
   durationMs: number;
-  /** null: both sides closed cleanly; else why it was cut. */
+  /**
+   * null: both sides closed cleanly; else why it was cut, in the words of the edge's record where the
+   * client can know them (docs/tcp.md, Records): `CLIENT_CLOSED` (the edge cancelled the stream: the
+   * public client went), `LOCAL_UNREACHABLE` (the local server could not be reached, failed or closed
+   * early), `TUNNEL_CLOSED`; else `RESET` (any other reset by the edge) or `PROTOCOL_ERROR`.
+   */
   error: string | null;
 }
 
 /** What a raw stream needs from its tunnel beyond a StreamHost. */
 export interface RawStreamHost extends StreamHost {
+  readonly kind: 'http' | 'tcp' | 'tls';
   rawEnded(end: RawConnectionEnd): void;
 }
 
@@ -48,9 +59,12 @@ export class ClientRawStream implements FlushableStream {
   private bytesIn = 0;
   private bytesOut = 0;
   private readonly startedAt = performance.now();
+  private readonly startedAtMs = Date.now();
 
   constructor(
     readonly id: number,
+    /** The edge's id for this connection's record (ACCEPT). */
+    private readonly requestId: string,
     readonly host: RawStreamHost,
     readonly target: LocalTarget,
     private readonly clientAddress: string,
@@ -162,14 +176,14 @@ export class ClientRawStream implements FlushableStream {
 
   private failLocal(message: string): void {
     if (this.closed) return;
-    if (this.connected) this.reset(ResetCode.LOCAL_ERROR, `local server at ${this.target.authority}: ${message}`, 'LOCAL_ERROR');
+    if (this.connected) this.reset(ResetCode.LOCAL_ERROR, `local server at ${this.target.authority}: ${message}`, 'LOCAL_UNREACHABLE');
     else this.reset(ResetCode.LOCAL_UNREACHABLE, `cannot connect to ${this.target.authority}: ${message}`, 'LOCAL_UNREACHABLE');
   }
 
   /** The local socket closed before both directions ended: the public connection is cut too. */
   private localClosed(): void {
     if (this.closed) return;
-    this.reset(ResetCode.LOCAL_ERROR, `local server at ${this.target.authority} closed the connection`, 'LOCAL_ERROR');
+    this.reset(ResetCode.LOCAL_ERROR, `local server at ${this.target.authority} closed the connection`, 'LOCAL_UNREACHABLE');
   }
 
   private reset(code: number, message: string, error: string): void {
@@ -178,8 +192,9 @@ export class ClientRawStream implements FlushableStream {
     this.finish(error);
   }
 
-  onReset(): void {
-    this.finish('RESET');
+  onReset(code?: number): void {
+    // The edge cancels a stream whose public client went (src/edge/raw-stream.ts), and records CLIENT_CLOSED.
+    this.finish(code === ResetCode.CANCEL ? 'CLIENT_CLOSED' : 'RESET');
   }
 
   tunnelClosed(): void {
@@ -196,6 +211,9 @@ export class ClientRawStream implements FlushableStream {
     this.host.endStream(this);
     this.host.count(this.bytesIn, this.bytesOut, error !== null);
     this.host.rawEnded({
+      id: this.requestId,
+      protocol: this.host.kind === 'tls' ? 'TLS' : 'TCP',
+      startedAt: this.startedAtMs,
       clientAddress: this.clientAddress,
       clientPort: this.clientPort,
       bytesIn: this.bytesIn,

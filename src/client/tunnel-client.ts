@@ -972,7 +972,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         this.goAway = { code: frame[2], message: frame[3] };
         return;
       case FrameType.ACCEPT: {
-        const [, id, tunnelId, , clientAddress, clientPort, serverAddress, serverPort] = frame;
+        const [, id, tunnelId, requestId, clientAddress, clientPort, serverAddress, serverPort] = frame;
         if (this.streams.has(id)) throw new ProtocolError(`ACCEPT for stream ${id}, which is already open`);
         const tunnel = this.bound.get(tunnelId);
         if (tunnel === undefined || tunnel.stopped || tunnel.kind === 'http') {
@@ -981,7 +981,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
         }
         tunnel.stats.requests++;
         const preamble = tunnel.options.proxyProtocol === true ? proxyHeader(clientAddress, clientPort, serverAddress, serverPort) : null;
-        this.streams.set(id, new ClientRawStream(id, tunnel, tunnel.routes.defaultTarget, clientAddress, clientPort, preamble));
+        this.streams.set(id, new ClientRawStream(id, requestId, tunnel, tunnel.routes.defaultTarget, clientAddress, clientPort, preamble));
         return;
       }
       case FrameType.BOUND:

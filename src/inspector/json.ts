@@ -23,8 +23,8 @@ export interface ExchangeSummaryJson {
   response_size: number;
   /** The public client's address, as the edge saw it; null when unknown. */
   client_address: string | null;
-  /** 'websocket' for a passthrough WebSocket connection. */
-  kind: 'http' | 'websocket';
+  /** 'websocket' for a passthrough WebSocket connection; 'tcp' or 'tls' for a TCP or TLS passthrough connection's record. */
+  kind: 'http' | 'websocket' | 'tcp' | 'tls';
   /** 'edge' when loaded from the edge's capture history at start, not seen live by this client. */
   source: 'live' | 'edge';
   /**
@@ -93,7 +93,7 @@ export function summaryJson(exchange: Exchange): ExchangeSummaryJson {
     request_size: exchange.requestBodySize,
     response_size: exchange.responseBodySize,
     client_address: exchange.clientAddress ?? null,
-    kind: exchange.websocket === undefined ? 'http' : 'websocket',
+    kind: exchange.connection ?? (exchange.websocket === undefined ? 'http' : 'websocket'),
     source: exchange.source ?? 'live',
     rejected: rejectionOf(exchange.error),
     websocket: exchange.websocket === undefined ? null : webSocketSummary(exchange.websocket),

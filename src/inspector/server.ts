@@ -25,11 +25,14 @@ import type { Exchange } from '../client/exchange.js';
 import type { Tunnel } from '../client/tunnel.js';
 import type { BoundTunnel } from '../client/bound-tunnel.js';
 import type { MultiEdgeBoundTunnel } from '../client/multi-edge.js';
+import type { RawConnectionEnd } from '../client/raw-stream.js';
+import type { EventEmitter } from 'node:events';
 
 /** A tunnel the inspector shows: `burrow http`'s (one session, or one on several edges), or one of `burrow start`'s tunnels. */
 type InspectedTunnel = Tunnel | BoundTunnel | MultiEdgeBoundTunnel;
 import { BurrowError, isErrorCode } from '../errors.js';
 import { statusLine } from '../edge/responses.js';
+import { peerText } from '../edge/raw-stream.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t, type WebSocket } from '../uws.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, urlHost } from './address.js';
 import { loadAssets, type Asset } from './assets.js';
@@ -145,14 +148,28 @@ export class Inspector {
       this.broadcast(JSON.stringify({ type: 'status', status: this.status() }));
       if (client.connected) void this.loadHistory(tunnel);
     };
+    // A tcp or tls tunnel's connections, as each ends (an http tunnel has none).
+    const onConnection = (end: RawConnectionEnd): void => this.record(connectionExchange(end, client.routes.defaultPort, name));
+    const connections = client as unknown as EventEmitter<{ connection: [RawConnectionEnd] }>;
     client.on('exchange', onExchange);
     client.on('websocket', onExchange);
+    connections.on('connection', onConnection);
     client.on('ready', onState);
     client.on('reconnecting', onState);
     client.on('closed', onState);
+    // `burrow start`'s tunnels (MultiEdgeBoundTunnel) tell their first BOUND only through `started`, not 'ready'.
+    if ('started' in client) {
+      client.started.then(
+        () => {
+          if (this.tunnels.get(name) === tunnel) onState();
+        },
+        () => undefined,
+      );
+    }
     tunnel.detach = () => {
       client.off('exchange', onExchange);
       client.off('websocket', onExchange);
+      connections.off('connection', onConnection);
       client.off('ready', onState);
       client.off('reconnecting', onState);
       client.off('closed', onState);
@@ -540,6 +557,7 @@ export class Inspector {
    * limit is refused (409 REPLAY_TRUNCATED) unless `allow_truncated` is true or the body is replaced.
    */
   async replay(id: string, body: Buffer | (ReplayOverrides & { allow_truncated?: boolean }) = {}): Promise<unknown> {
+    refuseConnection(this.entry(id).exchange, 'replayed');
     const original = (await this.detailed(id)).exchange;
     if (original.websocket !== undefined) {
       // The edge keeps no capture of a WebSocket connection: there is nothing it could send again.
@@ -633,6 +651,7 @@ export class Inspector {
     const targetText = new URLSearchParams(query).get('target') ?? 'local';
     if (targetText !== 'public' && targetText !== 'local') throw new BurrowError('INVALID_REQUEST', '"target" must be "public" or "local".');
     const target: CurlTarget = targetText;
+    refuseConnection(this.entry(id).exchange, 'copied as curl');
     const exchange = (await this.detailed(id)).exchange;
     let base = `http://localhost:${exchange.port}`;
     if (target === 'public') {
@@ -657,6 +676,8 @@ export class Inspector {
         if (!Number.isInteger(limit) || limit < 1) throw new BurrowError('INVALID_REQUEST', '"limit" must be a whole number of at least 1.');
         exchanges = this.ring.list(limit).map((entry) => entry.exchange);
       }
+      // A TCP or TLS connection's record is no HTTP exchange: a HAR has no place for it.
+      exchanges = exchanges.filter((exchange) => exchange.connection === undefined);
     } catch (error) {
       writeError(res, asBurrowError(error, this.log));
       return;
@@ -700,20 +721,21 @@ export class Inspector {
     const publicUrl = tunnel.client.publicUrl;
     if (tunnel.history.started || count <= 0 || edge === undefined || token === undefined || publicUrl === null) return;
     tunnel.history.started = true;
-    const subdomain = new URL(publicUrl).hostname.split('.')[0]!;
+    const subdomain = recordsName(publicUrl);
     try {
       const list = (await this.edgeJson(`/api/v1/requests?subdomain=${encodeURIComponent(subdomain)}&limit=${Math.min(count, 1000)}`)) as {
-        requests?: { id: string; method: string; path: string; status: number; duration_ms: number; received_at: string; rejected?: string | null }[];
+        requests?: { id: string; method: string; path: string; status: number; duration_ms: number; received_at: string; rejected?: string | null; error?: string | null }[];
       };
       if (this.closed) return;
       const added: Entry[] = [];
       // Newest first: each goes behind the previous one.
       for (const item of list.requests ?? []) {
+        const connection = connectionKind(item.method, item.status);
         const entry = this.ring.addOldest({
           id: item.id,
           method: item.method,
           path: item.path,
-          port: tunnel.client.routes.portFor(item.path),
+          port: connection === undefined ? tunnel.client.routes.portFor(item.path) : tunnel.client.routes.defaultPort,
           requestHeaders: [],
           requestBody: null,
           requestBodySize: 0,
@@ -726,9 +748,11 @@ export class Inspector {
           startedAt: Date.parse(item.received_at),
           latencyMs: item.duration_ms,
           // A request the edge refused (its signature) never reached this client: the history is where it shows.
-          error: item.rejected === 'signature' ? 'SIGNATURE_INVALID' : null,
+          // A connection's record says how it ended; its byte counts come with its detail.
+          error: item.rejected === 'signature' ? 'SIGNATURE_INVALID' : connection === undefined ? null : (item.error ?? null),
           replayOf: null,
           source: 'edge',
+          ...(connection === undefined ? {} : { connection }),
           ...(tunnel.name === null ? {} : { tunnel: tunnel.name }),
         });
         if (entry === undefined) continue;
@@ -892,6 +916,55 @@ interface EdgeCaptureJson {
   event_id?: string | null;
   request: EdgeBodyJson;
   response: EdgeBodyJson & { status: number };
+}
+
+/**
+ * The name the edge files a tunnel's records under (GET /api/v1/requests?subdomain=): `tcp:PORT` for a
+ * TCP tunnel (public URL tcp://HOST:PORT), else the public host's first label (an HTTP tunnel's
+ * subdomain, a TLS tunnel's name in tls://NAME.DOMAIN:PORT).
+ */
+export function recordsName(publicUrl: string): string {
+  const url = new URL(publicUrl);
+  if (url.protocol === 'tcp:') return `tcp:${url.port}`;
+  return url.hostname.split('.')[0]!;
+}
+
+/** `tcp` or `tls` for a connection's record as the edge lists it (method TCP or TLS, no status); else undefined. */
+function connectionKind(method: string, status: number): 'tcp' | 'tls' | undefined {
+  if (status !== 0) return undefined;
+  return method === 'TCP' ? 'tcp' : method === 'TLS' ? 'tls' : undefined;
+}
+
+/** A tcp or tls tunnel's connection, as it ended, in the shape of the edge's record of it (docs/tcp.md, Records). */
+function connectionExchange(end: RawConnectionEnd, localPort: number, tunnel: string | null): Exchange {
+  return {
+    id: end.id,
+    method: end.protocol,
+    path: peerText(end.clientAddress, end.clientPort),
+    port: localPort,
+    requestHeaders: [],
+    requestBody: null,
+    requestBodySize: end.bytesIn,
+    requestTruncated: false,
+    status: 0,
+    responseHeaders: [],
+    responseBody: null,
+    responseBodySize: end.bytesOut,
+    responseTruncated: false,
+    startedAt: end.startedAt,
+    latencyMs: end.durationMs,
+    error: end.error,
+    replayOf: null,
+    clientAddress: end.clientAddress,
+    connection: end.protocol === 'TLS' ? 'tls' : 'tcp',
+    ...(tunnel === null ? {} : { tunnel }),
+  };
+}
+
+/** Replay and curl are for HTTP requests: a connection's bytes are counted, never kept. */
+function refuseConnection(exchange: Exchange, what: string): void {
+  if (exchange.connection === undefined) return;
+  throw new BurrowError('INVALID_REQUEST', `${exchange.id} is a ${exchange.method} connection's record: its bytes are not kept, so it cannot be ${what}; only HTTP requests can.`);
 }
 
 function routesJson(client: InspectedTunnel): { prefix: string; port: number }[] {

@@ -61,8 +61,9 @@ line says how many edges serve the tunnels when that changes, one when the clust
 unavailable and one when it is back.
 
 Request lines start with the tunnel's name; the inspector (http://127.0.0.1:4040, or the next free
-port up to 4059) shows every tunnel's requests, each marked with its name. Without "subdomain" in the
-file a tunnel gets a new name each time: set it, and reserve it (burrow reserve NAME) to keep it.
+port up to 4059) shows every tunnel's requests, and each connection of its tcp and tls tunnels, each
+marked with its name. Without "subdomain" in the file a tunnel gets a new name each time: set it, and
+reserve it (burrow reserve NAME) to keep it.
 
 Edge, token, CA, inspector and log format: the flags, then BURROW_EDGE / BURROW_TOKEN / BURROW_CA,
 then the file, then what "burrow login" saved.
@@ -274,7 +275,7 @@ export async function startCommand(args: string[]): Promise<number> {
     const protocol = tunnel.kind === 'tls' ? 'TLS' : 'TCP';
     if (events !== null) {
       client.on('connection', (end) =>
-        events({ event: 'connection', tunnel: name, client_address: end.clientAddress, client_port: end.clientPort, bytes_in: end.bytesIn, bytes_out: end.bytesOut, duration_ms: end.durationMs, error: end.error }),
+        events({ event: 'connection', tunnel: name, id: end.id, client_address: end.clientAddress, client_port: end.clientPort, bytes_in: end.bytesIn, bytes_out: end.bytesOut, duration_ms: end.durationMs, error: end.error }),
       );
       client.on('exchange', (exchange: Exchange) => events({ event: 'request', tunnel: name, ...requestEvent(exchange) }));
       client.on('websocket', (exchange: Exchange) => events({ event: 'websocket', tunnel: name, ...webSocketFields(exchange) }));

@@ -200,7 +200,7 @@ async function rawTunnelCommand(kind: 'tcp' | 'tls', args: string[]): Promise<nu
   });
   tunnel.on('connection', (end) => {
     if (events !== null) {
-      events({ event: 'connection', client_address: end.clientAddress, client_port: end.clientPort, bytes_in: end.bytesIn, bytes_out: end.bytesOut, duration_ms: end.durationMs, error: end.error });
+      events({ event: 'connection', id: end.id, client_address: end.clientAddress, client_port: end.clientPort, bytes_in: end.bytesIn, bytes_out: end.bytesOut, duration_ms: end.durationMs, error: end.error });
     } else out.write(`${connectionLine(end, kind === 'tcp' ? 'TCP' : 'TLS')}\n`);
   });
   tunnel.on('reconnecting', ({ delayMs, reason }) => {
