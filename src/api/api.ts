@@ -464,7 +464,7 @@ export class Api {
           duration_ms: entry.durationMs,
           received_at: nowIso(entry.receivedAt),
           ...(rejected === null ? {} : { rejected }),
-          ...(entry.status === 0 && (entry.method === 'TCP' || entry.method === 'TLS') ? { error: entry.error } : {}),
+          ...(isConnectionRecord(entry) ? { error: entry.error } : {}),
         };
       };
       if (q !== null) {
@@ -487,6 +487,9 @@ export class Api {
 
     add('POST', '/api/v1/requests/:id/replay', async ({ req, params, principal }) => {
       const capture = await ownCapture(params.id!, principal);
+      if (isConnectionRecord(capture)) {
+        throw new BurrowError('INVALID_REQUEST', `${capture.id} is the record of a ${capture.method} connection, not an HTTP request: there is nothing to replay.`);
+      }
       const fields = readJsonObject(req, { optional: true });
       const allowTruncated = takeAllowTruncated(fields);
       const overrides = validateReplayOverrides(fields);
@@ -791,6 +794,11 @@ export function validateReplayOverrides(body: Record<string, unknown>): ReplayOv
     throw new BurrowError('INVALID_REQUEST', '"body_encoding" says how "body" is written: send it with a "body".');
   }
   return overrides;
+}
+
+/** The record of a TCP or TLS connection (docs/tcp.md), not of an HTTP exchange. */
+function isConnectionRecord(record: { status: number; method: string }): boolean {
+  return record.status === 0 && (record.method === 'TCP' || record.method === 'TLS');
 }
 
 /** Takes the replay's `allow_truncated` field (a boolean) out of the body; the rest are overrides. */

@@ -116,6 +116,11 @@ test('burrow tcp: bytes both ways through a public port, each connection recorde
     assert.equal(detail.response.body_size, 600_003);
     assert.equal(detail.error ?? null, null);
     assert.equal(typeof detail.duration_ms, 'number');
+    // A connection is not an HTTP request: replaying it is refused, even while its tunnel is up.
+    const replay = await call(edge, 'POST', `/api/v1/requests/${record.id}/replay`, { token: account.token });
+    assert.equal(replay.status, 400);
+    assert.equal(replay.json.error.code, 'INVALID_REQUEST');
+    assert.match(replay.json.error.message, /TCP connection, not an HTTP request/);
     // Listed as a tunnel of the account.
     const tunnels = (await call(edge, 'GET', '/api/v1/tunnels', { token: account.token })).json.tunnels as { subdomain: string }[];
     assert.ok(tunnels.some((tunnel) => tunnel.subdomain === `tcp:${publicPort}`), JSON.stringify(tunnels));
