@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after } from 'node:test';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -348,14 +348,34 @@ export async function rawRequest(port: number, bytes: string | Buffer, untilMs =
   return answer;
 }
 
-/** A loopback port that was free a moment ago (for processes that must be restarted on the same port). */
+/**
+ * Ports for processes that bind them later come from below the kernel's ephemeral range. A port from
+ * listen(0) is an ephemeral one, and any outgoing connection of a test running beside this one may take
+ * it as its source port before the process binds it (a CI run: "cannot bind 127.0.0.1:45205 (in use)",
+ * an edge of a three-edge cluster started a second after its port was picked).
+ */
+const PICKED_PORTS_FROM = 10_000;
+const EPHEMERAL_FROM = ((): number => {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 0 ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+})();
+
+/** Whether nothing listens on 127.0.0.1:`port` (it was free a moment ago). */
+function portFree(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const probe = createNetServer();
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+}
+
+/** A loopback port that was free a moment ago, outside the ephemeral range (for processes that bind it later, or restart on it). */
 export async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  return Number((await freePortRange(1)).split('-')[0]);
 }
 
 /** Polls `check` until it returns true or the time is up. */
@@ -370,16 +390,12 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
 
 /** A free run of `count` ports for the edge's range (checked free now; the edge binds them on demand). */
 export async function freePortRange(count: number): Promise<string> {
+  const span = EPHEMERAL_FROM - PICKED_PORTS_FROM - count;
+  if (span < 1_000) throw new Error(`the ephemeral port range starts at ${EPHEMERAL_FROM}: too little room below it for test ports`);
   for (let tries = 0; tries < 50; tries++) {
-    const first = 20_000 + Math.floor(Math.random() * 30_000);
+    const first = PICKED_PORTS_FROM + Math.floor(Math.random() * span);
     let free = true;
-    for (let port = first; port < first + count && free; port++) {
-      free = await new Promise<boolean>((resolve) => {
-        const probe = createNetServer();
-        probe.once('error', () => resolve(false));
-        probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
-      });
-    }
+    for (let port = first; port < first + count && free; port++) free = await portFree(port);
     if (free) return `${first}-${first + count - 1}`;
   }
   throw new Error('no free port range');

@@ -10,7 +10,7 @@ import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
 import { renderStatus, type StatusView } from '../../src/cli/commands/http.js';
-import { BIN, call, createAccount, echo, runCli, spawnCli, startEdge, startLocal, tempDir, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
+import { BIN, call, createAccount, echo, freePort, runCli, spawnCli, startEdge, startLocal, tempDir, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 
 const FORWARDING = /Forwarding (http:\/\/([a-z0-9-]+)\.localhost:\d+) -> http:\/\/localhost:(\d+)\n/;
 const INSPECTOR = /Inspector (http:\/\/127\.0\.0\.1:(\d+))\n/;
@@ -18,15 +18,6 @@ const INSPECTOR = /Inspector (http:\/\/127\.0\.0\.1:(\d+))\n/;
 async function json(url: string): Promise<any> {
   const response = await request(url);
   return JSON.parse(await response.body.text());
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  await once(server, 'close');
-  return port;
 }
 
 describe('burrow http with the inspector', () => {
