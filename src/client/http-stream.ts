@@ -94,6 +94,12 @@ export class ClientHttpStream implements LocalResponseHandler {
   /** A held webhook's id (cluster mode), remembered once the local server answers it 2xx; `repeat`: it was answered before. */
   private eventId: string | null = null;
   private repeat = false;
+  /**
+   * The tunnel dropped while the local server held this held webhook, whole and unanswered: its answer is
+   * still awaited (and then dropped), so that a 2xx is remembered and the event's next delivery, by
+   * another edge, is answered from memory instead of reaching the local server twice.
+   */
+  private awaitingEventAnswer = false;
 
   // After a 101: the local socket, the edge's FIN, and edge bytes not yet on the socket.
   private socket: Duplex | null = null;
@@ -250,7 +256,13 @@ export class ClientHttpStream implements LocalResponseHandler {
   }
 
   onHead(head: MessageHead, _framing: ResponseFramingValue, _contentLength: number): void {
-    if (this.closed) return;
+    if (this.closed) {
+      if (!this.awaitingEventAnswer) return;
+      this.awaitingEventAnswer = false;
+      if (head.status >= 200 && head.status < 300) this.host.deliveredEvents?.add(this.eventId!);
+      this.exchange?.abort();
+      return;
+    }
     this.status = head.status;
     this.reason = head.reason;
     // Content-Length stays: the edge checks the body against it and frames the public answer by it.
@@ -531,13 +543,22 @@ export class ClientHttpStream implements LocalResponseHandler {
 
   /** The tunnel dropped. */
   tunnelClosed(): void {
+    if (this.closed) return;
+    if (this.eventId !== null && this.requestEnded && this.status === 0 && this.exchange !== null && this.host.deliveredEvents != null) {
+      // The local server has the whole event and has not answered: see `awaitingEventAnswer`. The local
+      // hop's response timeout bounds the wait.
+      this.awaitingEventAnswer = true;
+      this.complete(edgeResetText(undefined, undefined));
+      return;
+    }
     this.onReset();
   }
 
   private complete(error: string | null): void {
     if (this.finished) return;
     this.finished = true;
-    if (this.eventId !== null && error === null && this.status >= 200 && this.status < 300) this.host.deliveredEvents?.add(this.eventId);
+    // A 2xx head means the local server took the event, whether or not its answer got back to the edge.
+    if (this.eventId !== null && this.status >= 200 && this.status < 300) this.host.deliveredEvents?.add(this.eventId);
     this.closed = true;
     this.host.endStream(this);
     // Body bytes that reached this stream and never reached the local socket give their share of the
@@ -547,7 +568,7 @@ export class ClientHttpStream implements LocalResponseHandler {
     if (unread > 0) this.host.consumedConnection(unread);
     // An answer that ended before the request body did: the rest of the body has nowhere to go, and
     // the connection, mid-request, cannot be used again.
-    if (!this.requestEnded || error !== null) this.exchange?.abort();
+    if ((!this.requestEnded || error !== null) && !this.awaitingEventAnswer) this.exchange?.abort();
     if (error !== null) this.socket?.destroy();
     this.observer?.close();
     this.host.count(this.requestBytes, this.responseBytes, error !== null || this.status >= 500);

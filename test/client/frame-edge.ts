@@ -4,7 +4,7 @@
  * grants credit for response bytes one event-loop turn late, like a public reader a little slower
  * than the local server, so the client's flow control (undici paused) is exercised.
  */
-import { once } from 'node:events';
+import { EventEmitter, once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -37,7 +37,7 @@ interface Pending {
   resolve: (result: StreamResult) => void;
 }
 
-export class FrameEdge {
+export class FrameEdge extends EventEmitter {
   private socket: WebSocket | null = null;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
@@ -45,6 +45,8 @@ export class FrameEdge {
   streamWindow = DEFAULT_SETTINGS.streamWindow;
   /** How late credit is granted: 0 is one event-loop turn, more is a slower public reader. */
   creditDelayMs = 0;
+  /** READY says the edge is one of this many in a cluster (`clusterEdges`); 0: a lone edge. */
+  clusterEdges = 0;
   /** Every RESPONSE and DATA frame (each one WebSocket message) per stream, in order. */
   readonly frames = new Map<number, FrameRecord[]>();
   /** RESETs on streams nobody waits for: stream → [code, message]. */
@@ -58,6 +60,7 @@ export class FrameEdge {
     private readonly http: Server,
     private readonly server: WebSocketServer,
   ) {
+    super();
     // What a client asks first: where tunnel clients connect (here, on the same port).
     http.on('request', (_req, res) => {
       res.setHeader('content-type', 'application/json');
@@ -67,7 +70,9 @@ export class FrameEdge {
     server.on('connection', (socket: WebSocket) => {
       this.socket = socket;
       socket.on('message', (data: Buffer) => this.onFrame(decode(data)));
-      socket.send(encode([FrameType.READY, 0, 'frames', 'http://frames.localhost', { ...DEFAULT_SETTINGS, streamWindow: this.streamWindow }]));
+      const cluster = this.clusterEdges > 0 ? { clusterEdges: this.clusterEdges } : {};
+      socket.send(encode([FrameType.READY, 0, 'frames', 'http://frames.localhost', { ...DEFAULT_SETTINGS, streamWindow: this.streamWindow, ...cluster }]));
+      this.emit('connected');
     });
   }
 
@@ -196,6 +201,13 @@ export class FrameEdge {
       this.pending.delete(id);
       pending.resolve({ status: pending.status, headers: pending.headers, body: Buffer.concat(pending.chunks), ending: 'end', resetCode: 0, resetMessage: '' });
     }
+  }
+
+  /** Cuts the client's connection at once, as a killed edge does; pending requests stay unanswered. */
+  drop(): void {
+    this.socket?.terminate();
+    this.socket = null;
+    this.pending.clear();
   }
 
   async close(): Promise<void> {
