@@ -15,7 +15,7 @@ import type { Page } from 'playwright-core';
 import { request } from 'undici';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
 import { call, createAccount, rawRequest, readBody, startClient, startEdge, startLocal, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
-import { launchChromium, type Browser } from '../inspector/browser.js';
+import { launchChromium, watchProblems, type Browser } from '../inspector/browser.js';
 
 // These run inside the page (tsconfig has no DOM library): module-local declarations, nothing global.
 declare const document: any;
@@ -58,10 +58,7 @@ describe('the dashboard in Chromium', () => {
     clients.push(main.client);
     browser = await launchChromium();
     page = await browser.context.newPage();
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('console', (message) => {
-      if (message.type() === 'error' && !/the server responded with a status of 4[0-9][0-9] /.test(message.text())) problems.push(`console: ${message.text()}`);
-    });
+    watchProblems(page, problems, { allowRefusals: true });
     page.on('dialog', (dialog) => {
       dialogs.push(dialog.message());
       void dialog.dismiss();

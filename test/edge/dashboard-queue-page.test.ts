@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
 import { call, createAccount, readBody, startClient, startEdge, startLocal, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
-import { launchChromium, type Browser } from '../inspector/browser.js';
+import { launchChromium, watchProblems, type Browser } from '../inspector/browser.js';
 
 const NAME = 'held-hooks';
 
@@ -45,10 +45,7 @@ describe('the dashboard queue in Chromium', () => {
     });
     browser = await launchChromium();
     page = await browser.context.newPage();
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('console', (message) => {
-      if (message.type() === 'error' && !/the server responded with a status of 4[0-9][0-9] /.test(message.text())) problems.push(`console: ${message.text()}`);
-    });
+    watchProblems(page, problems, { allowRefusals: true });
   });
 
   after(async () => {

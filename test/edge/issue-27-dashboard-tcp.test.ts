@@ -13,7 +13,7 @@ import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { call, createAccount, freePortRange, spawnCli, startEdge, tempDir, waitFor, type TestAccount, type TestEdge } from '../helpers.js';
-import { launchChromium, type Browser } from '../inspector/browser.js';
+import { launchChromium, watchProblems, type Browser } from '../inspector/browser.js';
 
 describe('TCP ports in the dashboard, in Chromium', () => {
   let edge: TestEdge;
@@ -34,10 +34,7 @@ describe('TCP ports in the dashboard, in Chromium', () => {
     bob = await createAccount(edge, 'PRO');
     browser = await launchChromium();
     page = await browser.context.newPage();
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('console', (message) => {
-      if (message.type() === 'error' && !/the server responded with a status of 4[0-9][0-9] /.test(message.text())) problems.push(`console: ${message.text()}`);
-    });
+    watchProblems(page, problems, { allowRefusals: true });
   });
 
   after(async () => {
