@@ -8,7 +8,7 @@ import { BurrowError, ERROR_CODES } from '../errors.js';
 import { bodyJson, headerPairs, rejectionOf } from '../exchange-json.js';
 import { idSegmentOfTokenId, nowIso } from '../ids.js';
 import { subdomainProblem } from '../subdomain.js';
-import type { CaptureRecord, CaptureStore, CaptureSummary } from '../store/captures.js';
+import { connectionRecordKind, type CaptureRecord, type CaptureStore, type CaptureSummary } from '../store/captures.js';
 import type { DashboardSessions, SessionOptions, SessionRecord } from '../store/account-store.js';
 import type { AccountStore, Principal, ReservationRecord, UsageCounter, RateLimiter } from '../store/account-store.js';
 import { parsePolicySpec, policySummary, policyView } from '../protocol/policy.js';
@@ -464,7 +464,7 @@ export class Api {
           duration_ms: entry.durationMs,
           received_at: nowIso(entry.receivedAt),
           ...(rejected === null ? {} : { rejected }),
-          ...(isConnectionRecord(entry) ? { error: entry.error } : {}),
+          ...(connectionRecordKind(entry) !== undefined ? { error: entry.error } : {}),
         };
       };
       if (q !== null) {
@@ -487,7 +487,7 @@ export class Api {
 
     add('POST', '/api/v1/requests/:id/replay', async ({ req, params, principal }) => {
       const capture = await ownCapture(params.id!, principal);
-      if (isConnectionRecord(capture)) {
+      if (connectionRecordKind(capture) !== undefined) {
         throw new BurrowError('INVALID_REQUEST', `${capture.id} is the record of a ${capture.method} connection, not an HTTP request: there is nothing to replay.`);
       }
       const fields = readJsonObject(req, { optional: true });
@@ -794,11 +794,6 @@ export function validateReplayOverrides(body: Record<string, unknown>): ReplayOv
     throw new BurrowError('INVALID_REQUEST', '"body_encoding" says how "body" is written: send it with a "body".');
   }
   return overrides;
-}
-
-/** The record of a TCP or TLS connection (docs/tcp.md), not of an HTTP exchange. */
-function isConnectionRecord(record: { status: number; method: string }): boolean {
-  return record.status === 0 && (record.method === 'TCP' || record.method === 'TLS');
 }
 
 /** Takes the replay's `allow_truncated` field (a boolean) out of the body; the rest are overrides. */

@@ -33,6 +33,7 @@ type InspectedTunnel = Tunnel | BoundTunnel | MultiEdgeBoundTunnel;
 import { BurrowError, isErrorCode } from '../errors.js';
 import { statusLine } from '../edge/responses.js';
 import { peerText } from '../edge/raw-stream.js';
+import { connectionRecordKind } from '../store/captures.js';
 import { listenAlone, listenPort, uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket, type us_socket_context_t, type WebSocket } from '../uws.js';
 import { DEFAULT_INSPECT_HOST, DEFAULT_INSPECT_PORT, urlHost } from './address.js';
 import { loadAssets, type Asset } from './assets.js';
@@ -730,7 +731,7 @@ export class Inspector {
       const added: Entry[] = [];
       // Newest first: each goes behind the previous one.
       for (const item of list.requests ?? []) {
-        const connection = connectionKind(item.method, item.status);
+        const connection = connectionRecordKind(item);
         const entry = this.ring.addOldest({
           id: item.id,
           method: item.method,
@@ -927,12 +928,6 @@ export function recordsName(publicUrl: string): string {
   const url = new URL(publicUrl);
   if (url.protocol === 'tcp:') return `tcp:${url.port}`;
   return url.hostname.split('.')[0]!;
-}
-
-/** `tcp` or `tls` for a connection's record as the edge lists it (method TCP or TLS, no status); else undefined. */
-function connectionKind(method: string, status: number): 'tcp' | 'tls' | undefined {
-  if (status !== 0) return undefined;
-  return method === 'TCP' ? 'tcp' : method === 'TLS' ? 'tls' : undefined;
 }
 
 /** A tcp or tls tunnel's connection, as it ended, in the shape of the edge's record of it (docs/tcp.md, Records). */

@@ -116,6 +116,15 @@ function captureParts(stored: StoredCapture): CaptureParts {
 }
 
 /** A stored capture in the shape readers use; bodies are copied out of LMDB's buffers. */
+/**
+ * `tcp` or `tls` for the record of a TCP or TLS passthrough connection (method `TCP` or `TLS`, status 0:
+ * docs/tcp.md, Records), undefined for an HTTP exchange's.
+ */
+export function connectionRecordKind(record: { method: string; status: number }): 'tcp' | 'tls' | undefined {
+  if (record.status !== 0) return undefined;
+  return record.method === 'TCP' ? 'tcp' : record.method === 'TLS' ? 'tls' : undefined;
+}
+
 export function expandCapture(stored: StoredCapture): CaptureRecord {
   const { requestHeaders, requestBody, responseHeaders, responseBody } = captureParts(stored);
   const { open: _open, response: _response, ...fields } = stored;
