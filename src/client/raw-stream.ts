@@ -180,9 +180,19 @@ export class ClientRawStream implements FlushableStream {
     else this.reset(ResetCode.LOCAL_UNREACHABLE, `cannot connect to ${this.target.authority}: ${message}`, 'LOCAL_UNREACHABLE');
   }
 
-  /** The local socket closed before both directions ended: the public connection is cut too. */
+  /**
+   * The local socket closed. After both FINs that is the normal end: the local server's last bytes may
+   * still wait for the edge's credit, and go on as it comes (cutting here lost them). Before, the public
+   * connection is cut too.
+   */
   private localClosed(): void {
     if (this.closed) return;
+    if (this.localFinished && this.publicFinished) {
+      // Everything written has left the socket: a 'drain' may never come now.
+      this.pipe.sinkDrained();
+      this.checkDone();
+      return;
+    }
     this.reset(ResetCode.LOCAL_ERROR, `local server at ${this.target.authority} closed the connection`, 'LOCAL_UNREACHABLE');
   }
 

@@ -207,9 +207,18 @@ export class EdgeRawStream implements EdgeStream, Captured {
 
   checkDeadline(): void {}
 
-  /** The public client reset or dropped the connection (or it closed before both FINs). */
+  /**
+   * The public socket closed. After both FINs that is the normal end: the public client's last bytes may
+   * still wait for the client's credit, and go on as it comes. Before, the client reset or dropped it.
+   */
   private publicClosed(): void {
     if (this.closed) return;
+    if (this.publicFinished && this.localFinished) {
+      // Everything written has left the socket: a 'drain' may never come now.
+      this.pipe.sinkDrained();
+      this.checkDone();
+      return;
+    }
     this.session.send(encode([FrameType.RESET, this.id, ResetCode.CANCEL, 'the public client closed the connection']));
     this.cut('CLIENT_CLOSED');
   }
