@@ -38,6 +38,12 @@ Usage: node dist/bench/ab.js --dir LABEL=DIR --dir LABEL=DIR [options]
   --warmup SEC        seconds per build before the rounds (default 2)
   --prof DIR          run edges and clients under node --cpu-prof, profiles in DIR
   --node-arg ARG      an extra node flag for the edges and clients (repeat)
+  --flags LABEL=ARG   an extra node flag for one build's edge and client only (repeat; the same
+                      DIR under two labels then compares flags)
+  --edge-arg LABEL=ARG
+                      an extra "burrow edge" argument for one build (repeat), e.g. B=--no-capture
+  --client-arg LABEL=ARG
+                      an extra "burrow http" argument for one build (repeat), e.g. B=--no-inspect
   --edge-log DIR      keep each edge's stdout in DIR/edge-LABEL.log (with a tracing --node-arg)
   --syscalls          count the edge's syscalls per request (perf stat on syscall tracepoints)
 `;
@@ -107,7 +113,7 @@ function ticksOf(pid: number): { user: number; system: number } {
   return { user: Number(fields[11]), system: Number(fields[12]) };
 }
 
-async function startBuild(label: string, dir: string, temp: string, targetPort: number, nodeArgs: string[]): Promise<Build> {
+async function startBuild(label: string, dir: string, temp: string, targetPort: number, nodeArgs: string[], edgeArgs: string[] = [], clientArgs: string[] = []): Promise<Build> {
   const bin = join(dir, 'bin', 'burrow.js');
   const dataDir = join(temp, `edge-${label}`);
   const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(temp, `${label}-config`) };
@@ -119,7 +125,7 @@ async function startBuild(label: string, dir: string, temp: string, targetPort: 
   const edge = children.spawn({
     name: `edge-${label}`,
     command: process.execPath,
-    args: [...nodeArgs.map((arg) => arg.replace('%s', `edge-${label}`)), bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000'],
+    args: [...nodeArgs.map((arg) => arg.replace('%s', `edge-${label}`)), bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000', ...edgeArgs],
     env,
     // The edge's output kept in a file (a --node-arg that traces, say) when asked.
     ...(edgeLogDir === null ? {} : { stdoutFile: join(edgeLogDir, `edge-${label}.log`) }),
@@ -129,7 +135,7 @@ async function startBuild(label: string, dir: string, temp: string, targetPort: 
   const client = children.spawn({
     name: `client-${label}`,
     command: process.execPath,
-    args: [...nodeArgs.map((arg) => arg.replace('%s', `client-${label}`)), bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', subdomain, '--inspect', '127.0.0.1:0'],
+    args: [...nodeArgs.map((arg) => arg.replace('%s', `client-${label}`)), bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', subdomain, ...(clientArgs.includes('--no-inspect') ? [] : ['--inspect', '127.0.0.1:0']), ...clientArgs],
     env: { ...env, XDG_CONFIG_HOME: join(temp, `${label}-client-config`) },
     stdoutFile: join(temp, `client-${label}.log`),
   });
@@ -202,6 +208,9 @@ async function main(): Promise<void> {
       warmup: { type: 'string' },
       prof: { type: 'string' },
       'node-arg': { type: 'string', multiple: true },
+      flags: { type: 'string', multiple: true },
+      'edge-arg': { type: 'string', multiple: true },
+      'client-arg': { type: 'string', multiple: true },
       syscalls: { type: 'boolean' },
       'edge-log': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -240,9 +249,13 @@ async function main(): Promise<void> {
   try {
     const { port: targetPort } = await children.spawnServer('target', TARGET_SCRIPT);
     const builds: Build[] = [];
+    // Flags for one build only: the same checkout under two labels compares node or V8 flags.
+    const forLabel = (entries: string[] | undefined, label: string): string[] =>
+      (entries ?? []).filter((entry) => entry.startsWith(`${label}=`)).map((entry) => entry.slice(label.length + 1));
     for (const entry of dirs) {
       const at = entry.indexOf('=');
-      builds.push(await startBuild(entry.slice(0, at), resolve(entry.slice(at + 1)), temp, targetPort, nodeArgs));
+      const label = entry.slice(0, at);
+      builds.push(await startBuild(label, resolve(entry.slice(at + 1)), temp, targetPort, [...nodeArgs, ...forLabel(values.flags, label)], forLabel(values['edge-arg'], label), forLabel(values['client-arg'], label)));
     }
     process.stdout.write(`${scenario.method} ${scenario.size} B ${scenario.shape} @${connections}, ${requests > 0 ? `${requests} requests` : `${durationS} s`} a run, ${rounds} rounds${probeCount > 0 ? `, probe ${probeCount}` : ''}\n`);
     const warmed = new Map<string, number>();
