@@ -71,13 +71,18 @@ export interface ProfileBreakdown {
   requests: number;
   /** Samples inside the run and the profiler's interval, µs. */
   samples: number;
-  /** Non-idle self time in the run's samples, µs per request (the main thread only). */
+  /**
+   * Non-idle time in the run's samples, µs per request: wall time between samples, so it includes the
+   * time the main thread was runnable but preempted (2 cores, 5 busy processes). The categories and the
+   * top functions are these samples' shares scaled to `profiledMainThreadUs`, the main thread's CPU.
+   */
   sampledUs: number;
   /** The profiled process's CPU over the run from /proc (every thread), and its main thread's. */
   profiledCpuUs: number;
   profiledMainThreadUs: number;
-  /** The same role's CPU without the profiler, from the floor runs of the headline tunnel. */
+  /** The same role's CPU without the profiler, from the floor runs of the headline tunnel, and their req/s. */
   unprofiledCpuUs: number | null;
+  unprofiledReqPerSec: number | null;
   /** profiledCpuUs ÷ unprofiledCpuUs. */
   inflation: number | null;
   categories: Array<{ category: string; us: number }>;
@@ -227,8 +232,8 @@ function categoryOfScript(functionName: string, url: string): string {
   if (url === 'node:internal/streams/writable' || (url === 'node:net' && /write/i.test(functionName))) return 'socket writes';
   if (url === 'node:internal/streams/readable' || (url === 'node:net' && /read/i.test(functionName))) return 'socket read path';
   if (url === 'node:fs' || url.startsWith('node:internal/fs/')) return 'file writes (logs)';
-  const burrow = /\/dist\/src\/(?:([^/]+)\/)?[^/]+$/.exec(url);
-  if (burrow !== null) return `other Burrow JS (src/${burrow[1] ?? '*.ts'})`;
+  const burrow = /\/dist\/src\/(?:([^/]+)\/.*)?[^/]+$/.exec(url);
+  if (burrow !== null) return `other Burrow JS (src/${burrow[1] ?? '*.ts, top level'})`;
   if (url.includes('/node_modules/')) return 'other packages';
   if (url.startsWith('node:')) return 'other Node internals';
   return 'other';
@@ -358,10 +363,12 @@ async function profileTunnel(context: FloorContext, unprofiled: PathFloor[]): Pr
     for (const window of windows) {
       const { samples, byCategory, byFunction } = bucketProfile(profile, window.fromUs, window.toUs);
       if (samples === 0) throw new Error(`the ${role}'s profile has no samples inside the run (${profile.startTime}..${profile.endTime} µs against ${window.fromUs}..${window.toUs}): its clock is not the runner's`);
-      const perRequest = (us: number): number => round(us / Math.max(1, window.requests), 2);
       const sampled = [...byCategory.values()].reduce((total, us) => total + us, 0);
+      const toCpu = sampled > 0 ? (window.procs[role].main * window.requests) / sampled : 0;
+      const perRequest = (us: number): number => round((us * toCpu) / Math.max(1, window.requests), 2);
       const name = scenarioName(window.scenario);
-      const unprofiledCpu = unprofiled.find((p) => p.scenario === name)?.processes.find((p) => p.role === role)?.cpuUs ?? null;
+      const floor = unprofiled.find((p) => p.scenario === name);
+      const unprofiledCpu = floor?.processes.find((p) => p.role === role)?.cpuUs ?? null;
       const profiledCpu = round(window.procs[role].cpu, 1);
       breakdowns.push({
         scenario: name,
@@ -369,10 +376,11 @@ async function profileTunnel(context: FloorContext, unprofiled: PathFloor[]): Pr
         reqPerSec: round(window.reqPerSec, 0),
         requests: window.requests,
         samples,
-        sampledUs: perRequest(sampled),
+        sampledUs: round(sampled / Math.max(1, window.requests), 1),
         profiledCpuUs: profiledCpu,
         profiledMainThreadUs: round(window.procs[role].main, 1),
         unprofiledCpuUs: unprofiledCpu,
+        unprofiledReqPerSec: floor?.reqPerSec ?? null,
         inflation: unprofiledCpu === null || unprofiledCpu <= 0 ? null : round(profiledCpu / unprofiledCpu, 2),
         categories: [...byCategory].sort((a, b) => b[1] - a[1]).map(([category, us]) => ({ category, us: perRequest(us) })),
         top: [...byFunction.values()].sort((a, b) => b.us - a.us).slice(0, 15).map((entry) => ({ ...entry, us: perRequest(entry.us) })),
@@ -475,16 +483,18 @@ export function floorProfileLines(record: FloorProfileRecord): string[] {
     const profiles = record.profiles.filter((p) => p.scenario === scenario);
     if (profiles.length === 0) continue;
     const categories = [...new Set(profiles.flatMap((p) => p.categories.map((c) => c.category)))];
-    lines.push(`\nCPU profile, ${scenario}: self time µs per request by category (main thread, idle left out):`);
+    lines.push(`\nCPU profile, ${scenario}: self time µs per request by category (main thread, idle left out; sample shares scaled to the main thread's CPU):`);
     lines.push(
       textTable(
         ['category', ...profiles.map((p) => p.role)],
         [
           ...categories.map((category) => [category, ...profiles.map((p) => formatNumber(p.categories.find((c) => c.category === category)?.us ?? 0, 1))]),
-          ['= sampled (profiled main thread)', ...profiles.map((p) => formatNumber(p.sampledUs, 1))],
+          ['= main thread CPU under the profiler (/proc)', ...profiles.map((p) => formatNumber(p.profiledMainThreadUs, 1))],
+          ['non-idle sample time (wall, with preemption)', ...profiles.map((p) => formatNumber(p.sampledUs, 1))],
           ['CPU under the profiler (/proc, all threads)', ...profiles.map((p) => formatNumber(p.profiledCpuUs, 1))],
           ['CPU unprofiled (floor run above)', ...profiles.map((p) => formatNumber(p.unprofiledCpuUs, 1))],
           ['inflation by the profiler', ...profiles.map((p) => `${formatNumber(p.inflation, 2)}x`)],
+          ['req/s profiled / unprofiled', ...profiles.map((p) => `${formatNumber(p.reqPerSec)} / ${formatNumber(p.unprofiledReqPerSec)}`)],
         ],
       ),
     );
