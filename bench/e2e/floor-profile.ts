@@ -10,8 +10,10 @@
  * 2. for Burrow's own processes: a separate edge + `burrow http` pair, same flags as the matrix's tunnel,
  *    under `node --cpu-prof`, one run per scenario after a warm-up, stopped with SIGINT so the profiles are
  *    written; the samples inside each run (the profile's clock and `process.hrtime` are both
- *    CLOCK_MONOTONIC) bucketed by SELF time into categories, µs per request, idle left out; beside them the
- *    same processes' CPU under the profiler and the unprofiled figure of step 1 (the profiler's inflation).
+ *    CLOCK_MONOTONIC) bucketed by SELF time into categories, idle left out. A sample's time is wall time
+ *    (a preempted thread keeps its sample), so a category is its share of the non-idle samples times the
+ *    main thread's CPU per request from /proc; beside them the same processes' CPU under the profiler and
+ *    the unprofiled figure of step 1 (the profiler's inflation).
  *
  * The runner (bench/e2e.ts) calls `runFloorProfile` and stores the record as `floorProfile` in the results
  * file; `summarizeFloorProfile` gives the comparisons the summary keeps; `floorProfileLines` prints it.
@@ -491,6 +493,7 @@ export function floorProfileLines(record: FloorProfileRecord): string[] {
           ...categories.map((category) => [category, ...profiles.map((p) => formatNumber(p.categories.find((c) => c.category === category)?.us ?? 0, 1))]),
           ['= main thread CPU under the profiler (/proc)', ...profiles.map((p) => formatNumber(p.profiledMainThreadUs, 1))],
           ['non-idle sample time (wall, with preemption)', ...profiles.map((p) => formatNumber(p.sampledUs, 1))],
+          ['other threads under the profiler', ...profiles.map((p) => formatNumber(p.profiledCpuUs - p.profiledMainThreadUs, 1))],
           ['CPU under the profiler (/proc, all threads)', ...profiles.map((p) => formatNumber(p.profiledCpuUs, 1))],
           ['CPU unprofiled (floor run above)', ...profiles.map((p) => formatNumber(p.unprofiledCpuUs, 1))],
           ['inflation by the profiler', ...profiles.map((p) => `${formatNumber(p.inflation, 2)}x`)],
