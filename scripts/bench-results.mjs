@@ -638,11 +638,11 @@ function renderFloorProfile(results) {
   out.push(...floorComparisons(results), '');
   out.push(
     table(
-      ['Scenario', 'Path', 'Process', 'req/s', 'user µs', 'sys µs', 'CPU µs', 'syscalls', 'reads', 'writes', 'vol. cs', 'invol. cs', 'most syscalls'],
+      ['Scenario', 'Path', 'Process', 'req/s', 'user µs', 'sys µs', 'CPU µs', 'of it main thread', 'syscalls', 'reads', 'writes', 'vol. cs', 'invol. cs', 'most syscalls'],
       f.paths.flatMap((p) =>
         p.error
-          ? [[p.scenario, p.label, `failed: ${p.error}`, '', '', '', '', '', '', '', '', '', '']]
-          : p.processes.map((x) => [p.scenario, p.label, x.role, num(p.reqPerSec), num(x.userUs, 1), num(x.sysUs, 1), `**${num(x.cpuUs, 1)}**`, num(x.syscalls?.[ALL_SYSCALLS], 2), num(x.reads, 2), num(x.writes, 2), num(x.voluntarySwitches, 2), num(x.involuntarySwitches, 2), topSyscalls(x.syscalls)]),
+          ? [[p.scenario, p.label, `failed: ${p.error}`, '', '', '', '', '', '', '', '', '', '', '']]
+          : p.processes.map((x) => [p.scenario, p.label, x.role, num(p.reqPerSec), num(x.userUs, 1), num(x.sysUs, 1), `**${num(x.cpuUs, 1)}**`, num(x.mainThreadUs, 1), num(x.syscalls?.[ALL_SYSCALLS], 2), num(x.reads, 2), num(x.writes, 2), num(x.voluntarySwitches, 2), num(x.involuntarySwitches, 2), topSyscalls(x.syscalls)]),
       ),
       ['l', 'l', 'l'],
     ),
@@ -669,6 +669,11 @@ function renderFloorProfile(results) {
   const categories = [...new Set(f.profiles.flatMap((p) => p.categories.map((c) => c.category)))];
   const sortKey = (category) => -f.profiles.reduce((total, p) => total + (p.categories.find((c) => c.category === category)?.us ?? 0), 0);
   categories.sort((a, b) => sortKey(a) - sortKey(b));
+  for (const p of f.profiles) {
+    const biggest = p.categories.slice(0, 4).map((c) => `${c.category} ${num(c.us, 1)}`).join(', ');
+    out.push(`- ${p.role}, ${p.scenario}: ${num(p.profiledMainThreadUs, 1)} µs on the main thread per request; most of it: ${biggest}; top function \`${p.top[0]?.functionName ?? '–'}\` ${num(p.top[0]?.us, 1)} µs.`);
+  }
+  out.push('');
   out.push(
     table(
       ['µs per request', ...columns],

@@ -472,11 +472,11 @@ export function floorProfileLines(record: FloorProfileRecord): string[] {
   if (record.perfSkipped !== null) lines.push(`(syscalls not counted: ${record.perfSkipped})`);
   lines.push(
     textTable(
-      ['scenario', 'path', 'process', 'req/s', 'user µs', 'sys µs', 'CPU µs', 'syscalls', 'reads', 'writes', 'vol cs', 'invol cs', 'most syscalls'],
+      ['scenario', 'path', 'process', 'req/s', 'user µs', 'sys µs', 'CPU µs', 'main thr', 'syscalls', 'reads', 'writes', 'vol cs', 'invol cs', 'most syscalls'],
       record.paths.flatMap((p) =>
         p.error !== null
-          ? [[p.scenario, p.label, `failed: ${p.error}`, null, null, null, null, null, null, null, null, null, null]]
-          : p.processes.map((x) => [p.scenario, p.label, x.role, formatNumber(p.reqPerSec), formatNumber(x.userUs, 1), formatNumber(x.sysUs, 1), formatNumber(x.cpuUs, 1), formatNumber(x.syscalls?.[ALL_SYSCALLS], 1), formatNumber(x.reads, 2), formatNumber(x.writes, 2), formatNumber(x.voluntarySwitches, 2), formatNumber(x.involuntarySwitches, 2), topSyscalls(x.syscalls)]),
+          ? [[p.scenario, p.label, `failed: ${p.error}`, null, null, null, null, null, null, null, null, null, null, null]]
+          : p.processes.map((x) => [p.scenario, p.label, x.role, formatNumber(p.reqPerSec), formatNumber(x.userUs, 1), formatNumber(x.sysUs, 1), formatNumber(x.cpuUs, 1), formatNumber(x.mainThreadUs, 1), formatNumber(x.syscalls?.[ALL_SYSCALLS], 1), formatNumber(x.reads, 2), formatNumber(x.writes, 2), formatNumber(x.voluntarySwitches, 2), formatNumber(x.involuntarySwitches, 2), topSyscalls(x.syscalls)]),
       ),
     ),
   );
