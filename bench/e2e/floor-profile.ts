@@ -496,8 +496,9 @@ export function floorProfileLines(record: FloorProfileRecord): string[] {
           ['other threads under the profiler', ...profiles.map((p) => formatNumber(p.profiledCpuUs - p.profiledMainThreadUs, 1))],
           ['CPU under the profiler (/proc, all threads)', ...profiles.map((p) => formatNumber(p.profiledCpuUs, 1))],
           ['CPU unprofiled (floor run above)', ...profiles.map((p) => formatNumber(p.unprofiledCpuUs, 1))],
-          ['inflation by the profiler', ...profiles.map((p) => `${formatNumber(p.inflation, 2)}x`)],
-          ['req/s profiled / unprofiled', ...profiles.map((p) => `${formatNumber(p.reqPerSec)} / ${formatNumber(p.unprofiledReqPerSec)}`)],
+          ['inflation by the profiler (x)', ...profiles.map((p) => formatNumber(p.inflation, 2))],
+          ['req/s profiled', ...profiles.map((p) => formatNumber(p.reqPerSec))],
+          ['req/s unprofiled', ...profiles.map((p) => formatNumber(p.unprofiledReqPerSec))],
         ],
       ),
     );
