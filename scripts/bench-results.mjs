@@ -659,10 +659,10 @@ function renderFloorProfile(results) {
     return out;
   }
   out.push(
-    'A fresh edge and `burrow http` client (capture and inspector on, the matrix\'s flags) under `node --cpu-prof`, one warm-up and one run per scenario, stopped with SIGINT so the profiles are written; ' +
+    'Right after the tunnel\'s run above, per scenario, a fresh edge and `burrow http` client (capture and inspector on, the matrix\'s flags) under `node --cpu-prof`, a warm-up and one run, stopped with SIGINT so the profiles are written; ' +
       'the samples inside each run bucketed by self time (a native without a script counts where its JavaScript caller does; `writeBuffer`, `writev`, `write*String` are socket writes unless fs called them). ' +
       'Sample time is wall time (a preempted main thread keeps its sample), so each category is its share of the non-idle samples times the main thread\'s CPU per request from /proc. ' +
-      'The profiler costs CPU: "inflation" is the profiled process\'s CPU per request (all threads) over the same role\'s figure in the table above, measured minutes apart, so load on the machine moves it too.',
+      'The profiler costs CPU: "inflation" is the profiled process\'s CPU per request (all threads) over the same role\'s figure in the table above (measured seconds before; load on the machine moves it too).',
   );
   out.push('');
   const columns = f.profiles.map((p) => `${p.role}, ${p.scenario.replace(/ 1 KiB (up|down), length @\d+$/, '')}`);

@@ -7,9 +7,9 @@
  *    and involuntary context switches per request (summed over the threads), from one autocannon run;
  *    then syscalls per request by name (`perf stat` on the syscall tracepoints) from a second, shorter run,
  *    so the tracing does not inflate the CPU figures;
- * 2. for Burrow's own processes: a separate edge + `burrow http` pair, same flags as the matrix's tunnel,
- *    under `node --cpu-prof`, one run per scenario after a warm-up, stopped with SIGINT so the profiles are
- *    written; the samples inside each run (the profile's clock and `process.hrtime` are both
+ * 2. for Burrow's own processes, right after the tunnel's run of step 1: a separate edge + `burrow http`
+ *    pair, same flags as the matrix's tunnel, under `node --cpu-prof`, a warm-up and one run, stopped with
+ *    SIGINT so the profiles are written (one pair per scenario); the samples inside each run (the profile's clock and `process.hrtime` are both
  *    CLOCK_MONOTONIC) bucketed by SELF time into categories, idle left out. A sample's time is wall time
  *    (a preempted thread keeps its sample), so a category is its share of the non-idle samples times the
  *    main thread's CPU per request from /proc; beside them the same processes' CPU under the profiler and
@@ -306,8 +306,13 @@ async function interrupt(child: Child, graceMs: number): Promise<void> {
   clearTimeout(timer);
 }
 
-async function profileTunnel(context: FloorContext, unprofiled: PathFloor[]): Promise<ProfileBreakdown[]> {
-  const dir = join(context.temp, 'floor-profile');
+/**
+ * A fresh edge and client under the profiler for `scenarios` (`tag` tells the pairs of one run apart), run
+ * right after the unprofiled tunnel's floor run of the same scenario, so the inflation compares runs a few
+ * seconds apart.
+ */
+async function profileTunnel(context: FloorContext, scenarios: readonly Scenario[], tag: string, unprofiled: PathFloor[]): Promise<ProfileBreakdown[]> {
+  const dir = join(context.temp, `floor-profile-${tag}`);
   const profiles = join(dir, 'profiles');
   mkdirSync(profiles, { recursive: true });
   const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(dir, 'config') };
@@ -319,7 +324,7 @@ async function profileTunnel(context: FloorContext, unprofiled: PathFloor[]): Pr
   const token = (JSON.parse(created.stdout) as { token: { token: string } }).token.token;
   const profArgs = (name: string): string[] => ['--cpu-prof', `--cpu-prof-dir=${profiles}`, `--cpu-prof-name=${name}.cpuprofile`];
   const edge = context.children.spawn({
-    name: 'edge-profiled',
+    name: `edge-profiled-${tag}`,
     command: process.execPath,
     args: [...profArgs('edge'), context.bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000'],
     env,
@@ -329,7 +334,7 @@ async function profileTunnel(context: FloorContext, unprofiled: PathFloor[]): Pr
   try {
     const port = Number((await edge.waitFor(/listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
     client = context.children.spawn({
-      name: 'client-profiled',
+      name: `client-profiled-${tag}`,
       command: process.execPath,
       args: [...profArgs('client'), context.bin, 'http', String(context.targetPort), '--edge', `http://localhost:${port}`, '--token', token, '--subdomain', 'bench-profiled', ...(context.inspectFlag ? ['--inspect', '127.0.0.1:0'] : [])],
       env: { ...env, XDG_CONFIG_HOME: join(dir, 'client-config') },
@@ -338,7 +343,7 @@ async function profileTunnel(context: FloorContext, unprofiled: PathFloor[]): Pr
     await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
     const target: Target = { origin: `http://127.0.0.1:${port}`, host: `bench-profiled.localhost:${port}` };
     const pids = { edge: edge.pid, client: client.pid };
-    for (const scenario of FLOOR_SCENARIOS) {
+    for (const scenario of scenarios) {
       context.checkAbort();
       await runLoad(target, scenario, FLOOR_CONNECTIONS, Math.max(1, context.warmupS));
       const before = { edge: counters(pids.edge), client: counters(pids.client) };
@@ -396,9 +401,10 @@ export async function runFloorProfile(context: FloorContext): Promise<FloorProfi
   const syscallDurationS = Math.max(1, Math.round(context.durationS / 2));
   const perfSkipped = perfProblem();
   const record: FloorProfileRecord = { scenarios: FLOOR_SCENARIOS.map(scenarioName), connections: FLOOR_CONNECTIONS, durationS: context.durationS, syscallDurationS, perfSkipped, paths: [], profiles: [], profileError: null };
-  context.log(`\nfloor profile: ${record.scenarios.join(' and ')}; per path ${context.durationS} s of CPU and context switches per process, then ${perfSkipped === null ? `${syscallDurationS} s of syscalls (perf stat)` : 'no syscalls'}; then a fresh edge and client under --cpu-prof`);
+  context.log(`\nfloor profile: ${record.scenarios.join(' and ')}; per path ${context.durationS} s of CPU and context switches per process, then ${perfSkipped === null ? `${syscallDurationS} s of syscalls (perf stat)` : 'no syscalls'}; after the tunnel a fresh edge and client under --cpu-prof`);
   if (perfSkipped !== null) context.log(`  syscalls per request skipped: ${perfSkipped}`);
-  for (const scenario of FLOOR_SCENARIOS) {
+  const headline = context.paths.find((p) => p.kind === 'tunnel');
+  for (const [index, scenario] of FLOOR_SCENARIOS.entries()) {
     for (const path of context.paths) {
       const floor = await measurePath(context, path, scenario, syscallDurationS, perfSkipped);
       record.paths.push(floor);
@@ -408,14 +414,16 @@ export async function runFloorProfile(context: FloorContext): Promise<FloorProfi
           (floor.bad > 0 ? `  !! ${floor.bad} bad answers` : '') +
           (floor.error === null ? '' : `  !! ${floor.error}`),
       );
+      if (path !== headline) continue;
+      try {
+        const profiles = await profileTunnel(context, [scenario], String(index + 1), [floor]);
+        record.profiles.push(...profiles);
+        context.log(`  ${floor.scenario.padEnd(30)} ${'the same under --cpu-prof'.padEnd(36)} ${formatNumber(profiles[0]?.reqPerSec).padStart(7)} req/s  ${profiles.map((p) => `${p.role} ${formatNumber(p.profiledCpuUs, 1)} µs (${formatNumber(p.inflation, 2)}x)`).join('; ')}`);
+      } catch (error) {
+        record.profileError ??= (error as Error).message.split('\n')[0]!;
+        context.log(`  !! CPU profile of the edge and client failed: ${(error as Error).message.split('\n')[0]!}`);
+      }
     }
-  }
-  const headline = context.paths.find((p) => p.kind === 'tunnel');
-  try {
-    record.profiles = await profileTunnel(context, record.paths.filter((p) => p.path === headline?.id));
-  } catch (error) {
-    record.profileError = (error as Error).message.split('\n')[0]!;
-    context.log(`  !! CPU profile of the edge and client failed: ${record.profileError}`);
   }
   return record;
 }
