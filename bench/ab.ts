@@ -10,8 +10,8 @@
  * For a tuning step: build the "before" commit in a worktree beside this one and compare it with this
  * one. `--prof DIR` runs every edge and client under `node --cpu-prof` (written when they stop).
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +20,7 @@ import { Client } from 'undici';
 import { runLoad, badCount } from './e2e/load.js';
 import { payload, scenarioPath, type Method, type Scenario, type Shape } from './e2e/payloads.js';
 import { Children } from './e2e/processes.js';
+import { countSyscalls, ticksOf } from './e2e/proc-counters.js';
 import { clockTicks } from './e2e/sampler.js';
 
 const TARGET_SCRIPT = fileURLToPath(new URL('./e2e/target.js', import.meta.url));
@@ -73,28 +74,6 @@ interface RoundResult {
   syscalls: Map<string, number> | null;
 }
 
-const SYSCALLS = ['read', 'write', 'writev', 'sendto', 'recvfrom', 'sendmsg', 'recvmsg', 'epoll_wait', 'epoll_pwait', 'epoll_pwait2', 'epoll_ctl', 'futex', 'pwrite64', 'fdatasync', 'msync', 'madvise', 'mprotect', 'mmap', 'munmap'];
-
-/** Counts a process's syscalls until the returned function is called (perf stat, tracepoints). */
-function countSyscalls(pid: number): () => Promise<Map<string, number>> {
-  const events = SYSCALLS.map((name) => `syscalls:sys_enter_${name}`).join(',');
-  const perf = spawn('perf', ['stat', '-x,', '-e', events, '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let text = '';
-  perf.stderr.on('data', (data: Buffer) => (text += data.toString()));
-  return () =>
-    new Promise((done) => {
-      perf.on('close', () => {
-        const counts = new Map<string, number>();
-        for (const line of text.split('\n')) {
-          const [count, , event] = line.split(',');
-          if (event?.startsWith('syscalls:sys_enter_') === true) counts.set(event.slice('syscalls:sys_enter_'.length), Number(count));
-        }
-        done(counts);
-      });
-      perf.kill('SIGINT');
-    });
-}
-
 const children = new Children();
 /** --edge-log DIR: where each edge's stdout goes (else it is kept in memory only). */
 let edgeLogDir: string | null = null;
@@ -104,13 +83,6 @@ function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = sorted.length >> 1;
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-}
-
-/** utime and stime of a process, clock ticks (proc(5): fields 14 and 15). */
-function ticksOf(pid: number): { user: number; system: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return { user: Number(fields[11]), system: Number(fields[12]) };
 }
 
 async function startBuild(label: string, dir: string, temp: string, targetPort: number, nodeArgs: string[], edgeArgs: string[] = [], clientArgs: string[] = []): Promise<Build> {

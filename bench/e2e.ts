@@ -9,6 +9,9 @@
  * 2. The matrix, autocannon: GET down and POST up of 1 KiB, 64 KiB (@100 connections) and 1 MiB (@10), both
  *    response shapes, direct then each path, with the CPU time per request of every process on the path
  *    (from /proc); the 1 KiB POSTs repeated for medians.
+ * 2b. Floor profile (bench/e2e/floor-profile.ts): 1 KiB POST and GET @100 (content-length) on the tunnel
+ *    and each floor, per process on the path: CPU user/sys, syscalls by name (perf) and context switches
+ *    per request; then a fresh edge and client under `node --cpu-prof`, self time by category per request.
  * 3. Many tenants: N tunnels (real TunnelClients in one process) through the same edge, 2 connections
  *    each, against the same load on one tunnel and direct.
  * 4. Idle tunnels: a fresh edge, 10,000 tunnels connected from one process: connect rate, edge RSS per
@@ -37,6 +40,7 @@ import { Children, freePort, type Child, type ExitInfo } from './e2e/processes.j
 import type { ClientLogCounts, FleetDone, IdleRecord, PathInfo, ProbeRecord, RunRecord, TenantRun, TenantsRecord, WarmupRecord } from './e2e/records.js';
 import { Sampler, type ProcStats, type WindowStats } from './e2e/sampler.js';
 import { summarize, type Summary } from './e2e/summary.js';
+import { floorProfileLines, runFloorProfile, type FloorProfileRecord } from './e2e/floor-profile.js';
 import { round } from './e2e/stats.js';
 import { formatNumber, textTable } from './e2e/table.js';
 
@@ -51,13 +55,17 @@ const TUNNELS_PER_ACCOUNT = 25;
 const HELP = `
 Usage: npm run bench -- [options]        (or: node dist/bench/e2e.js [options])
 
-One run measures, every figure beside direct in the same run (about 13 minutes; --quick about 3):
+One run measures, every figure beside direct in the same run (about 15 minutes; --quick about 4):
   1. 1-connection probes (undici, Node http keep-alive, curl reusing its connection): GET 1 KiB and POST
      1 KiB, answers with content-length and chunked, through the tunnel and the floors;
   2. autocannon: GET down / POST up of 1 KiB and 64 KiB @100 connections and 1 MiB @10, both answer
      shapes, direct, tunnel (capture and inspector on), nginx -> nginx, ssh -R (a private OpenSSH sshd
      and ssh, aes128-gcm), two bare Node relays (and the
      minimal uWS + undici proxy for 1 KiB), with CPU µs per request of every process on each path;
+  2b. floor profile: 1 KiB POST and GET @100 (content-length) on the tunnel, --baseline and the floors:
+     per process on the path, CPU µs/req user and system, syscalls/req by name (perf stat; skipped with
+     a line where perf is missing or not permitted), context switches/req; then a fresh edge and client
+     under node --cpu-prof: self time per request by category and the top functions;
   3. many tenants: --tenants tunnels x 2 connections through one edge vs the same load on one tunnel;
   4. --idle-tunnels idle tunnels on a fresh edge: connect rate and edge RSS per tunnel.
   5. TCP tunnels: --tcp-mib MiB each way through one connection of "burrow tcp" (a fresh edge with
@@ -81,8 +89,9 @@ Options:
   --idle-deadline SEC   stop connecting idle tunnels after this long (default 240; --quick: 60)
   --tcp-mib N           MiB each way in the tcp phase (default 256; 0 skips; --quick: 64)
   --no-floors           skip the nginx, ssh -R, relay and proxy paths
-  --phases LIST         which phases run: probes,matrix,tenants,idle,tcp (default all; the acceptance lines
-                        of a phase left out say "not measured")
+  --phases LIST         which phases run: probes,matrix,profile,tenants,idle,tcp (default all; the
+                        acceptance lines of a phase left out say "not measured"; the set-up always starts
+                        the target, edge, client and floors, so "--phases profile" runs alone)
   --pause MS            pause between runs (default 200)
   --max-other-cpu PCT   a group of runs (or a probe) during which processes outside the benchmark, or
                         the hypervisor's other guests (steal), took more than PCT % of a core is run
@@ -100,7 +109,7 @@ Options:
   -h, --help            show this help
 `;
 
-const PHASES = ['probes', 'matrix', 'tenants', 'idle', 'tcp'] as const;
+const PHASES = ['probes', 'matrix', 'profile', 'tenants', 'idle', 'tcp'] as const;
 type Phase = (typeof PHASES)[number];
 
 interface Options {
@@ -206,9 +215,9 @@ function parseOptions(argv: string[]): Options | null {
 
 /** Recomputes the summary of a results file written earlier (after the summary's rules changed). */
 function resummarize(file: string): void {
-  const results = JSON.parse(readFileSync(file, 'utf8')) as { kind?: string; version?: number; runs: RunRecord[]; probes: ProbeRecord[]; paths: PathInfo[]; summary: Summary };
+  const results = JSON.parse(readFileSync(file, 'utf8')) as { kind?: string; version?: number; runs: RunRecord[]; probes: ProbeRecord[]; paths: PathInfo[]; summary: Summary; floorProfile?: FloorProfileRecord | null };
   if (results.kind !== 'burrow-e2e-bench' || (results.version ?? 1) < 2) throw new Error(`${file} is not an end-to-end benchmark results file of version 2`);
-  results.summary = summarize(results.runs, results.probes, results.paths);
+  results.summary = summarize(results.runs, results.probes, results.paths, results.floorProfile ?? null);
   writeFileSync(file, `${JSON.stringify(results, null, 1)}\n`);
   process.stdout.write(`resummarized ${file}\n`);
 }
@@ -1127,6 +1136,28 @@ function stderrProblems(text: string): string {
 }
 
 /**
+ * The floor profile's paths: the headline tunnel, the baseline and the floors with two processes (nginx
+ * → nginx, ssh -R, two relays), each process with the pid the sampler tracks it under.
+ */
+function floorContext(setup: Setup, options: Options): Parameters<typeof runFloorProfile>[0] {
+  const headline = setup.paths.find((p) => p.kind === 'tunnel' && p.capture === true && p.inspect !== false)!;
+  const floors = setup.paths.filter((p) => ['baseline', 'ssh', 'nginx2', 'relays2'].includes(p.id));
+  return {
+    paths: [headline, ...floors].map((p) => ({ id: p.id, kind: p.kind, label: p.label, target: p.target, processes: Object.entries(p.roles).map(([role, name]) => ({ role, name, pid: sampler.pidOf(name)! })) })),
+    durationS: options.durationS,
+    warmupS: Math.max(1, options.warmupS),
+    pauseMs: options.pauseMs,
+    children,
+    bin: setup.bin,
+    targetPort: setup.targetPort,
+    temp: setup.temp,
+    inspectFlag: setup.inspectFlag,
+    log,
+    checkAbort,
+  };
+}
+
+/**
  * Phase 5: a bulk transfer each way and one-connection round trips through `burrow tcp` (a fresh edge
  * with --tcp-ports, capture on) and through `ssh -R` to the same local server in this process.
  */
@@ -1212,7 +1243,7 @@ async function main(): Promise<number> {
 
   const temp = mkdtempSync(join(tmpdir(), 'burrow-bench-'));
   // Filled in by the phases (closures: a holder keeps TypeScript from narrowing them to null).
-  const state: { setup: Setup | null; tenants: TenantsRecord | null; idle: IdleRecord | null; tcp: TcpRecord | null } = { setup: null, tenants: null, idle: null, tcp: null };
+  const state: { setup: Setup | null; tenants: TenantsRecord | null; idle: IdleRecord | null; tcp: TcpRecord | null; profile: FloorProfileRecord | null } = { setup: null, tenants: null, idle: null, tcp: null, profile: null };
   let failure: Error | null = null;
   const phases: Record<string, number> = {};
   const phase = async (name: string, work: () => Promise<void>): Promise<void> => {
@@ -1229,6 +1260,13 @@ async function main(): Promise<number> {
     if (wanted('probes') || wanted('matrix')) await phase('warm-up', () => warmUp(ready, options));
     if (wanted('probes')) await phase('probes', () => runProbes(ready, options));
     if (wanted('matrix')) await phase('matrix', () => runMatrix(ready, options));
+    // -- floor profile (issue 25) --
+    if (wanted('profile')) {
+      await phase('profile', async () => {
+        state.profile = await runFloorProfile(floorContext(ready, options));
+      });
+    }
+    // -- end floor profile --
     if (wanted('tenants')) {
       await phase('tenants', async () => {
         state.tenants = await runTenants(ready, options);
@@ -1249,7 +1287,7 @@ async function main(): Promise<number> {
     process.stderr.write(`bench: ${failure.stack ?? failure.message}\n`);
   }
   const ready = state.setup;
-  const { tenants, idle, tcp } = state;
+  const { tenants, idle, tcp, profile: floorProfile } = state;
 
   sampler.sampleAll();
   sampler.stop();
@@ -1275,8 +1313,9 @@ async function main(): Promise<number> {
   }
 
   const paths: PathInfo[] = ready === null ? [] : ready.paths.map(({ id, kind, label, processes: roles, capture, inspect }) => ({ id, kind, label, processes: roles, ...(capture === undefined ? {} : { capture }), ...(inspect === undefined ? {} : { inspect }) }));
-  const summary = summarize(runs, probes, paths);
+  const summary = summarize(runs, probes, paths, floorProfile);
   if (runs.length > 0 || probes.length > 0) printSummary(summary);
+  if (floorProfile !== null) for (const line of floorProfileLines(floorProfile)) log(line);
 
   const finishedAt = new Date();
   const results = {
@@ -1305,6 +1344,7 @@ async function main(): Promise<number> {
     tenants,
     idle,
     tcp,
+    floorProfile,
     processes,
     series,
   };
@@ -1316,7 +1356,7 @@ async function main(): Promise<number> {
   if (options.keep) log(`kept temp dir: ${temp}`);
   else rmSync(temp, { recursive: true, force: true });
 
-  if (failure === null || runs.length > 0 || probes.length > 0) {
+  if (failure === null || runs.length > 0 || probes.length > 0 || floorProfile !== null) {
     // Issue 13's acceptance list, checked by the same code that writes bench/RESULTS.md.
     const check = spawnSync(process.execPath, [join(ROOT, 'scripts', 'bench-results.mjs'), '--check', file], { encoding: 'utf8' });
     process.stdout.write(check.stdout ?? '');

@@ -378,6 +378,9 @@ function render(results, file, checks, history) {
   }
   out.push(table(['Scenario', 'Path', 'n', 'req/s', 'of direct', 'paired', 'MB/s read', 'p50 / p99 ms', 'CPU µs/req on the path', 'target µs/req', 'load generator µs/req', 'Bad'], rows, ['l', 'l']));
   out.push('');
+  // -- floor profile (issue 25) --
+  out.push(...renderFloorProfile(results));
+  // -- end floor profile --
 
   if (results.summary.probes.length > 0) {
     out.push('## One connection: added latency by sender');
@@ -579,6 +582,122 @@ function render(results, file, checks, history) {
   out.push(HISTORY_END);
   out.push('');
   return out.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The floor profile (issue 25; bench/e2e/floor-profile.ts): per process and request on every path, and the
+// CPU profile of the edge and client by category.
+
+const ALL_SYSCALLS = '(all)';
+
+function topSyscalls(syscalls, count = 4) {
+  if (!syscalls) return '–';
+  return Object.entries(syscalls)
+    .filter(([name]) => name !== ALL_SYSCALLS)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, count)
+    .map(([name, n]) => `${name} ${num(n, 2)}`)
+    .join(', ');
+}
+
+/** "the tunnel's edge + client against sshd + ssh" lines: what the floor is, per scenario. */
+function floorComparisons(results) {
+  const list = results.summary.floorProfile ?? [];
+  const lines = [];
+  for (const scenario of results.floorProfile.scenarios) {
+    const tunnel = list.find((c) => c.scenario === scenario && results.paths.find((p) => p.id === c.path)?.kind === 'tunnel');
+    if (!tunnel) continue;
+    const others = list.filter((c) => c.scenario === scenario && c !== tunnel);
+    const against = (c) =>
+      `${c.label}: ${num(c.cpuUs, 1)} µs (${num(tunnel.cpuUs / c.cpuUs, 1)}×)` +
+      (c.syscalls === null || tunnel.syscalls === null ? '' : `, ${num(c.syscalls, 1)} syscalls (${num(c.writes, 1)} writes, ${num(c.reads, 1)} reads)`) +
+      `, ${num(c.contextSwitches, 2)} context switches`;
+    lines.push(
+      `- ${scenario}: the tunnel's processes spend **${num(tunnel.cpuUs, 1)} µs** (user ${num(tunnel.userUs, 1)}, system ${num(tunnel.sysUs, 1)})` +
+        (tunnel.syscalls === null ? '' : `, **${num(tunnel.syscalls, 1)} syscalls** (${num(tunnel.writes, 1)} writes, ${num(tunnel.reads, 1)} reads)`) +
+        `, ${num(tunnel.contextSwitches, 2)} context switches per request; ${others.length > 0 ? others.map(against).join('; ') : 'no floor measured'}.`,
+    );
+  }
+  return lines;
+}
+
+function renderFloorProfile(results) {
+  const out = ['## Floor profile (issue 25)', ''];
+  const f = results.floorProfile;
+  if (!f) {
+    out.push('Not measured (the `profile` phase was left out, or the results file is older than it).', '');
+    return out;
+  }
+  out.push(
+    `${f.scenarios.join(' and ')}, in the same run as the rows above. Per path, after a warm-up: one ${num(f.durationS)} s autocannon run for CPU (user and system, /proc/<pid>/stat, every thread) and context switches ` +
+      `(voluntary and involuntary, summed over /proc/<pid>/task/*/status), then a ${num(f.syscallDurationS)} s run with \`perf stat\` counting each process's syscalls (tracepoints, every thread), so the tracing does not inflate the CPU figures. ` +
+      'Everything per completed request. "reads" are read, readv, recvfrom and recvmsg; "writes" write, writev, sendto and sendmsg. ' +
+      (f.perfSkipped ? `**Syscalls were not counted:** ${f.perfSkipped}.` : ''),
+  );
+  out.push('');
+  out.push(...floorComparisons(results), '');
+  out.push(
+    table(
+      ['Scenario', 'Path', 'Process', 'req/s', 'user µs', 'sys µs', 'CPU µs', 'of it main thread', 'syscalls', 'reads', 'writes', 'vol. cs', 'invol. cs', 'most syscalls'],
+      f.paths.flatMap((p) =>
+        p.error
+          ? [[p.scenario, p.label, `failed: ${p.error}`, '', '', '', '', '', '', '', '', '', '', '']]
+          : p.processes.map((x) => [p.scenario, p.label, x.role, num(p.reqPerSec), num(x.userUs, 1), num(x.sysUs, 1), `**${num(x.cpuUs, 1)}**`, num(x.mainThreadUs, 1), num(x.syscalls?.[ALL_SYSCALLS], 2), num(x.reads, 2), num(x.writes, 2), num(x.voluntarySwitches, 2), num(x.involuntarySwitches, 2), topSyscalls(x.syscalls)]),
+      ),
+      ['l', 'l', 'l'],
+    ),
+  );
+  out.push('');
+  out.push('### Where the edge and the client spend it');
+  out.push('');
+  if (f.profileError) {
+    out.push(`**No CPU profile:** ${f.profileError}`, '');
+    return out;
+  }
+  if (f.profiles.length === 0) {
+    out.push('No CPU profile in this run.', '');
+    return out;
+  }
+  out.push(
+    'Right after the tunnel\'s run above, per scenario, a fresh edge and `burrow http` client (capture and inspector on, the matrix\'s flags) under `node --cpu-prof`, a warm-up and one run, stopped with SIGINT so the profiles are written; ' +
+      'the samples inside each run bucketed by self time (a native without a script counts where its JavaScript caller does; `writeBuffer`, `writev`, `write*String` are socket writes unless fs called them). ' +
+      'Sample time is wall time (a preempted main thread keeps its sample), so each category is its share of the non-idle samples times the main thread\'s CPU per request from /proc. ' +
+      'The profiler costs CPU: "inflation" is the profiled process\'s CPU per request (all threads) over the same role\'s figure in the table above (measured seconds before; load on the machine moves it too).',
+  );
+  out.push('');
+  const columns = f.profiles.map((p) => `${p.role}, ${p.scenario.replace(/ 1 KiB (up|down), length @\d+$/, '')}`);
+  const categories = [...new Set(f.profiles.flatMap((p) => p.categories.map((c) => c.category)))];
+  const sortKey = (category) => -f.profiles.reduce((total, p) => total + (p.categories.find((c) => c.category === category)?.us ?? 0), 0);
+  categories.sort((a, b) => sortKey(a) - sortKey(b));
+  for (const p of f.profiles) {
+    const biggest = p.categories.slice(0, 4).map((c) => `${c.category} ${num(c.us, 1)}`).join(', ');
+    out.push(`- ${p.role}, ${p.scenario}: ${num(p.profiledMainThreadUs, 1)} µs on the main thread per request; most of it: ${biggest}; top function \`${p.top[0]?.functionName ?? '–'}\` ${num(p.top[0]?.us, 1)} µs.`);
+  }
+  out.push('');
+  out.push(
+    table(
+      ['µs per request', ...columns],
+      [
+        ...categories.map((category) => [category, ...f.profiles.map((p) => num(p.categories.find((c) => c.category === category)?.us ?? 0, 1))]),
+        ['**= main thread CPU under the profiler**', ...f.profiles.map((p) => `**${num(p.profiledMainThreadUs, 1)}**`)],
+        ['non-idle sample time (wall)', ...f.profiles.map((p) => num(p.sampledUs, 1))],
+        ['other threads under the profiler (lmdb writer, GC helpers, libuv pool)', ...f.profiles.map((p) => num(p.profiledCpuUs - p.profiledMainThreadUs, 1))],
+        ['CPU under the profiler, all threads', ...f.profiles.map((p) => num(p.profiledCpuUs, 1))],
+        ['CPU without the profiler (table above)', ...f.profiles.map((p) => num(p.unprofiledCpuUs, 1))],
+        ['inflation by the profiler', ...f.profiles.map((p) => (p.inflation === null ? '–' : `${num(p.inflation, 2)}×`))],
+        ['req/s profiled / unprofiled', ...f.profiles.map((p) => `${num(p.reqPerSec)} / ${num(p.unprofiledReqPerSec)}`)],
+      ],
+      ['l'],
+    ),
+  );
+  out.push('');
+  for (const p of f.profiles) {
+    out.push(`#### Top functions by self time: ${p.role}, ${p.scenario}`);
+    out.push('');
+    out.push(table(['Function', 'Where', 'Category', 'µs/req'], p.top.map((t) => [`\`${t.functionName}\``, t.where, t.category, num(t.us, 2)]), ['l', 'l', 'l']));
+    out.push('');
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------------------

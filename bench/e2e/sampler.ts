@@ -108,6 +108,11 @@ export class Sampler {
     this.sampleOne(name);
   }
 
+  /** The pid a process is tracked under (nginx workers and sshd's session process are no direct children). */
+  pidOf(name: string): number | undefined {
+    return this.tracked.get(name)?.pid;
+  }
+
   start(): void {
     this.timer ??= setInterval(() => this.sampleAll(), this.intervalMs);
     this.timer.unref();

@@ -11,6 +11,7 @@ import type { Method, Shape } from './payloads.js';
 import type { PathInfo, ProbeRecord, RunRecord } from './records.js';
 import type { Sender } from './probe.js';
 import { median } from './stats.js';
+import { summarizeFloorProfile, type FloorComparison, type FloorProfileRecord } from './floor-profile.js';
 
 interface PathFigures {
   reqPerSec: number;
@@ -77,6 +78,8 @@ export interface ProbeSummary {
 export interface Summary {
   groups: GroupSummary[];
   probes: ProbeSummary[];
+  /** Issue 25's floor profile, each path's processes summed per request; null when the phase did not run. */
+  floorProfile?: FloorComparison[] | null;
 }
 
 /** CPU µs one process spent per completed request during a run. */
@@ -106,7 +109,7 @@ function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, 
   return groups;
 }
 
-export function summarize(runs: readonly RunRecord[], probes: readonly ProbeRecord[], paths: readonly PathInfo[]): Summary {
+export function summarize(runs: readonly RunRecord[], probes: readonly ProbeRecord[], paths: readonly PathInfo[], floorProfile: FloorProfileRecord | null = null): Summary {
   const bySeq = new Map(runs.map((run) => [run.seq, run]));
   const directByScenario = groupBy(
     runs.filter((run) => run.path === 'direct'),
@@ -200,5 +203,5 @@ export function summarize(runs: readonly RunRecord[], probes: readonly ProbeReco
       addedP99Us: added((result) => result.p99),
     });
   }
-  return { groups, probes: probeSummaries };
+  return { groups, probes: probeSummaries, floorProfile: summarizeFloorProfile(floorProfile) };
 }
