@@ -1326,7 +1326,8 @@ async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
       processes: ['edge', 'client'],
       capture: true,
       inspect: setup.inspectFlag ? true : null,
-      target: { origin: `https://127.0.0.1:${port}`, host: `bench-tls.localhost:${port}` },
+      // Four public client addresses of 25 connections each: within the edge's TLS handshake bound per address.
+      target: { origin: `https://127.0.0.1:${port}`, host: `bench-tls.localhost:${port}`, sourceAddresses: ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'] },
       roles: { edge: edgeName, client: clientName },
       clientName,
     };
@@ -1334,6 +1335,7 @@ async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
     log(`\nhttps: ${forwarding[1]} (edge pid ${edge.pid}, client pid ${client.pid}); ${issue25Rounds(options)} round(s), beside direct over plain HTTP${record.sshSkipped === null ? ' and ssh -R' : ''}`);
     if (record.sshSkipped !== null) log(`  ssh -R skipped: ${record.sshSkipped}`);
     const plain = headlineTunnel(setup);
+    log('  autocannon to the TLS edge from 4 loopback addresses (127.0.0.2-5) × 25 connections: the edge admits 8 TLS handshakes at once per client address and 32 waiting (docs/security.md)');
     const paths = [tls, plain, ...setup.paths.filter((p) => p.id === 'ssh')];
     for (const method of ['POST', 'GET'] as Method[]) {
       const load = await runLoad(tls.target, { method, size: SMALL, shape: 'length' }, 100, Math.max(options.warmupS, 0.5));
