@@ -1092,8 +1092,8 @@ async function runIdle(setup: Setup, options: Options): Promise<IdleRecord | nul
 // Output.
 
 function printSummary(summary: Summary): void {
-  log('\nThe matrix: every path beside direct (medians; CPU µs per request of each process on the path, from /proc):');
-  log(
+  if (summary.groups.length > 0) log('\nThe matrix: every path beside direct (medians; CPU µs per request of each process on the path, from /proc):');
+  if (summary.groups.length > 0) log(
     textTable(
       ['scenario', 'path', 'n', 'direct req/s', 'req/s', 'of direct', 'paired', 'µs/req on the path', 'target (direct)', 'bad'],
       summary.groups.map((g) => [
