@@ -58,7 +58,7 @@ const TUNNELS_PER_ACCOUNT = 25;
 const HELP = `
 Usage: npm run bench -- [options]        (or: node dist/bench/e2e.js [options])
 
-One run measures, every figure beside direct in the same run (about 13 minutes; --quick about 3):
+One run measures, every figure beside direct in the same run (about 16 minutes; --quick about 4):
   1. 1-connection probes (undici, Node http keep-alive, curl reusing its connection): GET 1 KiB and POST
      1 KiB, answers with content-length and chunked, through the tunnel and the floors;
   2. autocannon: GET down / POST up of 1 KiB and 64 KiB @100 connections and 1 MiB @10, both answer
