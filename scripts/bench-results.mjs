@@ -574,10 +574,10 @@ function render(results, file, checks, rows25, history) {
   out.push(
     table(
       ['#', 'Round', 'Scenario', 'Path', 'req/s', 'p50 ms', 'p99 ms', 'Err', 'T/O', 'Non-2xx / wrong', 'CPU % by process', 'ac CPU %', 'Other %', 'Steal %', 'irq %'],
-      results.runs.map((r) => [
+      [...results.runs, ...(results.https?.runs ?? [])].sort((a, b) => a.seq - b.seq).map((r) => [
         r.seq,
         r.round,
-        r.scenario,
+        results.https?.runs.includes(r) ? `${r.scenario} (https phase)` : r.scenario,
         r.path,
         num(r.load.reqPerSec),
         r.load.latencyMs.p50,
@@ -614,7 +614,7 @@ function render(results, file, checks, rows25, history) {
   out.push('');
 
   const problems = [];
-  for (const run of results.runs) {
+  for (const run of [...results.runs, ...(results.https?.runs ?? [])]) {
     const l = run.load;
     if (l.errors + l.timeouts + l.non2xx + l.mismatches > 0) {
       const codes = Object.entries(l.statusCodes).filter(([code]) => !code.startsWith('2')).map(([code, count]) => `${code}×${count}`).join(', ');

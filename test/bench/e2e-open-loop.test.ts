@@ -12,6 +12,8 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { achieved, chargedLatenciesUs, percentiles, runOpenLoop, scheduleOffsetNs } from '../../bench/e2e/open-loop.js';
 import { postBody } from '../../bench/e2e/payloads.js';
+import type { OpenLoopRecord, PathInfo } from '../../bench/e2e/records.js';
+import { summarize } from '../../bench/e2e/summary.js';
 
 describe('open-loop arithmetic', () => {
   test('requests are scheduled at fixed intervals from the start', () => {
@@ -43,6 +45,43 @@ describe('open-loop arithmetic', () => {
     const held = achieved(990, 0, 1e9, 0.99e9, 1000);
     assert.equal(held.valid, true);
     assert.equal(held.reason, null);
+  });
+});
+
+describe("issue 25's open-loop row in the summary", () => {
+  const paths: PathInfo[] = [
+    { id: 'direct', kind: 'direct', label: 'direct', processes: [] },
+    { id: 'cap-insp', kind: 'tunnel', label: 'tunnel', processes: ['edge', 'client'], capture: true, inspect: true },
+  ];
+  const latency = (p99: number) => ({ p50: 100, p90: 200, p99, p999: p99, max: p99, mean: 100 });
+  const run = (round: number, path: string, p99: number, valid = true): OpenLoopRecord['runs'][number] => ({
+    round,
+    path,
+    result: { offeredRate: 1000, achievedRate: valid ? 1000 : 500, scheduled: 1000, completed: 1000, errors: 0, timeouts: 0, non2xx: 0, mismatches: 0, latencyUs: latency(p99), serviceUs: latency(p99), dispatchLagUs: latency(10), peakInFlight: 4, valid, invalidReason: valid ? null : 'slow' },
+    procs: {},
+    runnerCpuPct: 10,
+    otherCpuPct: 0,
+    stealCpuPct: 0,
+  });
+  const record = (runs: OpenLoopRecord['runs']): OpenLoopRecord => ({ scenario: { method: 'POST', size: 1024, shape: 'length' }, rate: 1000, tunnelMaxReqPerSec: 2000, maxFrom: 'test', connections: 8, durationS: 1, warmupS: 0, runs, sshSkipped: null, error: null });
+  const openRow = (openloop: OpenLoopRecord | null) => summarize([], [], paths, { openloop }).acceptance25!.find((row) => row.target.startsWith('open loop'))!;
+
+  test('added p99 is the tunnel p99 minus direct p99 of the same round, median over rounds', () => {
+    const summary = summarize([], [], paths, { openloop: record([run(1, 'direct', 1000), run(1, 'cap-insp', 2500), run(2, 'direct', 5000), run(2, 'cap-insp', 6000), run(3, 'direct', 1000), run(3, 'cap-insp', 4000)]) });
+    assert.equal(summary.openloop!.paths.find((p) => p.path === 'cap-insp')!.addedP99Us, 1500);
+    assert.equal(openRow(record([run(1, 'direct', 1000), run(1, 'cap-insp', 2500)])).pass, true);
+    assert.equal(openRow(record([run(1, 'direct', 1000), run(1, 'cap-insp', 3500)])).pass, false);
+  });
+
+  test('a tunnel that did not hold the rate fails when over the limit; direct not held decides nothing', () => {
+    assert.equal(openRow(record([run(1, 'direct', 1000), run(1, 'cap-insp', 90_000, false)])).pass, false);
+    assert.equal(openRow(record([run(1, 'direct', 1000, false), run(1, 'cap-insp', 90_000)])).pass, null);
+  });
+
+  test('a results file without the phase says not measured', () => {
+    const row = openRow(null);
+    assert.equal(row.pass, null);
+    assert.equal(row.measured, 'not measured');
   });
 });
 
