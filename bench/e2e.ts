@@ -1296,6 +1296,7 @@ async function runOpenLoopPhase(setup: Setup, options: Options): Promise<OpenLoo
  */
 async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
   const record: HttpsRecord = { path: 'tls', runs: [], sshSkipped: setup.sshMissing, error: null };
+  const started: Child[] = [];
   try {
     const dir = join(setup.temp, 'tls');
     mkdirSync(dir, { recursive: true });
@@ -1306,6 +1307,7 @@ async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
     const env = edgeEnv(setup.temp, edgeName);
     const [token] = await createAccounts(dataDir, 'bench-tls', 1, 'FREE');
     const { child: edge, port } = await startEdge(setup.bin, edgeName, dataDir, env, true, null, ['--tls-cert', cert.cert, '--tls-key', cert.key]);
+    started.push(edge);
     const clientName = 'client-tls';
     const logFile = join(setup.temp, `${clientName}.log`);
     const inspectArgs = setup.inspectFlag ? ['--inspect', '127.0.0.1:0'] : [];
@@ -1316,6 +1318,7 @@ async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
       env: { ...env, XDG_CONFIG_HOME: join(setup.temp, `${clientName}-config`) },
       stdoutFile: logFile,
     });
+    started.push(client);
     const forwarding = await client.waitFor(/Forwarding (https?:\/\/\S+)/, 20_000);
     sampler.track(clientName, client.pid);
     setup.clientLogs.set(clientName, { file: logFile, offset: statSync(logFile).size });
@@ -1350,6 +1353,11 @@ async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
     record.error = (error as Error).message.split('\n')[0]!;
     log(`  !! https phase failed: ${record.error}`);
     if (aborting !== null) throw error;
+  } finally {
+    // Client first (its tunnel closes), then the edge: the later phases run without them.
+    drainClientLogs(setup, 'https');
+    setup.clientLogs.delete('client-tls');
+    for (const child of started.reverse()) await child.stop();
   }
   return record;
 }

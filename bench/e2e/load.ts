@@ -118,7 +118,7 @@ export async function runLoad(target: Target, scenario: Scenario | Method, conne
 export function mergeLoads(parts: readonly LoadResult[]): LoadResult {
   const sum = (pick: (l: LoadResult) => number): number => parts.reduce((total, l) => total + pick(l), 0);
   const requests = sum((l) => l.requests);
-  const weighted = (pick: (l: LoadResult) => number): number => (requests > 0 ? sum((l) => pick(l) * l.requests) / requests : Number.NaN);
+  const weighted = (pick: (l: LoadResult) => number): number => (requests > 0 ? Math.round((sum((l) => pick(l) * l.requests) / requests) * 100) / 100 : Number.NaN);
   const most = (pick: (l: LoadResult) => number): number => Math.max(...parts.map(pick));
   const statusCodes: Record<string, number> = {};
   for (const part of parts) for (const [code, count] of Object.entries(part.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + count;
