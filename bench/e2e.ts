@@ -18,7 +18,12 @@
  *    tunnel, all still answering afterwards.
  * 5. TCP tunnels: a fresh edge with --tcp-ports, a bulk transfer each way and one-byte round trips on one
  *    connection through `burrow tcp` and through `ssh -R` (bench/e2e/tcp.ts).
- * Writes bench/out/e2e-<timestamp>.json and prints the tables and issue 13's acceptance lines;
+ * 6. Open loop (issue 25): 1 KiB POST at one constant offered rate, half the tunnel's measured maximum,
+ *    to direct, the tunnel, the baseline and ssh -R, latency charged from each request's scheduled time
+ *    (bench/e2e/open-loop.ts says why autocannon's `overallRate` cannot do this).
+ * 7. HTTPS (issue 25): a second edge with --tls-cert (HTTPS public side, wss to its client), 1 KiB POST
+ *    and GET @100 beside direct over plain HTTP, the plain tunnel and ssh -R in the same group.
+ * Writes bench/out/e2e-<timestamp>.json and prints the tables and issues 13's and 25's acceptance lines;
  * `npm run bench:results` turns the file into bench/RESULTS.md.
  */
 import { spawnSync } from 'node:child_process';
@@ -29,7 +34,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Client } from 'undici';
 import { Store } from '../src/store/store.js';
+import { makeCa, makeServerCert } from '../test/tls-fixtures.js';
 import { badCount, runLoad, stopCurrentLoad, type LoadResult, type Target } from './e2e/load.js';
+import { runOpenLoop, stopOpenLoop } from './e2e/open-loop.js';
 import { machineInfo, sourceInfo } from './e2e/machine.js';
 import { ensureNginx, startNginxTwoHop } from './e2e/nginx.js';
 import { ensureSsh, SSH_CIPHER, startSshReverse } from './e2e/ssh.js';
@@ -37,11 +44,11 @@ import { measureTcpPath, peakMiB, TcpLocal, tcpPathLines, type TcpRecord } from 
 import { KIB, MIB, SHAPES, SMALL, scenarioLabel, type Method, type Scenario } from './e2e/payloads.js';
 import { probe, SENDERS, type Sender } from './e2e/probe.js';
 import { Children, freePort, type Child, type ExitInfo } from './e2e/processes.js';
-import type { ClientLogCounts, FleetDone, IdleRecord, PathInfo, ProbeRecord, RunRecord, TenantRun, TenantsRecord, WarmupRecord } from './e2e/records.js';
+import type { ClientLogCounts, FleetDone, HttpsRecord, IdleRecord, OpenLoopRecord, PathInfo, ProbeRecord, RunRecord, TenantRun, TenantsRecord, WarmupRecord } from './e2e/records.js';
 import { Sampler, type ProcStats, type WindowStats } from './e2e/sampler.js';
 import { summarize, type Summary } from './e2e/summary.js';
 import { floorProfileLines, runFloorProfile, type FloorProfileRecord } from './e2e/floor-profile.js';
-import { round } from './e2e/stats.js';
+import { median, round } from './e2e/stats.js';
 import { formatNumber, textTable } from './e2e/table.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -55,7 +62,7 @@ const TUNNELS_PER_ACCOUNT = 25;
 const HELP = `
 Usage: npm run bench -- [options]        (or: node dist/bench/e2e.js [options])
 
-One run measures, every figure beside direct in the same run (about 15 minutes; --quick about 4):
+One run measures, every figure beside direct in the same run (about 17 minutes; --quick about 4):
   1. 1-connection probes (undici, Node http keep-alive, curl reusing its connection): GET 1 KiB and POST
      1 KiB, answers with content-length and chunked, through the tunnel and the floors;
   2. autocannon: GET down / POST up of 1 KiB and 64 KiB @100 connections and 1 MiB @10, both answer
@@ -70,8 +77,14 @@ One run measures, every figure beside direct in the same run (about 15 minutes; 
   4. --idle-tunnels idle tunnels on a fresh edge: connect rate and edge RSS per tunnel.
   5. TCP tunnels: --tcp-mib MiB each way through one connection of "burrow tcp" (a fresh edge with
      --tcp-ports) and of ssh -R, and 2,000 one-byte round trips on one open connection of each.
-Writes bench/out/e2e-<timestamp>.json and prints issue 13's acceptance lines; "npm run bench:results"
-turns it into bench/RESULTS.md.
+  6. open loop: 1 KiB POST offered at one constant rate, half the tunnel's maximum (the matrix's median
+     when it ran, else one autocannon run @100), to direct, the tunnel, --baseline and ssh -R; latency
+     charged from each request's scheduled time (corrected for coordinated omission); 2 x --duration s
+     per path after min(2, --duration / 2) s of warm-up, at most 3 rounds (--repeat);
+  7. HTTPS: a second edge with a throwaway certificate (HTTPS public side, wss to its client, capture and
+     inspector on), 1 KiB POST and GET @100, beside direct over plain HTTP and ssh -R in the same group.
+Writes bench/out/e2e-<timestamp>.json and prints issues 13's and 25's acceptance lines;
+"npm run bench:results" turns it into bench/RESULTS.md.
 
 Options:
   --duration SEC        seconds per autocannon run (default 4; --quick: 1)
@@ -89,9 +102,9 @@ Options:
   --idle-deadline SEC   stop connecting idle tunnels after this long (default 240; --quick: 60)
   --tcp-mib N           MiB each way in the tcp phase (default 256; 0 skips; --quick: 64)
   --no-floors           skip the nginx, ssh -R, relay and proxy paths
-  --phases LIST         which phases run: probes,matrix,profile,tenants,idle,tcp (default all; the
-                        acceptance lines of a phase left out say "not measured"; the set-up always starts
-                        the target, edge, client and floors, so "--phases profile" runs alone)
+  --phases LIST         which phases run: probes,matrix,profile,openloop,https,tenants,idle,tcp (default
+                        all; the acceptance lines of a phase left out say "not measured"; the set-up always
+                        starts the target, edge, client and floors, so "--phases profile" runs alone)
   --pause MS            pause between runs (default 200)
   --max-other-cpu PCT   a group of runs (or a probe) during which processes outside the benchmark, or
                         the hypervisor's other guests (steal), took more than PCT % of a core is run
@@ -109,7 +122,7 @@ Options:
   -h, --help            show this help
 `;
 
-const PHASES = ['probes', 'matrix', 'profile', 'tenants', 'idle', 'tcp'] as const;
+const PHASES = ['probes', 'matrix', 'profile', 'openloop', 'https', 'tenants', 'idle', 'tcp'] as const;
 type Phase = (typeof PHASES)[number];
 
 interface Options {
@@ -215,9 +228,9 @@ function parseOptions(argv: string[]): Options | null {
 
 /** Recomputes the summary of a results file written earlier (after the summary's rules changed). */
 function resummarize(file: string): void {
-  const results = JSON.parse(readFileSync(file, 'utf8')) as { kind?: string; version?: number; runs: RunRecord[]; probes: ProbeRecord[]; paths: PathInfo[]; summary: Summary; floorProfile?: FloorProfileRecord | null };
+  const results = JSON.parse(readFileSync(file, 'utf8')) as { kind?: string; version?: number; runs: RunRecord[]; probes: ProbeRecord[]; paths: PathInfo[]; summary: Summary; openloop?: OpenLoopRecord | null; https?: HttpsRecord | null; floorProfile?: FloorProfileRecord | null };
   if (results.kind !== 'burrow-e2e-bench' || (results.version ?? 1) < 2) throw new Error(`${file} is not an end-to-end benchmark results file of version 2`);
-  results.summary = summarize(results.runs, results.probes, results.paths, results.floorProfile ?? null);
+  results.summary = summarize(results.runs, results.probes, results.paths, { openloop: results.openloop ?? null, https: results.https ?? null, floorProfile: results.floorProfile ?? null });
   writeFileSync(file, `${JSON.stringify(results, null, 1)}\n`);
   process.stdout.write(`resummarized ${file}\n`);
 }
@@ -244,6 +257,8 @@ interface Setup {
   inspectFlag: boolean;
   clientLogs: Map<string, { file: string; offset: number }>;
   floorsMissing: string | null;
+  /** Why there is no ssh -R path (null when there is one). */
+  sshMissing: string | null;
 }
 
 const children = new Children();
@@ -295,7 +310,7 @@ async function startEdge(
   const args = [bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000', ...(capture ? [] : ['--no-capture']), ...extraArgs];
   const spawned = wrap === null ? { command: process.execPath, args } : wrap(process.execPath, args);
   const child = children.spawn({ name, command: spawned.command, args: spawned.args, env });
-  const port = Number((await child.waitFor(/listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
+  const port = Number((await child.waitFor(/listening on https?:\/\/localhost:(\d+)/, 30_000))[1]);
   sampler.track(name, child.pid);
   return { child, port };
 }
@@ -395,6 +410,7 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
   if (options.baselineDir !== null) paths.push(await startBaseline(options.baselineDir, temp, targetPort, clientLogs));
 
   let floorsMissing: string | null = null;
+  let sshMissing: string | null = 'the floors were left out (--no-floors)';
   if (options.floors) {
     floorsMissing = ensureNginx(ROOT);
     if (floorsMissing === null) {
@@ -412,7 +428,7 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
       });
       log(`nginx → nginx: port ${nginx.port} (workers ${nginx.workers.front}, ${nginx.workers.back})`);
     } else log(`nginx floor skipped: ${floorsMissing}`);
-    const sshMissing = ensureSsh(ROOT);
+    sshMissing = ensureSsh(ROOT);
     if (sshMissing === null) {
       const ssh = await startSshReverse(children, join(temp, 'ssh'), targetPort);
       sampler.track('sshd', ssh.pids.sshd);
@@ -454,7 +470,7 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
     });
   }
   sampler.start();
-  return { targetPort, targetPid: target.pid, temp, bin, paths, edge: headlineEdge!, inspectFlag, clientLogs, floorsMissing };
+  return { targetPort, targetPid: target.pid, temp, bin, paths, edge: headlineEdge!, inspectFlag, clientLogs, floorsMissing, sshMissing };
 }
 
 const EXCHANGE_LINE = /^[A-Z]+ \S+ (\d{3}|ERR) [\d.]+ms/;
@@ -706,7 +722,7 @@ async function measure(setup: Setup, options: Options, roundNo: number, scenario
 }
 
 /** Direct, then every path of the group (their order rotated by round); run again when foreign load spoiled it. */
-async function measureGroup(setup: Setup, options: Options, roundNo: number, scenario: Scenario, connections: number, paths: PathConfig[]): Promise<void> {
+async function measureGroup(setup: Setup, options: Options, roundNo: number, scenario: Scenario, connections: number, paths: PathConfig[], into: RunRecord[] = runs): Promise<void> {
   const direct = setup.paths[0]!;
   await waitQuiet(options, 10_000, 250);
   const order = paths.map((_, i) => paths[(i + roundNo - 1) % paths.length]!);
@@ -716,7 +732,7 @@ async function measureGroup(setup: Setup, options: Options, roundNo: number, sce
     for (const path of order) group.push(await measure(setup, options, roundNo, scenario, connections, path, directRun.seq));
     const reason = spoiled(options, ...group);
     if (reason === null || attempt >= options.retries) {
-      runs.push(...group);
+      into.push(...group);
       if (reason !== null) log(`  (kept #${directRun.seq}..#${group[group.length - 1]!.seq} although ${reason}: out of retries)`);
       return;
     }
@@ -1085,8 +1101,8 @@ async function runIdle(setup: Setup, options: Options): Promise<IdleRecord | nul
 // Output.
 
 function printSummary(summary: Summary): void {
-  log('\nThe matrix: every path beside direct (medians; CPU µs per request of each process on the path, from /proc):');
-  log(
+  if (summary.groups.length > 0) log('\nThe matrix: every path beside direct (medians; CPU µs per request of each process on the path, from /proc):');
+  if (summary.groups.length > 0) log(
     textTable(
       ['scenario', 'path', 'n', 'direct req/s', 'req/s', 'of direct', 'paired', 'µs/req on the path', 'target (direct)', 'bad'],
       summary.groups.map((g) => [
@@ -1114,6 +1130,20 @@ function printSummary(summary: Summary): void {
         summary.probes.map((p) => [p.sender, scenarioLabel(p), p.path, p.samples, formatNumber(p.p50Us), formatNumber(p.p99Us), p.addedP50Us === null ? '' : formatNumber(p.addedP50Us), p.addedP99Us === null ? '' : formatNumber(p.addedP99Us), p.errors, p.newConnections]),
       ),
     );
+  }
+  const open = summary.openloop;
+  if (open) {
+    log(`\nOpen loop at ${formatNumber(open.rate)} req/s offered to every path (half of ${formatNumber(open.tunnelMaxReqPerSec)}), latency from the schedule (µs, medians over rounds):`);
+    log(
+      textTable(
+        ['path', 'rounds', 'valid', 'achieved', 'p50', 'p99', 'p99.9', 'max', '+p50', '+p99', 'lag p99', 'µs/req on the path', 'sender µs/req', 'bad'],
+        open.paths.map((p) => [p.path, p.rounds, p.validRounds, formatNumber(p.achievedRate), formatNumber(p.p50Us), formatNumber(p.p99Us), formatNumber(p.p999Us), formatNumber(p.maxUs), p.addedP50Us === null ? '' : formatNumber(p.addedP50Us), p.addedP99Us === null ? '' : formatNumber(p.addedP99Us), formatNumber(p.dispatchLagP99Us), formatNumber(p.cpuUsPerRequest.path), formatNumber(p.cpuUsPerRequest.runner), p.bad]),
+      ),
+    );
+  }
+  if ((summary.https ?? []).length > 0) {
+    log('\nHTTPS phase (the TLS tunnel beside direct over plain HTTP; medians):');
+    log(textTable(['scenario', 'path', 'n', 'direct req/s', 'req/s', 'of direct', 'µs/req on the path', 'bad'], summary.https!.map((g) => [g.scenario, g.label, g.runs, formatNumber(g.direct.reqPerSec), formatNumber(g.tunnel.reqPerSec), formatNumber(g.ratio, 3), formatNumber(g.cpuUsPerRequest.path), g.errors + g.timeouts + g.non2xx + g.mismatches])));
   }
   const peaks = sampler.peaks();
   log('\nProcesses over the whole run (peak RSS sampled every 200 ms; HWM is the kernel\'s VmHWM):');
@@ -1204,6 +1234,165 @@ async function runTcp(setup: Setup, options: Options): Promise<TcpRecord | null>
   return record;
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Phases 6 and 7 (issue 25): open loop, HTTPS.
+
+/** The headline tunnel: capture on, inspector on (or not switchable). */
+function headlineTunnel(setup: Setup): PathConfig {
+  return setup.paths.find((p) => p.kind === 'tunnel' && p.capture === true && p.inspect !== false)!;
+}
+
+/** Rounds of the issue-25 phases: --repeat, at most 3. */
+function issue25Rounds(options: Options): number {
+  return Math.min(3, options.repeat);
+}
+
+/**
+ * Phase 6: every path offered the same constant rate, half the tunnel's closed-loop maximum (the matrix's
+ * median at 1 KiB POST @100 when the matrix ran in this invocation, else one autocannon run @100), by the
+ * open-loop sender of bench/e2e/open-loop.ts (autocannon's `overallRate` sends each second's quota in a
+ * burst and does not charge a late request its wait: see there). Added p99 = path p99 − direct p99 at the
+ * same rate, in the same round; rounds rotate the order of the paths after direct, as the matrix does.
+ */
+async function runOpenLoopPhase(setup: Setup, options: Options): Promise<OpenLoopRecord> {
+  const scenario: Scenario = { method: 'POST', size: SMALL, shape: 'length' };
+  const tunnel = headlineTunnel(setup);
+  const durationS = 2 * options.durationS;
+  const warmupS = Math.min(2, options.durationS / 2);
+  const connections = 128;
+  const record: OpenLoopRecord = { scenario, rate: 0, tunnelMaxReqPerSec: 0, maxFrom: '', connections, durationS, warmupS, runs: [], sshSkipped: setup.sshMissing, error: null };
+  try {
+    const matrixRuns = runs.filter((r) => r.path === tunnel.id && r.scenario === scenarioName(scenario, 100));
+    if (matrixRuns.length > 0) {
+      record.tunnelMaxReqPerSec = Math.round(median(matrixRuns.map((r) => r.load.reqPerSec)));
+      record.maxFrom = `the matrix's median of ${matrixRuns.length} run(s), ${scenarioName(scenario, 100)}`;
+    } else {
+      await waitQuiet(options, 10_000, 250);
+      const load = await runLoad(tunnel.target, scenario, 100, options.durationS);
+      record.tunnelMaxReqPerSec = Math.round(load.reqPerSec);
+      record.maxFrom = `one closed-loop autocannon run, ${scenarioName(scenario, 100)}, ${options.durationS} s`;
+      if (badCount(load) > 0) log(`  !! the maximum's run had errors ${load.errors} timeouts ${load.timeouts} non2xx ${load.non2xx} mismatches ${load.mismatches}`);
+    }
+    record.rate = Math.max(1, Math.round(record.tunnelMaxReqPerSec / 2));
+    const direct = setup.paths[0]!;
+    const others = [tunnel, ...setup.paths.filter((p) => p.id === 'baseline' || p.id === 'ssh')];
+    log(
+      `\nopen loop: ${scenarioLabel(scenario)} offered at ${formatNumber(record.rate)} req/s to every path (half the tunnel's ${formatNumber(record.tunnelMaxReqPerSec)}, from ${record.maxFrom}); ` +
+        `${warmupS} s warm-up + ${durationS} s per path, ${issue25Rounds(options)} round(s), undici Pool of up to ${connections} connections, latency from the schedule`,
+    );
+    if (record.sshSkipped !== null) log(`  ssh -R skipped: ${record.sshSkipped}`);
+    for (let roundNo = 1; roundNo <= issue25Rounds(options); roundNo++) {
+      await waitQuiet(options, 10_000, 250);
+      const order = [direct, ...others.map((_, i) => others[(i + roundNo - 1) % others.length]!)];
+      for (const path of order) {
+        checkAbort();
+        const window = sampler.window();
+        const cpu = process.cpuUsage();
+        const wall = process.hrtime.bigint();
+        const result = await runOpenLoop(path.target, { rate: record.rate, durationS, warmupS, connections, scenario });
+        const seconds = Number(process.hrtime.bigint() - wall) / 1e9;
+        const runnerCpuPct = percentOfCore(process.cpuUsage(cpu), seconds);
+        const stats = window.end();
+        const procs: Record<string, ProcStats> = { target: stats.procs.target! };
+        for (const [role, name] of Object.entries(path.roles)) procs[role] = stats.procs[name]!;
+        const during = disturbance(stats, runnerCpuPct);
+        record.runs.push({ round: roundNo, path: path.id, result, procs, runnerCpuPct, otherCpuPct: during.otherCpuPct, stealCpuPct: during.stealCpuPct });
+        const bad = result.errors + result.timeouts + result.non2xx + result.mismatches;
+        const l = result.latencyUs;
+        log(
+          `  r${roundNo} ${path.label.padEnd(40)} achieved ${formatNumber(result.achievedRate).padStart(6)} req/s  p50 ${formatNumber(l.p50)} p99 ${formatNumber(l.p99)} p99.9 ${formatNumber(l.p999)} max ${formatNumber(l.max)} µs  ` +
+            `(uncorrected p99 ${formatNumber(result.serviceUs.p99)}; dispatch lag p99 ${formatNumber(result.dispatchLagUs.p99)} µs; peak in flight ${result.peakInFlight}; sender ${formatNumber(runnerCpuPct)}% CPU)` +
+            (result.valid ? '' : `  !! invalid: ${result.invalidReason}`) +
+            (bad > 0 ? `  !! errors ${result.errors} timeouts ${result.timeouts} non2xx ${result.non2xx} mismatches ${result.mismatches}` : '') +
+            (during.otherCpuPct !== null && during.otherCpuPct > 20 ? `  !! other processes used ${formatNumber(during.otherCpuPct)}% CPU` : ''),
+        );
+        if (options.pauseMs > 0) await sleep(options.pauseMs);
+      }
+    }
+    drainClientLogs(setup, 'open loop');
+  } catch (error) {
+    record.error = (error as Error).message.split('\n')[0]!;
+    log(`  !! open loop failed: ${record.error}`);
+    if (aborting !== null) throw error;
+  }
+  return record;
+}
+
+/**
+ * Phase 7: a second edge (capture on) serving HTTPS on its public port and wss on its agent port with a
+ * throwaway certificate for localhost and *.localhost (made with openssl, as the tests make theirs), its own
+ * `burrow http` client (inspector on) trusting the certificate's CA with --ca; autocannon over https (one
+ * TLS session per connection, kept for the run) at 1 KiB POST and GET @100, in groups with direct over
+ * plain HTTP, the plain headline tunnel and ssh -R.
+ */
+async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
+  const record: HttpsRecord = { path: 'tls', runs: [], sshSkipped: setup.sshMissing, error: null };
+  const started: Child[] = [];
+  try {
+    const dir = join(setup.temp, 'tls');
+    mkdirSync(dir, { recursive: true });
+    const ca = makeCa(dir, 'bench-ca');
+    const cert = makeServerCert(dir, 'edge', ['localhost', '*.localhost'], ca);
+    const edgeName = 'edge-tls';
+    const dataDir = join(setup.temp, edgeName);
+    const env = edgeEnv(setup.temp, edgeName);
+    const [token] = await createAccounts(dataDir, 'bench-tls', 1, 'FREE');
+    const { child: edge, port } = await startEdge(setup.bin, edgeName, dataDir, env, true, null, ['--tls-cert', cert.cert, '--tls-key', cert.key]);
+    started.push(edge);
+    const clientName = 'client-tls';
+    const logFile = join(setup.temp, `${clientName}.log`);
+    const inspectArgs = setup.inspectFlag ? ['--inspect', '127.0.0.1:0'] : [];
+    const client = children.spawn({
+      name: clientName,
+      command: process.execPath,
+      args: [setup.bin, 'http', String(setup.targetPort), '--edge', `https://localhost:${port}`, '--ca', ca.cert, '--token', token!, '--subdomain', 'bench-tls', ...inspectArgs],
+      env: { ...env, XDG_CONFIG_HOME: join(setup.temp, `${clientName}-config`) },
+      stdoutFile: logFile,
+    });
+    started.push(client);
+    const forwarding = await client.waitFor(/Forwarding (https?:\/\/\S+)/, 20_000);
+    sampler.track(clientName, client.pid);
+    setup.clientLogs.set(clientName, { file: logFile, offset: statSync(logFile).size });
+    const tls: PathConfig = {
+      id: record.path,
+      kind: 'tunnel',
+      label: 'tunnel over HTTPS + wss, capture on, inspector on',
+      processes: ['edge', 'client'],
+      capture: true,
+      inspect: setup.inspectFlag ? true : null,
+      // Four public client addresses of 25 connections each: within the edge's TLS handshake bound per address.
+      target: { origin: `https://127.0.0.1:${port}`, host: `bench-tls.localhost:${port}`, sourceAddresses: ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'] },
+      roles: { edge: edgeName, client: clientName },
+      clientName,
+    };
+    setup.paths.push(tls);
+    log(`\nhttps: ${forwarding[1]} (edge pid ${edge.pid}, client pid ${client.pid}); ${issue25Rounds(options)} round(s), beside direct over plain HTTP${record.sshSkipped === null ? ' and ssh -R' : ''}`);
+    if (record.sshSkipped !== null) log(`  ssh -R skipped: ${record.sshSkipped}`);
+    const plain = headlineTunnel(setup);
+    log('  autocannon to the TLS edge from 4 loopback addresses (127.0.0.2-5) × 25 connections: the edge admits 8 TLS handshakes at once per client address and 32 waiting (docs/security.md)');
+    const paths = [tls, plain, ...setup.paths.filter((p) => p.id === 'ssh')];
+    for (const method of ['POST', 'GET'] as Method[]) {
+      const load = await runLoad(tls.target, { method, size: SMALL, shape: 'length' }, 100, Math.max(options.warmupS, 0.5));
+      warmups.push({ path: tls.id, method, connections: 100, load });
+      if (badCount(load) > 0) log(`  warm-up ${tls.id} ${method}: errors ${load.errors} timeouts ${load.timeouts} non2xx ${load.non2xx} mismatches ${load.mismatches}`);
+    }
+    drainClientLogs(setup, 'https warm-up');
+    for (let roundNo = 1; roundNo <= issue25Rounds(options); roundNo++) {
+      for (const method of ['POST', 'GET'] as Method[]) await measureGroup(setup, options, roundNo, { method, size: SMALL, shape: 'length' }, 100, paths, record.runs);
+    }
+  } catch (error) {
+    record.error = (error as Error).message.split('\n')[0]!;
+    log(`  !! https phase failed: ${record.error}`);
+    if (aborting !== null) throw error;
+  } finally {
+    // Client first (its tunnel closes), then the edge: the later phases run without them.
+    drainClientLogs(setup, 'https');
+    setup.clientLogs.delete('client-tls');
+    for (const child of started.reverse()) await child.stop();
+  }
+  return record;
+}
+
 async function main(): Promise<number> {
   let options: Options | null;
   try {
@@ -1224,6 +1413,7 @@ async function main(): Promise<number> {
     aborting = signal;
     process.stderr.write(`bench: ${signal}, stopping the run and its processes (again to kill at once)\n`);
     stopCurrentLoad();
+    stopOpenLoop();
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -1243,7 +1433,15 @@ async function main(): Promise<number> {
 
   const temp = mkdtempSync(join(tmpdir(), 'burrow-bench-'));
   // Filled in by the phases (closures: a holder keeps TypeScript from narrowing them to null).
-  const state: { setup: Setup | null; tenants: TenantsRecord | null; idle: IdleRecord | null; tcp: TcpRecord | null; profile: FloorProfileRecord | null } = { setup: null, tenants: null, idle: null, tcp: null, profile: null };
+  const state: { setup: Setup | null; tenants: TenantsRecord | null; idle: IdleRecord | null; tcp: TcpRecord | null; openloop: OpenLoopRecord | null; https: HttpsRecord | null; profile: FloorProfileRecord | null } = {
+    setup: null,
+    tenants: null,
+    idle: null,
+    tcp: null,
+    openloop: null,
+    https: null,
+    profile: null,
+  };
   let failure: Error | null = null;
   const phases: Record<string, number> = {};
   const phase = async (name: string, work: () => Promise<void>): Promise<void> => {
@@ -1267,6 +1465,16 @@ async function main(): Promise<number> {
       });
     }
     // -- end floor profile --
+    if (wanted('openloop')) {
+      await phase('openloop', async () => {
+        state.openloop = await runOpenLoopPhase(ready, options);
+      });
+    }
+    if (wanted('https')) {
+      await phase('https', async () => {
+        state.https = await runHttps(ready, options);
+      });
+    }
     if (wanted('tenants')) {
       await phase('tenants', async () => {
         state.tenants = await runTenants(ready, options);
@@ -1287,7 +1495,7 @@ async function main(): Promise<number> {
     process.stderr.write(`bench: ${failure.stack ?? failure.message}\n`);
   }
   const ready = state.setup;
-  const { tenants, idle, tcp, profile: floorProfile } = state;
+  const { tenants, idle, tcp, openloop, https, profile: floorProfile } = state;
 
   sampler.sampleAll();
   sampler.stop();
@@ -1313,8 +1521,8 @@ async function main(): Promise<number> {
   }
 
   const paths: PathInfo[] = ready === null ? [] : ready.paths.map(({ id, kind, label, processes: roles, capture, inspect }) => ({ id, kind, label, processes: roles, ...(capture === undefined ? {} : { capture }), ...(inspect === undefined ? {} : { inspect }) }));
-  const summary = summarize(runs, probes, paths, floorProfile);
-  if (runs.length > 0 || probes.length > 0) printSummary(summary);
+  const summary = summarize(runs, probes, paths, { openloop, https, floorProfile });
+  if (runs.length > 0 || probes.length > 0 || openloop !== null || https !== null || floorProfile !== null) printSummary(summary);
   if (floorProfile !== null) for (const line of floorProfileLines(floorProfile)) log(line);
 
   const finishedAt = new Date();
@@ -1341,6 +1549,8 @@ async function main(): Promise<number> {
     probes,
     discarded,
     discardedProbes,
+    openloop,
+    https,
     tenants,
     idle,
     tcp,
@@ -1356,8 +1566,8 @@ async function main(): Promise<number> {
   if (options.keep) log(`kept temp dir: ${temp}`);
   else rmSync(temp, { recursive: true, force: true });
 
-  if (failure === null || runs.length > 0 || probes.length > 0 || floorProfile !== null) {
-    // Issue 13's acceptance list, checked by the same code that writes bench/RESULTS.md.
+  if (failure === null || runs.length > 0 || probes.length > 0 || openloop !== null || https !== null || floorProfile !== null) {
+    // Issues 13's and 25's acceptance lists, checked by the same code that writes bench/RESULTS.md.
     const check = spawnSync(process.execPath, [join(ROOT, 'scripts', 'bench-results.mjs'), '--check', file], { encoding: 'utf8' });
     process.stdout.write(check.stdout ?? '');
     if (check.status !== 0) process.stderr.write(check.stderr ?? '');

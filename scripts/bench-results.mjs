@@ -104,6 +104,8 @@ function everythingBad(results) {
     add('tenant tunnels that failed to connect', results.tenants.fleet?.failed ?? 0);
     add('tenant tunnels dropped', results.tenants.drops);
   }
+  if (results.openloop) add('open-loop errors/timeouts/non-2xx/wrong bodies', sum(results.openloop.runs, (r) => r.result.errors + r.result.timeouts + r.result.non2xx + r.result.mismatches));
+  if (results.https) add('https-phase errors/timeouts/non-2xx/wrong bodies', sum(results.https.runs, (r) => r.load.errors + r.load.timeouts + r.load.non2xx + r.load.mismatches) + sum(results.https.runs, (r) => r.clientLog?.failed ?? 0));
   if (results.idle) {
     add('idle tunnels that failed to connect', results.idle.fleet?.failed ?? 0);
     add('idle tunnels dropped', results.idle.drops);
@@ -175,18 +177,20 @@ export function checkAcceptance(results) {
     const one = med('one tunnel');
     const direct = med('direct');
     checks.push({
+      key: 'tenants',
       name: `${t.tunnels} tunnels × ${t.connectionsEach} connections: aggregate ≥ ${TARGETS.tenantsRatio} of one tunnel under the same load`,
       target: `≥ ${TARGETS.tenantsRatio}`,
       measured: t.error ? `not measured: ${t.error}` : `${num(many / one, 3)} (${num(many)} vs ${num(one)} req/s; direct ${num(direct)})`,
       pass: t.error || !(one > 0) ? null : many / one >= TARGETS.tenantsRatio,
     });
-  } else checks.push({ name: `many tenants: aggregate ≥ ${TARGETS.tenantsRatio} of one tunnel`, target: `≥ ${TARGETS.tenantsRatio}`, measured: 'not measured (--tenants 0, or the phase was left out)', pass: null });
+  } else checks.push({ key: 'tenants', name: `many tenants: aggregate ≥ ${TARGETS.tenantsRatio} of one tunnel`, target: `≥ ${TARGETS.tenantsRatio}`, measured: 'not measured (--tenants 0, or the phase was left out)', pass: null });
 
   const i = results.idle;
   if (i) {
     const connected = i.fleet?.connected ?? 0;
     const rss = Math.max(i.edgeRssAfterMiB ?? 0, i.edgeHwmMiB ?? 0);
     checks.push({
+      key: 'idle',
       name: `${num(TARGETS.idleTunnels)} idle tunnels in ≤ ${TARGETS.idleEdgeRssMiB} MiB edge RSS`,
       target: `${num(TARGETS.idleTunnels)} connected, ≤ ${TARGETS.idleEdgeRssMiB} MiB`,
       measured: i.error
@@ -194,13 +198,14 @@ export function checkAcceptance(results) {
         : `${num(connected)} of ${num(i.planned)} connected in ${num((i.fleet?.ms ?? 0) / 1000, 1)} s (${num(i.fleet?.perSecond)} tunnels/s); edge RSS ${num(i.edgeRssBeforeMiB, 1)} → ${num(i.edgeRssAfterMiB, 1)} MiB (peak ${num(i.edgeHwmMiB, 1)}), ${num(i.edgeKiBPerTunnel, 1)} KiB per tunnel`,
       pass: i.error ? false : i.planned < TARGETS.idleTunnels ? null : connected >= TARGETS.idleTunnels && rss <= TARGETS.idleEdgeRssMiB,
     });
-  } else checks.push({ name: `${num(TARGETS.idleTunnels)} idle tunnels in ≤ ${TARGETS.idleEdgeRssMiB} MiB edge RSS`, target: '', measured: 'not measured (--idle-tunnels 0, or the phase was left out)', pass: null });
+  } else checks.push({ key: 'idle', name: `${num(TARGETS.idleTunnels)} idle tunnels in ≤ ${TARGETS.idleEdgeRssMiB} MiB edge RSS`, target: '', measured: 'not measured (--idle-tunnels 0, or the phase was left out)', pass: null });
 
   const bad = everythingBad(results);
   checks.push({
-    name: 'zero errors, timeouts or non-2xx anywhere (runs, warm-ups, probes, tenants, idle tunnels, client logs)',
+    key: 'errors',
+    name: 'zero errors, timeouts or non-2xx anywhere (runs, warm-ups, probes, open loop, https, tenants, idle tunnels, client logs)',
     target: '0',
-    measured: bad.total === 0 ? `0 in ${results.runs.length} runs, ${results.probes.length} probes${t ? `, ${t.runs.length} tenant runs` : ''}${i ? `, ${num(i.spotCheck.tried)} idle-tunnel spot checks` : ''}` : bad.parts.join(', '),
+    measured: bad.total === 0 ? `0 in ${results.runs.length} runs, ${results.probes.length} probes${results.openloop ? `, ${results.openloop.runs.length} open-loop runs` : ''}${results.https ? `, ${results.https.runs.length} https runs` : ''}${t ? `, ${t.runs.length} tenant runs` : ''}${i ? `, ${num(i.spotCheck.tried)} idle-tunnel spot checks` : ''}` : bad.parts.join(', '),
     pass: bad.total === 0,
   });
 
@@ -212,6 +217,21 @@ export function checkAcceptance(results) {
     pass: crashed.length === 0 && !results.error,
   });
   return checks;
+}
+
+/**
+ * Issue 25's table: the rows bench/e2e/summary.ts decides (from the summary; a file summarized before
+ * issue 25 has none until `node dist/bench/e2e.js --resummarize FILE`), then issue 13's rows for the
+ * guarantees issue 25 keeps (tenants, idle tunnels, zero errors), as issue 13 computes them.
+ */
+export function acceptance25(results, checks13) {
+  const rows = (results.summary.acceptance25 ?? []).map((row) => ({ ...row }));
+  if (rows.length === 0) rows.push({ target: 'throughput, CPU, one-connection, open-loop and HTTPS targets', measured: 'not measured (this results file was summarized before issue 25: --resummarize it)', ssh: '–', pass: null });
+  for (const key of ['tenants', 'idle', 'errors']) {
+    const check = checks13.find((c) => c.key === key);
+    if (check) rows.push({ target: check.name, measured: check.measured, ssh: '–', pass: check.pass });
+  }
+  return rows;
 }
 
 function median(values) {
@@ -286,7 +306,7 @@ function pathCpu(g) {
   return roles.length === 1 ? `${roles[0]} ${num(c[roles[0]])}` : `${roles.map((role) => `${role} ${num(c[role])}`).join(' + ')} = **${num(c.path)}**`;
 }
 
-function render(results, file, checks, history) {
+function render(results, file, checks, rows25, history) {
   const m = results.machine;
   const o = results.options;
   const out = [];
@@ -338,6 +358,16 @@ function render(results, file, checks, history) {
   out.push('## Acceptance (issue 13)');
   out.push('');
   out.push(table(['Target', 'Measured', 'Result'], checks.map((c) => [c.name, c.measured, `**${mark(c.pass)}**`]), ['l', 'l', 'l']));
+  out.push('');
+
+  out.push('## Acceptance (issue 25)');
+  out.push('');
+  out.push(
+    'Issue 25\'s targets, each beside `ssh -R` in the same run (OpenSSH\'s sshd + ssh, aes128-gcm); Burrow is the tunnel with capture and inspector on. ' +
+      '"not measured" where the phase (or `ssh -R`) did not run. The last three rows are issue 13\'s, computed as above.',
+  );
+  out.push('');
+  out.push(table(['Target', 'Burrow', 'ssh -R (same run)', 'Result'], rows25.map((r) => [r.target, r.measured, r.ssh, `**${mark(r.pass)}**`]), ['l', 'l', 'l', 'l']));
   out.push('');
 
   out.push('## The matrix: every path beside direct');
@@ -406,6 +436,51 @@ function render(results, file, checks, history) {
       );
       out.push('');
     }
+  }
+
+  const open = results.summary.openloop;
+  if (open) {
+    const o25 = results.openloop;
+    out.push('## Open loop: added latency at a fixed offered rate');
+    out.push('');
+    out.push(
+      `${scenarioLabel(o25.scenario)}, every path offered the same constant rate: **${num(open.rate)} req/s**, half the tunnel's maximum of ${num(open.tunnelMaxReqPerSec)} req/s (${open.maxFrom}); ` +
+        `${num(o25.warmupS, 1)} s warm-up then ${num(o25.durationS, 1)} s measured per path, direct first and the other paths rotated per round; medians over the rounds. ` +
+        'The sender is bench/e2e/open-loop.ts, not autocannon: autocannon\'s `overallRate` is a per-second quota per connection (each connection sends closed-loop until its share of the second is used, then idles until a 1 s timer resets it), so a second\'s requests leave in a burst, and its correction charges a 1 ms expected interval from the time a request was written. ' +
+        `Here request i is scheduled at start + i ÷ rate, sent from a 1 ms timer and on every completion by an undici Pool of up to ${o25.connections} connections, and its latency is **completion − scheduled time** (corrected for coordinated omission: a request sent late pays its wait). ` +
+        '"lag p99" is how late the sender dispatched; a run that completed under 97 % of the offered rate is invalid and its row says so. The sender runs in the runner and shares the 2 cores; its CPU is in the table.' +
+        (o25.sshSkipped ? ` ssh -R skipped: ${o25.sshSkipped}.` : '') +
+        (o25.error ? ` **The phase failed:** ${o25.error}.` : ''),
+    );
+    out.push('');
+    out.push(
+      table(
+        ['Path', 'Rounds (valid)', 'Achieved req/s', 'p50 µs', 'p99 µs', 'p99.9 µs', 'max µs', '+p50', '+p99', 'lag p99 µs', 'CPU µs/req on the path', 'sender µs/req', 'Bad'],
+        open.paths.map((p) => [pathLabel(p.path), `${p.rounds} (${p.validRounds})`, num(p.achievedRate), num(p.p50Us), num(p.p99Us), num(p.p999Us), num(p.maxUs), p.addedP50Us === null ? '' : signed(p.addedP50Us), p.addedP99Us === null ? '' : `**${signed(p.addedP99Us)}**`, num(p.dispatchLagP99Us), num(p.cpuUsPerRequest.path), num(p.cpuUsPerRequest.runner), p.bad]),
+        ['l'],
+      ),
+    );
+    out.push('');
+  }
+
+  if ((results.summary.https ?? []).length > 0) {
+    out.push('## HTTPS: TLS on the public side and wss to the client');
+    out.push('');
+    out.push(
+      'A second edge (capture on) with `--tls-cert/--tls-key`, a throwaway certificate for localhost and *.localhost signed by a throwaway CA (openssl, as the tests make theirs), and its own `burrow http` client (inspector on) connecting with `--edge https://localhost:PORT --ca` (wss to the agent port). ' +
+        'autocannon over https, one TLS session per connection kept for the run, from 4 loopback addresses × 25 connections (the edge admits 8 TLS handshakes at once per client address and 32 waiting, docs/security.md; latency percentiles of the 4 instances merged as an estimate). ' +
+        'Each group: direct over **plain HTTP**, the TLS tunnel, the plain tunnel and ssh -R (which always encrypts); "of direct" against that direct.' +
+        (results.https?.error ? ` **The phase failed:** ${results.https.error}.` : ''),
+    );
+    out.push('');
+    out.push(
+      table(
+        ['Scenario', 'Path', 'n', 'req/s', 'of direct (plain)', 'p50 / p99 ms', 'CPU µs/req on the path', 'target µs/req', 'load generator µs/req', 'Bad'],
+        results.summary.https.map((g) => [g.scenario, g.label, g.runs, num(g.tunnel.reqPerSec), `**${num(g.ratio, 3)}**`, `${num(g.tunnel.p50Ms)} / ${num(g.tunnel.p99Ms)}`, pathCpu(g), num(g.cpuUsPerRequest.target), num(g.cpuUsPerRequest.runner), g.errors + g.timeouts + g.non2xx + g.mismatches]),
+        ['l', 'l'],
+      ),
+    );
+    out.push('');
   }
 
   const t = results.tenants;
@@ -502,10 +577,10 @@ function render(results, file, checks, history) {
   out.push(
     table(
       ['#', 'Round', 'Scenario', 'Path', 'req/s', 'p50 ms', 'p99 ms', 'Err', 'T/O', 'Non-2xx / wrong', 'CPU % by process', 'ac CPU %', 'Other %', 'Steal %', 'irq %'],
-      results.runs.map((r) => [
+      [...results.runs, ...(results.https?.runs ?? [])].sort((a, b) => a.seq - b.seq).map((r) => [
         r.seq,
         r.round,
-        r.scenario,
+        results.https?.runs.includes(r) ? `${r.scenario} (https phase)` : r.scenario,
         r.path,
         num(r.load.reqPerSec),
         r.load.latencyMs.p50,
@@ -542,7 +617,7 @@ function render(results, file, checks, history) {
   out.push('');
 
   const problems = [];
-  for (const run of results.runs) {
+  for (const run of [...results.runs, ...(results.https?.runs ?? [])]) {
     const l = run.load;
     if (l.errors + l.timeouts + l.non2xx + l.mismatches > 0) {
       const codes = Object.entries(l.statusCodes).filter(([code]) => !code.startsWith('2')).map(([code, count]) => `${code}×${count}`).join(', ');
@@ -559,6 +634,10 @@ function render(results, file, checks, history) {
   if (stolen.length > 0) problems.push(`- Steal over ${busyLimit}% of a core during ${stolen.length} of ${results.runs.length} runs (${stolen.slice(0, 12).map((r) => `#${r.seq} ${num(r.stealCpuPct)}%`).join(', ')}${stolen.length > 12 ? ', …' : ''}).`);
   for (const entry of results.otherClientLog ?? []) {
     if (entry.failed > 0) problems.push(`- ${entry.client} logged ${entry.failed} failed exchanges during ${entry.phase}, e.g. \`${entry.sample[0]}\``);
+  }
+  for (const r of results.openloop?.runs ?? []) {
+    const x = r.result;
+    if (!x.valid || x.errors + x.timeouts + x.non2xx + x.mismatches > 0) problems.push(`- Open loop round ${r.round}, ${pathLabel(r.path)}: ${x.valid ? '' : `invalid (${x.invalidReason}); `}errors ${x.errors}, timeouts ${x.timeouts}, non-2xx ${x.non2xx}, wrong bodies ${x.mismatches}`);
   }
   for (const w of results.warmups) {
     const l = w.load;
@@ -721,19 +800,23 @@ function main() {
   const results = JSON.parse(readFileSync(file, 'utf8'));
   if (results.kind !== 'burrow-e2e-bench' || (results.version ?? 1) < 2) throw new Error(`${file} is not an end-to-end benchmark results file of version 2 (npm run bench after issue 13)`);
   const checks = checkAcceptance(results);
-  const failed = checks.some((c) => c.pass === false);
+  const rows25 = acceptance25(results, checks);
+  const failed = checks.some((c) => c.pass === false) || rows25.some((r) => r.pass === false);
 
   if (values.check) {
     process.stdout.write('\nAcceptance (issue 13):\n');
     for (const c of checks) process.stdout.write(`  ${mark(c.pass).padEnd(4)}  ${c.name}: ${c.measured}\n`);
+    process.stdout.write('\nAcceptance (issue 25; ssh -R in the same run after "|"):\n');
+    for (const r of rows25) process.stdout.write(`  ${mark(r.pass).padEnd(4)}  ${r.target}: ${r.measured}${r.ssh === '–' ? '' : ` | ssh -R ${r.ssh}`}\n`);
     return values.strict && failed ? 1 : 0;
   }
 
   const outPath = resolve(values.out ?? join(ROOT, 'bench', 'RESULTS.md'));
   const existing = existsSync(outPath) ? readFileSync(outPath, 'utf8') : null;
   const history = mergeHistory(existing, headlineRow(results, file, values.note, checks), file, values.note);
-  writeFileSync(outPath, render(results, file, checks, history));
-  process.stdout.write(`wrote ${relative(process.cwd(), outPath) || outPath} from ${relative(process.cwd(), file)}: ${checks.filter((c) => c.pass === true).length} of ${checks.filter((c) => c.pass !== null).length} targets met\n`);
+  writeFileSync(outPath, render(results, file, checks, rows25, history));
+  const met = (list) => `${list.filter((c) => c.pass === true).length} of ${list.filter((c) => c.pass !== null).length}`;
+  process.stdout.write(`wrote ${relative(process.cwd(), outPath) || outPath} from ${relative(process.cwd(), file)}: issue 13's targets ${met(checks)} met, issue 25's ${met(rows25)}\n`);
   return values.strict && failed ? 1 : 0;
 }
 

@@ -164,3 +164,41 @@ export interface IdleRecord {
   spotCheck: { tried: number; ok: number; failures: string[] };
   error: string | null;
 }
+
+/** One open-loop run (bench/e2e/open-loop.ts) of one path at the phase's offered rate. */
+export interface OpenLoopRun {
+  round: number;
+  path: string;
+  result: import('./open-loop.js').OpenLoopResult;
+  /** By role, over warm-up and window (the rate is the same over both): `target` and the path's processes. */
+  procs: Record<string, ProcStats>;
+  /** The sender (undici Pool in the runner), percent of one core. */
+  runnerCpuPct: number;
+  otherCpuPct: number | null;
+  stealCpuPct: number | null;
+}
+
+/** The open-loop phase: every path offered the same constant rate, half the tunnel's measured maximum. */
+export interface OpenLoopRecord {
+  scenario: { method: Method; size: number; shape: Shape };
+  /** Offered req/s to every path. */
+  rate: number;
+  /** The tunnel's closed-loop maximum the rate is half of, and where it came from. */
+  tunnelMaxReqPerSec: number;
+  maxFrom: string;
+  connections: number;
+  durationS: number;
+  warmupS: number;
+  runs: OpenLoopRun[];
+  sshSkipped: string | null;
+  error: string | null;
+}
+
+/** The HTTPS phase: a TLS edge (HTTPS public side, wss to the client) beside direct over plain HTTP. */
+export interface HttpsRecord {
+  /** The TLS tunnel's path id (its PathInfo is in the results' paths). */
+  path: string;
+  runs: RunRecord[];
+  sshSkipped: string | null;
+  error: string | null;
+}
