@@ -56,6 +56,11 @@ export interface TunnelView {
   readonly edge: string;
 }
 
+/** A tunnel whose completed exchanges go to its 'exchange' listeners. */
+export interface ExchangeOwner {
+  deliverExchange(exchange: Exchange): void;
+}
+
 /** The connection's side, as a bound tunnel's streams reach it (TunnelClient). */
 export interface TunnelLink {
   readonly settings: Settings;
@@ -67,6 +72,8 @@ export interface TunnelLink {
   readonly inCluster: boolean;
   send(frame: Buffer): void;
   atTurnEnd(stream: TurnEndStream): void;
+  /** Hands `exchange` to `owner`'s observers once this turn's frames are written. */
+  recordAfterTurn(owner: ExchangeOwner, exchange: Exchange): void;
   consumedConnection(bytes: number): void;
   endStream(stream: FlushableStream): void;
   protocolError(message: string): void;
@@ -212,6 +219,10 @@ export class BoundTunnel extends EventEmitter<BoundTunnelEvents> implements RawS
   }
 
   record(exchange: Exchange): void {
+    this.link.recordAfterTurn(this, exchange);
+  }
+
+  deliverExchange(exchange: Exchange): void {
     this.emit('exchange', exchange);
   }
 
