@@ -1,11 +1,15 @@
 /**
  * The edge's end-of-turn work, done once per event-loop turn in the check phase, outside every uWS
  * callback:
- *  1. the captures of exchanges that completed this turn are committed in one synchronous LMDB
- *     transaction, and only then do their last bytes go out ("nothing lost": a response the public
- *     client received is captured, across kill -9);
+ *  1. the captures of exchanges that completed this turn are appended to the capture journal in one
+ *     write(), and only then do their last bytes go out ("nothing lost": a response the public client
+ *     received is captured, across kill -9; src/store/capture-journal.ts);
  *  2. public responses with bytes to write are written, each corked (one syscall per response);
- *  3. each tunnel's frames of this turn go out, corked together.
+ *  3. each tunnel's frames of this turn go out, corked together;
+ *  4. the journaled captures wait for one synchronous LMDB transaction a few milliseconds later, off
+ *     the answers' path, with those of the turns in between (see `scheduleCommit`); every read of the
+ *     capture store commits them first, so an API read finds every capture whose answer went out.
+ * With --capture-fsync there is no journal: step 1 is the LMDB commit (with its fsync) itself.
  *
  * Measured on this machine: awaiting lmdb's asynchronous put costs ~1.1 ms of latency per request (a
  * round trip through its writer thread); a synchronous transaction commits in ~30 µs and, batched,
@@ -31,8 +35,19 @@ export interface FrameSender {
   flushFrames(): void;
 }
 
+/** How long the first journaled capture waits for its LMDB commit, at most. */
+export const COMMIT_DELAY_MS = 5;
+/** Queued captures, or bytes of them, that are committed at once. */
+export const COMMIT_QUEUE_CAPTURES = 512;
+export const COMMIT_QUEUE_BYTES = 8 * 1024 * 1024;
+
 export class Turn {
   private captured: Captured[] = [];
+  private commitTimer: NodeJS.Timeout | null = null;
+  private readonly commitQueuedNow = (): void => {
+    this.commitTimer = null;
+    this.commitQueued();
+  };
   private writes: Writable[] = [];
   private senders: FrameSender[] = [];
   private scheduled = false;
@@ -73,11 +88,55 @@ export class Turn {
     if (this.captured.length > 0) {
       const batch = this.captured;
       this.captured = [];
-      const started = this.observeCommit === null ? 0 : performance.now();
-      const written = this.commit(batch);
-      if (this.observeCommit !== null && written > 0) this.observeCommit(written, performance.now() - started);
+      if (this.captures.journaling) this.journal(batch);
+      else this.timed(() => this.commit(batch));
       for (const exchange of batch) exchange.afterCapture();
     }
+    this.flush();
+    if (this.captures.journaling) this.scheduleCommit();
+  }
+
+  /**
+   * Journaled captures are committed to LMDB together, COMMIT_DELAY_MS after the first of them, or at
+   * once past COMMIT_QUEUE_CAPTURES or COMMIT_QUEUE_BYTES: one commit for many turns, never on an
+   * answer's path. Reads of the store commit what is queued first.
+   */
+  private scheduleCommit(): void {
+    const queued = this.captures.queuedCaptures;
+    if (queued === 0) return;
+    if (queued >= COMMIT_QUEUE_CAPTURES || this.captures.queuedBytes >= COMMIT_QUEUE_BYTES) {
+      this.commitQueued();
+      return;
+    }
+    if (this.commitTimer !== null) return;
+    this.commitTimer = setTimeout(this.commitQueuedNow, COMMIT_DELAY_MS);
+    this.commitTimer.unref();
+  }
+
+  private commitQueued(): void {
+    if (this.commitTimer !== null) {
+      clearTimeout(this.commitTimer);
+      this.commitTimer = null;
+    }
+    this.timed(() => {
+      try {
+        return this.captures.commitQueued();
+      } catch (error) {
+        // Not the disk (the store answers for that).
+        this.log(`capture write failed: ${(error as Error).message}`);
+        return 0;
+      }
+    });
+  }
+
+  /** Runs a commit, telling the metrics its size and duration. */
+  private timed(commit: () => number): void {
+    const started = this.observeCommit === null ? 0 : performance.now();
+    const written = commit();
+    if (this.observeCommit !== null && written > 0) this.observeCommit(written, performance.now() - started);
+  }
+
+  private flush(): void {
     if (this.writes.length > 0) {
       const writes = this.writes;
       this.writes = [];
@@ -98,6 +157,14 @@ export class Turn {
       // Not the disk (the store answers for that): the responses still go out all the same.
       this.log(`capture write failed for ${batch.length} requests: ${(error as Error).message}`);
       return 0;
+    }
+  }
+
+  private journal(batch: Captured[]): void {
+    try {
+      this.captures.journalAll(batch);
+    } catch (error) {
+      this.log(`capture write failed for ${batch.length} requests: ${(error as Error).message}`);
     }
   }
 }

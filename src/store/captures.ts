@@ -13,9 +13,11 @@
  * every capture while the file system is below the edge's free-space floor, or when a commit fails.
  */
 import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { Packr, Unpackr } from 'msgpackr';
 import { decode, type OpenFrame } from '../protocol/codec.js';
+import { CaptureJournal, type JournalRecord } from './capture-journal.js';
 import { formatBytes } from './free-space.js';
 import { guardLmdbRejections, isWriteFailure, WriteFailures } from './write-failures.js';
 
@@ -517,9 +519,25 @@ export interface SpaceGauge {
   spent(bytes: number): void;
 }
 
+/** A capture on its way to LMDB, as `journalAll` hands it over: `bytes` null when it is not written (over quota). */
+export interface JournaledCapture {
+  readonly ring: RingHandle;
+  readonly seq: number;
+  readonly bytes: Buffer | null;
+}
+
+/** What `writeAll` and `journalAll` take: the exchange's capture, asked for only when it is written. */
+export interface PendingCapture {
+  readonly ring: RingHandle;
+  readonly seq: number;
+  storedCapture(): StoredCapture;
+}
+
 export interface CaptureStoreOptions {
-  /** fsync every commit (`--capture-fsync`). */
+  /** fsync every commit (`--capture-fsync`); there is no journal then (a commit is the durable step). */
   fsync?: boolean;
+  /** The journal is emptied after a commit once it holds this many bytes (tests make it small). */
+  journalResetBytes?: number;
   ringIds?: RingIdSpace;
   /** Where failed writes are counted and logged; by default a reporter of the store's own. */
   failures?: WriteFailures;
@@ -568,12 +586,29 @@ export class CaptureStore {
     guardLmdbRejections();
     const root = open({ path: dir, noSubdir: false, maxDbs: 8, compression: false, noSync: options.fsync !== true });
     root.readerCheck();
-    return new CaptureStore(root, options);
+    const journal = options.fsync === true ? null : new CaptureJournal(join(dir, 'journal'), options.journalResetBytes);
+    return new CaptureStore(root, options, journal);
   }
+
+  /** The journal (src/store/capture-journal.ts); null with `fsync`, and for a store made on a root directly. */
+  private readonly journal: CaptureJournal | null;
+  /** A commit failed after its captures were journaled: the journal keeps everything until a restart replays it. */
+  private journalHoldsUncommitted = false;
+  /** The last `commitCaptures` failed (and was reported). */
+  private lastCommitFailed = false;
+  /** Journaled captures not yet committed to LMDB (`journalAll`, `commitQueued`). */
+  private queue: JournaledCapture[] = [];
+  private queueBytes = 0;
+  /**
+   * After a replay that could not commit (a full disk at start): per ring id, the sequence after the
+   * newest one the journal holds. Those captures were answered, so their ids are never handed out again.
+   */
+  private readonly journaledHeads = new Map<number, number>();
 
   constructor(
     private readonly root: RootDatabase,
     options: Pick<CaptureStoreOptions, 'ringIds' | 'failures' | 'space' | 'log'> = {},
+    journal: CaptureJournal | null = null,
   ) {
     this.log = options.log ?? (() => {});
     this.ringIds = options.ringIds ?? { first: 1, last: MAX_RING_ID };
@@ -585,7 +620,53 @@ export class CaptureStore {
     this.meta = root.openDB({ name: 'capture-meta', encoding: 'msgpack' });
     this.accountBytes = root.openDB({ name: 'capture-account-bytes', encoding: 'msgpack' });
     this.slotSizes = root.openDB({ name: 'capture-slot-sizes', encoding: 'binary' });
+    this.journal = journal;
+    if (journal !== null) this.replay(journal);
     for (const { value } of this.accountBytes.getRange()) this.storedBytes += value;
+  }
+
+  /**
+   * Writes what the journal holds and LMDB does not (the process died between a journal write and its
+   * commit), in one commit, then empties the journal. A record whose slot holds the same or a newer
+   * capture is skipped; a replayed capture moves its account's bytes as a commit would, and marks its ring
+   * not clean, so that loading it reads its head and sizes from its slots. The quota is not applied: what
+   * was journaled was under it when it was written. When the commit fails the journal stays for the next
+   * start.
+   */
+  private replay(journal: CaptureJournal): void {
+    const records = journal.existing();
+    if (records.length > 0) {
+      try {
+        this.root.transactionSync(() => {
+          const added = new Map<string, number>();
+          for (const record of records) {
+            if (!holdsSeq(record)) break;
+            const owner = this.ringsById.get(record.ringId);
+            const stored = owner === undefined ? undefined : this.rings.get(owner);
+            if (owner === undefined || stored === undefined) continue;
+            const slot: SlotKey = [record.ringId, record.seq % stored.capacity];
+            const existing = this.slots.getBinaryFast(slot);
+            if (existing !== undefined && seqOf(existing) >= record.seq) continue;
+            const oldSize = existing === undefined ? 0 : existing.length;
+            this.slots.put(slot, record.bytes);
+            if (stored.counted === true) added.set(stored.accountId, (added.get(stored.accountId) ?? 0) + record.bytes.byteLength - oldSize);
+            if (stored.clean === true) this.rings.put(owner, { ...stored, clean: false });
+          }
+          for (const [accountId, delta] of added) this.accountBytes.put(accountId, (this.accountBytes.get(accountId) ?? 0) + delta);
+        });
+      } catch (error) {
+        if (!isWriteFailure(error)) throw error;
+        this.failures.report('captures', error);
+        // Kept for the next start; meanwhile no id of theirs is handed out again.
+        this.journalHoldsUncommitted = true;
+        for (const record of records) {
+          if (!holdsSeq(record)) break;
+          this.journaledHeads.set(record.ringId, Math.max(this.journaledHeads.get(record.ringId) ?? 0, record.seq + 1));
+        }
+        return;
+      }
+    }
+    journal.empty();
   }
 
   /**
@@ -658,6 +739,7 @@ export class CaptureStore {
         if (seq >= head) head = seq + 1;
       }
     }
+    head = Math.max(head, this.journaledHeads.get(stored.ringId) ?? 0);
     const ring = new OpenRing(stored, head, clean, sizes);
     this.open.set(ring.ringId, ring);
     return ring;
@@ -742,16 +824,103 @@ export class CaptureStore {
    * regardless). A capture that completes after a newer one took its slot (a request slower than
    * `capacity` later ones) is not written over it.
    */
-  writeAll(batch: readonly { ring: RingHandle; seq: number; storedCapture(): StoredCapture }[]): number {
+  writeAll(batch: readonly PendingCapture[]): number {
     if (this.space?.low === true) {
       this.skipped.disk += batch.length;
       return 0;
     }
-    // A ring whose mark failed at connect is marked now, in a commit of its own, before the batch's.
+    this.markRings(batch);
+    return this.commitCaptures(batch, encodeCapture);
+  }
+
+  /** Whether `journalAll` is in use: captures reach LMDB after their answers, through the journal. */
+  get journaling(): boolean {
+    return this.journal !== null;
+  }
+
+  /** Journaled captures waiting for `commitQueued`. */
+  get queuedCaptures(): number {
+    return this.queue.length;
+  }
+
+  /** The bytes of the journaled captures waiting for `commitQueued`. */
+  get queuedBytes(): number {
+    return this.queueBytes;
+  }
+
+  /**
+   * The durable step of a journaled write, before the answers go out: the captures that will be written
+   * (under their account's quota) are encoded once and appended to the journal in one write(). When it
+   * returns they survive a kill -9 as committed ones do. They wait in a queue for `commitQueued`, which
+   * the edge calls a few milliseconds later (one LMDB commit for many turns), and which every read of
+   * this store calls first: a read never misses a capture whose answer went out. Skipped (and counted)
+   * as `writeAll` skips: below the free-space floor, and all of them when the journal cannot be written.
+   */
+  journalAll(batch: readonly PendingCapture[]): void {
+    const journal = this.journal;
+    if (journal === null) throw new Error('journalAll: this capture store has no journal (fsync)');
+    if (this.space?.low === true) {
+      this.skipped.disk += batch.length;
+      return;
+    }
+    this.markRings(batch);
+    const journaled: JournaledCapture[] = [];
+    const records: JournalRecord[] = [];
+    let bytesJournaled = 0;
+    for (const item of batch) {
+      const ring = item.ring as OpenRing;
+      let bytes: Buffer | null = null;
+      if (ring.writing) {
+        const account = this.accountOf(ring.accountId);
+        // The exact check is the commit's; this one spares encoding and journaling what cannot be written.
+        if (account.bytes - ring.sizes!.get(item.seq % ring.capacity) < account.quota) bytes = encodeCapture(item);
+      }
+      journaled.push({ ring, seq: item.seq, bytes });
+      if (bytes !== null) {
+        records.push({ ringId: ring.ringId, seq: item.seq, bytes });
+        bytesJournaled += bytes.byteLength;
+      }
+    }
+    if (records.length > 0) {
+      try {
+        journal.append(records);
+      } catch (error) {
+        if (!isFileWriteFailure(error)) throw error;
+        this.failures.report('captures', error);
+        this.skipped.error += batch.length;
+        return;
+      }
+    }
+    for (const item of journaled) this.queue.push(item);
+    this.queueBytes += bytesJournaled;
+  }
+
+  /**
+   * Commits the queued captures to LMDB in one transaction, as `writeAll` commits (quota, overwrites,
+   * failures); returns how many it wrote. The journal is emptied once it is large and everything in it
+   * is committed.
+   */
+  commitQueued(): number {
+    if (this.queue.length === 0) return 0;
+    const queue = this.queue;
+    this.queue = [];
+    this.queueBytes = 0;
+    const written = this.commitCaptures(queue, journaledBytes);
+    if (this.lastCommitFailed) this.journalHoldsUncommitted = true;
+    else if (!this.journalHoldsUncommitted) this.journal?.committed();
+    return written;
+  }
+
+  /** A ring whose mark failed at connect is marked now, in a commit of its own, before the batch's. */
+  private markRings(batch: readonly { ring: RingHandle }[]): void {
     for (const item of batch) {
       const ring = item.ring as OpenRing;
       if (!ring.writing) this.startWriting(ring);
     }
+  }
+
+  private commitCaptures<T extends { ring: RingHandle; seq: number }>(batch: readonly T[], encode: (item: T) => Buffer | null): number {
+    this.lastCommitFailed = false;
     const commit = ++this.commits;
     const accounts: AccountCaptures[] = [];
     // Slot sizes as they were, (ring, slot, size) in order, to put back if the commit fails.
@@ -776,7 +945,7 @@ export class CaptureStore {
           }
           const sizes = ring.sizes!;
           const old = sizes.get(slot);
-          let bytes: Buffer | null = account.bytes - old < account.quota ? encodeStoredCapture(item.storedCapture()) : null;
+          let bytes: Buffer | null = account.bytes - old < account.quota ? encode(item) : null;
           if (bytes !== null && account.bytes - old + bytes.byteLength > account.quota) bytes = null;
           const size = bytes === null ? 0 : bytes.byteLength;
           if (bytes === null) {
@@ -800,6 +969,7 @@ export class CaptureStore {
       for (const account of accounts) account.bytes = account.before;
       this.skipped.error += written + overQuota;
       this.failures.report('captures', error);
+      this.lastCommitFailed = true;
       return 0;
     }
     let grown = 0;
@@ -818,6 +988,7 @@ export class CaptureStore {
 
   /** Newest first; null when the account never had this subdomain. */
   list(accountId: string, subdomain: string, options: ListOptions): CaptureSummary[] | null {
+    this.commitQueued();
     const ring = this.currentRing(accountId, subdomain);
     if (ring === undefined) return null;
     const now = options.now ?? Date.now();
@@ -849,6 +1020,7 @@ export class CaptureStore {
    * account never had this subdomain.
    */
   search(accountId: string, subdomain: string, query: string, options: SearchOptions): SearchResult | null {
+    this.commitQueued();
     const ring = this.currentRing(accountId, subdomain);
     if (ring === undefined) return null;
     const now = options.now ?? Date.now();
@@ -886,6 +1058,7 @@ export class CaptureStore {
 
   /** A capture of the account by id, or null when it is unknown, another account's, overwritten or expired. */
   get(accountId: string, id: string, retentionMs: number, now = Date.now()): CaptureRecord | null {
+    this.commitQueued();
     const parsed = parseCaptureId(id);
     if (parsed === null) return null;
     const owner = this.ringsById.get(parsed.ringId);
@@ -921,6 +1094,7 @@ export class CaptureStore {
    * `retentionOf` maps an account id to its window (or undefined to leave the account alone).
    */
   async sweep(retentionOf: (accountId: string) => number | undefined, now = Date.now()): Promise<number> {
+    this.commitQueued();
     let removed = 0;
     const rings = [...this.rings.getRange()].map(({ value }) => value);
     for (const stored of rings) {
@@ -939,6 +1113,7 @@ export class CaptureStore {
    * to the account when the ring is counted. A failed commit is reported and changes nothing.
    */
   private sweepRing(ring: OpenRing, cutoff: number): number {
+    this.commitQueued();
     const start = Math.max(ring.swept, ring.head - ring.capacity, 0);
     const removedSlots: number[] = [];
     let removedBytes = 0;
@@ -1021,6 +1196,7 @@ export class CaptureStore {
    * recovers their heads and sizes from their slots.
    */
   async close(): Promise<void> {
+    this.commitQueued();
     try {
       this.root.transactionSync(() => {
         // A ring recovered from its slots and not written since has an exact head too.
@@ -1035,6 +1211,38 @@ export class CaptureStore {
       this.failures.report('captures', error);
     }
     await this.sync().catch(() => undefined);
+    if (this.journal !== null) {
+      // Every journaled capture is committed, unless a commit failed: then the next start replays them.
+      try {
+        if (!this.journalHoldsUncommitted) this.journal.empty();
+      } catch (error) {
+        this.failures.report('captures', error);
+      }
+      this.journal.close();
+    }
     await this.root.close();
   }
+}
+
+function encodeCapture(item: PendingCapture): Buffer {
+  return encodeStoredCapture(item.storedCapture());
+}
+
+function journaledBytes(item: JournaledCapture): Buffer | null {
+  return item.bytes;
+}
+
+/** Whether a journal record holds a capture of its sequence (anything else ends a replay). */
+function holdsSeq(record: JournalRecord): boolean {
+  try {
+    return seqOf(record.bytes) === record.seq;
+  } catch {
+    return false;
+  }
+}
+
+/** A write to a file that failed for the disk's sake (full, failing, read-only, over quota). */
+function isFileWriteFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && ['ENOSPC', 'EIO', 'EDQUOT', 'EFBIG', 'EROFS'].includes(code);
 }

@@ -326,6 +326,10 @@ test('issue 23.1 (b): an edge restarted on a full disk starts and serves: one lo
   const first = await startEdge(data, env, ['--min-free-disk', '0']);
   const client = await connect(first, token, local.port, 'after-full');
   assert.equal((await post(first, 'after-full', '/before', BODY)).status, 200);
+  // Listed once its commit is done: the answer goes out after its journal write and before its LMDB
+  // commit, and a kill in between leaves it to the journal, which a full disk keeps from being replayed.
+  const before = await api(first, 'GET', '/api/v1/requests?subdomain=after-full', token);
+  assert.deepEqual((before.json.requests as { path: string }[]).map((entry) => entry.path), ['/before']);
   await client.close();
   first.process.child.kill('SIGKILL');
   await once(first.process.child, 'exit');
