@@ -907,8 +907,40 @@ export class CaptureStore {
     this.queueBytes = 0;
     const written = this.commitCaptures(queue, journaledBytes);
     if (this.lastCommitFailed) this.journalHoldsUncommitted = true;
-    else if (!this.journalHoldsUncommitted) this.journal?.committed();
+    else if (this.journalHoldsUncommitted) this.recommitJournal();
+    else this.journal?.committed();
     return written;
+  }
+
+  /**
+   * After a failed commit (or replay) and a commit that worked: what the journal holds and LMDB does
+   * not is committed now, so the journal can be emptied again instead of growing until a restart (a
+   * disk that filled and then had room again). As the replay does, a record whose slot holds the same
+   * or a newer capture is skipped; the rest go through the commit's own checks (quota, sizes).
+   */
+  private recommitJournal(): void {
+    const journal = this.journal;
+    if (journal === null) return;
+    const items: JournaledCapture[] = [];
+    for (const record of journal.existing()) {
+      if (!holdsSeq(record)) break;
+      const owner = this.ringsById.get(record.ringId);
+      const stored = owner === undefined ? undefined : this.rings.get(owner);
+      if (stored === undefined) continue;
+      const ring = this.load(stored);
+      const existing = this.slots.getBinaryFast([ring.ringId, record.seq % ring.capacity]);
+      if (existing !== undefined && seqOf(existing) >= record.seq) continue;
+      // A view of the file's bytes, read anew: it outlives this call only inside the commit.
+      items.push({ ring, seq: record.seq, bytes: record.bytes });
+    }
+    this.markRings(items);
+    if (items.length > 0) {
+      this.commitCaptures(items, journaledBytes);
+      if (this.lastCommitFailed) return;
+    }
+    this.journalHoldsUncommitted = false;
+    this.journaledHeads.clear();
+    journal.empty();
   }
 
   /** A ring whose mark failed at connect is marked now, in a commit of its own, before the batch's. */

@@ -188,6 +188,30 @@ test('issue 25: a replay on a full disk keeps the journal and hands out none of 
   }
 });
 
+test('issue 25: after a failed replay, the first commit with room again writes what the journal holds and empties it (it does not grow until a restart)', async (t) => {
+  const disk = loopFs(32);
+  if (typeof disk === 'string') {
+    t.skip(disk);
+    return;
+  }
+  const dir = join(disk.dir, 'captures');
+  mkdirSync(dir);
+  crashAfterJournal(dir, 1, 2, 1024 * 1024);
+  disk.fill();
+  const store = CaptureStore.open(dir, { journalResetBytes: 1 });
+  try {
+    assert.deepEqual(listedPaths(store), ['/q/0']);
+    const ring = store.ring(ACCOUNT, SUBDOMAIN, 50, Infinity);
+    rmSync(join(disk.dir, 'filler'));
+    store.journalAll(pending(ring, 1, 10));
+    store.commitQueued();
+    assert.deepEqual(listedPaths(store), ['/q/3', '/q/2', '/q/1', '/q/0'], 'the journaled captures, and the new one');
+    assert.equal(statSync(join(dir, 'journal')).size, 0, 'the journal is emptied again');
+  } finally {
+    await store.close();
+  }
+});
+
 test('issue 25: a read of the store commits the journaled captures first: it never misses one whose answer went out', async () => {
   const dir = freshDir();
   const store = CaptureStore.open(dir);
