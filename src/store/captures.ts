@@ -592,7 +592,7 @@ export class CaptureStore {
 
   /** The journal (src/store/capture-journal.ts); null with `fsync`, and for a store made on a root directly. */
   private readonly journal: CaptureJournal | null;
-  /** A commit failed after its captures were journaled: the journal keeps everything until a restart replays it. */
+  /** A commit (or the replay) failed after its captures were journaled: the journal is kept until a commit that works writes it (`recommitJournal`) or a restart replays it. */
   private journalHoldsUncommitted = false;
   /** The last `commitCaptures` failed (and was reported). */
   private lastCommitFailed = false;
