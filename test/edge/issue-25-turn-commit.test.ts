@@ -7,11 +7,10 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
-import { encode } from '../../src/protocol/codec.js';
-import { FrameType } from '../../src/protocol/constants.js';
 import { COMMIT_DELAY_MS, COMMIT_QUEUE_CAPTURES, Turn, type Captured } from '../../src/edge/turn.js';
 import { CaptureStore, type RingHandle, type StoredCapture } from '../../src/store/captures.js';
 import { tempDirs } from '../helpers.js';
+import { postCapture } from '../store/capture-fixture.js';
 
 const freshDir = tempDirs('burrow-issue-25-turn-');
 
@@ -23,13 +22,7 @@ class Exchange implements Captured {
   constructor(readonly ring: RingHandle) {
     const { seq, id } = ring.next();
     this.seq = seq;
-    this.stored = {
-      id, seq, subdomain: ring.subdomain, accountId: ring.accountId, tokenId: 'tok_00000000', clientAddress: '127.0.0.1',
-      method: 'GET', path: `/q/${seq}`, status: 200, receivedAt: Date.now(), durationMs: 1, error: null, replayOf: null,
-      requestBodySize: 0, requestTruncated: false, responseBodySize: 0, responseTruncated: false,
-      open: encode([FrameType.OPEN, 1, id, 'GET', `/q/${seq}`, [], '127.0.0.1', null, false, false]),
-      requestHeaders: null, requestBody: null, response: null, responseHeaders: [], responseBody: null,
-    };
+    this.stored = postCapture(ring, seq, id, 0);
   }
 
   storedCapture(): StoredCapture {

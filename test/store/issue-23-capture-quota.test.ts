@@ -11,24 +11,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { open } from 'lmdb';
-import { encode } from '../../src/protocol/codec.js';
-import { FrameType } from '../../src/protocol/constants.js';
-import { CaptureStore, encodeStoredCapture, type RingHandle, type StoredCapture } from '../../src/store/captures.js';
+import { CaptureStore, encodeStoredCapture, type RingHandle } from '../../src/store/captures.js';
 import { tempDirs } from '../helpers.js';
+import { postCapture } from './capture-fixture.js';
 
 const freshDir = tempDirs('burrow-issue-23-quota-');
 const RETENTION = 60_000;
 
-function capture(ring: RingHandle, seq: number, id: string, bodySize: number, receivedAt = Date.now()): StoredCapture {
-  const body = Buffer.alloc(bodySize, 0x62);
-  return {
-    id, seq, subdomain: ring.subdomain, accountId: ring.accountId, tokenId: 'tok_00000000', clientAddress: '127.0.0.1',
-    method: 'POST', path: `/q/${seq}`, status: 200, receivedAt, durationMs: 1, error: null, replayOf: null,
-    requestBodySize: bodySize, requestTruncated: false, responseBodySize: 0, responseTruncated: false,
-    open: encode([FrameType.OPEN, 1, id, 'POST', `/q/${seq}`, [], '127.0.0.1', null, false, false]),
-    requestHeaders: null, requestBody: body, response: null, responseHeaders: [], responseBody: null,
-  };
-}
 
 /** Captures `bodySizes` through the ring, one commit each, as the edge does; returns their stored sizes and ids. */
 function write(store: CaptureStore, ring: RingHandle, bodySizes: number[], receivedAt?: number): { ids: string[]; sizes: number[]; written: number } {
@@ -37,7 +26,7 @@ function write(store: CaptureStore, ring: RingHandle, bodySizes: number[], recei
   let written = 0;
   for (const size of bodySizes) {
     const { seq, id } = ring.next();
-    const stored = capture(ring, seq, id, size, receivedAt);
+    const stored = postCapture(ring, seq, id, size, receivedAt);
     ids.push(id);
     sizes.push(encodeStoredCapture(stored).byteLength);
     written += store.writeAll([{ ring, seq, storedCapture: () => stored }]);

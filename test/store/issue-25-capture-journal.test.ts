@@ -10,33 +10,22 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { encode } from '../../src/protocol/codec.js';
-import { FrameType } from '../../src/protocol/constants.js';
 import { readJournal } from '../../src/store/capture-journal.js';
-import { CaptureStore, type RingHandle, type StoredCapture } from '../../src/store/captures.js';
+import { CaptureStore, type PendingCapture, type RingHandle } from '../../src/store/captures.js';
 import { tempDirs } from '../helpers.js';
+import { postCapture } from './capture-fixture.js';
 import { loopFs } from '../loop-fs.js';
 
 const freshDir = tempDirs('burrow-issue-25-journal-');
 const ACCOUNT = 'usr_journal';
 const SUBDOMAIN = 'journaled';
 
-function capture(ring: RingHandle, seq: number, id: string, bodySize: number): StoredCapture {
-  return {
-    id, seq, subdomain: ring.subdomain, accountId: ring.accountId, tokenId: 'tok_00000000', clientAddress: '127.0.0.1',
-    method: 'POST', path: `/q/${seq}`, status: 200, receivedAt: Date.now(), durationMs: 1, error: null, replayOf: null,
-    requestBodySize: bodySize, requestTruncated: false, responseBodySize: 0, responseTruncated: false,
-    open: encode([FrameType.OPEN, 1, id, 'POST', `/q/${seq}`, [], '127.0.0.1', null, false, false]),
-    requestHeaders: null, requestBody: Buffer.alloc(bodySize, 0x62), response: null, responseHeaders: [], responseBody: null,
-  };
-}
-
 /** Takes `count` sequences of the ring and hands their captures over as the edge's turn does. */
-function pending(ring: RingHandle, count: number, bodySize: number): { ring: RingHandle; seq: number; storedCapture(): StoredCapture }[] {
-  const batch = [];
+function pending(ring: RingHandle, count: number, bodySize: number): PendingCapture[] {
+  const batch: PendingCapture[] = [];
   for (let i = 0; i < count; i++) {
     const { seq, id } = ring.next();
-    const stored = capture(ring, seq, id, bodySize);
+    const stored = postCapture(ring, seq, id, bodySize);
     batch.push({ ring, seq, storedCapture: () => stored });
   }
   return batch;
@@ -49,24 +38,20 @@ function listedPaths(store: CaptureStore): string[] {
 /**
  * A process that opens the store in `dir`, commits `committed` captures, journals `journaled` more
  * without committing them, and is killed with SIGKILL: what an edge killed between a turn's answers and
- * its commit leaves.
+ * its commit leaves. Returns the bytes of every capture it wrote or journaled.
  */
-/** Returns the bytes of every capture it wrote or journaled. */
 function crashAfterJournal(dir: string, committed: number, journaled: number, bodySize = 100): number {
+  const module = (path: string): string => JSON.stringify(new URL(path, import.meta.url).href);
   const script = `
-    const { CaptureStore, encodeStoredCapture } = await import(${JSON.stringify(new URL('../../src/store/captures.js', import.meta.url).href)});
-    const { encode } = await import(${JSON.stringify(new URL('../../src/protocol/codec.js', import.meta.url).href)});
+    const { CaptureStore, encodeStoredCapture } = await import(${module('../../src/store/captures.js')});
+    const { postCapture } = await import(${module('./capture-fixture.js')});
     const store = CaptureStore.open(${JSON.stringify(dir)});
     const ring = store.ring(${JSON.stringify(ACCOUNT)}, ${JSON.stringify(SUBDOMAIN)}, 50, Infinity);
     const take = (count) => {
       const batch = [];
       for (let i = 0; i < count; i++) {
         const { seq, id } = ring.next();
-        const stored = { id, seq, subdomain: ring.subdomain, accountId: ring.accountId, tokenId: 'tok_00000000', clientAddress: '127.0.0.1',
-          method: 'POST', path: '/q/' + seq, status: 200, receivedAt: Date.now(), durationMs: 1, error: null, replayOf: null,
-          requestBodySize: ${bodySize}, requestTruncated: false, responseBodySize: 0, responseTruncated: false,
-          open: encode([1, 1, id, 'POST', '/q/' + seq, [], '127.0.0.1', null, false, false]),
-          requestHeaders: null, requestBody: Buffer.alloc(${bodySize}, 0x62), response: null, responseHeaders: [], responseBody: null };
+        const stored = postCapture(ring, seq, id, ${bodySize});
         batch.push({ ring, seq, storedCapture: () => stored });
       }
       return batch;
@@ -159,16 +144,27 @@ test('issue 25: with --capture-fsync there is no journal: a commit is the durabl
   }
 });
 
-test('issue 25: a replay on a full disk keeps the journal and hands out none of its ids; with space back the next start writes it', async (t) => {
+/**
+ * On a loop-mounted file system: one capture of 1 MiB committed and two journaled when the process died,
+ * then the disk filled. Null (the test skipped) where no loop file system can be made.
+ */
+function crashedThenFull(t: { skip(message: string): void }): { dir: string; makeRoom(): void } | null {
   const disk = loopFs(32);
   if (typeof disk === 'string') {
     t.skip(disk);
-    return;
+    return null;
   }
   const dir = join(disk.dir, 'captures');
   mkdirSync(dir);
   crashAfterJournal(dir, 1, 2, 1024 * 1024);
   disk.fill();
+  return { dir, makeRoom: () => rmSync(join(disk.dir, 'filler')) };
+}
+
+test('issue 25: a replay on a full disk keeps the journal and hands out none of its ids; with space back the next start writes it', async (t) => {
+  const scene = crashedThenFull(t);
+  if (scene === null) return;
+  const { dir } = scene;
   const full = CaptureStore.open(dir);
   try {
     assert.equal(full.failures.count('captures'), 1, 'the replay\'s commit failed, and was reported');
@@ -179,7 +175,7 @@ test('issue 25: a replay on a full disk keeps the journal and hands out none of 
     await full.close();
   }
   assert.equal(readJournal(readFileSync(join(dir, 'journal'))).length, 3, 'a clean close keeps a journal that was not replayed');
-  rmSync(join(disk.dir, 'filler'));
+  scene.makeRoom();
   const later = CaptureStore.open(dir);
   try {
     assert.deepEqual(listedPaths(later), ['/q/2', '/q/1', '/q/0'], 'replayed once there is room');
@@ -189,20 +185,14 @@ test('issue 25: a replay on a full disk keeps the journal and hands out none of 
 });
 
 test('issue 25: after a failed replay, the first commit with room again writes what the journal holds and empties it (it does not grow until a restart)', async (t) => {
-  const disk = loopFs(32);
-  if (typeof disk === 'string') {
-    t.skip(disk);
-    return;
-  }
-  const dir = join(disk.dir, 'captures');
-  mkdirSync(dir);
-  crashAfterJournal(dir, 1, 2, 1024 * 1024);
-  disk.fill();
+  const scene = crashedThenFull(t);
+  if (scene === null) return;
+  const { dir } = scene;
   const store = CaptureStore.open(dir, { journalResetBytes: 1 });
   try {
     assert.deepEqual(listedPaths(store), ['/q/0']);
     const ring = store.ring(ACCOUNT, SUBDOMAIN, 50, Infinity);
-    rmSync(join(disk.dir, 'filler'));
+    scene.makeRoom();
     store.journalAll(pending(ring, 1, 10));
     store.commitQueued();
     assert.deepEqual(listedPaths(store), ['/q/3', '/q/2', '/q/1', '/q/0'], 'the journaled captures, and the new one');

@@ -9,24 +9,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { encode } from '../../src/protocol/codec.js';
-import { FrameType } from '../../src/protocol/constants.js';
-import { CaptureStore, encodeStoredCapture, type RingHandle, type StoredCapture } from '../../src/store/captures.js';
+import { CaptureStore, encodeStoredCapture, type RingHandle } from '../../src/store/captures.js';
 import { tempDirs } from '../helpers.js';
+import { postCapture } from './capture-fixture.js';
 
 const freshDir = tempDirs('burrow-issue-25-ring-memory-');
 const PRO_SLOTS = 10_000;
 const RINGS = 500;
 
-function capture(ring: RingHandle, seq: number, id: string, bodySize: number): StoredCapture {
-  return {
-    id, seq, subdomain: ring.subdomain, accountId: ring.accountId, tokenId: 'tok_00000000', clientAddress: '127.0.0.1',
-    method: 'POST', path: `/q/${seq}`, status: 200, receivedAt: Date.now(), durationMs: 1, error: null, replayOf: null,
-    requestBodySize: bodySize, requestTruncated: false, responseBodySize: 0, responseTruncated: false,
-    open: encode([FrameType.OPEN, 1, id, 'POST', `/q/${seq}`, [], '127.0.0.1', null, false, false]),
-    requestHeaders: null, requestBody: Buffer.alloc(bodySize, 0x62), response: null, responseHeaders: [], responseBody: null,
-  };
-}
 
 setFlagsFromString('--expose-gc');
 const collectGarbage = runInNewContext('gc') as () => void;
@@ -59,7 +49,7 @@ test('slot sizes held only for filled slots still count an account\'s bytes: wri
   let ring = store.ring('usr_a', 'grows', 200, 2 ** 31);
   for (let i = 0; i < 300; i++) {
     const { seq, id } = ring.next();
-    const stored = capture(ring, seq, id, 10 + (i % 7));
+    const stored = postCapture(ring, seq, id, 10 + (i % 7));
     sizes[seq % 200] = encodeStoredCapture(stored).byteLength;
     assert.equal(store.writeAll([{ ring, seq, storedCapture: () => stored }]), 1);
   }
@@ -72,7 +62,7 @@ test('slot sizes held only for filled slots still count an account\'s bytes: wri
     assert.equal(store.bytesOf('usr_a'), total);
     ring = store.ring('usr_a', 'grows', 200, 2 ** 31);
     const { seq, id } = ring.next();
-    const stored = capture(ring, seq, id, 50);
+    const stored = postCapture(ring, seq, id, 50);
     store.writeAll([{ ring, seq, storedCapture: () => stored }]);
     assert.equal(store.bytesOf('usr_a'), total - sizes[seq % 200]! + encodeStoredCapture(stored).byteLength, 'the sizes a clean close saved');
   } finally {
