@@ -641,16 +641,12 @@ export class CaptureStore {
           const added = new Map<string, number>();
           for (const record of records) {
             if (!holdsSeq(record)) break;
-            const owner = this.ringsById.get(record.ringId);
-            const stored = owner === undefined ? undefined : this.rings.get(owner);
-            if (owner === undefined || stored === undefined) continue;
-            const slot: SlotKey = [record.ringId, record.seq % stored.capacity];
-            const existing = this.slots.getBinaryFast(slot);
-            if (existing !== undefined && seqOf(existing) >= record.seq) continue;
-            const oldSize = existing === undefined ? 0 : existing.length;
+            const missing = this.missingFromSlot(record);
+            if (missing === null) continue;
+            const { key, stored, slot, oldSize } = missing;
             this.slots.put(slot, record.bytes);
             if (stored.counted === true) added.set(stored.accountId, (added.get(stored.accountId) ?? 0) + record.bytes.byteLength - oldSize);
-            if (stored.clean === true) this.rings.put(owner, { ...stored, clean: false });
+            if (stored.clean === true) this.rings.put(key, { ...stored, clean: false });
           }
           for (const [accountId, delta] of added) this.accountBytes.put(accountId, (this.accountBytes.get(accountId) ?? 0) + delta);
         });
@@ -667,6 +663,20 @@ export class CaptureStore {
       }
     }
     journal.empty();
+  }
+
+  /**
+   * A journal record's ring and slot when the slot does not hold its capture or a newer one (what the
+   * replay and `recommitJournal` write); null when it does, or when the ring is gone.
+   */
+  private missingFromSlot(record: JournalRecord): { key: RingKey; stored: RingRecord; slot: SlotKey; oldSize: number } | null {
+    const key = this.ringsById.get(record.ringId);
+    const stored = key === undefined ? undefined : this.rings.get(key);
+    if (key === undefined || stored === undefined) return null;
+    const slot: SlotKey = [record.ringId, record.seq % stored.capacity];
+    const existing = this.slots.getBinaryFast(slot);
+    if (existing !== undefined && seqOf(existing) >= record.seq) return null;
+    return { key, stored, slot, oldSize: existing === undefined ? 0 : existing.length };
   }
 
   /**
@@ -924,14 +934,8 @@ export class CaptureStore {
     const items: JournaledCapture[] = [];
     for (const record of journal.existing()) {
       if (!holdsSeq(record)) break;
-      const owner = this.ringsById.get(record.ringId);
-      const stored = owner === undefined ? undefined : this.rings.get(owner);
-      if (stored === undefined) continue;
-      const ring = this.load(stored);
-      const existing = this.slots.getBinaryFast([ring.ringId, record.seq % ring.capacity]);
-      if (existing !== undefined && seqOf(existing) >= record.seq) continue;
-      // A view of the file's bytes, read anew: it outlives this call only inside the commit.
-      items.push({ ring, seq: record.seq, bytes: record.bytes });
+      const missing = this.missingFromSlot(record);
+      if (missing !== null) items.push({ ring: this.load(missing.stored), seq: record.seq, bytes: record.bytes });
     }
     this.markRings(items);
     if (items.length > 0) {
