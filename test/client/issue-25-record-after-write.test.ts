@@ -13,18 +13,37 @@ import { FrameEdge } from './frame-edge.js';
 
 test('issue 25: the \'exchange\' event comes after the answer\'s frames are written', { timeout: 30_000 }, async () => {
   const edge = await FrameEdge.start();
-  const local = await startLocal((_req, res) => res.end('hello'));
+  // Three shapes of answer: a small one with a length, a streamed one (chunked, in several writes and
+  // turns, longer than the frame-level edge's first credit) to an upload, and one without a body.
+  const local = await startLocal((req, res) => {
+    if (req.url === '/stream') {
+      req.resume();
+      req.on('end', () => {
+        res.write(Buffer.alloc(300_000, 0x61));
+        setTimeout(() => res.end(Buffer.alloc(1_000, 0x62)), 5);
+      });
+    } else if (req.url === '/empty') {
+      res.statusCode = 204;
+      res.end();
+    } else res.end('hello');
+  });
   const client = await edge.client(local.port);
   try {
     // The client's WebSocket to the edge (a private field: what the test measures is what it wrote).
     const webSocket = (client as unknown as { socket: { _socket: Socket } }).socket._socket;
     const writtenAtEvent: number[] = [];
     client.on('exchange', () => writtenAtEvent.push(webSocket.bytesWritten));
-    for (let i = 0; i < 3; i++) {
-      const answer = await edge.request('GET', `/x/${i}`, []);
-      assert.equal(answer.status, 200);
+    const requests: [string, string, Buffer | null, number][] = [
+      ['GET', '/hello', null, 200],
+      ['POST', '/stream', Buffer.alloc(30_000, 0x63), 200],
+      ['GET', '/empty', null, 204],
+      ['GET', '/hello', null, 200],
+    ];
+    for (const [i, [method, path, body, status]] of requests.entries()) {
+      const answer = await edge.request(method, path, body === null ? [] : ['content-length', String(body.byteLength)], body);
+      assert.equal(answer.status, status);
       await waitFor(() => writtenAtEvent.length === i + 1, 5_000, 'the exchange event');
-      assert.equal(writtenAtEvent[i], webSocket.bytesWritten, `request ${i}: every byte of its answer was written before the event`);
+      assert.equal(writtenAtEvent[i], webSocket.bytesWritten, `${method} ${path}: every byte of its answer was written before the event`);
     }
   } finally {
     await client.close();
