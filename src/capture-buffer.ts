@@ -33,6 +33,11 @@ export class CaptureBuffer {
     return this.size > this.kept;
   }
 
+  /** The kept bytes as the chunks they were kept in (no copy), or null when none were kept. */
+  chunksKept(): readonly Buffer[] | null {
+    return this.kept === 0 ? null : this.chunks;
+  }
+
   bytes(): Buffer | null {
     if (this.kept === 0) return null;
     if (this.chunks.length === 1) return this.chunks[0]!;

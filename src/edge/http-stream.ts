@@ -14,7 +14,7 @@ import { ERROR_CODES, type ErrorCode } from '../errors.js';
 import { encode, uintSize, withBinaryRoom } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
-import type { RingHandle, StoredCapture } from '../store/captures.js';
+import type { CaptureToStore, RingHandle } from '../store/captures.js';
 import { CaptureBuffer } from '../capture-buffer.js';
 import { checkResponseHeaders, checkTrailers, reasonProblem, statusKind, StatusKind, withoutLength, type ResponseHead } from './response-head.js';
 import type { StreamHost } from './stream-host.js';
@@ -611,7 +611,7 @@ export abstract class EdgeHttpStream {
    * The capture as it is stored: the frames for the heads, and a body only where it is not the one
    * inside its frame, kept whole (docs/architecture.md, "Capture durability").
    */
-  storedCapture(): StoredCapture {
+  storedCapture(): CaptureToStore {
     const requestCapture = this.requestCapture;
     const responseCapture = this.responseCapture;
     // A frame whose inline body was cut by the capture limit is not stored: it would keep the whole body.
@@ -640,10 +640,10 @@ export abstract class EdgeHttpStream {
       responseTruncated: responseCapture.truncated,
       open,
       requestHeaders: open === null ? ((redacted as string[] | null) ?? this.head.headers) : null,
-      requestBody: requestInFrame ? null : requestCapture.bytes(),
+      requestBody: requestInFrame ? null : requestCapture.chunksKept(),
       response,
       responseHeaders: response === null ? this.responseHeaders : null,
-      responseBody: responseInFrame ? null : responseCapture.bytes(),
+      responseBody: responseInFrame ? null : responseCapture.chunksKept(),
     };
   }
 
