@@ -9,8 +9,8 @@
  *  4. the journaled captures wait for one synchronous LMDB transaction a few milliseconds later, off
  *     the answers' path, with those of the turns in between (see `scheduleCommit`); every read of the
  *     capture store commits them first, so an API read finds every capture whose answer went out.
- * A turn whose captures are large (JOURNAL_MAX_TURN_BYTES: big bodies) skips the journal in step 1 and
- * commits the queue with them before step 2 instead: writing big bodies twice cost more than the commit.
+ * A turn holding a large capture (JOURNAL_MAX_CAPTURE_BYTES: a big body) skips the journal in step 1 and
+ * commits the queue with it before step 2 instead: writing big bodies twice cost more than the commit.
  * With --capture-fsync there is no journal: step 1 is the LMDB commit (with its fsync) itself.
  *
  * Measured on this machine: awaiting lmdb's asynchronous put costs ~1.1 ms of latency per request (a

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { COMMIT_DELAY_MS, COMMIT_QUEUE_CAPTURES, Turn, type Captured } from '../../src/edge/turn.js';
-import { CaptureStore, JOURNAL_MAX_TURN_BYTES, type CaptureToStore, type RingHandle } from '../../src/store/captures.js';
+import { CaptureStore, JOURNAL_MAX_CAPTURE_BYTES, type CaptureToStore, type RingHandle } from '../../src/store/captures.js';
 import { tempDirs } from '../helpers.js';
 import { postCapture } from '../store/capture-fixture.js';
 
@@ -100,7 +100,7 @@ test('issue 25: with --capture-fsync a turn commits before the answers, as befor
   }
 });
 
-test('issue 25: a turn with large captures commits the queue before its answers, without the journal', async () => {
+test('issue 25: a turn with a large capture commits the queue before its answers, without the journal', async () => {
   const dir = freshDir();
   const store = CaptureStore.open(dir);
   const commits: number[] = [];
@@ -113,7 +113,7 @@ test('issue 25: a turn with large captures commits the queue before its answers,
     const journaled = statSync(join(dir, 'journal')).size;
     assert.equal(store.queuedCaptures, 1);
     // A large body, handed over in the chunks it came in.
-    const large = new Exchange(ring, [Buffer.alloc(JOURNAL_MAX_TURN_BYTES / 2, 0x61), Buffer.alloc(JOURNAL_MAX_TURN_BYTES / 2, 0x62)]);
+    const large = new Exchange(ring, [Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x61), Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x62)]);
     let queuedAtAnswer = -1;
     large.onAnswer = () => (queuedAtAnswer = store.queuedCaptures);
     turn.capture(large);
@@ -123,7 +123,7 @@ test('issue 25: a turn with large captures commits the queue before its answers,
     assert.deepEqual(commits, [2], 'one commit, told to the metrics');
     assert.equal(statSync(join(dir, 'journal')).size, journaled, 'the large capture is not in the journal');
     const id = large.storedCapture().id;
-    assert.deepEqual(store.get('usr_turn', id, 60_000)?.requestBody, Buffer.concat([Buffer.alloc(JOURNAL_MAX_TURN_BYTES / 2, 0x61), Buffer.alloc(JOURNAL_MAX_TURN_BYTES / 2, 0x62)]));
+    assert.deepEqual(store.get('usr_turn', id, 60_000)?.requestBody, Buffer.concat([Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x61), Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x62)]));
   } finally {
     await store.close();
   }
