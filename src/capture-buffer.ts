@@ -38,6 +38,12 @@ export class CaptureBuffer {
     return this.kept === 0 ? null : this.chunks;
   }
 
+  /** The kept bytes without joining them: one buffer when they are in one, else the chunks; null when none. */
+  keptBody(): Buffer | readonly Buffer[] | null {
+    if (this.kept === 0) return null;
+    return this.chunks.length === 1 ? this.chunks[0]! : this.chunks;
+  }
+
   bytes(): Buffer | null {
     if (this.kept === 0) return null;
     if (this.chunks.length === 1) return this.chunks[0]!;

@@ -5,7 +5,7 @@
  * Serialised only when someone asks, never as traffic passes.
  */
 import { bodyJson, headerPairs, rejectionOf, type BodyJson } from '../exchange-json.js';
-import type { Exchange, WebSocketLog, WebSocketMessage } from '../client/exchange.js';
+import { wholeBody, type Exchange, type WebSocketLog, type WebSocketMessage } from '../client/exchange.js';
 import { nowIso } from '../ids.js';
 
 export interface ExchangeSummaryJson {
@@ -147,12 +147,12 @@ export function exchangeJson(exchange: Exchange): ExchangeJson {
     ...summaryJson(exchange),
     request: {
       headers: headerPairs(exchange.requestHeaders),
-      ...bodyJson(exchange.requestBody, exchange.requestBodySize, exchange.requestTruncated),
+      ...bodyJson(wholeBody(exchange.requestBody), exchange.requestBodySize, exchange.requestTruncated),
     },
     response: {
       status: exchange.status,
       headers: headerPairs(exchange.responseHeaders),
-      ...bodyJson(exchange.responseBody, exchange.responseBodySize, exchange.responseTruncated),
+      ...bodyJson(wholeBody(exchange.responseBody), exchange.responseBodySize, exchange.responseTruncated),
     },
     ...(exchange.websocket === undefined ? {} : { messages: exchange.websocket.messages.map(messageJson) }),
   };

@@ -7,7 +7,7 @@
  * larger buffer (a received WebSocket message), which would otherwise keep the big buffer alive outside
  * the byte bound.
  */
-import type { Exchange } from '../client/exchange.js';
+import { bodyLength, type Exchange, type ExchangeBody } from '../client/exchange.js';
 
 export interface RingOptions {
   /** Most exchanges kept (default 1000). */
@@ -190,13 +190,25 @@ export function sizeOf(exchange: Exchange): number {
   let size = ENTRY_OVERHEAD + exchange.method.length + exchange.path.length + (exchange.error?.length ?? 0);
   for (const text of exchange.requestHeaders) size += text.length;
   for (const text of exchange.responseHeaders) size += text.length;
-  if (exchange.requestBody !== null) size += exchange.requestBody.byteLength;
-  if (exchange.responseBody !== null) size += exchange.responseBody.byteLength;
+  size += bodyLength(exchange.requestBody) + bodyLength(exchange.responseBody);
   if (exchange.websocket !== undefined) for (const message of exchange.websocket.messages) size += 64 + message.data.byteLength;
   return size;
 }
 
-function compact(body: Buffer | null): Buffer | null {
-  if (body === null || body.buffer.byteLength <= body.byteLength + SLACK) return body;
-  return Buffer.copyBytesFrom(body);
+function compact(body: ExchangeBody | null): ExchangeBody | null {
+  if (body === null) return null;
+  if (Buffer.isBuffer(body)) return compactChunk(body as Buffer);
+  const chunks = body as readonly Buffer[];
+  let compacted: Buffer[] | null = null;
+  for (let i = 0; i < chunks.length; i++) {
+    const chunk = compactChunk(chunks[i]!);
+    if (chunk === chunks[i]) continue;
+    compacted ??= chunks.slice();
+    compacted[i] = chunk;
+  }
+  return compacted ?? chunks;
+}
+
+function compactChunk(chunk: Buffer): Buffer {
+  return chunk.buffer.byteLength <= chunk.byteLength + SLACK ? chunk : Buffer.copyBytesFrom(chunk);
 }

@@ -3,7 +3,7 @@
  * client address, error, a header name or value, the request or response body, a WebSocket message),
  * case-insensitively. Runs only when someone searches, over the ring as it is: nothing is indexed.
  */
-import type { Exchange } from '../client/exchange.js';
+import { wholeBody, type Exchange } from '../client/exchange.js';
 
 export function searchWords(query: string): string[] {
   return query.toLowerCase().split(/\s+/).filter((word) => word.length > 0);
@@ -14,8 +14,8 @@ function* texts(exchange: Exchange): Generator<string> {
   yield `${exchange.method} ${exchange.path} ${exchange.status === 0 ? 'err' : exchange.status} ${exchange.id} ${exchange.replayOf ?? ''} ${exchange.clientAddress ?? ''} ${exchange.error ?? ''} ${exchange.websocket === undefined ? '' : 'websocket ws'}`;
   yield exchange.requestHeaders.join('\n');
   yield exchange.responseHeaders.join('\n');
-  if (exchange.requestBody !== null) yield exchange.requestBody.toString('utf8');
-  if (exchange.responseBody !== null) yield exchange.responseBody.toString('utf8');
+  if (exchange.requestBody !== null) yield wholeBody(exchange.requestBody)!.toString('utf8');
+  if (exchange.responseBody !== null) yield wholeBody(exchange.responseBody)!.toString('utf8');
   if (exchange.websocket !== undefined) for (const message of exchange.websocket.messages) yield message.data.toString('utf8');
 }
 

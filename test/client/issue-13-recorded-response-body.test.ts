@@ -8,7 +8,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { Exchange } from '../../src/client/exchange.js';
+import { bodyLength, wholeBody, type Exchange } from '../../src/client/exchange.js';
+import { ExchangeRing } from '../../src/inspector/ring.js';
+import { exchangeJson } from '../../src/inspector/json.js';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';
 import { call, createAccount, startClient, startEdge, startLocal, waitFor, type LocalServer, type TestEdge } from '../helpers.js';
 
@@ -38,6 +40,9 @@ before(async () => {
       res.writeHead(200, { 'content-length': '6' });
       res.write('abc');
       setTimeout(() => res.end('def'), 50);
+    } else if (req.url === '/upload') {
+      req.resume();
+      req.on('end', () => res.end('taken'));
     } else if (req.url === '/over-limit') {
       res.end(letters('z', RECORD_LIMIT + 5_000));
     } else if (req.url === '/dies-later' || req.url === '/dies-at-once') {
@@ -69,16 +74,30 @@ test('a body written in several pieces within one turn is recorded whole, as the
   const expected = Buffer.concat([letters('a', 20_000), letters('b', 30_000), letters('c', 14_000)]);
   assert.equal(result.text, expected.toString('latin1'));
   const exchange = await exchangeFor('/one-turn');
-  assert.deepEqual(exchange.responseBody, expected);
+  assert.deepEqual(wholeBody(exchange.responseBody), expected);
   assert.equal(exchange.responseBodySize, expected.byteLength);
   assert.equal(exchange.responseTruncated, false);
+});
+
+test('a body that crossed the tunnel in several frames is kept in them, not joined, until something reads it', async () => {
+  const result = await call(target, 'POST', '/upload', { host, rawBody: letters('u', 200_000) });
+  assert.equal(result.status, 200);
+  const uploaded = await exchangeFor('/upload');
+  assert.ok(!Buffer.isBuffer(uploaded.requestBody) && (uploaded.requestBody?.length ?? 0) > 1, 'the request body as the frames it came in');
+  assert.equal(bodyLength(uploaded.requestBody), RECORD_LIMIT);
+  // What the inspector counts and shows of it is the body, whole.
+  const entry = new ExchangeRing().add(uploaded);
+  assert.ok(entry.size >= RECORD_LIMIT && entry.size < RECORD_LIMIT + 4_096, `counted by its bytes (${entry.size})`);
+  assert.deepEqual(wholeBody(uploaded.requestBody), letters('u', RECORD_LIMIT));
+  assert.equal(exchangeJson(uploaded).request.body, letters('u', RECORD_LIMIT).toString('latin1'));
+  assert.equal(exchangeJson(uploaded).request.truncated, true);
 });
 
 test('a body written over several turns is recorded in order', async () => {
   const result = await call(target, 'GET', '/turns', { host });
   assert.equal(result.text, 'abcdef');
   const exchange = await exchangeFor('/turns');
-  assert.equal(exchange.responseBody?.toString('latin1'), 'abcdef');
+  assert.equal(wholeBody(exchange.responseBody)?.toString('latin1'), 'abcdef');
   assert.equal(exchange.responseBodySize, 6);
 });
 
@@ -86,7 +105,7 @@ test('a body over the recording limit is recorded up to it and marked truncated;
   const result = await call(target, 'GET', '/over-limit', { host });
   assert.equal(result.text.length, RECORD_LIMIT + 5_000);
   const exchange = await exchangeFor('/over-limit');
-  assert.deepEqual(exchange.responseBody, letters('z', RECORD_LIMIT));
+  assert.deepEqual(wholeBody(exchange.responseBody), letters('z', RECORD_LIMIT));
   assert.equal(exchange.responseBodySize, RECORD_LIMIT + 5_000);
   assert.equal(exchange.responseTruncated, true);
 });
@@ -96,7 +115,7 @@ for (const path of ['/dies-later', '/dies-at-once']) {
     await call(target, 'GET', path, { host }).catch(() => undefined);
     const exchange = await exchangeFor(path);
     assert.notEqual(exchange.error, null);
-    assert.equal(exchange.responseBody?.toString('latin1'), 'partial body');
+    assert.equal(wholeBody(exchange.responseBody)?.toString('latin1'), 'partial body');
     assert.equal(exchange.responseBodySize, 'partial body'.length);
   });
 }

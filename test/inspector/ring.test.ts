@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import type { Exchange } from '../../src/client/exchange.js';
+import { bodyLength, wholeBody, type Exchange } from '../../src/client/exchange.js';
 import { ENTRY_OVERHEAD, ExchangeRing, sizeOf } from '../../src/inspector/ring.js';
 import { inspect, startStack } from './fixture.js';
 
@@ -86,6 +86,21 @@ describe('ExchangeRing', () => {
     const before = whole.responseBody;
     ring.add(whole);
     assert.equal(whole.responseBody, before, 'a body that owns its buffer is kept as is');
+  });
+
+  test('a body kept in chunks is counted by its bytes, and only its chunks that are small views of large buffers are copied', () => {
+    const ring = new ExchangeRing();
+    const owned = Buffer.alloc(20_000, 0x61);
+    const view = Buffer.alloc(256 * 1024, 0x62).subarray(0, 10);
+    const item = exchange();
+    item.requestBody = [owned, view];
+    const entry = ring.add(item);
+    const chunks = item.requestBody as readonly Buffer[];
+    assert.equal(chunks[0], owned, 'kept as is');
+    assert.ok(chunks[1]!.buffer.byteLength < 64 * 1024, 'copied out of the large buffer');
+    assert.equal(bodyLength(item.requestBody), 20_010);
+    assert.deepEqual(wholeBody(item.requestBody), Buffer.concat([owned, view]));
+    assert.ok(entry.size >= 20_010 && entry.size < 20_010 + 1_024);
   });
 
   test('list pages with a before cursor; an unknown cursor gives nothing', () => {
