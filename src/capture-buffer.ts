@@ -1,4 +1,28 @@
 /**
+ * Bytes kept of a body: one buffer, or the chunks they came in (views, not joined). The edge's capture
+ * encoding copies the chunks straight into the stored record, and the client's inspector joins them only
+ * when something reads the body: joining every multi-frame body cost a copy of up to 1 MiB each way.
+ */
+export type KeptBody<T extends Uint8Array = Uint8Array> = T | readonly T[];
+
+/** The kept body's size in bytes, without joining it. */
+export function bodyLength(body: KeptBody | null): number {
+  if (body === null) return 0;
+  if (body instanceof Uint8Array) return body.byteLength;
+  let length = 0;
+  for (const chunk of body) length += chunk.byteLength;
+  return length;
+}
+
+/** The kept body in one buffer (chunks joined, a copy), or null. */
+export function wholeBody(body: KeptBody<Buffer> | null): Buffer | null;
+export function wholeBody(body: KeptBody | null): Uint8Array | null;
+export function wholeBody(body: KeptBody | null): Uint8Array | null {
+  if (body === null || body instanceof Uint8Array) return body;
+  return body.length === 1 ? body[0]! : Buffer.concat(body);
+}
+
+/**
  * Keeps the first `limit` bytes of a body for its capture (the edge's capture log, the client's
  * inspector); the traffic itself is never cut.
  */
@@ -33,13 +57,8 @@ export class CaptureBuffer {
     return this.size > this.kept;
   }
 
-  /** The kept bytes as the chunks they were kept in (no copy), or null when none were kept. */
-  chunksKept(): readonly Buffer[] | null {
-    return this.kept === 0 ? null : this.chunks;
-  }
-
   /** The kept bytes without joining them: one buffer when they are in one, else the chunks; null when none. */
-  keptBody(): Buffer | readonly Buffer[] | null {
+  keptBody(): KeptBody<Buffer> | null {
     if (this.kept === 0) return null;
     return this.chunks.length === 1 ? this.chunks[0]! : this.chunks;
   }

@@ -2,30 +2,11 @@
  * An exchange as the client saw it: what the inspector shows and the terminal prints. Built only when
  * someone records (the inspector is on, or a listener asked), and bodies are kept up to a cap.
  */
+import type { KeptBody } from '../capture-buffer.js';
 import { ResetCode } from '../protocol/constants.js';
 
-/**
- * A kept body: one buffer, or the chunks it crossed the tunnel in (views, not copied), joined only when
- * something reads it (`wholeBody`): a 1 MiB body was joined for every exchange, a copy nobody needed
- * until the inspector was looked at.
- */
-export type ExchangeBody = Buffer | readonly Buffer[];
-
-/** The body in one buffer (chunks joined, a copy), or null. */
-export function wholeBody(body: ExchangeBody | null): Buffer | null {
-  if (body === null || Buffer.isBuffer(body)) return body as Buffer | null;
-  const chunks = body as readonly Buffer[];
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-}
-
-/** The body's size in bytes, without joining it. */
-export function bodyLength(body: ExchangeBody | null): number {
-  if (body === null) return 0;
-  if (Buffer.isBuffer(body)) return (body as Buffer).byteLength;
-  let length = 0;
-  for (const chunk of body as readonly Buffer[]) length += chunk.byteLength;
-  return length;
-}
+/** A kept body: one buffer, or the frames it crossed the tunnel in, joined only when read (`wholeBody`). */
+export type ExchangeBody = KeptBody<Buffer>;
 
 export interface Exchange {
   /** The edge's request id (`req_...`), the same the API and the inspector use. */

@@ -640,10 +640,10 @@ export abstract class EdgeHttpStream {
       responseTruncated: responseCapture.truncated,
       open,
       requestHeaders: open === null ? ((redacted as string[] | null) ?? this.head.headers) : null,
-      requestBody: requestInFrame ? null : requestCapture.chunksKept(),
+      requestBody: requestInFrame ? null : requestCapture.keptBody(),
       response,
       responseHeaders: response === null ? this.responseHeaders : null,
-      responseBody: responseInFrame ? null : responseCapture.chunksKept(),
+      responseBody: responseInFrame ? null : responseCapture.keptBody(),
     };
   }
 

@@ -5,7 +5,8 @@
  * Serialised only when someone asks, never as traffic passes.
  */
 import { bodyJson, headerPairs, rejectionOf, type BodyJson } from '../exchange-json.js';
-import { wholeBody, type Exchange, type WebSocketLog, type WebSocketMessage } from '../client/exchange.js';
+import { wholeBody } from '../capture-buffer.js';
+import type { Exchange, WebSocketLog, WebSocketMessage } from '../client/exchange.js';
 import { nowIso } from '../ids.js';
 
 export interface ExchangeSummaryJson {

@@ -7,7 +7,8 @@
  * larger buffer (a received WebSocket message), which would otherwise keep the big buffer alive outside
  * the byte bound.
  */
-import { bodyLength, type Exchange, type ExchangeBody } from '../client/exchange.js';
+import { bodyLength } from '../capture-buffer.js';
+import type { Exchange, ExchangeBody } from '../client/exchange.js';
 
 export interface RingOptions {
   /** Most exchanges kept (default 1000). */
@@ -197,16 +198,15 @@ export function sizeOf(exchange: Exchange): number {
 
 function compact(body: ExchangeBody | null): ExchangeBody | null {
   if (body === null) return null;
-  if (Buffer.isBuffer(body)) return compactChunk(body as Buffer);
-  const chunks = body as readonly Buffer[];
+  if (body instanceof Uint8Array) return compactChunk(body);
   let compacted: Buffer[] | null = null;
-  for (let i = 0; i < chunks.length; i++) {
-    const chunk = compactChunk(chunks[i]!);
-    if (chunk === chunks[i]) continue;
-    compacted ??= chunks.slice();
+  for (let i = 0; i < body.length; i++) {
+    const chunk = compactChunk(body[i]!);
+    if (chunk === body[i]) continue;
+    compacted ??= body.slice();
     compacted[i] = chunk;
   }
-  return compacted ?? chunks;
+  return compacted ?? body;
 }
 
 function compactChunk(chunk: Buffer): Buffer {

@@ -3,7 +3,8 @@
  * client address, error, a header name or value, the request or response body, a WebSocket message),
  * case-insensitively. Runs only when someone searches, over the ring as it is: nothing is indexed.
  */
-import { wholeBody, type Exchange } from '../client/exchange.js';
+import { wholeBody } from '../capture-buffer.js';
+import type { Exchange } from '../client/exchange.js';
 
 export function searchWords(query: string): string[] {
   return query.toLowerCase().split(/\s+/).filter((word) => word.length > 0);

@@ -16,6 +16,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { Packr, Unpackr } from 'msgpackr';
+import { bodyLength, wholeBody, type KeptBody } from '../capture-buffer.js';
 import { decode, type OpenFrame } from '../protocol/codec.js';
 import { CaptureJournal, type JournalRecord } from './capture-journal.js';
 import { formatBytes } from './free-space.js';
@@ -75,21 +76,13 @@ export interface StoredCapture extends CaptureFields {
 }
 
 /**
- * A body on its way into the store: one buffer, or the chunks it arrived in, which the encoding copies
- * straight into the stored record (a 1 MiB body is not first joined into a buffer of its own).
+ * A capture as the edge hands it to the store: a StoredCapture whose bodies may still be in the chunks
+ * they arrived in, which the encoding copies straight into the stored record (a 1 MiB body is not first
+ * joined into a buffer of its own).
  */
-export type CaptureBody = Uint8Array | readonly Uint8Array[];
-
-/** A capture as the edge hands it to the store: a StoredCapture whose bodies may still be in chunks. */
 export interface CaptureToStore extends Omit<StoredCapture, 'requestBody' | 'responseBody'> {
-  requestBody: CaptureBody | null;
-  responseBody: CaptureBody | null;
-}
-
-/** A body in one buffer (chunks joined: only for the rare reader of an uncommitted capture, a replay). */
-export function wholeBody(body: CaptureBody | null): Uint8Array | null {
-  if (body === null || body instanceof Uint8Array) return body;
-  return body.length === 1 ? body[0]! : Buffer.concat(body);
+  requestBody: KeptBody | null;
+  responseBody: KeptBody | null;
 }
 
 interface CaptureParts {
@@ -270,12 +263,8 @@ const FORMAT = 1;
 const recordPackr = new Packr({ useRecords: false });
 const recordUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: 'number' });
 
-function sectionLength(section: CaptureBody | null): number {
-  if (section === null) return -1;
-  if (section instanceof Uint8Array) return section.byteLength;
-  let length = 0;
-  for (const chunk of section) length += chunk.byteLength;
-  return length;
+function sectionLength(section: KeptBody | null): number {
+  return section === null ? -1 : bodyLength(section);
 }
 
 export function encodeStoredCapture(c: StoredCapture | CaptureToStore): Buffer {

@@ -8,7 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { bodyLength, wholeBody, type Exchange } from '../../src/client/exchange.js';
+import { bodyLength, wholeBody } from '../../src/capture-buffer.js';
+import type { Exchange } from '../../src/client/exchange.js';
 import { ExchangeRing } from '../../src/inspector/ring.js';
 import { exchangeJson } from '../../src/inspector/json.js';
 import type { TunnelClient } from '../../src/client/tunnel-client.js';

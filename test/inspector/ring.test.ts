@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { bodyLength, wholeBody, type Exchange } from '../../src/client/exchange.js';
+import { bodyLength, wholeBody } from '../../src/capture-buffer.js';
+import type { Exchange } from '../../src/client/exchange.js';
 import { ENTRY_OVERHEAD, ExchangeRing, sizeOf } from '../../src/inspector/ring.js';
 import { inspect, startStack } from './fixture.js';
 
