@@ -5,10 +5,12 @@
  * the turn asks of them is their ring, sequence, stored capture and `afterCapture`).
  */
 import assert from 'node:assert/strict';
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { COMMIT_DELAY_MS, COMMIT_QUEUE_CAPTURES, Turn, type Captured } from '../../src/edge/turn.js';
-import { CaptureStore, type RingHandle, type StoredCapture } from '../../src/store/captures.js';
+import { CaptureStore, JOURNAL_MAX_CAPTURE_BYTES, type CaptureToStore, type RingHandle } from '../../src/store/captures.js';
 import { tempDirs } from '../helpers.js';
 import { postCapture } from '../store/capture-fixture.js';
 
@@ -16,20 +18,27 @@ const freshDir = tempDirs('burrow-issue-25-turn-');
 
 class Exchange implements Captured {
   answered = false;
+  onAnswer: (() => void) | null = null;
   readonly seq: number;
-  private readonly stored: StoredCapture;
+  private readonly stored: CaptureToStore;
 
-  constructor(readonly ring: RingHandle) {
+  /** A POST without a body, or with `body` in the chunks given. */
+  constructor(
+    readonly ring: RingHandle,
+    body: Buffer[] | null = null,
+  ) {
     const { seq, id } = ring.next();
     this.seq = seq;
-    this.stored = postCapture(ring, seq, id, 0);
+    const stored = postCapture(ring, seq, id, 0);
+    this.stored = body === null ? stored : { ...stored, requestBody: body, requestBodySize: body.reduce((total, chunk) => total + chunk.byteLength, 0) };
   }
 
-  storedCapture(): StoredCapture {
+  storedCapture(): CaptureToStore {
     return this.stored;
   }
 
   afterCapture(): void {
+    this.onAnswer?.();
     this.answered = true;
   }
 }
@@ -86,6 +95,35 @@ test('issue 25: with --capture-fsync a turn commits before the answers, as befor
     await nextTurn();
     assert.ok(exchange.answered);
     assert.equal(store.list('usr_turn', 'turn', { limit: 10, retentionMs: 60_000 })?.length, 1);
+  } finally {
+    await store.close();
+  }
+});
+
+test('issue 25: a turn with a large capture commits the queue before its answers, without the journal', async () => {
+  const dir = freshDir();
+  const store = CaptureStore.open(dir);
+  const commits: number[] = [];
+  const turn = new Turn(store, () => {}, (captures) => commits.push(captures));
+  try {
+    const ring = store.ring('usr_turn', 'turn', 1_000, Infinity);
+    const small = new Exchange(ring);
+    turn.capture(small);
+    await nextTurn();
+    const journaled = statSync(join(dir, 'journal')).size;
+    assert.equal(store.queuedCaptures, 1);
+    // A large body, handed over in the chunks it came in.
+    const large = new Exchange(ring, [Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x61), Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x62)]);
+    let queuedAtAnswer = -1;
+    large.onAnswer = () => (queuedAtAnswer = store.queuedCaptures);
+    turn.capture(large);
+    await nextTurn();
+    assert.ok(large.answered);
+    assert.equal(queuedAtAnswer, 0, 'committed, with the capture queued before it, when its answer went out');
+    assert.deepEqual(commits, [2], 'one commit, told to the metrics');
+    assert.equal(statSync(join(dir, 'journal')).size, journaled, 'the large capture is not in the journal');
+    const id = large.storedCapture().id;
+    assert.deepEqual(store.get('usr_turn', id, 60_000)?.requestBody, Buffer.concat([Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x61), Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x62)]));
   } finally {
     await store.close();
   }

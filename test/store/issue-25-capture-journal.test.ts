@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } 
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { readJournal } from '../../src/store/capture-journal.js';
-import { CaptureStore, encodeStoredCapture, expandCapture, type CaptureToStore, type PendingCapture, type RingHandle } from '../../src/store/captures.js';
+import { CaptureStore, encodeStoredCapture, expandCapture, JOURNAL_MAX_CAPTURE_BYTES, type CaptureToStore, type PendingCapture, type RingHandle } from '../../src/store/captures.js';
 import { tempDirs } from '../helpers.js';
 import { postCapture } from './capture-fixture.js';
 import { loopFs } from '../loop-fs.js';
@@ -145,8 +145,8 @@ test('issue 25: with --capture-fsync there is no journal: a commit is the durabl
 });
 
 /**
- * On a loop-mounted file system: one capture of 1 MiB committed and two journaled when the process died,
- * then the disk filled. Null (the test skipped) where no loop file system can be made.
+ * On a loop-mounted file system: one capture committed and two journaled when the process died (30 KB
+ * each: a capture of 64 KiB or more would not be journaled), then the disk filled. Null (the test skipped) where no loop file system can be made.
  */
 function crashedThenFull(t: { skip(message: string): void }): { dir: string; makeRoom(): void } | null {
   const disk = loopFs(32);
@@ -156,7 +156,7 @@ function crashedThenFull(t: { skip(message: string): void }): { dir: string; mak
   }
   const dir = join(disk.dir, 'captures');
   mkdirSync(dir);
-  crashAfterJournal(dir, 1, 2, 1024 * 1024);
+  crashAfterJournal(dir, 1, 2, 30_000);
   disk.fill();
   return { dir, makeRoom: () => rmSync(join(disk.dir, 'filler')) };
 }
@@ -222,6 +222,35 @@ test('issue 25: a read of the store commits the journaled captures first: it nev
   }
 });
 
+test('issue 25: a turn holding a large capture is not journaled (its body would be written twice): the caller is told to commit it at once', async () => {
+  const dir = freshDir();
+  const store = CaptureStore.open(dir);
+  const journalPath = join(dir, 'journal');
+  try {
+    const ring = store.ring(ACCOUNT, SUBDOMAIN, 50, Infinity);
+    assert.equal(store.journalAll(pending(ring, 1, 1_000)), false, 'a small turn is journaled');
+    const journaled = statSync(journalPath).size;
+    assert.ok(journaled > 1_000);
+    assert.equal(store.journalAll(pending(ring, 1, JOURNAL_MAX_CAPTURE_BYTES)), true, 'a large one is to be committed now');
+    assert.equal(statSync(journalPath).size, journaled, 'and is not in the journal');
+    assert.equal(store.queuedCaptures, 2, 'both wait in the queue for that commit');
+    assert.equal(store.commitQueued(), 2);
+    assert.deepEqual(listedPaths(store), ['/q/1', '/q/0']);
+    // Small captures stay journaled, however many bytes they make together.
+    assert.equal(store.journalAll(pending(ring, 2, JOURNAL_MAX_CAPTURE_BYTES / 2)), false);
+    assert.ok(statSync(journalPath).size > journaled + JOURNAL_MAX_CAPTURE_BYTES, 'in the journal');
+    store.commitQueued();
+  } finally {
+    await store.close();
+  }
+  const again = CaptureStore.open(dir);
+  try {
+    assert.deepEqual(listedPaths(again), ['/q/3', '/q/2', '/q/1', '/q/0']);
+  } finally {
+    await again.close();
+  }
+});
+
 test('issue 25: a body handed over in the chunks it arrived in is stored as one, byte for byte', async () => {
   const store = CaptureStore.open(freshDir());
   try {
@@ -233,8 +262,7 @@ test('issue 25: a body handed over in the chunks it arrived in is stored as one,
     const joined: CaptureToStore = { ...inChunks, requestBody: Buffer.concat(chunks), responseBody: Buffer.from('one chunk') };
     assert.deepEqual(encodeStoredCapture(inChunks), encodeStoredCapture(joined), 'the same record as from one buffer');
     assert.deepEqual(expandCapture(inChunks).requestBody, Buffer.concat(chunks), 'a reader of the uncommitted capture (a replay) gets it whole');
-    store.journalAll([{ ring, seq, storedCapture: () => inChunks }]);
-    store.commitQueued();
+    if (store.journalAll([{ ring, seq, storedCapture: () => inChunks }])) store.commitQueued();
     const read = store.get(ACCOUNT, id, 3_600_000);
     assert.ok(read !== null);
     assert.deepEqual(read.requestBody, Buffer.concat(chunks));
