@@ -54,13 +54,13 @@ function withBytes(bytes: Buffer, at: number, patch: Buffer): Buffer {
 }
 
 /** Known and as published, known and mended (the published file but for those five bytes), or neither. */
-function stateOf(bytes: Buffer, name: string): { state: LmdbBinaryState; known: KnownBinary | null } {
+function stateOf(bytes: Buffer, name: string): LmdbBinaryState {
   const known = KNOWN.find((entry) => entry.file === name);
-  if (known === undefined || bytes.byteLength < known.offset + PUBLISHED.byteLength) return { state: 'unknown', known: null };
+  if (known === undefined || bytes.byteLength < known.offset + PUBLISHED.byteLength) return 'unknown';
   const at = bytes.subarray(known.offset, known.offset + PUBLISHED.byteLength);
-  if (at.equals(PUBLISHED) && sha256(bytes) === known.published) return { state: 'published', known };
-  if (at.equals(MENDED) && sha256(withBytes(bytes, known.offset, PUBLISHED)) === known.published) return { state: 'mended', known };
-  return { state: 'unknown', known: null };
+  if (at.equals(PUBLISHED) && sha256(bytes) === known.published) return 'published';
+  if (at.equals(MENDED) && sha256(withBytes(bytes, known.offset, PUBLISHED)) === known.published) return 'mended';
+  return 'unknown';
 }
 
 /** lmdb-js's package directory (its exports hide package.json: found from its entry point up). */
@@ -87,7 +87,7 @@ export function lmdbBinaryPath(): string | null {
 
 /** Whether the binary at `path` is a known lmdb 3.5.6 build, mended or as published. */
 export function lmdbBinaryState(path: string): LmdbBinaryState {
-  return stateOf(readFileSync(path), basename(path)).state;
+  return stateOf(readFileSync(path), basename(path));
 }
 
 export interface MendResult {
@@ -111,7 +111,7 @@ export function mendLmdbBinaries(dir: string): MendResult[] {
     } catch {
       continue;
     }
-    const before = stateOf(bytes, known.file).state;
+    const before = stateOf(bytes, known.file);
     if (before === 'published') {
       const temporary = `${path}.mending`;
       writeFileSync(temporary, withBytes(bytes, known.offset, MENDED), { mode: statSync(path).mode & 0o777 });
