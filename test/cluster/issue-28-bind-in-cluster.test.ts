@@ -26,12 +26,28 @@ const INSTANCE = 'bind-in-cluster-28';
 /** Leases of 10 s renewed every second: a short outage stays inside every lease's validity. */
 const TIMINGS = { leaseTtlMs: 10_000, renewEveryMs: 1_000, marginMs: 1_000, heartbeatTtlMs: 5_000 };
 
+/**
+ * `promise`, or a failure naming `what` after `ms`: a step that never finishes fails as itself, with the
+ * frames the tunnel holds, instead of the whole test timing out without a word (it did once in CI).
+ */
+async function within<T>(ms: number, what: string, promise: Promise<T>, tunnel?: RawTunnel): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: nothing after ${ms} ms${tunnel === undefined ? '' : `; frames waiting: ${JSON.stringify(tunnel.frames.map((frame) => frame.slice(0, 5)))}`}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** BIND `name` as tunnel `id`; `drop` (a fence, or 0) makes it a BIND of a client that sends one (section 18). */
 function bind(tunnel: RawTunnel, id: number, name: string, drop?: number): Promise<BoundFrame> {
   const frame: Frame = [FrameType.BIND, 0, id, 'http', name, 0, 3000, '', false, false];
   if (drop !== undefined) frame.push(drop);
   tunnel.send(encode(frame));
-  return tunnel.next<BoundFrame>(FrameType.BOUND);
+  return within(15_000, `BOUND for ${name}`, tunnel.next<BoundFrame>(FrameType.BOUND), tunnel);
 }
 
 /** A GET to `name` through `edge`, answered by hand on `tunnel` with `text`; resolves with the OPEN and what the public client got. */
@@ -41,10 +57,10 @@ async function served(edge: TestEdge, name: string, tunnel: RawTunnel, text: str
     answer = { status: response.statusCode, body: await response.body.text() };
   });
   // An answer of the edge's own (a 503 while it cannot vouch for the name, say) comes without an OPEN: said at once, not waited on.
-  const open = await Promise.race([tunnel.next<OpenFrame>(FrameType.OPEN), sent.then(() => null)]);
+  const open = await within(15_000, `${name} through ${edge.base}: an OPEN or the edge's own answer`, Promise.race([tunnel.next<OpenFrame>(FrameType.OPEN), sent.then(() => null)]), tunnel);
   if (open === null) throw new Error(`${name} through ${edge.base}: the edge answered ${answer.status} itself: ${answer.body}`);
   tunnel.send(encode([FrameType.RESPONSE, open[1], 200, 'OK', ['content-length', String(text.length)], Buffer.from(text), true]));
-  await sent;
+  await within(15_000, `${name} through ${edge.base}: the answer`, sent);
   return { open, body: answer.body };
 }
 
@@ -88,7 +104,7 @@ test('a connection of several tunnels in a cluster: no attachment in READY, tunn
     assert.equal(during.body, 'during');
     assert.equal(notices(tunnel, NoticeCode.STORE_UNAVAILABLE), 1, 'one NOTICE for the connection, not one per tunnel');
 
-    await redis.restart();
+    await within(20_000, 'Redis to restart', redis.restart());
     await waitFor(() => a.edge.cluster!.storeStatus.available, 15_000, 'a to have the store back');
     await waitFor(() => notices(tunnel, NoticeCode.STORE_AVAILABLE) > 0, 5_000, 'the available NOTICE');
     // On a loaded machine the outage may outlast the leases' validity: a claims the names again first.
@@ -100,7 +116,7 @@ test('a connection of several tunnels in a cluster: no attachment in READY, tunn
     // The same client's next connection (its old one not yet seen closed by the edge) binds again.
     await waitFor(() => a.edge.cluster!.fenceOf('bc-one') !== undefined, 10_000, 'a holds bc-one again after the outage');
     const oldFence = a.edge.cluster!.fenceOf('bc-one');
-    const again = await openRawTunnel(a, account.token, `instance=${INSTANCE}`);
+    const again = await within(15_000, 'the second connection\'s READY', openRawTunnel(a, account.token, `instance=${INSTANCE}`));
     const rebound = await bind(again.tunnel, 1, 'bc-one');
     assert.equal(rebound[3], '', `rebind: ${rebound[4]}`);
     assert.notEqual(a.edge.cluster!.fenceOf('bc-one'), oldFence);
