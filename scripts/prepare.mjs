@@ -25,9 +25,14 @@ if (result.status !== 0) process.exit(result.status ?? 1);
 // lmdb-js's prebuilt binary overflows a heap block when a disk write fails (src/store/lmdb-native.ts):
 // mend the known published builds of the pinned version, once per install.
 const { lmdbPrebuiltDir, mendLmdbBinaries } = await import(pathToFileURL(join(root, 'dist', 'src', 'store', 'lmdb-native.js')).href);
-const prebuilt = lmdbPrebuiltDir();
-for (const { path, before, after } of prebuilt === null ? [] : mendLmdbBinaries(prebuilt)) {
-  if (before === 'published' && after === 'mended') process.stdout.write(`burrow: mended lmdb's native binary for failed disk writes: ${path}\n`);
-  else if (after !== 'mended') process.stderr.write(`burrow: warning: could not mend lmdb's native binary ${path} (${after}); see src/store/lmdb-native.ts\n`);
+// A mend that cannot be written (a read-only node_modules) does not fail the install: the edge warns at start.
+try {
+  const prebuilt = lmdbPrebuiltDir();
+  for (const { path, before, after } of prebuilt === null ? [] : mendLmdbBinaries(prebuilt)) {
+    if (before === 'published' && after === 'mended') process.stdout.write(`burrow: mended lmdb's native binary for failed disk writes: ${path}\n`);
+    else if (after !== 'mended') process.stderr.write(`burrow: warning: could not mend lmdb's native binary ${path} (${after}); see src/store/lmdb-native.ts\n`);
+  }
+} catch (error) {
+  process.stderr.write(`burrow: warning: could not mend lmdb's native binary: ${error.message}; see src/store/lmdb-native.ts\n`);
 }
 process.exit(0);
