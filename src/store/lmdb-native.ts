@@ -21,7 +21,7 @@ import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'n
 import { createRequire } from 'node:module';
 import { basename, dirname, join } from 'node:path';
 
-interface KnownBinary {
+export interface KnownBinary {
   /** The file in @lmdb/lmdb-linux-x64 (lmdb 3.5.6). */
   file: string;
   /** SHA-256 of the binary as published. */
@@ -34,7 +34,7 @@ interface KnownBinary {
 const PUBLISHED = Buffer.from([0xbf, 0x64, 0x00, 0x00, 0x00]);
 const MENDED = Buffer.from([0xbf, 0x00, 0x01, 0x00, 0x00]);
 
-const KNOWN: readonly KnownBinary[] = [
+export const KNOWN_LMDB_BINARIES: readonly KnownBinary[] = [
   { file: 'node.abi115.glibc.node', published: 'f0fa4692f2574eb941f8ed98c722c71ef9c9738589e1279dd265124e45d8feed', offset: 0x87753 },
   { file: 'node.abi127.glibc.node', published: '34b64bb44a713689b17a043c3562f48486ccfca59eaa036613995e9fcaae03ae', offset: 0x87a05 },
   { file: 'node.napi.glibc.node', published: '0029b0965ac93b05c057a4c7cf6a10f59dccbe69b23a32518209e190181a0b1c', offset: 0x81852 },
@@ -55,7 +55,7 @@ function withBytes(bytes: Buffer, at: number, patch: Buffer): Buffer {
 
 /** Known and as published, known and mended (the published file but for those five bytes), or neither. */
 function stateOf(bytes: Buffer, name: string): LmdbBinaryState {
-  const known = KNOWN.find((entry) => entry.file === name);
+  const known = KNOWN_LMDB_BINARIES.find((entry) => entry.file === name);
   if (known === undefined || bytes.byteLength < known.offset + PUBLISHED.byteLength) return 'unknown';
   const at = bytes.subarray(known.offset, known.offset + PUBLISHED.byteLength);
   if (at.equals(PUBLISHED) && sha256(bytes) === known.published) return 'published';
@@ -90,6 +90,15 @@ export function lmdbBinaryState(path: string): LmdbBinaryState {
   return stateOf(readFileSync(path), basename(path));
 }
 
+/** What the edge says at start about the binary at `path`: a warning when it is a known one left as published, else null. */
+export function lmdbBinaryWarning(path: string | null): string | null {
+  if (path === null || lmdbBinaryState(path) !== 'published') return null;
+  return (
+    `lmdb's native binary ${path} is the published build, not mended: a disk write that fails (a full disk) can abort the edge ` +
+    'with a heap corruption; reinstall with `npm ci` (scripts/prepare.mjs mends it; docs/deploy.md, "Disk space")'
+  );
+}
+
 export interface MendResult {
   path: string;
   before: LmdbBinaryState;
@@ -103,7 +112,7 @@ export interface MendResult {
  */
 export function mendLmdbBinaries(dir: string): MendResult[] {
   const results: MendResult[] = [];
-  for (const known of KNOWN) {
+  for (const known of KNOWN_LMDB_BINARIES) {
     const path = join(dir, known.file);
     let bytes: Buffer;
     try {

@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { test } from 'node:test';
-import { lmdbBinaryPath, lmdbBinaryState, mendLmdbBinaries } from '../../src/store/lmdb-native.js';
+import { KNOWN_LMDB_BINARIES, lmdbBinaryPath, lmdbBinaryState, lmdbBinaryWarning, mendLmdbBinaries } from '../../src/store/lmdb-native.js';
 import { tempDirs } from '../helpers.js';
 import { loopFs } from '../loop-fs.js';
 
@@ -27,20 +27,22 @@ test('mending rewrites a published build, is idempotent, keeps the file mode, an
   const file = join(dir, basename(binary!));
   // The published build is the mended one with its five bytes put back: undo the mend on a copy.
   const mended = readFileSync(binary!);
-  const at = mended.indexOf(Buffer.from([0xbf, 0x00, 0x01, 0x00, 0x00, 0xe8]));
-  assert.ok(at > 0);
+  const { offset } = KNOWN_LMDB_BINARIES.find((entry) => entry.file === basename(binary!))!;
+  assert.deepEqual([...mended.subarray(offset, offset + 5)], [0xbf, 0x00, 0x01, 0x00, 0x00], 'mov edi, 256 where the table says');
   const published = Buffer.from(mended);
-  published[at + 1] = 0x64;
-  published[at + 2] = 0x00;
+  published[offset + 1] = 0x64;
+  published[offset + 2] = 0x00;
   writeFileSync(file, published);
   chmodSync(file, 0o750);
   assert.equal(lmdbBinaryState(file), 'published');
+  assert.match(lmdbBinaryWarning(file) ?? '', /is the published build, not mended: .*reinstall with `npm ci`/, 'what the edge says at start');
 
   const first = mendLmdbBinaries(dir);
   assert.deepEqual(first, [{ path: file, before: 'published', after: 'mended' }]);
   assert.ok(readFileSync(file).equals(mended), 'byte for byte the installed mended build');
   assert.equal(statSync(file).mode & 0o777, 0o750);
   assert.deepEqual(mendLmdbBinaries(dir), [{ path: file, before: 'mended', after: 'mended' }], 'a second run changes nothing');
+  assert.equal(lmdbBinaryWarning(file), null, 'nothing to say of a mended build');
 
   // Any other difference: not a build we know, never rewritten.
   const other = Buffer.from(published);
@@ -48,6 +50,8 @@ test('mending rewrites a published build, is idempotent, keeps the file mode, an
   writeFileSync(file, other);
   assert.deepEqual(mendLmdbBinaries(dir), [{ path: file, before: 'unknown', after: 'unknown' }]);
   assert.ok(readFileSync(file).equals(other));
+  assert.equal(lmdbBinaryWarning(file), null, 'nor of one it does not know');
+  assert.equal(lmdbBinaryWarning(null), null);
 });
 
 test('mending a directory without lmdb binaries does nothing', () => {
@@ -102,15 +106,24 @@ function firstLife(dir: string): void {
  * The next life, on the full disk: a commit of another 1 MiB capture, which fails, then a close and an
  * exit. LMDB writes that slot in two blocks, and lmdb-js's message then reads its third size from an
  * unset array entry (often ten digits): unmended, it ran past its block and glibc aborted the process.
+ * `sync` commits as the capture store does (`transactionSync`); `async` puts as the main store does,
+ * with the edge's guard for the rejections lmdb-js leaves unreachable (`guardLmdbRejections`).
  */
-function nextLife(dir: string): ReturnType<typeof run> {
+function nextLife(dir: string, mode: 'sync' | 'async'): ReturnType<typeof run> {
+  const guard = JSON.stringify(new URL('../../src/store/write-failures.js', import.meta.url).href);
   return run(`${OPEN_CAPTURES(dir)}
+    const { guardLmdbRejections } = await import(${guard});
+    guardLmdbRejections();
     let failed = '';
     try {
-      // A block body: a callback that returns put's promise makes transactionSync asynchronous.
-      root.transactionSync(() => {
-        slots.put([1, 1], Buffer.alloc(1024 * 1024, 0x62));
-      });
+      if (${JSON.stringify(mode)} === 'sync') {
+        // A block body: a callback that returns put's promise makes transactionSync asynchronous.
+        root.transactionSync(() => {
+          slots.put([1, 1], Buffer.alloc(1024 * 1024, 0x62));
+        });
+      } else {
+        await slots.put([1, 1], Buffer.alloc(1024 * 1024, 0x62));
+      }
     } catch (error) {
       failed = error.message;
     }
@@ -119,17 +132,19 @@ function nextLife(dir: string): ReturnType<typeof run> {
   `);
 }
 
-test('a commit that fails on a full disk is an error the caller catches, and the process exits cleanly (no heap corruption)', { skip: known ?? false, timeout: 240_000 }, (t) => {
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const disk = loopFs(32);
-    if (typeof disk === 'string') {
-      t.skip(disk);
-      return;
+for (const mode of ['sync', 'async'] as const) {
+  test(`a ${mode === 'sync' ? 'synchronous commit' : 'put'} that fails on a full disk is an error the caller catches, and the process exits cleanly (no heap corruption)`, { skip: known ?? false, timeout: 240_000 }, (t) => {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const disk = loopFs(32);
+      if (typeof disk === 'string') {
+        t.skip(disk);
+        return;
+      }
+      firstLife(disk.dir);
+      const child = nextLife(disk.dir, mode);
+      assert.equal(child.signal, null, `attempt ${attempt}: killed by ${child.signal}\n${child.stderr}`);
+      assert.equal(child.status, 0, `attempt ${attempt}: exit ${child.status}\n${child.stderr}`);
+      assert.match(JSON.parse(child.stdout) as string, /No space left on device|Commit failed/, 'the write failed as an error');
     }
-    firstLife(disk.dir);
-    const child = nextLife(disk.dir);
-    assert.equal(child.signal, null, `attempt ${attempt}: killed by ${child.signal}\n${child.stderr}`);
-    assert.equal(child.status, 0, `attempt ${attempt}: exit ${child.status}\n${child.stderr}`);
-    assert.match(JSON.parse(child.stdout) as string, /No space left on device/, 'the commit failed as an error');
-  }
-});
+  });
+}

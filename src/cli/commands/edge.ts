@@ -8,7 +8,7 @@ import { DEFAULT_SOURCE_RATE_LIMIT } from '../../edge/offline-queue.js';
 import { Edge } from '../../edge/server.js';
 import { apiHostProblem } from '../../edge/host.js';
 import { parseMinFreeSpace } from '../../store/free-space.js';
-import { lmdbBinaryPath, lmdbBinaryState } from '../../store/lmdb-native.js';
+import { lmdbBinaryPath, lmdbBinaryWarning } from '../../store/lmdb-native.js';
 import { certificateCovers, type ServerName } from '../../edge/tls.js';
 import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
@@ -311,12 +311,8 @@ export async function edgeCommand(args: string[]): Promise<number> {
       );
     }
   }
-  const lmdbBinary = lmdbBinaryPath();
-  if (lmdbBinary !== null && lmdbBinaryState(lmdbBinary) === 'published') {
-    process.stderr.write(
-      `burrow edge: warning: lmdb's native binary ${lmdbBinary} is the published build, not mended: a disk write that fails (a full disk) can abort the edge with a heap corruption; reinstall with \`npm ci\` (scripts/prepare.mjs mends it; docs/deploy.md, "Disk space")\n`,
-    );
-  }
+  const lmdbWarning = lmdbBinaryWarning(lmdbBinaryPath());
+  if (lmdbWarning !== null) process.stderr.write(`burrow edge: warning: ${lmdbWarning}\n`);
   const host = values.host ?? '127.0.0.1';
   // Plain HTTP: tokens and the session cookie travel in clear, and any tunnel's page can set cookies the
   // dashboard receives (no __Host- cookie without HTTPS): docs/security.md, "Cookie tossing".
