@@ -39,6 +39,7 @@ import {
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
 import { endpointLabel, pinnedLookup, resolveEndpoints, type EdgeEndpoint } from './edge-endpoints.js';
 import { edgeLookup } from './edge-lookup.js';
+import { masksUnneeded, zeroMask } from './frame-mask.js';
 import { describeLookupFailure, resolveRuleFor, type ResolveRule } from './resolve-rules.js';
 import { cleartextRefusal, describeTlsError, trustedCas } from './edge-trust.js';
 import type { Exchange } from './exchange.js';
@@ -689,6 +690,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       },
       perMessageDeflate: false,
       maxPayload: 8 * 1024 * 1024,
+      // Over TLS or to this machine a zero key: ws then sends each frame without a masked copy.
+      ...(masksUnneeded(url) ? { generateMask: zeroMask } : {}),
       handshakeTimeout: 15_000,
       ...(this.trustedCas === undefined ? {} : { ca: this.trustedCas }),
       // Only the address is pinned: Host, SNI and the certificate check keep the URL's name. Unpinned,
