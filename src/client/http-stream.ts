@@ -22,7 +22,7 @@
  */
 import type { Duplex } from 'node:stream';
 import { MessageHead } from '../http1/parser.js';
-import { encode } from '../protocol/codec.js';
+import { encode, withBinaryRoom } from '../protocol/codec.js';
 import { FrameType } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import { dropHopByHop, isName } from '../protocol/headers.js';
@@ -47,6 +47,8 @@ export interface OpenRequest {
   /** OPEN's `upgrade`: the request asks to switch protocols (a WebSocket or any other). */
   upgrade: boolean;
 }
+
+const EMPTY_BODY = Buffer.alloc(0);
 
 /** Response fields that are each hop's own framing: a 101 has no body, and the edge writes its own. */
 const FRAMING = ['content-length', 'transfer-encoding'];
@@ -276,9 +278,11 @@ export class ClientHttpStream implements LocalResponseHandler {
     this.responseBytes += chunk.byteLength;
     this.held.push(chunk);
     this.heldBytes += chunk.byteLength;
-    // A turn that brings more than a frame's worth does not wait for its end: the frame goes now, and
-    // the socket is paused when credit runs out, so a fast local server never piles up bytes here.
-    if (this.heldBytes >= this.host.settings.maxFrameBody) this.release();
+    // A turn that brings more than a frame's worth does not wait for its end: the frames go now, and
+    // the socket is paused when credit runs out, so a fast local server never piles up bytes here. A
+    // frame's worth exactly waits for the turn's end, which may bring the response's end too: one
+    // RESPONSE frame, not the body and then an empty DATA to end it.
+    if (this.heldBytes > this.host.settings.maxFrameBody) this.release();
     else this.holdUntilTurnEnd();
   }
 
@@ -291,16 +295,17 @@ export class ClientHttpStream implements LocalResponseHandler {
     if (this.closed) return;
     if (!this.headSent) {
       // Head, body and end in one turn: one frame, given the credit.
-      const body = this.takeHeld();
-      if (body === null || takeWholeCredit(body.byteLength, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
+      const size = this.heldBytes;
+      if (size === 0 || takeWholeCredit(size, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
         const trailers = this.trailers;
-        this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, body, trailers === null]));
+        this.headSent = true;
+        this.host.send(this.responseWithHeld(trailers === null));
         if (trailers !== null) this.host.send(encode([FrameType.TRAILERS, this.id, trailers]));
         this.complete(null);
         return;
       }
-      this.sendHead(null);
-      this.enqueue(body);
+      this.sendHead();
+      this.enqueue(this.takeHeld()!);
     } else {
       const body = this.takeHeld();
       if (body !== null) this.enqueue(body);
@@ -429,14 +434,16 @@ export class ClientHttpStream implements LocalResponseHandler {
 
   /** Frames what is held: the head with the bytes inline when the credit allows, else head then DATA. */
   private release(): void {
-    const body = this.takeHeld();
     if (!this.headSent) {
-      if (body !== null && this.queue.length === 0 && takeWholeCredit(body.byteLength, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
-        this.sendHead(body);
+      const size = this.heldBytes;
+      if (size > 0 && this.queue.length === 0 && takeWholeCredit(size, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
+        this.headSent = true;
+        this.host.send(this.responseWithHeld(false));
         return;
       }
-      this.sendHead(null);
+      this.sendHead();
     }
+    const body = this.takeHeld();
     if (body === null) return;
     this.enqueue(body);
     this.flush();
@@ -458,9 +465,36 @@ export class ClientHttpStream implements LocalResponseHandler {
     return whole;
   }
 
-  private sendHead(body: Buffer | null): void {
+  /**
+   * RESPONSE with the held bytes inline (credit taken by the caller), `end` as given. Bytes held in
+   * several chunks (a turn with several socket reads) are copied once, straight into the frame, instead
+   * of joined first and copied again by `encode`; the inspector records the frame's view of them.
+   */
+  private responseWithHeld(end: boolean): Buffer {
+    const held = this.held;
+    if (held.length <= 1) {
+      const body = this.takeHeld();
+      return encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, body, end]);
+    }
+    const size = this.heldBytes;
+    this.held = [];
+    this.heldBytes = 0;
+    // RESPONSE ends with its body and `end` (one byte).
+    const frame = withBinaryRoom(encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, EMPTY_BODY, end]), 1, size);
+    const start = frame.byteLength - 1 - size;
+    let at = start;
+    for (const chunk of held) {
+      frame.set(chunk, at);
+      at += chunk.byteLength;
+    }
+    this.responseRecorder?.addOwned(frame.subarray(start, at));
+    return frame;
+  }
+
+  /** RESPONSE without body bytes: the body follows as DATA. */
+  private sendHead(): void {
     this.headSent = true;
-    this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, body, false]));
+    this.host.send(encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, null, false]));
   }
 
   private enqueue(chunk: Buffer): void {

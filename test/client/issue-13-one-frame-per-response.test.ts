@@ -15,6 +15,8 @@ import { FrameEdge, type FrameRecord } from './frame-edge.js';
 import { startRawLocal, type RawLocal } from './raw-local.js';
 
 const BODY = 'b'.repeat(100);
+/** A frame's worth of body (maxFrameBody), every byte telling its place. */
+const TWO_READS = Buffer.from(Array.from({ length: 64 * 1024 }, (_, i) => (i * 7 + (i >> 8)) & 0xff));
 let edge: FrameEdge;
 let local: RawLocal;
 let client: TunnelClient;
@@ -36,6 +38,11 @@ before(async () => {
   local = await startRawLocal({
     '/length': (socket) => {
       socket.write(`HTTP/1.1 200 OK\r\ncontent-length: ${BODY.length}\r\n\r\n${BODY}`);
+      return 'keep';
+    },
+    '/two-reads': (socket) => {
+      // Head and body in one write, larger than one read of the client (64 KiB): read twice in one turn.
+      socket.write(Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\ncontent-length: ${TWO_READS.length}\r\n\r\n`), TWO_READS]));
       return 'keep';
     },
     '/chunked': (socket) => {
@@ -92,6 +99,14 @@ for (const path of ['/length', '/chunked']) {
     assert.deepEqual(edge.frames.get(id), [{ type: 'RESPONSE', end: true, bytes: BODY.length }]);
   });
 }
+
+test('a body read in two pieces in one turn is one RESPONSE frame, its pieces copied into it in order', { timeout: 20_000 }, async () => {
+  const { id, result } = edge.requestWithId('GET', '/two-reads', ['host', 'app.localhost']);
+  const answer = await result;
+  assert.equal(answer.status, 200);
+  assert.ok(answer.body.equals(TWO_READS), 'the body byte for byte');
+  assert.deepEqual(edge.frames.get(id), [{ type: 'RESPONSE', end: true, bytes: TWO_READS.length }]);
+});
 
 test('a close-delimited response leaves as RESPONSE with its body inline, then the end alone', { timeout: 20_000 }, async () => {
   // Its end is the local server's FIN, which libuv reports in the turn after the bytes (a short read
