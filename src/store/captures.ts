@@ -268,6 +268,21 @@ function sectionLength(section: KeptBody | null): number {
 }
 
 export function encodeStoredCapture(c: StoredCapture | CaptureToStore): Buffer {
+  return encodeStoredCaptureInto(c, null);
+}
+
+/** The bytes of a capture's frames and bodies: its record is these and a header of a few hundred bytes. */
+export function sectionsLength(c: StoredCapture | CaptureToStore): number {
+  let size = 0;
+  for (const section of [c.open, c.response, c.requestBody, c.responseBody]) if (section !== null) size += bodyLength(section);
+  return size;
+}
+
+/**
+ * The record of `c`, in a fresh buffer or, when `arena` has room for it, in the arena's next bytes (a
+ * view; the arena's `used` moves past it).
+ */
+function encodeStoredCaptureInto(c: StoredCapture | CaptureToStore, arena: RecordArena | null): Buffer {
   const header = recordPackr.pack([
     FORMAT, c.id, c.seq, c.subdomain, c.accountId, c.tokenId, c.clientAddress, c.method, c.path, c.status,
     c.receivedAt, c.durationMs, c.error, c.replayOf, c.requestBodySize, c.requestTruncated, c.responseBodySize,
@@ -277,7 +292,13 @@ export function encodeStoredCapture(c: StoredCapture | CaptureToStore): Buffer {
   const sections = [c.open, c.response, c.requestBody, c.responseBody];
   let size = 4 + header.byteLength;
   for (const section of sections) if (section !== null) size += sectionLength(section);
-  const bytes = Buffer.allocUnsafe(size);
+  let bytes: Buffer;
+  if (arena !== null && arena.buffer.byteLength - arena.used >= size) {
+    bytes = arena.buffer.subarray(arena.used, arena.used + size);
+    arena.used += size;
+  } else {
+    bytes = Buffer.allocUnsafe(size);
+  }
   bytes.writeUInt32LE(header.byteLength, 0);
   header.copy(bytes, 4);
   let offset = 4 + header.byteLength;
@@ -295,6 +316,15 @@ export function encodeStoredCapture(c: StoredCapture | CaptureToStore): Buffer {
   }
   return bytes;
 }
+
+/** Reused memory for the records of a turn committed at once (`journalAll`); see `CaptureStore.arena`. */
+interface RecordArena {
+  readonly buffer: Buffer;
+  used: number;
+}
+
+/** The arena's size: a turn's big records up to this many bytes share it, larger ones get their own. */
+export const RECORD_ARENA_BYTES = 4 * 1024 * 1024;
 
 type Header = [
   number, string, number, string, string, string, string, string, string, number, number, number,
@@ -522,7 +552,7 @@ interface AccountCaptures {
 
 const QUOTA_NOTICE_MS = 3_600_000;
 
-/** A capture that encodes to this many bytes or more is not journaled: its turn commits at once (`journalAll`). */
+/** A capture whose frames and bodies come to this many bytes or more is not journaled: its turn commits at once (`journalAll`). */
 export const JOURNAL_MAX_CAPTURE_BYTES = 64 * 1024;
 
 /** Captures not written, by why (burrow_captures_skipped_total). */
@@ -610,6 +640,21 @@ export class CaptureStore {
     root.readerCheck();
     const journal = options.fsync === true ? null : new CaptureJournal(join(dir, 'journal'), options.journalResetBytes);
     return new CaptureStore(root, options, journal);
+  }
+
+  /**
+   * Where the records of a turn committed at once are encoded (`journalAll`), reused from one such turn
+   * to the next instead of a fresh buffer per record: at POST 64 KiB @100 those buffers were half the
+   * edge's large allocations, and V8 answers large allocations with scavenges and mark-compacts of their
+   * own (bench/RESULTS.md, tuning log). Made at the first big capture; `used` is 0 when nothing queued
+   * lives in it.
+   */
+  private arena: RecordArena | null = null;
+
+  /** The arena, empty, or null while queued records still live in it (then each record gets its own buffer). */
+  private freeArena(): RecordArena | null {
+    const arena = (this.arena ??= { buffer: Buffer.allocUnsafe(RECORD_ARENA_BYTES), used: 0 });
+    return arena.used === 0 ? arena : null;
   }
 
   /** The journal (src/store/capture-journal.ts); null with `fsync`, and for a store made on a root directly. */
@@ -888,12 +933,13 @@ export class CaptureStore {
    * this store calls first: a read never misses a capture whose answer went out. Skipped (and counted)
    * as `writeAll` skips: below the free-space floor, and all of them when the journal cannot be written.
    *
-   * A turn holding a capture that encodes to JOURNAL_MAX_CAPTURE_BYTES or more is not journaled: writing
-   * a big body twice (the journal, then LMDB) cost more than the commit the journal saves (A/B: a 1 MiB
-   * upload cost the edge 3.06 ms of CPU with the journal, 2.71 without), and such a capture has LMDB
-   * pages of its own, so it gains nothing from sharing a later commit. The turn is queued all the same
-   * and `journalAll` returns true: the caller must `commitQueued()` before the answers go out, as
-   * without a journal. Many small captures stay journaled however many bytes they make together: their
+   * A turn holding a capture whose frames and bodies come to JOURNAL_MAX_CAPTURE_BYTES or more is not
+   * journaled: writing a big body twice (the journal, then LMDB) cost more than the commit the journal
+   * saves (A/B: a 1 MiB upload cost the edge 3.06 ms of CPU with the journal, 2.71 without), and such a
+   * capture has LMDB pages of its own, so it gains nothing from sharing a later commit. The turn is
+   * queued all the same, its records in the arena, and `journalAll` returns true: the caller must
+   * `commitQueued()` before the answers go out, as without a journal (and before the next turn's
+   * `journalAll`, or that turn's records get buffers of their own). Many small captures stay journaled however many bytes they make together: their
    * commit is cheaper shared (a commit of captures of 200 rings writes a page per ring).
    */
   journalAll(batch: readonly PendingCapture[]): boolean {
@@ -904,26 +950,38 @@ export class CaptureStore {
       return false;
     }
     this.markRings(batch);
-    const journaled: JournaledCapture[] = [];
-    const records: JournalRecord[] = [];
-    let bytesJournaled = 0;
+    // What would be written (the exact check is the commit's; this one spares encoding and journaling
+    // what cannot be), and whether a big capture makes the turn commit at once.
+    const captures: (CaptureToStore | null)[] = [];
     let largest = 0;
     for (const item of batch) {
       const ring = item.ring as OpenRing;
-      let bytes: Buffer | null = null;
+      let capture: CaptureToStore | null = null;
       if (ring.writing) {
         const account = this.accountOf(ring.accountId);
-        // The exact check is the commit's; this one spares encoding and journaling what cannot be written.
-        if (account.bytes - ring.sizes!.get(item.seq % ring.capacity) < account.quota) bytes = encodeCapture(item);
+        if (account.bytes - ring.sizes!.get(item.seq % ring.capacity) < account.quota) capture = item.storedCapture();
       }
-      journaled.push({ ring, seq: item.seq, bytes });
-      if (bytes !== null) {
-        records.push({ ringId: ring.ringId, seq: item.seq, bytes });
-        bytesJournaled += bytes.byteLength;
-        if (bytes.byteLength > largest) largest = bytes.byteLength;
-      }
+      captures.push(capture);
+      if (capture !== null) largest = Math.max(largest, sectionsLength(capture));
     }
     const commitNow = largest >= JOURNAL_MAX_CAPTURE_BYTES;
+    // Records committed at once are put by the caller's `commitQueued` before anything else is queued:
+    // they go into the arena, which LMDB copies them out of (a put inside a synchronous transaction
+    // writes its value before it returns), instead of a fresh allocation of up to a few MiB each.
+    const arena = commitNow ? this.freeArena() : null;
+    const journaled: JournaledCapture[] = [];
+    const records: JournalRecord[] = [];
+    let bytesJournaled = 0;
+    for (let i = 0; i < batch.length; i++) {
+      const item = batch[i]!;
+      const capture = captures[i]!;
+      const bytes = capture === null ? null : encodeStoredCaptureInto(capture, arena);
+      journaled.push({ ring: item.ring, seq: item.seq, bytes });
+      if (bytes !== null) {
+        records.push({ ringId: (item.ring as OpenRing).ringId, seq: item.seq, bytes });
+        bytesJournaled += bytes.byteLength;
+      }
+    }
     if (records.length > 0 && !commitNow) {
       try {
         journal.append(records);
@@ -950,6 +1008,8 @@ export class CaptureStore {
     this.queue = [];
     this.queueBytes = 0;
     const written = this.commitCaptures(queue, journaledBytes);
+    // The records in the arena are LMDB's now (or lost with a failed commit): it may be filled again.
+    if (this.arena !== null) this.arena.used = 0;
     if (this.lastCommitFailed) this.journalHoldsUncommitted = true;
     else if (this.journalHoldsUncommitted) this.recommitJournal();
     else this.journal?.committed();

@@ -251,6 +251,47 @@ test('issue 25: a turn holding a large capture is not journaled (its body would 
   }
 });
 
+/** `count` captures of `size`-byte bodies, each filled with its own letter from `letters`. */
+function lettered(ring: RingHandle, letters: string, size: number): PendingCapture[] {
+  return [...letters].map((letter) => {
+    const { seq, id } = ring.next();
+    const stored = { ...postCapture(ring, seq, id, size), requestBody: Buffer.alloc(size, letter) };
+    return { ring, seq, storedCapture: () => stored };
+  });
+}
+
+test('issue 25: the records of turns committed at once share one arena, and every capture reads back as it was; a turn queued behind an uncommitted one gets buffers of its own', async () => {
+  const store = CaptureStore.open(freshDir());
+  try {
+    const ring = store.ring(ACCOUNT, SUBDOMAIN, 50, Infinity);
+    const size = JOURNAL_MAX_CAPTURE_BYTES + 1_000;
+    const turns: [PendingCapture[], string][] = [];
+    // Two turns, each committed before the next: the second's records are encoded where the first's were.
+    for (const letters of ['ab', 'cd']) {
+      const batch = lettered(ring, letters, size);
+      assert.equal(store.journalAll(batch), true);
+      assert.equal(store.commitQueued(), 2);
+      turns.push([batch, letters]);
+    }
+    // A caller that does not commit a commit-now turn before the next one: the arena is still in use.
+    const late = lettered(ring, 'ef', size);
+    assert.equal(store.journalAll(late), true);
+    const next = lettered(ring, 'gh', size);
+    assert.equal(store.journalAll(next), true);
+    assert.equal(store.commitQueued(), 4);
+    turns.push([late, 'ef'], [next, 'gh']);
+    for (const [batch, letters] of turns) {
+      for (let i = 0; i < batch.length; i++) {
+        const captured = store.get(ACCOUNT, batch[i]!.storedCapture().id, 60_000);
+        assert.ok(captured !== null);
+        assert.ok(Buffer.alloc(size, letters[i]!).equals(captured.requestBody ?? Buffer.alloc(0)), `the body of ${letters[i]} is whole and its own`);
+      }
+    }
+  } finally {
+    await store.close();
+  }
+});
+
 test('issue 25: a body handed over in the chunks it arrived in is stored as one, byte for byte', async () => {
   const store = CaptureStore.open(freshDir());
   try {
