@@ -233,7 +233,9 @@ export class TunnelConnection implements TunnelSocket, FrameSender {
       if (message.byteLength > limit) throw new ProtocolError(`a message of ${message.byteLength} bytes exceeds maxMessage (${limit})`);
       // The one copy of what the client sent: uWS reuses the message's memory when this callback
       // returns, and bodies are written out later (deferred writes, backpressure, the capture commit).
-      const bytes = Buffer.copyBytesFrom(new Uint8Array(message));
+      // Into uninitialised memory: Buffer.copyBytesFrom zero-fills a large buffer before it copies.
+      const bytes = Buffer.allocUnsafe(message.byteLength);
+      bytes.set(new Uint8Array(message));
       this.dispatch(decode(bytes), bytes);
     } catch (error) {
       const reason = error instanceof ProtocolError ? error.message : `internal error: ${(error as Error).message}`;
