@@ -167,6 +167,13 @@ export class Http1Parser {
   private bodyOutsideHere = false;
   /** The last `execute` stopped at a head whose body the caller reads (`bodyOutside`). */
   private stoppedForBody = false;
+  /**
+   * llhttp ended a message as an upgrade (a body read outside, a declined upgrade): its `upgrade` flag
+   * stays set until a message begins, and while it is set Node's binding reports an error as a short
+   * count instead. The next `execute` starts on a fresh llhttp (between messages nothing carries over),
+   * so bytes that are not HTTP after such a message are the error they are, not swallowed.
+   */
+  private freshBeforeNext = false;
   private paused = false;
   private closed = false;
   /** Inside llhttp (execute or finish): `close` then frees the native parser only once it returns. */
@@ -245,7 +252,8 @@ export class Http1Parser {
 
   /** Ready for a fresh connection's first message, or to go on after a refused upgrade. */
   reset(): void {
-    this.native.initialize(this.kind === MessageKind.REQUEST ? HTTPParser.REQUEST : HTTPParser.RESPONSE, {}, this.limits.maxHeadBytes, 0);
+    this.initializeNative();
+    this.freshBeforeNext = false;
     this.flushed = null;
     this.flushedTarget = '';
     this.headComplete = false;
@@ -260,6 +268,10 @@ export class Http1Parser {
     this.stoppedForBody = false;
   }
 
+  private initializeNative(): void {
+    this.native.initialize(this.kind === MessageKind.REQUEST ? HTTPParser.REQUEST : HTTPParser.RESPONSE, {}, this.limits.maxHeadBytes, 0);
+  }
+
   /**
    * Parses `chunk`. Returns ALL when every byte was taken, or an offset: where an upgraded protocol's
    * bytes begin (`isUpgraded`; the rest of the chunk is not HTTP), or where parsing stopped after a
@@ -269,6 +281,10 @@ export class Http1Parser {
   execute(chunk: Buffer): number | Http1ParseError {
     if (this.closed) return new Http1ParseError('CLOSED', 'the parser was closed', 400);
     if (this.upgraded || this.paused) return 0;
+    if (this.freshBeforeNext) {
+      this.freshBeforeNext = false;
+      this.initializeNative();
+    }
     this.stoppedForBody = false;
     let offset = 0;
     for (;;) {
@@ -288,12 +304,16 @@ export class Http1Parser {
       }
       if (this.failure !== null) return this.failure;
       if (typeof result !== 'number') return toParseError(result);
-      if (this.stoppedForBody) return offset + result;
+      if (this.stoppedForBody) {
+        this.freshBeforeNext = true;
+        return offset + result;
+      }
       if (this.upgraded) return offset + result;
       // A declined upgrade: llhttp stopped after that message as for an upgrade; HTTP goes on.
       if (this.upgradeDeclined && result < input.length) {
         this.upgradeDeclined = false;
         offset += result;
+        this.initializeNative();
         continue;
       }
       return ALL;

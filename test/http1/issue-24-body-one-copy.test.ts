@@ -221,6 +221,18 @@ describe('issue 24: a Content-Length body read from the socket, one copy', { tim
     }
   });
 
+  test('bytes that are not HTTP right after a body read outside get a 400 and the close, not silence', async () => {
+    // llhttp kept its `upgrade` flag past the body's head, and Node's binding then reported the error
+    // as a short count: the bytes were swallowed, and the connection hung with every request after them.
+    const client = await open(server.port);
+    client.socket.write(Buffer.concat([post('/views-before-junk', patterned(300, 5)), Buffer.from('junk / HTTP/1.1\r\n\r\n'), get('/after-junk', '')]));
+    await client.closed;
+    const text = client.text();
+    assert.deepEqual(targetsAnswered(text), ['/views-before-junk']);
+    assert.match(text, /HTTP\/1\.1 400 Bad Request\r\n/);
+    assert.equal(server.seen.some((record) => record.target === '/after-junk'), false, 'nothing after the junk is taken');
+  });
+
   test('a body cut short by the client aborts its request; it never completes', async () => {
     const client = await open(server.port);
     const whole = post('/views-cut', patterned(1000, 4));

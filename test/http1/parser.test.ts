@@ -234,3 +234,58 @@ describe('invalid framing is refused (the smuggling table)', () => {
     });
   }
 });
+
+describe('after a message llhttp ended as an upgrade (a body read outside, a declined upgrade)', () => {
+  // llhttp's `upgrade` flag outlives such a message until the next one begins, and while it is set
+  // Node's binding reports an error as a short count: bytes that are not HTTP were swallowed, and every
+  // message after them with it (a connection that hung instead of answering 400).
+  function outside(kind: MessageKindValue): { parser: Http1Parser; heads: string[] } {
+    const heads: string[] = [];
+    const parser: Http1Parser = new Http1Parser(kind, {
+      onHead(head) {
+        heads.push(head.method || String(head.status));
+        if (head.fields.some((field, i) => i % 2 === 0 && field.toLowerCase() === 'content-length')) parser.takeBodyOutside();
+        return false;
+      },
+      onBody() {},
+      onTrailers() {},
+      onComplete() {},
+    });
+    return { parser, heads };
+  }
+
+  for (const [kind, first, next] of [
+    [MessageKind.REQUEST, 'POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n', 'GET /b HTTP/1.1\r\nHost: a\r\n\r\n'],
+    [MessageKind.RESPONSE, 'HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n', 'HTTP/1.1 204 No Content\r\n\r\n'],
+  ] as const) {
+    const what = kind === MessageKind.REQUEST ? 'request' : 'response';
+    test(`${what}: bytes that are not HTTP after a body read outside are an error`, () => {
+      const { parser } = outside(kind);
+      assert.equal(parser.execute(Buffer.from(first)), first.length);
+      assert.equal(parser.bodyOutside, true);
+      const result = parser.execute(Buffer.from('garbage / HTTP/1.1\r\n\r\n'));
+      assert.ok(result instanceof Http1ParseError, `an error, not ${String(result)}`);
+    });
+
+    test(`${what}: the next message after a body read outside is parsed from a fresh start`, () => {
+      const { parser, heads } = outside(kind);
+      assert.equal(parser.execute(Buffer.from(first)), first.length);
+      assert.equal(parser.execute(Buffer.from(next)), ALL);
+      assert.equal(heads.length, 2);
+    });
+  }
+
+  test('request: bytes that are not HTTP after a declined upgrade are an error', () => {
+    const parser: Http1Parser = new Http1Parser(MessageKind.REQUEST, {
+      onHead(head) {
+        if (head.upgrade) parser.declineUpgrade();
+        return false;
+      },
+      onBody() {},
+      onTrailers() {},
+      onComplete() {},
+    });
+    const result = parser.execute(Buffer.from('GET /ws HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\ngarbage / HTTP/1.1\r\n\r\n'));
+    assert.ok(result instanceof Http1ParseError, `an error, not ${String(result)}`);
+  });
+});
