@@ -84,6 +84,21 @@ export class ClientHttpStream implements LocalResponseHandler {
    */
   private held: Buffer[] = [];
   private heldBytes = 0;
+  /**
+   * Where the bytes of a Content-Length body land straight from the local socket's reads
+   * (`onBodyView`): the frame they will leave in, its prefix already written in front of them (RESPONSE
+   * while the head has not gone, else DATA), so each byte is copied once on its way to the edge. Its
+   * bytes count in `heldBytes` and come after `held` (which is empty for such a body).
+   */
+  private landing: Buffer | null = null;
+  /** Where the landing's body bytes start, how many it holds, and how many it has room for. */
+  private landingAt = 0;
+  private landingFill = 0;
+  private landingRoom = 0;
+  /** The landing is a DATA frame (it was opened after the head went). */
+  private landingData = false;
+  /** Body bytes of a Content-Length response still to come. */
+  private contentLeft = 0;
   private turnEndPending = false;
   private headSent = false;
   /** Framed in turn, waiting for credit (the local socket is not read meanwhile). */
@@ -257,7 +272,7 @@ export class ClientHttpStream implements LocalResponseHandler {
     this.host.send(encode([FrameType.INFO, this.id, head.status, head.reason, dropHopByHop(head.fields)]));
   }
 
-  onHead(head: MessageHead, _framing: ResponseFramingValue, _contentLength: number): void {
+  onHead(head: MessageHead, framing: ResponseFramingValue, contentLength: number): void {
     if (this.closed) {
       if (!this.awaitingEventAnswer) return;
       this.awaitingEventAnswer = false;
@@ -267,6 +282,7 @@ export class ClientHttpStream implements LocalResponseHandler {
     }
     this.status = head.status;
     this.reason = head.reason;
+    this.contentLeft = framing === ResponseFraming.LENGTH ? contentLength : 0;
     // Content-Length stays: the edge checks the body against it and frames the public answer by it.
     this.responseHeaders = dropHopByHop(head.fields);
     if (this.request.upgrade) this.recordUpgrade(head.status, this.responseHeaders, null);
@@ -286,6 +302,79 @@ export class ClientHttpStream implements LocalResponseHandler {
     else this.holdUntilTurnEnd();
   }
 
+  /**
+   * Bytes of a Content-Length body as a view of the local socket's read: copied into the landing (the
+   * frame they leave in), a new one each frame's worth. A full landing goes at once, as held bytes past
+   * a frame's worth do in onBody.
+   */
+  onBodyView(view: Buffer): void {
+    if (this.closed || view.byteLength === 0) return;
+    this.responseBytes += view.byteLength;
+    let at = 0;
+    while (at < view.byteLength) {
+      if (this.landing !== null && this.landingFill === this.landingRoom) {
+        this.release();
+        if (this.closed) return;
+      }
+      if (this.landing === null) this.openLanding(Math.max(this.contentLeft, view.byteLength - at));
+      const size = Math.min(view.byteLength - at, this.landingRoom - this.landingFill);
+      view.copy(this.landing!, this.landingAt + this.landingFill, at, at + size);
+      this.landingFill += size;
+      this.heldBytes += size;
+      this.contentLeft -= size;
+      at += size;
+    }
+    this.holdUntilTurnEnd();
+  }
+
+  /** A landing for up to a frame's worth of the `left` body bytes still to come. */
+  private openLanding(left: number): void {
+    const room = Math.min(left, this.host.settings.maxFrameBody);
+    this.landingData = this.headSent;
+    // The frame up to its body (a bin 32 header), the body's room, and `end` after it (both frames end so).
+    const empty = this.landingData
+      ? encode([FrameType.DATA, this.id, EMPTY_BODY, false])
+      : encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, EMPTY_BODY, false]);
+    const prefix = empty.byteLength - 3;
+    const landing = Buffer.allocUnsafe(prefix + 5 + room + 1);
+    landing.set(empty.subarray(0, prefix), 0);
+    landing[prefix] = 0xc6;
+    this.landing = landing;
+    this.landingAt = prefix + 5;
+    this.landingFill = 0;
+    this.landingRoom = room;
+  }
+
+  /** The landing as the frame it was opened for, with what it holds and `end`; the bytes are recorded. */
+  private sendLanding(end: boolean): void {
+    const landing = this.landing!;
+    const at = this.landingAt;
+    const size = this.landingFill;
+    landing.writeUInt32BE(size, at - 4);
+    landing[at + size] = end ? 0xc3 : 0xc2;
+    this.responseRecorder?.addOwned(landing.subarray(at, at + size));
+    this.heldBytes -= size;
+    this.landing = null;
+    this.host.send(landing.subarray(0, at + size + 1));
+  }
+
+  /** The landing's bytes moved to `held` as a view (to be framed another way: credit was short). */
+  private landingToHeld(): void {
+    const landing = this.landing;
+    if (landing === null) return;
+    this.landing = null;
+    if (this.landingFill > 0) this.held.push(landing.subarray(this.landingAt, this.landingAt + this.landingFill));
+  }
+
+  /** DATA straight from the landing when it holds all that is held and the credit takes it whole. */
+  private sendLandingData(end: boolean): boolean {
+    if (this.landing === null || !this.landingData || this.held.length > 0 || this.queue.length > 0) return false;
+    if (this.landingFill === 0 && !end) return false;
+    if (!takeWholeCredit(this.landingFill, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) return false;
+    this.sendLanding(end);
+    return true;
+  }
+
   onTrailers(fields: string[]): void {
     const kept = dropHopByHop(fields);
     if (kept.length > 0) this.trailers = kept;
@@ -299,7 +388,7 @@ export class ClientHttpStream implements LocalResponseHandler {
       if (size === 0 || takeWholeCredit(size, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
         const trailers = this.trailers;
         this.headSent = true;
-        this.host.send(this.responseWithHeld(trailers === null));
+        this.responseWithHeld(trailers === null);
         if (trailers !== null) this.host.send(encode([FrameType.TRAILERS, this.id, trailers]));
         this.complete(null);
         return;
@@ -307,6 +396,10 @@ export class ClientHttpStream implements LocalResponseHandler {
       this.sendHead();
       this.enqueue(this.takeHeld()!);
     } else {
+      if (this.trailers === null && this.sendLandingData(true)) {
+        this.sentAll();
+        return;
+      }
       const body = this.takeHeld();
       if (body !== null) this.enqueue(body);
     }
@@ -438,10 +531,12 @@ export class ClientHttpStream implements LocalResponseHandler {
       const size = this.heldBytes;
       if (size > 0 && this.queue.length === 0 && takeWholeCredit(size, this.host.settings.maxFrameBody, this.sendCredit, this.host.connectionSend)) {
         this.headSent = true;
-        this.host.send(this.responseWithHeld(false));
+        this.responseWithHeld(false);
         return;
       }
       this.sendHead();
+    } else if (this.sendLandingData(false)) {
+      return;
     }
     const body = this.takeHeld();
     if (body === null) return;
@@ -455,6 +550,7 @@ export class ClientHttpStream implements LocalResponseHandler {
    * the frame and again for the recording.
    */
   private takeHeld(): Buffer | null {
+    this.landingToHeld();
     const held = this.held;
     const size = this.heldBytes;
     if (size === 0) return null;
@@ -465,12 +561,22 @@ export class ClientHttpStream implements LocalResponseHandler {
     return whole;
   }
 
+  /** Sends RESPONSE with the held bytes inline (credit taken by the caller), `end` as given. */
+  private responseWithHeld(end: boolean): void {
+    if (this.landing !== null && !this.landingData && this.held.length === 0) {
+      this.sendLanding(end);
+      return;
+    }
+    this.landingToHeld();
+    this.host.send(this.heldResponse(end));
+  }
+
   /**
-   * RESPONSE with the held bytes inline (credit taken by the caller), `end` as given. Bytes held in
-   * several chunks (a turn with several socket reads) are copied once, straight into the frame, instead
-   * of joined first and copied again by `encode`; the inspector records the frame's view of them.
+   * RESPONSE with the held bytes inline. Bytes held in several chunks (a turn with several socket reads)
+   * are copied once, straight into the frame, instead of joined first and copied again by `encode`; the
+   * inspector records the frame's view of them.
    */
-  private responseWithHeld(end: boolean): Buffer {
+  private heldResponse(end: boolean): Buffer {
     const held = this.held;
     if (held.length <= 1) {
       const body = this.takeHeld();
@@ -619,6 +725,7 @@ export class ClientHttpStream implements LocalResponseHandler {
     const requestRecorder = this.requestRecorder;
     const responseRecorder = this.responseRecorder;
     // Bytes of an exchange that ended before they were framed (an error, a reset) are recorded too.
+    this.landingToHeld();
     if (responseRecorder !== null) for (const chunk of this.held) responseRecorder.addOwned(chunk);
     const exchange: Exchange = {
       id: this.request.requestId,

@@ -57,6 +57,15 @@ export class LocalConnection implements MessageHandler {
   private reusable = false;
   /** Reads into SHARED_READ (a plain TCP connection's; after a 101 they reach the caller as copies). */
   private readonly reads: SharedReads;
+  /**
+   * Bytes of the current response's Content-Length body still to come, read here from the socket's
+   * reads instead of through llhttp (`Http1Parser.takeBodyOutside`): Node's binding copies every body
+   * piece into a fresh buffer, and the stream copies the bytes into its frame anyway (once, straight
+   * from the read: `onBodyView`). 0 when llhttp has the bytes.
+   */
+  private bodyLeft = 0;
+  /** The Content-Length of the head just parsed, when its body is read outside llhttp. */
+  private outsideLength = 0;
 
   constructor(private readonly pool: TargetPool) {
     const target = pool.target;
@@ -163,20 +172,56 @@ export class LocalConnection implements MessageHandler {
       return;
     }
     exchange.responseBytesSeen = true;
-    this.executing = true;
-    const result = this.parser.execute(chunk);
-    if (!this.parsed()) return;
-    if (result instanceof Http1ParseError) {
-      this.onParseError(result);
-      return;
-    }
-    if (result !== ALL) {
-      const leftover = chunk.subarray(result);
-      this.handOver(this.reads.owned(leftover));
+    let at = 0;
+    for (;;) {
+      if (this.bodyLeft > 0) {
+        at = this.readBody(chunk, at);
+        if (this.closed) return;
+        if (this.bodyLeft > 0 || at === chunk.byteLength) {
+          this.settleDeferred();
+          return;
+        }
+      }
+      this.executing = true;
+      const result = this.parser.execute(at === 0 ? chunk : chunk.subarray(at));
+      if (!this.parsed()) return;
+      if (result instanceof Http1ParseError) {
+        this.onParseError(result);
+        return;
+      }
+      if (result === ALL) break;
+      if (this.parser.bodyOutside) {
+        at += result;
+        this.bodyLeft = this.outsideLength;
+        continue;
+      }
+      this.handOver(this.reads.owned(chunk.subarray(at + result)));
       return;
     }
     this.settleDeferred();
   };
+
+  /**
+   * Hands the exchange the body bytes of `chunk` from `at` on (at most what its Content-Length still
+   * wants), as a view of the read, and ends the response with the last of them. Returns where the
+   * body's bytes in the chunk end.
+   */
+  private readBody(chunk: Buffer, at: number): number {
+    const size = Math.min(chunk.byteLength - at, this.bodyLeft);
+    this.bodyLeft -= size;
+    const exchange = this.exchange;
+    if (exchange === null || exchange.responseDone || exchange.finished) return at + size;
+    this.executing = true;
+    const handler = exchange.handler;
+    const piece = at === 0 && size === chunk.byteLength ? chunk : chunk.subarray(at, at + size);
+    // A handler that keeps what it is given gets its own copy (the read's memory is the next read's).
+    if (handler.onBodyView !== undefined) handler.onBodyView(piece);
+    else handler.onBody(Buffer.from(piece));
+    if (this.bodyLeft === 0 && !this.closed) this.onComplete();
+    this.executing = false;
+    if (this.closed) this.parser.close();
+    return at + size;
+  }
 
   /** After execute or finish: frees a parser that was closed meanwhile; false when the connection is gone. */
   private parsed(): boolean {
@@ -202,7 +247,8 @@ export class LocalConnection implements MessageHandler {
       }
       this.reusable = false;
       this.executing = true;
-      const cut = this.parser.finish();
+      // llhttp saw the head's end only (the body was read here): a body short of its length is its error.
+      const cut = this.bodyLeft > 0 ? new Http1ParseError('HPE_INVALID_EOF_STATE', 'Invalid EOF state', 400) : this.parser.finish();
       if (!this.parsed()) return;
       this.settleDeferred();
       if (!exchange.responseDone && !exchange.finished) {
@@ -291,6 +337,12 @@ export class LocalConnection implements MessageHandler {
       length = -1;
     }
     this.reusable = head.keepAlive && framing !== ResponseFraming.CLOSE && !exchange.upgrade;
+    // A body of a known length is read outside llhttp (readBody); an answer to an upgrade request is
+    // left to llhttp whatever it is (a 101 hands the socket over at its head).
+    if (framing === ResponseFraming.LENGTH && length > 0 && !exchange.upgrade && !head.upgrade) {
+      this.outsideLength = length;
+      this.parser.takeBodyOutside();
+    }
     exchange.finalHead();
     // The handler may have ended the exchange from onRequestDrain.
     if (!exchange.finished) exchange.handler.onHead(head, framing, length);

@@ -43,6 +43,11 @@ export interface LocalResponseHandler {
   onHead(head: MessageHead, framing: ResponseFramingValue, contentLength: number): void;
   /** Body bytes (chunked framing removed); the chunk is the handler's to keep. */
   onBody(chunk: Buffer): void;
+  /**
+   * Body bytes of a Content-Length body as a view of the socket's read, valid only during the call (a
+   * handler that copies them anyway saves a copy); without it such bytes come to onBody as copies.
+   */
+  onBodyView?(view: Buffer): void;
   /** Trailer fields after a chunked body, flat like the head's, only when there are some. */
   onTrailers(fields: string[]): void;
   /** The response is whole. Nothing else follows but onRequestDrain while the request body is written. */
