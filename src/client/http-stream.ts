@@ -49,6 +49,8 @@ export interface OpenRequest {
 }
 
 const EMPTY_BODY = Buffer.alloc(0);
+/** A landing's bytes that wait for credit (a view of the whole body it holds) → the landing, for `dataFromLanding`. */
+const LANDED = new WeakMap<Buffer, Buffer>();
 
 /** Response fields that are each hop's own framing: a 101 has no body, and the edge writes its own. */
 const FRAMING = ['content-length', 'transfer-encoding'];
@@ -363,7 +365,27 @@ export class ClientHttpStream implements LocalResponseHandler {
     const landing = this.landing;
     if (landing === null) return;
     this.landing = null;
-    if (this.landingFill > 0) this.held.push(landing.subarray(this.landingAt, this.landingAt + this.landingFill));
+    if (this.landingFill === 0) return;
+    const view = landing.subarray(this.landingAt, this.landingAt + this.landingFill);
+    LANDED.set(view, landing);
+    this.held.push(view);
+  }
+
+  /**
+   * DATA of `view`, the whole body of `landing` that waited for credit: its prefix written in front of
+   * it in the landing's room (a DATA prefix is shorter than the RESPONSE one it may have been opened
+   * for) and `end` after it, so the bytes still leave without another copy.
+   */
+  private dataFromLanding(landing: Buffer, view: Buffer, end: boolean): Buffer {
+    const at = view.byteOffset - landing.byteOffset;
+    const empty = encode([FrameType.DATA, this.id, EMPTY_BODY, false]);
+    const prefix = empty.byteLength - 3;
+    const start = at - 5 - prefix;
+    landing.set(empty.subarray(0, prefix), start);
+    landing[at - 5] = 0xc6;
+    landing.writeUInt32BE(view.byteLength, at - 4);
+    landing[at + view.byteLength] = end ? 0xc3 : 0xc2;
+    return landing.subarray(start, at + view.byteLength + 1);
   }
 
   /** DATA straight from the landing when it holds all that is held and the credit takes it whole. */
@@ -626,9 +648,12 @@ export class ClientHttpStream implements LocalResponseHandler {
         this.pauseLocal();
         return;
       }
-      const last = this.endPending && this.queue.length === 1 && size === chunk.byteLength;
+      const whole = size === chunk.byteLength;
+      const last = this.endPending && this.queue.length === 1 && whole;
       const trailers = this.trailers;
-      this.host.send(encode([FrameType.DATA, this.id, size === chunk.byteLength ? chunk : chunk.subarray(0, size), last && trailers === null]));
+      const landing = whole ? LANDED.get(chunk) : undefined;
+      if (landing !== undefined) this.host.send(this.dataFromLanding(landing, chunk, last && trailers === null));
+      else this.host.send(encode([FrameType.DATA, this.id, whole ? chunk : chunk.subarray(0, size), last && trailers === null]));
       this.queued -= size;
       if (size === chunk.byteLength) this.queue.shift();
       else this.queue[0] = chunk.subarray(size);
