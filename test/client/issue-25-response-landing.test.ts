@@ -6,8 +6,7 @@
  * bodies of every size around the frame limit arrive byte for byte in the frames they always left in
  * (one RESPONSE when whole in a turn, a frame's worth at most each), with credit to spare and with
  * credit short (the bytes then wait and leave as DATA within it, a whole landing still without a copy),
- * and with keep-alive connections used
- * again after each; a slow body leaves as it is written.
+ * and with keep-alive connections used again after each.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
