@@ -22,7 +22,7 @@
  */
 import type { Duplex } from 'node:stream';
 import { MessageHead } from '../http1/parser.js';
-import { encode, withBinaryRoom } from '../protocol/codec.js';
+import { dataFrameAround, encode, withBinaryRoom } from '../protocol/codec.js';
 import { FrameType } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import { dropHopByHop, isName } from '../protocol/headers.js';
@@ -49,7 +49,7 @@ export interface OpenRequest {
 }
 
 const EMPTY_BODY = Buffer.alloc(0);
-/** A landing's bytes that wait for credit (a view of the whole body it holds) → the landing, for `dataFromLanding`. */
+/** A landing's bytes that wait for credit (a view of the whole body it holds) → the landing, for `dataFrameAround`. */
 const LANDED = new WeakMap<Buffer, Buffer>();
 
 /** Response fields that are each hop's own framing: a 101 has no body, and the edge writes its own. */
@@ -371,23 +371,6 @@ export class ClientHttpStream implements LocalResponseHandler {
     this.held.push(view);
   }
 
-  /**
-   * DATA of `view`, the whole body of `landing` that waited for credit: its prefix written in front of
-   * it in the landing's room (a DATA prefix is shorter than the RESPONSE one it may have been opened
-   * for) and `end` after it, so the bytes still leave without another copy.
-   */
-  private dataFromLanding(landing: Buffer, view: Buffer, end: boolean): Buffer {
-    const at = view.byteOffset - landing.byteOffset;
-    const empty = encode([FrameType.DATA, this.id, EMPTY_BODY, false]);
-    const prefix = empty.byteLength - 3;
-    const start = at - 5 - prefix;
-    landing.set(empty.subarray(0, prefix), start);
-    landing[at - 5] = 0xc6;
-    landing.writeUInt32BE(view.byteLength, at - 4);
-    landing[at + view.byteLength] = end ? 0xc3 : 0xc2;
-    return landing.subarray(start, at + view.byteLength + 1);
-  }
-
   /** DATA straight from the landing when it holds all that is held and the credit takes it whole. */
   private sendLandingData(end: boolean): boolean {
     if (this.landing === null || !this.landingData || this.held.length > 0 || this.queue.length > 0) return false;
@@ -652,7 +635,8 @@ export class ClientHttpStream implements LocalResponseHandler {
       const last = this.endPending && this.queue.length === 1 && whole;
       const trailers = this.trailers;
       const landing = whole ? LANDED.get(chunk) : undefined;
-      if (landing !== undefined) this.host.send(this.dataFromLanding(landing, chunk, last && trailers === null));
+      // A whole landing that waited: its DATA prefix fits in the room in front (a RESPONSE one is longer).
+      if (landing !== undefined) this.host.send(dataFrameAround(landing, chunk, this.id, last && trailers === null));
       else this.host.send(encode([FrameType.DATA, this.id, whole ? chunk : chunk.subarray(0, size), last && trailers === null]));
       this.queued -= size;
       if (size === chunk.byteLength) this.queue.shift();

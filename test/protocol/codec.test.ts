@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Packr } from 'msgpackr';
-import { decode, encode, FRAME_NAMES, MAX_NESTING, ProtocolError, withBinaryRoom, type Frame } from '../../src/protocol/codec.js';
+import { DATA_PREFIX_ROOM, dataFrameAround, decode, encode, FRAME_NAMES, MAX_NESTING, ProtocolError, withBinaryRoom, type Frame } from '../../src/protocol/codec.js';
 import { DEFAULT_SETTINGS, FrameType, GoAwayCode, MAX_WINDOW } from '../../src/protocol/constants.js';
 import { LAYOUTS, matchesLayout, ODD_VALUES, OPTIONAL_LAST, SAMPLES } from './frames.js';
 
@@ -381,5 +381,35 @@ describe('withBinaryRoom (an OPEN whose body is written in place)', () => {
 
   test('refuses a frame without an empty binary field where it is told to look', () => {
     assert.throws(() => withBinaryRoom(encode([FrameType.DATA, 1, Buffer.from('x'), true]), 1, 4), /no empty binary field/);
+  });
+});
+
+describe('a DATA frame written around bytes already in place (dataFrameAround)', () => {
+  test('decodes as the frame encode writes (a bin 32 header whatever the size), for stream ids of every width and both ends', () => {
+    for (const stream of [1, 127, 128, 255, 256, 65_535, 65_536, 0xfffffff0]) {
+      for (const size of [0, 1, 300, 70_000]) {
+        for (const end of [false, true]) {
+          const body = Buffer.alloc(size, 0x5a);
+          const buffer = Buffer.alloc(DATA_PREFIX_ROOM + size + 1, 0xee);
+          body.copy(buffer, DATA_PREFIX_ROOM);
+          const inPlace = buffer.subarray(DATA_PREFIX_ROOM, DATA_PREFIX_ROOM + size);
+          const frame = dataFrameAround(buffer, inPlace, stream, end);
+          const decoded = decode(frame);
+          assert.equal(decoded[0], FrameType.DATA);
+          assert.equal(decoded[1], stream);
+          assert.deepEqual(Buffer.from(decoded[2] as Uint8Array), body, `stream ${stream}, ${size} bytes`);
+          assert.equal(decoded[3], end);
+          assert.deepEqual(decoded, decode(encode([FrameType.DATA, stream, body, end])), 'the frame encode writes, read back');
+          assert.equal(frame.buffer, buffer.buffer, 'a view of the buffer: no copy');
+        }
+      }
+    }
+  });
+
+  test('refuses bytes without room around them, or not inside the buffer', () => {
+    const buffer = Buffer.alloc(100);
+    assert.throws(() => dataFrameAround(buffer, buffer.subarray(3, 50), 1, false), /no room/);
+    assert.throws(() => dataFrameAround(buffer, buffer.subarray(20, 100), 1, false), /no room/);
+    assert.throws(() => dataFrameAround(buffer, Buffer.alloc(10), 1, false), /no room/);
   });
 });
