@@ -116,13 +116,13 @@ test('issue 25: a turn with a large capture commits the queue before its answers
     const large = new Exchange(ring, [Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x61), Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x62)]);
     let queuedAtAnswer = -1;
     large.onAnswer = () => (queuedAtAnswer = store.queuedCaptures);
-    // On a loaded machine the small capture's own commit (COMMIT_DELAY_MS after its turn) may come first.
-    const smallStillQueued = store.queuedCaptures === 1;
     turn.capture(large);
     await nextTurn();
     assert.ok(large.answered);
     assert.equal(queuedAtAnswer, 0, 'committed, with the capture queued before it, when its answer went out');
-    assert.deepEqual(commits, smallStillQueued ? [2] : [1, 1], 'one commit for the turn, with what was queued, told to the metrics');
+    // One commit for the turn, with what was queued, told to the metrics; on a loaded machine the small
+    // capture's own commit (COMMIT_DELAY_MS after its turn) may have come first.
+    assert.ok(JSON.stringify(commits) === '[2]' || JSON.stringify(commits) === '[1,1]', `commits ${JSON.stringify(commits)}`);
     assert.equal(statSync(join(dir, 'journal')).size, journaled, 'the large capture is not in the journal');
     const id = large.storedCapture().id;
     assert.deepEqual(store.get('usr_turn', id, 60_000)?.requestBody, Buffer.concat([Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x61), Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x62)]));
