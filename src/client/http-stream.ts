@@ -543,10 +543,43 @@ export class ClientHttpStream implements LocalResponseHandler {
     } else if (this.sendLandingData(false)) {
       return;
     }
+    const framed = this.headSent && this.sendHeldAsData();
     const body = this.takeHeld();
-    if (body === null) return;
-    this.enqueue(body);
+    if (body === null && !framed) return;
+    if (body !== null) this.enqueue(body);
     this.flush();
+  }
+
+  /**
+   * Held chunks (a chunked body's pieces, say) as DATA frames within credit while nothing is queued,
+   * each frame's bytes copied once from the chunks into it, instead of joined first and copied again by
+   * `encode`. What the credit does not cover stays held. True when a frame went.
+   */
+  private sendHeldAsData(): boolean {
+    if (this.landing !== null || this.held.length < 2 || this.queue.length > 0) return false;
+    const maxFrame = this.host.settings.maxFrameBody;
+    let framed = false;
+    while (this.heldBytes > 0) {
+      const size = takeFrameCredit(this.heldBytes, maxFrame, this.sendCredit, this.host.connectionSend);
+      if (size === 0) return framed;
+      framed = true;
+      // DATA ends with its bytes and `end` (one byte).
+      const frame = withBinaryRoom(encode([FrameType.DATA, this.id, EMPTY_BODY, false]), 1, size);
+      const start = frame.byteLength - 1 - size;
+      let at = start;
+      while (at < start + size) {
+        const chunk = this.held[0]!;
+        const take = Math.min(chunk.byteLength, start + size - at);
+        frame.set(take === chunk.byteLength ? chunk : chunk.subarray(0, take), at);
+        at += take;
+        if (take === chunk.byteLength) this.held.shift();
+        else this.held[0] = chunk.subarray(take);
+      }
+      this.heldBytes -= size;
+      this.responseRecorder?.addOwned(frame.subarray(start, start + size));
+      this.host.send(frame);
+    }
+    return framed;
   }
 
   /**

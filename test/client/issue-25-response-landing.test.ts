@@ -6,7 +6,8 @@
  * bodies of every size around the frame limit arrive byte for byte in the frames they always left in
  * (one RESPONSE when whole in a turn, a frame's worth at most each), with credit to spare and with
  * credit short (the bytes then wait and leave as DATA within it, a whole landing still without a copy),
- * and with keep-alive connections used again after each.
+ * and with keep-alive connections used again after each. Chunked bodies, whose pieces llhttp hands over,
+ * are framed from the pieces the same way (each frame's bytes copied once into it).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -32,6 +33,21 @@ before(async () => {
     // Head and body in one write: the client reads them in as many reads as they take, in one turn.
     scripts[`/size-${size}`] = (socket) => {
       socket.write(Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nContent-Length: ${size}\r\n\r\n`), patterned(size)]));
+      return 'keep';
+    };
+  }
+  for (const size of SIZES) {
+    // The same bytes chunked, 10,000 to a chunk, in one write: llhttp hands them over piece by piece in
+    // one turn, and the pieces are copied once into the frames they leave in (`sendHeldAsData`).
+    scripts[`/chunked-${size}`] = (socket) => {
+      const body = patterned(size);
+      const parts: Buffer[] = [Buffer.from('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n')];
+      for (let at = 0; at < size; at += 10_000) {
+        const piece = body.subarray(at, Math.min(size, at + 10_000));
+        parts.push(Buffer.from(`${piece.byteLength.toString(16)}\r\n`), piece, Buffer.from('\r\n'));
+      }
+      parts.push(Buffer.from('0\r\n\r\n'));
+      socket.write(Buffer.concat(parts));
       return 'keep';
     };
   }
@@ -86,6 +102,19 @@ for (const [label, window] of [
           assert.equal(frames.filter((frame) => frame.end).length, 1);
           if (window === DEFAULT_SETTINGS.streamWindow && size <= window) assert.deepEqual(frames, framesOfWhole(size), `the frames of ${size} bytes`);
         }
+      }
+    });
+
+    test('chunked bodies of every size arrive byte for byte, within the frame limit and the window', async () => {
+      for (const size of SIZES) {
+        const { id, result } = edge.requestWithId('GET', `/chunked-${size}`, ['host', 'app.localhost']);
+        const answer = await result;
+        assert.equal(answer.ending, 'end');
+        assert.ok(answer.body.equals(patterned(size)), `${size} bytes as written`);
+        const frames = edge.frames.get(id)!;
+        assert.equal(frames.reduce((sum, frame) => sum + frame.bytes, 0), size);
+        for (const frame of frames) assert.ok(frame.bytes <= Math.min(FRAME, window), `a frame of ${frame.bytes} bytes within the frame limit and the window`);
+        assert.equal(frames.at(-1)!.end, true);
       }
     });
   });
