@@ -22,7 +22,7 @@
  */
 import type { Duplex } from 'node:stream';
 import { MessageHead } from '../http1/parser.js';
-import { dataFrameAround, encode, withBinaryRoom } from '../protocol/codec.js';
+import { DATA_PREFIX_ROOM, dataFrame, encode, markDataRoom, withBinaryRoom } from '../protocol/codec.js';
 import { FrameType } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import { dropHopByHop, isName } from '../protocol/headers.js';
@@ -49,8 +49,6 @@ export interface OpenRequest {
 }
 
 const EMPTY_BODY = Buffer.alloc(0);
-/** A landing's bytes that wait for credit (a view of the whole body it holds) → the landing, for `dataFrameAround`. */
-const LANDED = new WeakMap<Buffer, Buffer>();
 
 /** Response fields that are each hop's own framing: a 101 has no body, and the edge writes its own. */
 const FRAMING = ['content-length', 'transfer-encoding'];
@@ -93,7 +91,8 @@ export class ClientHttpStream implements LocalResponseHandler {
    * bytes count in `heldBytes` and come after `held` (which is empty for such a body).
    */
   private landing: Buffer | null = null;
-  /** Where the landing's body bytes start, how many it holds, and how many it has room for. */
+  /** Where the landing's frame starts, where its body bytes start, how many it holds, and how many it has room for. */
+  private landingStart = 0;
   private landingAt = 0;
   private landingFill = 0;
   private landingRoom = 0;
@@ -338,11 +337,14 @@ export class ClientHttpStream implements LocalResponseHandler {
       ? encode([FrameType.DATA, this.id, EMPTY_BODY, false])
       : encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, EMPTY_BODY, false]);
     const prefix = empty.byteLength - 3;
-    const landing = Buffer.allocUnsafe(prefix + 5 + room + 1);
-    landing.set(empty.subarray(0, prefix), 0);
-    landing[prefix] = 0xc6;
+    // At least a DATA frame's room in front, so bytes that wait for credit can leave as DATA where they lie.
+    const at = Math.max(prefix + 5, DATA_PREFIX_ROOM);
+    const landing = Buffer.allocUnsafe(at + room + 1);
+    landing.set(empty.subarray(0, prefix), at - 5 - prefix);
+    landing[at - 5] = 0xc6;
     this.landing = landing;
-    this.landingAt = prefix + 5;
+    this.landingStart = at - 5 - prefix;
+    this.landingAt = at;
     this.landingFill = 0;
     this.landingRoom = room;
   }
@@ -357,7 +359,7 @@ export class ClientHttpStream implements LocalResponseHandler {
     this.responseRecorder?.addOwned(landing.subarray(at, at + size));
     this.heldBytes -= size;
     this.landing = null;
-    this.host.send(landing.subarray(0, at + size + 1));
+    this.host.send(landing.subarray(this.landingStart, at + size + 1));
   }
 
   /** The landing's bytes moved to `held` as a view (to be framed another way: credit was short). */
@@ -367,7 +369,8 @@ export class ClientHttpStream implements LocalResponseHandler {
     this.landing = null;
     if (this.landingFill === 0) return;
     const view = landing.subarray(this.landingAt, this.landingAt + this.landingFill);
-    LANDED.set(view, landing);
+    // The landing is this stream's alone, with a DATA frame's room in front (openLanding).
+    markDataRoom(view, landing);
     this.held.push(view);
   }
 
@@ -563,21 +566,7 @@ export class ClientHttpStream implements LocalResponseHandler {
       const size = takeFrameCredit(this.heldBytes, maxFrame, this.sendCredit, this.host.connectionSend);
       if (size === 0) return framed;
       framed = true;
-      // DATA ends with its bytes and `end` (one byte).
-      const frame = withBinaryRoom(encode([FrameType.DATA, this.id, EMPTY_BODY, false]), 1, size);
-      const start = frame.byteLength - 1 - size;
-      let at = start;
-      while (at < start + size) {
-        const chunk = this.held[0]!;
-        const take = Math.min(chunk.byteLength, start + size - at);
-        frame.set(take === chunk.byteLength ? chunk : chunk.subarray(0, take), at);
-        at += take;
-        if (take === chunk.byteLength) this.held.shift();
-        else this.held[0] = chunk.subarray(take);
-      }
-      this.heldBytes -= size;
-      this.responseRecorder?.addOwned(frame.subarray(start, start + size));
-      this.host.send(frame);
+      this.host.send(this.heldInto(encode([FrameType.DATA, this.id, EMPTY_BODY, false]), size));
     }
     return framed;
   }
@@ -620,17 +609,27 @@ export class ClientHttpStream implements LocalResponseHandler {
       const body = this.takeHeld();
       return encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, body, end]);
     }
-    const size = this.heldBytes;
-    this.held = [];
-    this.heldBytes = 0;
-    // RESPONSE ends with its body and `end` (one byte).
-    const frame = withBinaryRoom(encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, EMPTY_BODY, end]), 1, size);
+    return this.heldInto(encode([FrameType.RESPONSE, this.id, this.status, this.reason, this.responseHeaders, EMPTY_BODY, end]), this.heldBytes);
+  }
+
+  /**
+   * `empty`, a frame ending with an empty binary field and `end` (RESPONSE, DATA), laid out again with
+   * the first `size` held bytes in that field, copied once from the chunks; they leave `held`, and the
+   * inspector records the frame's view of them.
+   */
+  private heldInto(empty: Buffer, size: number): Buffer {
+    const frame = withBinaryRoom(empty, 1, size);
     const start = frame.byteLength - 1 - size;
     let at = start;
-    for (const chunk of held) {
-      frame.set(chunk, at);
-      at += chunk.byteLength;
+    while (at < start + size) {
+      const chunk = this.held[0]!;
+      const take = Math.min(chunk.byteLength, start + size - at);
+      frame.set(take === chunk.byteLength ? chunk : chunk.subarray(0, take), at);
+      at += take;
+      if (take === chunk.byteLength) this.held.shift();
+      else this.held[0] = chunk.subarray(take);
     }
+    this.heldBytes -= size;
     this.responseRecorder?.addOwned(frame.subarray(start, at));
     return frame;
   }
@@ -667,10 +666,8 @@ export class ClientHttpStream implements LocalResponseHandler {
       const whole = size === chunk.byteLength;
       const last = this.endPending && this.queue.length === 1 && whole;
       const trailers = this.trailers;
-      const landing = whole ? LANDED.get(chunk) : undefined;
-      // A whole landing that waited: its DATA prefix fits in the room in front (a RESPONSE one is longer).
-      if (landing !== undefined) this.host.send(dataFrameAround(landing, chunk, this.id, last && trailers === null));
-      else this.host.send(encode([FrameType.DATA, this.id, whole ? chunk : chunk.subarray(0, size), last && trailers === null]));
+      // A whole landing that waited is framed where it lies.
+      this.host.send(dataFrame(this.id, whole ? chunk : chunk.subarray(0, size), last && trailers === null));
       this.queued -= size;
       if (size === chunk.byteLength) this.queue.shift();
       else this.queue[0] = chunk.subarray(size);

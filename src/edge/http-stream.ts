@@ -11,7 +11,7 @@
  * connection switches once the 101's turn is done.
  */
 import { ERROR_CODES, type ErrorCode } from '../errors.js';
-import { DATA_PREFIX_ROOM, dataFrameAround, encode, uintSize, withBinaryRoom } from '../protocol/codec.js';
+import { copyWithDataRoom, dataFrame, encode, uintSize, withBinaryRoom } from '../protocol/codec.js';
 import { FrameType, ResetCode } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit, takeFrameCredit, takeWholeCredit } from '../protocol/flow.js';
 import type { CaptureToStore, RingHandle } from '../store/captures.js';
@@ -21,8 +21,6 @@ import type { StreamHost } from './stream-host.js';
 
 const EMPTY: string[] = [];
 const EMPTY_BODY = new Uint8Array(0);
-/** Request body bytes waiting for credit (queueBody) → the buffer they lie in, with room for a DATA frame around them. */
-const WAITING = new WeakMap<Uint8Array, Buffer>();
 
 /**
  * Where an HTTP stream is, as the frames from the client see it (docs/protocol.md section 5). Every
@@ -249,8 +247,8 @@ export abstract class EdgeHttpStream {
       const size = takeFrameCredit(length - offset, maxFrame, this.sendCredit, connection);
       if (size === 0) break;
       const end = last && offset + size === length;
-      const room = offset === 0 && size === length ? WAITING.get(chunk as Buffer) : undefined;
-      const frame = room !== undefined ? dataFrameAround(room, chunk, this.id, end && trailers === null) : encode([FrameType.DATA, this.id, chunk.subarray(offset, offset + size), end && trailers === null]);
+      // Bytes that waited for credit (queueBody) are framed where they lie when they go whole.
+      const frame = dataFrame(this.id, offset === 0 && size === length ? chunk : chunk.subarray(offset, offset + size), end && trailers === null);
       // The frame ends with the bytes and a one-byte boolean (`end`). A switched stream's bytes
       // are not captured (its handshake was).
       if (capture && this.state !== HttpStreamState.UPGRADED) this.requestCapture.addOwned(frame.subarray(frame.byteLength - 1 - size, frame.byteLength - 1));
@@ -266,14 +264,11 @@ export abstract class EdgeHttpStream {
   private queueBody(chunk: Uint8Array, last: boolean, from: number): void {
     // The only copy of a request body chunk: it must outlive the read it came in until credit arrives.
     // Each frame's worth lands with room for a DATA frame around it, so when the credit takes it whole
-    // it leaves as it is (dataFrameAround), not copied into a frame again.
+    // it leaves as it is (codec's dataFrame), not copied into a frame again.
     const maxFrame = this.session.settings.maxFrameBody;
     for (let at = from; at < chunk.byteLength; at += maxFrame) {
       const size = Math.min(maxFrame, chunk.byteLength - at);
-      const room = Buffer.allocUnsafe(DATA_PREFIX_ROOM + size + 1);
-      room.set(at === 0 && size === chunk.byteLength ? chunk : chunk.subarray(at, at + size), DATA_PREFIX_ROOM);
-      const copy = room.subarray(DATA_PREFIX_ROOM, DATA_PREFIX_ROOM + size);
-      WAITING.set(copy, room);
+      const copy = copyWithDataRoom(at === 0 && size === chunk.byteLength ? chunk : chunk.subarray(at, at + size));
       this.pending.push(copy);
       if (this.state !== HttpStreamState.UPGRADED) this.requestCapture.addOwned(copy);
     }

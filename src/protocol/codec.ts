@@ -145,18 +145,44 @@ export function withBinaryRoom(encoded: Uint8Array, after: number, size: number)
 /** Room a DATA frame needs in front of its bytes: the array, the type, a stream id up to uint 32, a bin 32 header. */
 export const DATA_PREFIX_ROOM = 12;
 
+/** Bytes that lie in a buffer of their sender's own with room for a DATA frame around them → that buffer. */
+const DATA_ROOMS = new WeakMap<Uint8Array, Buffer>();
+
 /**
- * The DATA frame `[DATA, stream, body, end]` around `body`, which lies inside `buffer` with at least
- * DATA_PREFIX_ROOM bytes of it before the body and one after: the frame's prefix and its `end` are
- * written there, and the frame is a view of `buffer`. Bytes that waited for credit in such a buffer
- * leave without another copy. The body's bytes are not touched.
+ * `bytes` copied into a buffer of their own with room for a DATA frame around them: bytes that must
+ * wait (for credit) are copied once, and `dataFrame` frames the copy where it lies.
  */
-export function dataFrameAround(buffer: Buffer, body: Uint8Array, stream: number, end: boolean): Buffer {
+export function copyWithDataRoom(bytes: Uint8Array): Buffer {
+  const room = Buffer.allocUnsafe(DATA_PREFIX_ROOM + bytes.byteLength + 1);
+  room.set(bytes, DATA_PREFIX_ROOM);
+  const copy = room.subarray(DATA_PREFIX_ROOM, DATA_PREFIX_ROOM + bytes.byteLength);
+  DATA_ROOMS.set(copy, room);
+  return copy;
+}
+
+/**
+ * Tells `dataFrame` that `view` lies in `buffer`, the caller's own (never shared, never a pool slice
+ * another holds), with at least DATA_PREFIX_ROOM bytes of it before the view and one after.
+ */
+export function markDataRoom(view: Buffer, buffer: Buffer): void {
+  if (view.buffer !== buffer.buffer || view.byteOffset - buffer.byteOffset < DATA_PREFIX_ROOM || view.byteOffset + view.byteLength >= buffer.byteOffset + buffer.byteLength) {
+    throw new Error('markDataRoom: no room around the view');
+  }
+  DATA_ROOMS.set(view, buffer);
+}
+
+/**
+ * The DATA frame `[DATA, stream, body, end]`. When `body` has room around it (`copyWithDataRoom`,
+ * `markDataRoom`) the frame's prefix and `end` are written there and the frame is a view of the same
+ * buffer, the body's bytes untouched; otherwise it is encoded (a copy).
+ */
+export function dataFrame(stream: number, body: Uint8Array, end: boolean): Buffer {
+  const buffer = DATA_ROOMS.get(body);
+  if (buffer === undefined) return encode([FrameType.DATA, stream, body, end]);
   const at = body.byteOffset - buffer.byteOffset;
   const size = body.byteLength;
   const idSize = uintSize(stream);
   const start = at - 7 - idSize;
-  if (body.buffer !== buffer.buffer || start < 0 || at + size >= buffer.byteLength) throw new Error('dataFrameAround: no room around the body');
   buffer[start] = 0x94;
   buffer[start + 1] = FrameType.DATA;
   writeUint(buffer, start + 2, stream, idSize);

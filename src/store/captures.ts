@@ -290,8 +290,7 @@ function encodeStoredCaptureInto(c: StoredCapture | CaptureToStore, arena: Recor
     sectionLength(c.open), sectionLength(c.response), sectionLength(c.requestBody), sectionLength(c.responseBody),
   ]);
   const sections = [c.open, c.response, c.requestBody, c.responseBody];
-  let size = 4 + header.byteLength;
-  for (const section of sections) if (section !== null) size += sectionLength(section);
+  const size = 4 + header.byteLength + sectionsLength(c);
   let bytes: Buffer;
   if (arena !== null && arena.buffer.byteLength - arena.used >= size) {
     bytes = arena.buffer.subarray(arena.used, arena.used + size);
@@ -939,8 +938,9 @@ export class CaptureStore {
    * capture has LMDB pages of its own, so it gains nothing from sharing a later commit. The turn is
    * queued all the same, its records in the arena, and `journalAll` returns true: the caller must
    * `commitQueued()` before the answers go out, as without a journal (and before the next turn's
-   * `journalAll`, or that turn's records get buffers of their own). Many small captures stay journaled however many bytes they make together: their
-   * commit is cheaper shared (a commit of captures of 200 rings writes a page per ring).
+   * `journalAll`, or that turn's records get buffers of their own). Many small captures stay journaled
+   * however many bytes they make together: their commit is cheaper shared (a commit of captures of 200
+   * rings writes a page per ring).
    */
   journalAll(batch: readonly PendingCapture[]): boolean {
     const journal = this.journal;

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Packr } from 'msgpackr';
-import { DATA_PREFIX_ROOM, dataFrameAround, decode, encode, FRAME_NAMES, MAX_NESTING, ProtocolError, withBinaryRoom, type Frame } from '../../src/protocol/codec.js';
+import { copyWithDataRoom, dataFrame, decode, encode, markDataRoom, FRAME_NAMES, MAX_NESTING, ProtocolError, withBinaryRoom, type Frame } from '../../src/protocol/codec.js';
 import { DEFAULT_SETTINGS, FrameType, GoAwayCode, MAX_WINDOW } from '../../src/protocol/constants.js';
 import { LAYOUTS, matchesLayout, ODD_VALUES, OPTIONAL_LAST, SAMPLES } from './frames.js';
 
@@ -384,32 +384,41 @@ describe('withBinaryRoom (an OPEN whose body is written in place)', () => {
   });
 });
 
-describe('a DATA frame written around bytes already in place (dataFrameAround)', () => {
-  test('decodes as the frame encode writes (a bin 32 header whatever the size), for stream ids of every width and both ends', () => {
+describe('a DATA frame written around bytes already in place (copyWithDataRoom, markDataRoom, dataFrame)', () => {
+  test('decodes as the frame encode writes (a bin 32 header whatever the size), for stream ids of every width and both ends, without a copy', () => {
     for (const stream of [1, 127, 128, 255, 256, 65_535, 65_536, 0xfffffff0]) {
       for (const size of [0, 1, 300, 70_000]) {
         for (const end of [false, true]) {
           const body = Buffer.alloc(size, 0x5a);
-          const buffer = Buffer.alloc(DATA_PREFIX_ROOM + size + 1, 0xee);
-          body.copy(buffer, DATA_PREFIX_ROOM);
-          const inPlace = buffer.subarray(DATA_PREFIX_ROOM, DATA_PREFIX_ROOM + size);
-          const frame = dataFrameAround(buffer, inPlace, stream, end);
+          const copy = copyWithDataRoom(body);
+          const frame = dataFrame(stream, copy, end);
           const decoded = decode(frame);
-          assert.equal(decoded[0], FrameType.DATA);
-          assert.equal(decoded[1], stream);
-          assert.deepEqual(Buffer.from(decoded[2] as Uint8Array), body, `stream ${stream}, ${size} bytes`);
-          assert.equal(decoded[3], end);
-          assert.deepEqual(decoded, decode(encode([FrameType.DATA, stream, body, end])), 'the frame encode writes, read back');
-          assert.equal(frame.buffer, buffer.buffer, 'a view of the buffer: no copy');
+          assert.deepEqual(decoded, decode(encode([FrameType.DATA, stream, body, end])), `stream ${stream}, ${size} bytes, end ${end}`);
+          assert.equal(frame.buffer, copy.buffer, 'a view of the copy\'s buffer: no second copy');
+          assert.deepEqual(copy, body, 'the bytes untouched');
         }
       }
     }
   });
 
-  test('refuses bytes without room around them, or not inside the buffer', () => {
+  test('bytes without a room of their own are encoded (a copy); a part of a copy too', () => {
+    const body = Buffer.alloc(500, 0x41);
+    const plain = dataFrame(3, body, true);
+    assert.notEqual(plain.buffer, body.buffer);
+    assert.deepEqual(decode(plain), [FrameType.DATA, 3, body, true]);
+    const copy = copyWithDataRoom(body);
+    const part = dataFrame(3, copy.subarray(0, 100), false);
+    assert.notEqual(part.buffer, copy.buffer, 'a part has no room after it: encoded');
+    assert.deepEqual(decode(part), [FrameType.DATA, 3, body.subarray(0, 100), false]);
+  });
+
+  test('a room is only taken where there is one', () => {
     const buffer = Buffer.alloc(100);
-    assert.throws(() => dataFrameAround(buffer, buffer.subarray(3, 50), 1, false), /no room/);
-    assert.throws(() => dataFrameAround(buffer, buffer.subarray(20, 100), 1, false), /no room/);
-    assert.throws(() => dataFrameAround(buffer, Buffer.alloc(10), 1, false), /no room/);
+    assert.throws(() => markDataRoom(buffer.subarray(3, 50), buffer), /no room/);
+    assert.throws(() => markDataRoom(buffer.subarray(20, 100), buffer), /no room/);
+    assert.throws(() => markDataRoom(Buffer.alloc(10), buffer), /no room/);
+    const view = buffer.subarray(20, 50);
+    markDataRoom(view, buffer);
+    assert.equal(dataFrame(1, view, true).buffer, buffer.buffer);
   });
 });
