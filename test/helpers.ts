@@ -246,6 +246,17 @@ export const echo: Handler = (req, res) => {
 };
 
 /** Starts the real tunnel client in-process; resolves once READY. */
+/**
+ * Clients started here and not closed by their test (an assertion failed before its close): a client
+ * reconnects for ever, which would keep the file's process alive until the runner's timeout. Closed when
+ * the file's tests are done; closing twice is harmless.
+ */
+const openClients = new Set<TunnelClient>();
+after(async () => {
+  await Promise.all([...openClients].map((client) => client.close().catch(() => undefined)));
+  openClients.clear();
+});
+
 export async function startClient(
   target: TestEdge,
   token: string,
@@ -261,6 +272,7 @@ export async function startClient(
     maxBackoffMs: 500,
     ...rest,
   });
+  openClients.add(client);
   const ready = await client.start();
   return { client, subdomain: ready.subdomain, publicUrl: ready.publicUrl, host: `${ready.subdomain}.localhost:${target.port}` };
 }
