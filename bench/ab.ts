@@ -7,6 +7,13 @@
  * other work moves far less than req/s. Optionally a one-connection probe (undici, sequential) per
  * build and round. Medians over the rounds at the end.
  *
+ * `--fresh` starts every build's edge and client anew (fresh data directory, warm-up) before each of its
+ * runs, so a comparison does not rest on two processes' histories. Processes change with age: before
+ * `src/key-table.ts`, an edge or a client spent 8-10 µs a request more after its first full GC under
+ * load than before it (bench/RESULTS.md, tuning log, "the promotion chain"), and long-lived instances
+ * of one build side by side differed by that much. Use a warm-up long enough to reach the state you
+ * mean to compare (`--warmup`), and say which it was.
+ *
  * For a tuning step: build the "before" commit in a worktree beside this one and compare it with this
  * one. `--prof DIR` runs every edge and client under `node --cpu-prof` (written when they stop).
  */
@@ -19,7 +26,7 @@ import { parseArgs } from 'node:util';
 import { Client } from 'undici';
 import { runLoad, badCount } from './e2e/load.js';
 import { payload, scenarioPath, type Method, type Scenario, type Shape } from './e2e/payloads.js';
-import { Children } from './e2e/processes.js';
+import { Children, type Child } from './e2e/processes.js';
 import { countSyscalls, ticksOf } from './e2e/proc-counters.js';
 import { clockTicks } from './e2e/sampler.js';
 
@@ -37,6 +44,8 @@ Usage: node dist/bench/ab.js --dir LABEL=DIR --dir LABEL=DIR [options]
   --size BYTES        body size up (POST) or down (GET) (default 1024)
   --probe N           one-connection requests per build and round (undici, sequential; default 0)
   --warmup SEC        seconds per build before the rounds (default 2)
+  --fresh             start each build's edge and client anew before each of its runs (fresh data
+                      directory, then the warm-up), so no comparison rests on two processes' histories
   --prof DIR          run edges and clients under node --cpu-prof, profiles in DIR
   --node-arg ARG      an extra node flag for the edges and clients (repeat)
   --flags LABEL=ARG   an extra node flag for one build's edge and client only (repeat; the same
@@ -52,6 +61,8 @@ Usage: node dist/bench/ab.js --dir LABEL=DIR --dir LABEL=DIR [options]
 interface Build {
   label: string;
   dir: string;
+  edge: Child;
+  client: Child;
   edgePid: number;
   clientPid: number;
   edgePort: number;
@@ -85,10 +96,27 @@ function median(values: number[]): number {
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
-async function startBuild(label: string, dir: string, temp: string, targetPort: number, nodeArgs: string[], edgeArgs: string[] = [], clientArgs: string[] = []): Promise<Build> {
+/** How to start a build again (--fresh). */
+interface BuildSpec {
+  label: string;
+  dir: string;
+  nodeArgs: string[];
+  edgeArgs: string[];
+  clientArgs: string[];
+}
+
+/** Instances started per label: the first keeps the label's plain name (profiles edge-LABEL.cpuprofile). */
+const instances = new Map<string, number>();
+
+async function startBuild(spec: BuildSpec, temp: string, targetPort: number): Promise<Build> {
+  const { label, dir, nodeArgs, edgeArgs, clientArgs } = spec;
   const bin = join(dir, 'bin', 'burrow.js');
-  const dataDir = join(temp, `edge-${label}`);
-  const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(temp, `${label}-config`) };
+  // Each instance its own data directory and profile name (--fresh starts several per label).
+  const instance = instances.get(label) ?? 0;
+  instances.set(label, instance + 1);
+  const name = instance === 0 ? label : `${label}-${instance + 1}`;
+  const dataDir = join(temp, `edge-${name}`);
+  const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(temp, `${name}-config`) };
   delete env.BURROW_TOKEN;
   delete env.BURROW_EDGE;
   const created = spawnSync(process.execPath, [bin, 'admin', 'create-account', '--email', `${label}@bench.test`, '--data', dataDir, '--json'], { encoding: 'utf8', env, timeout: 30_000 });
@@ -97,23 +125,23 @@ async function startBuild(label: string, dir: string, temp: string, targetPort: 
   const edge = children.spawn({
     name: `edge-${label}`,
     command: process.execPath,
-    args: [...nodeArgs.map((arg) => arg.replace('%s', `edge-${label}`)), bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000', ...edgeArgs],
+    args: [...nodeArgs.map((arg) => arg.replace('%s', `edge-${name}`)), bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000', ...edgeArgs],
     env,
     // The edge's output kept in a file (a --node-arg that traces, say) when asked.
-    ...(edgeLogDir === null ? {} : { stdoutFile: join(edgeLogDir, `edge-${label}.log`) }),
+    ...(edgeLogDir === null ? {} : { stdoutFile: join(edgeLogDir, `edge-${name}.log`) }),
   });
   const edgePort = Number((await edge.waitFor(/listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
   const subdomain = `ab-${label.toLowerCase().replace(/[^a-z0-9]/g, '')}`;
   const client = children.spawn({
     name: `client-${label}`,
     command: process.execPath,
-    args: [...nodeArgs.map((arg) => arg.replace('%s', `client-${label}`)), bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', subdomain, ...(clientArgs.includes('--no-inspect') ? [] : ['--inspect', '127.0.0.1:0']), ...clientArgs],
-    env: { ...env, XDG_CONFIG_HOME: join(temp, `${label}-client-config`) },
-    stdoutFile: join(temp, `client-${label}.log`),
+    args: [...nodeArgs.map((arg) => arg.replace('%s', `client-${name}`)), bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', subdomain, ...(clientArgs.includes('--no-inspect') ? [] : ['--inspect', '127.0.0.1:0']), ...clientArgs],
+    env: { ...env, XDG_CONFIG_HOME: join(temp, `${name}-client-config`) },
+    stdoutFile: join(temp, `client-${name}.log`),
   });
   await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
-  process.stdout.write(`${label}: ${dir} (edge ${edge.pid}, client ${client.pid})\n`);
-  return { label, dir, edgePid: edge.pid, clientPid: client.pid, edgePort, host: `${subdomain}.localhost:${edgePort}` };
+  if (instance === 0) process.stdout.write(`${label}: ${dir} (edge ${edge.pid}, client ${client.pid})\n`);
+  return { label, dir, edge, client, edgePid: edge.pid, clientPid: client.pid, edgePort, host: `${subdomain}.localhost:${edgePort}` };
 }
 
 async function probe(build: Build, scenario: Scenario, count: number): Promise<{ p50: number; p99: number }> {
@@ -185,6 +213,7 @@ async function main(): Promise<void> {
       'client-arg': { type: 'string', multiple: true },
       syscalls: { type: 'boolean' },
       'edge-log': { type: 'string' },
+      fresh: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -199,6 +228,7 @@ async function main(): Promise<void> {
   const connections = Number(values.connections ?? 100);
   const probeCount = Number(values.probe ?? 0);
   const warmup = Number(values.warmup ?? 2);
+  const fresh = values.fresh === true;
   const [method, shape] = (values.scenario ?? 'post-length').split('-') as [string, string];
   const scenario: Scenario = { method: method.toUpperCase() as Method, shape: shape as Shape, size: Number(values.size ?? 1024) };
   const nodeArgs = [...(values['node-arg'] ?? [])];
@@ -221,21 +251,44 @@ async function main(): Promise<void> {
   try {
     const { port: targetPort } = await children.spawnServer('target', TARGET_SCRIPT);
     const builds: Build[] = [];
+    const specs: BuildSpec[] = [];
     // Flags for one build only: the same checkout under two labels compares node or V8 flags.
     const forLabel = (entries: string[] | undefined, label: string): string[] =>
       (entries ?? []).filter((entry) => entry.startsWith(`${label}=`)).map((entry) => entry.slice(label.length + 1));
     for (const entry of dirs) {
       const at = entry.indexOf('=');
       const label = entry.slice(0, at);
-      builds.push(await startBuild(label, resolve(entry.slice(at + 1)), temp, targetPort, [...nodeArgs, ...forLabel(values.flags, label)], forLabel(values['edge-arg'], label), forLabel(values['client-arg'], label)));
+      const spec: BuildSpec = {
+        label,
+        dir: resolve(entry.slice(at + 1)),
+        nodeArgs: [...nodeArgs, ...forLabel(values.flags, label)],
+        edgeArgs: forLabel(values['edge-arg'], label),
+        clientArgs: forLabel(values['client-arg'], label),
+      };
+      specs.push(spec);
+      builds.push(await startBuild(spec, temp, targetPort));
     }
-    process.stdout.write(`${scenario.method} ${scenario.size} B ${scenario.shape} @${connections}, ${requests > 0 ? `${requests} requests` : `${durationS} s`} a run, ${rounds} rounds${probeCount > 0 ? `, probe ${probeCount}` : ''}\n`);
+    process.stdout.write(
+      `${scenario.method} ${scenario.size} B ${scenario.shape} @${connections}, ${requests > 0 ? `${requests} requests` : `${durationS} s`} a run, ${rounds} rounds` +
+        `${probeCount > 0 ? `, probe ${probeCount}` : ''}${fresh ? ', a fresh edge and client for every run' : ''}\n`,
+    );
     const warmed = new Map<string, number>();
-    if (warmup > 0) for (const build of builds) warmed.set(build.label, (await run(build, scenario, connections, warmup, 0)).requests);
+    const warm = async (build: Build): Promise<void> => {
+      if (warmup > 0) warmed.set(build.label, (warmed.get(build.label) ?? 0) + (await run(build, scenario, connections, warmup, 0)).requests);
+    };
+    for (const build of builds) await warm(build);
     const results: RoundResult[] = [];
     for (let round = 0; round < rounds; round++) {
       for (let i = 0; i < builds.length; i++) {
-        const build = builds[(i + round) % builds.length]!;
+        const at = (i + round) % builds.length;
+        if (fresh && round > 0) {
+          // The old instance goes first (client, then edge), so the two never share the machine.
+          await builds[at]!.client.stop(10_000);
+          await builds[at]!.edge.stop(10_000);
+          builds[at] = await startBuild(specs[at]!, temp, targetPort);
+          await warm(builds[at]!);
+        }
+        const build = builds[at]!;
         const result = await run(build, scenario, connections, durationS, requests, values.syscalls === true);
         if (probeCount > 0) {
           const probed = await probe(build, scenario, probeCount);
