@@ -17,6 +17,7 @@
  */
 import { encodePolicyHeader, POLICY_HEADER, type PolicySpec } from '../protocol/policy.js';
 import { closeReason } from '../protocol/close-reason.js';
+import { KeyTable } from '../key-table.js';
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { LookupFunction } from 'node:net';
@@ -210,7 +211,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   connectionSend = new SendCredit(DEFAULT_SETTINGS.connectionWindow);
   private connectionReceive = new ReceiveWindow(DEFAULT_SETTINGS.connectionWindow);
   readonly blocked = new Set<FlushableStream>();
-  private readonly streams = new Map<number, ClientStream>();
+  private readonly streams = new KeyTable<number, ClientStream>();
   /** The local hop: one pool of connections per target origin. */
   private readonly localHop: LocalHop;
   private socket: WebSocket | null = null;
@@ -442,7 +443,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private onUnbound(id: number, code: number, message: string): void {
     const tunnel = this.bound.get(id);
     if (tunnel === undefined || tunnel.stopped) return;
-    for (const stream of [...this.streams.values()]) {
+    for (const stream of this.streams.values()) {
       if (stream.host !== tunnel) continue;
       stream.tunnelClosed();
       this.streams.delete(stream.id);
@@ -898,7 +899,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
 
   private failStreams(): void {
     // Frames not yet sent belong to the old connection's streams: never send them on a new one.
-    for (const stream of [...this.streams.values()]) stream.tunnelClosed();
+    for (const stream of this.streams.values()) stream.tunnelClosed();
     this.streams.clear();
     this.blocked.clear();
     this.outbox = [];
@@ -964,9 +965,13 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       case FrameType.WINDOW:
         if (frame[1] === 0) {
           this.connectionSend.grant(frame[2]);
-          const waiting = [...this.blocked];
-          this.blocked.clear();
-          for (const stream of waiting) stream.flush();
+          // Cleared only when it holds something: every clear of a Set makes V8 a new table linked from the
+          // old one (see src/key-table.ts), and this runs for every connection WINDOW.
+          if (this.blocked.size > 0) {
+            const waiting = [...this.blocked];
+            this.blocked.clear();
+            for (const stream of waiting) stream.flush();
+          }
         } else {
           this.streams.get(frame[1])?.onWindow(frame[2]);
         }

@@ -15,6 +15,7 @@
  */
 import { closeReason } from '../protocol/close-reason.js';
 import { BurrowError, type ErrorCode } from '../errors.js';
+import { KeyTable } from '../key-table.js';
 import { decode, encode, ProtocolError, type BindFrame, type Frame } from '../protocol/codec.js';
 import { CLOSE_CODE_BASE, FrameType, GoAwayCode, type GoAwayCodeValue, type NoticeCodeValue, type Settings } from '../protocol/constants.js';
 import { ReceiveWindow, SendCredit } from '../protocol/flow.js';
@@ -62,7 +63,7 @@ export interface TunnelBinder {
 
 export class TunnelConnection implements TunnelSocket, FrameSender {
   ws: WebSocket<SocketData> | null = null;
-  readonly streams = new Map<number, EdgeStream>();
+  readonly streams = new KeyTable<number, EdgeStream>();
   /** Streams whose outgoing bytes wait for connection credit. */
   readonly blocked = new Set<HostedStream>();
   readonly connectionSend: SendCredit;
@@ -370,7 +371,7 @@ export class TunnelConnection implements TunnelSocket, FrameSender {
   }
 
   private failStreamsOf(session: TunnelSession, failure: ErrorCode): void {
-    for (const stream of [...this.streams.values()]) if (stream.session === session) stream.fail(failure);
+    for (const stream of this.streams.values()) if (stream.session === session) stream.fail(failure);
   }
 
   // ---- closing ----------------------------------------------------------------------------------------
@@ -423,7 +424,7 @@ export class TunnelConnection implements TunnelSocket, FrameSender {
     this.closed = true;
     this.ws = null;
     if (this.leaving !== null) clearTimeout(this.leaving.timer);
-    for (const stream of [...this.streams.values()]) stream.fail('TUNNEL_CLOSED');
+    for (const stream of this.streams.values()) stream.fail('TUNNEL_CLOSED');
     this.outbox = [];
     this.backlog = [];
     this.blocked.clear();

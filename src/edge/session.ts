@@ -8,6 +8,7 @@
  * tunnel, whose `send` is one call through to the connection.
  */
 import type { StoredPolicy } from '../protocol/policy.js';
+import type { ReadonlyKeyTable } from '../key-table.js';
 import type { TunnelPolicy } from './policy/decide.js';
 import { BurrowError } from '../errors.js';
 import { TunnelKind, type GoAwayCodeValue, type Settings, type TunnelKindValue } from '../protocol/constants.js';
@@ -195,7 +196,7 @@ export class TunnelSession implements StreamHost, RawStreamEnd {
   }
 
   /** The connection's streams (every tunnel's), for counts and memory. */
-  get streams(): ReadonlyMap<number, EdgeStream> {
+  get streams(): ReadonlyKeyTable<number, EdgeStream> {
     return this.connection.streams;
   }
 

@@ -25,6 +25,7 @@
 import { Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import { chunkSizeLine, fieldValue, httpDate, lastChunk, listHasToken, responseHead, standardReason } from './head.js';
+import { KeyTable } from '../key-table.js';
 import { SHARED_READ_BYTES, SharedReads } from './shared-reads.js';
 import { ALL, DEFAULT_HEAD_LIMITS, Http1ParseError, Http1Parser, MessageHead, MessageKind, type HeadLimits, type MessageHandler } from './parser.js';
 
@@ -508,6 +509,8 @@ class DiscardedBody implements ExchangeSink {
  * which also runs the coarse timer over them all.
  */
 export class ServerConnection implements MessageHandler {
+  /** Its key in the listener's table (`ServerConnections`). */
+  registryKey = -1;
   private readonly parser: Http1Parser;
   private readonly queue: ServerExchange[] = [];
   /** The exchange whose request is being parsed (head seen, message not complete). */
@@ -1005,7 +1008,9 @@ export class ServerConnection implements MessageHandler {
 
 /** A listener's connections: accepts sockets, runs the coarse timer, closes them all on shutdown. */
 export class ServerConnections {
-  private readonly connections = new Set<ServerConnection>();
+  /** A KeyTable, not a Set: a connection per request is common (webhook senders), see src/key-table.ts. */
+  private readonly connections = new KeyTable<number, ServerConnection>();
+  private nextKey = 0;
   private timer: NodeJS.Timeout | null = null;
   readonly settings: ServerSettings;
   private readonly readBuffer = Buffer.allocUnsafe(SHARED_READ_BYTES);
@@ -1025,7 +1030,12 @@ export class ServerConnections {
   /** The connection's own socket may differ from `socket` (`ServerConnection.socket`). */
   accept(socket: Socket, remoteAddress: string, preface: Preface | null = null): ServerConnection {
     const connection = new ServerConnection(socket, this.handler, this.settings, this, remoteAddress, preface, this.readBuffer);
-    this.connections.add(connection);
+    let key = this.nextKey;
+    // After 2^32 connections the keys wrap: one still open (a WebSocket, say) keeps its key.
+    while (this.connections.has(key)) key = (key + 1) >>> 0;
+    this.nextKey = (key + 1) >>> 0;
+    connection.registryKey = key;
+    this.connections.set(key, connection);
     if (this.timer === null) {
       this.timer = setInterval(() => this.tick(), this.tickMs);
       this.timer.unref();
@@ -1035,12 +1045,12 @@ export class ServerConnections {
 
   /** @internal */
   forget(connection: ServerConnection): void {
-    this.connections.delete(connection);
+    if (this.connections.get(connection.registryKey) === connection) this.connections.delete(connection.registryKey);
   }
 
   private tick(): void {
     const now = Date.now();
-    for (const connection of this.connections) connection.checkTimeouts(now);
+    for (const connection of this.connections.values()) connection.checkTimeouts(now);
     if (this.connections.size === 0 && this.timer !== null) {
       clearInterval(this.timer);
       this.timer = null;
@@ -1049,7 +1059,7 @@ export class ServerConnections {
 
   /** Cuts every connection (the end of a shutdown). */
   destroyAll(): void {
-    for (const connection of [...this.connections]) connection.destroy();
+    for (const connection of this.connections.values()) connection.destroy();
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
   }

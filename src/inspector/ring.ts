@@ -8,6 +8,7 @@
  * the byte bound.
  */
 import { bodyLength } from '../capture-buffer.js';
+import { KeyTable } from '../key-table.js';
 import type { Exchange, ExchangeBody } from '../client/exchange.js';
 
 export interface RingOptions {
@@ -45,7 +46,8 @@ export class ExchangeRing {
   private nextSeq = 1;
   /** Seqs handed to entries put behind the oldest (history loaded from the edge): 0, -1, -2, ... */
   private olderSeq = 0;
-  private readonly byId = new Map<string, Entry>();
+  /** A KeyTable, not a Map: one set and one delete an exchange (see src/key-table.ts). */
+  private readonly byId = new KeyTable<string, Entry>();
 
   constructor(options: RingOptions = {}) {
     this.maxExchanges = options.maxExchanges ?? DEFAULT_MAX_EXCHANGES;
