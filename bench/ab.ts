@@ -63,8 +63,6 @@ interface Build {
   dir: string;
   edge: Child;
   client: Child;
-  edgePid: number;
-  clientPid: number;
   edgePort: number;
   host: string;
 }
@@ -141,7 +139,7 @@ async function startBuild(spec: BuildSpec, temp: string, targetPort: number): Pr
   });
   await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
   if (instance === 0) process.stdout.write(`${label}: ${dir} (edge ${edge.pid}, client ${client.pid})\n`);
-  return { label, dir, edge, client, edgePid: edge.pid, clientPid: client.pid, edgePort, host: `${subdomain}.localhost:${edgePort}` };
+  return { label, dir, edge, client, edgePort, host: `${subdomain}.localhost:${edgePort}` };
 }
 
 async function probe(build: Build, scenario: Scenario, count: number): Promise<{ p50: number; p99: number }> {
@@ -167,15 +165,15 @@ async function probe(build: Build, scenario: Scenario, count: number): Promise<{
 }
 
 async function run(build: Build, scenario: Scenario, connections: number, durationS: number, requests: number, syscalls = false): Promise<RoundResult> {
-  const stopCounting = syscalls ? countSyscalls(build.edgePid) : null;
+  const stopCounting = syscalls ? countSyscalls(build.edge.pid) : null;
   if (stopCounting !== null) await new Promise((done) => setTimeout(done, 300));
-  const edgeBefore = ticksOf(build.edgePid);
-  const clientBefore = ticksOf(build.clientPid);
+  const edgeBefore = ticksOf(build.edge.pid);
+  const clientBefore = ticksOf(build.client.pid);
   const started = performance.now();
   const load = await runLoad({ origin: `http://127.0.0.1:${build.edgePort}`, host: build.host }, scenario, connections, durationS, requests);
   const seconds = (performance.now() - started) / 1000;
-  const edgeAfter = ticksOf(build.edgePid);
-  const clientAfter = ticksOf(build.clientPid);
+  const edgeAfter = ticksOf(build.edge.pid);
+  const clientAfter = ticksOf(build.client.pid);
   const counted = stopCounting === null ? null : await stopCounting();
   if (counted !== null) for (const [name, count] of counted) counted.set(name, count / Math.max(1, load.requests));
   const perRequest = (ticks: number): number => (ticks * 1e6) / ticksPerSecond / Math.max(1, load.requests);

@@ -245,7 +245,6 @@ export const echo: Handler = (req, res) => {
   });
 };
 
-/** Starts the real tunnel client in-process; resolves once READY. */
 /**
  * Clients started here and not closed by their test (an assertion failed before its close): a client
  * reconnects for ever, which would keep the file's process alive until the runner's timeout. Closed when
@@ -257,6 +256,7 @@ after(async () => {
   openClients.clear();
 });
 
+/** Starts the real tunnel client in-process; resolves once READY. */
 export async function startClient(
   target: TestEdge,
   token: string,

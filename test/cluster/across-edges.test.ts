@@ -68,20 +68,16 @@ describe('three edges, one cluster', { skip: redisSkip }, () => {
     const old = await startClient(a, account.token, local.port, { subdomain: 'moving-name' });
     const replaced = once(old.client, 'closed') as Promise<[ClosedInfo]>;
     const fresh = await startClient(b, account.token, other.port, { subdomain: 'moving-name', replace: true });
-    // A client left open reconnects for ever and keeps the file alive past its timeout: closed whatever fails.
-    try {
-      const [info] = await replaced;
-      assert.equal(info.code, 'REPLACED');
-      assert.equal(a.edge.registry.session('moving-name'), undefined);
-      assert.deepEqual(await publicGet(b, 'moving-name'), { status: 200, text: 'second' });
-      // C learns of the move by pub/sub, which is not part of B's grant: it may arrive after B already serves.
-      await waitFor(async () => (await c.edge.cluster!.ownerOf('moving-name'))?.nodeId === 'b', 3_000, 'C to learn the new owner');
-      // The other edges forward to the new owner (the hop asks the registry, whose cache the move cleared).
-      assert.deepEqual(await publicGet(a, 'moving-name', '/via-a'), { status: 200, text: 'second' });
-      assert.deepEqual(await publicGet(c, 'moving-name', '/via-c'), { status: 200, text: 'second' });
-    } finally {
-      await Promise.all([old.client.close(), fresh.client.close()]);
-    }
+    const [info] = await replaced;
+    assert.equal(info.code, 'REPLACED');
+    assert.equal(a.edge.registry.session('moving-name'), undefined);
+    assert.deepEqual(await publicGet(b, 'moving-name'), { status: 200, text: 'second' });
+    // C learns of the move by pub/sub, which is not part of B's grant: it may arrive after B already serves.
+    await waitFor(async () => (await c.edge.cluster!.ownerOf('moving-name'))?.nodeId === 'b', 3_000, 'C to learn the new owner');
+    // The other edges forward to the new owner (the hop asks the registry, whose cache the move cleared).
+    assert.deepEqual(await publicGet(a, 'moving-name', '/via-a'), { status: 200, text: 'second' });
+    assert.deepEqual(await publicGet(c, 'moving-name', '/via-c'), { status: 200, text: 'second' });
+    await fresh.client.close();
   });
 
   test("the grace hold across edges: another account can't take a dropped name anywhere, its owner can", async () => {
