@@ -118,3 +118,46 @@ test('churn at a steady size keeps the same arrays (no rebuild leaves a dead tab
   // What a deletion removed is not kept anywhere in the arrays.
   assert.equal(slots.filter((slot) => slot !== undefined).length, 100);
 });
+
+test('deleteIf deletes only the entry that holds the given value, in one probe, and the rest stay findable', () => {
+  const next = random(23);
+  const table = new KeyTable<string, { key: string }>();
+  const map = new Map<string, { key: string }>();
+  for (let step = 0; step < 20_000; step++) {
+    const key = `req_${Math.floor(next() * 2_000).toString(36)}`;
+    const roll = next();
+    if (roll < 0.5) {
+      const value = { key };
+      table.set(key, value);
+      map.set(key, value);
+    } else {
+      // Half the time with the value held, half with an equal-looking other object.
+      const held = map.get(key);
+      const offered = held !== undefined && roll < 0.75 ? held : { key };
+      const deleted = table.deleteIf(key, offered);
+      assert.equal(deleted, held !== undefined && offered === held);
+      if (deleted) map.delete(key);
+    }
+    if (step % 997 === 0) {
+      assert.equal(table.size, map.size);
+      for (const [k, v] of map) assert.equal(table.get(k), v);
+    }
+  }
+});
+
+test('number keys on both sides of 2^31 (hashed as int32) agree with a Map', () => {
+  const table = new KeyTable<number, string>();
+  const map = new Map<number, string>();
+  const keys: number[] = [];
+  for (let i = 0; i < 40; i++) keys.push(2 ** 31 - 20 + i, 2 ** 32 - 1 - i, i);
+  for (const key of keys) {
+    table.set(key, `v${key}`);
+    map.set(key, `v${key}`);
+  }
+  for (let i = 0; i < keys.length; i += 3) {
+    assert.equal(table.delete(keys[i]!), true);
+    map.delete(keys[i]!);
+  }
+  assert.equal(table.size, map.size);
+  for (const key of keys) assert.equal(table.get(key), map.get(key), `key ${key}`);
+});

@@ -171,7 +171,7 @@ export class ExchangeRing {
     this.head = (this.head + 1) % this.maxExchanges;
     this.count--;
     this.bytesValue -= entry.size;
-    if (this.byId.get(entry.exchange.id) === entry) this.byId.delete(entry.exchange.id);
+    this.byId.deleteIf(entry.exchange.id, entry);
   }
 
   /** Removes an entry from the middle (a re-recorded id): rare, so shifting is fine. */

@@ -28,6 +28,9 @@ export class UsageMeter implements UsageCounter {
    */
   private readonly totals = new Map<string, Usage & { start: number }>();
   private readonly dirty = new Set<string>();
+  /** The current period's bounds, worked out again only when the clock leaves them (counted per request). */
+  private periodStart = 0;
+  private periodEnd = 0;
 
   constructor(
     private readonly root: RootDatabase,
@@ -38,8 +41,18 @@ export class UsageMeter implements UsageCounter {
     this.db = root.openDB({ name: 'usage', encoding: 'msgpack' });
   }
 
+  private currentPeriodStart(): number {
+    const now = this.clock();
+    if (now < this.periodStart || now >= this.periodEnd) {
+      const period = periodOf(now);
+      this.periodStart = period.start;
+      this.periodEnd = period.end;
+    }
+    return this.periodStart;
+  }
+
   private totalsOf(accountId: string): Usage & { start: number } {
-    const { start } = periodOf(this.clock());
+    const start = this.currentPeriodStart();
     let totals = this.totals.get(accountId);
     if (totals === undefined || totals.start !== start) {
       if (totals !== undefined && this.dirty.has(accountId)) this.db.put([accountId, totals.start], copy(totals)).catch(() => undefined);
