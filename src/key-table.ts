@@ -35,8 +35,9 @@ export class KeyTable<K extends number | string, V> {
   /**
    * Each occupied slot's hash (a number key is its own): a deletion's backward shift reads where each
    * moved entry belongs from here instead of hashing its string again, and a probe compares hashes
-   * before strings. Measured on the client's inspector ring (1,000 request ids): the table's own time
-   * per exchange fell from ~1.9 to ~0.7 units of a parser call (bench/RESULTS.md, tuning log).
+   * before strings. With the ring's entries keeping their id's hash (`...Hashed`), an add to the
+   * inspector's ring (1,000 request ids), eviction included, went from ~485 to ~255 ns in a loop
+   * (bench/RESULTS.md, tuning log of 2026-11-28 09:46).
    */
   private hashes: Int32Array;
   private mask: number;
@@ -55,8 +56,21 @@ export class KeyTable<K extends number | string, V> {
     return this.count;
   }
 
+  /**
+   * `key`'s hash as the table computes it. A caller that keeps it beside the key (the inspector's ring,
+   * in each entry) passes it to the `...Hashed` methods, so a string is hashed once, not at each use.
+   */
+  static hash(key: number | string): number {
+    return hashOf(key);
+  }
+
   get(key: K): V | undefined {
-    const at = this.find(key, hashOf(key));
+    return this.getHashed(key, hashOf(key));
+  }
+
+  /** `get` with `hash` = KeyTable.hash(key). */
+  getHashed(key: K, hash: number): V | undefined {
+    const at = this.find(key, hash);
     return at < 0 ? undefined : this.slots[at];
   }
 
@@ -66,9 +80,14 @@ export class KeyTable<K extends number | string, V> {
 
   /** Sets the entry for `key`, replacing any. A number key is a whole number from 0 to 2^32 - 1 (a stream id). */
   set(key: K, value: V): this {
+    return this.setHashed(key, hashOf(key), value);
+  }
+
+  /** `set` with `hash` = KeyTable.hash(key). */
+  setHashed(key: K, hash: number, value: V): this {
     if (typeof key === 'number' && !(Number.isInteger(key) && key >= 0 && key <= 0xffffffff)) throw new RangeError(`KeyTable: ${key} is not a whole number from 0 to 2^32 - 1`);
     if ((this.count + 1) * 2 > this.keys.length) this.grow();
-    this.place(key, hashOf(key), value);
+    this.place(key, hash, value);
     return this;
   }
 
@@ -81,7 +100,12 @@ export class KeyTable<K extends number | string, V> {
 
   /** Deletes the entry for `key` only when it holds `value` (one probe where get-then-delete takes two). */
   deleteIf(key: K, value: V): boolean {
-    const at = this.find(key, hashOf(key));
+    return this.deleteIfHashed(key, hashOf(key), value);
+  }
+
+  /** `deleteIf` with `hash` = KeyTable.hash(key). */
+  deleteIfHashed(key: K, hash: number, value: V): boolean {
+    const at = this.find(key, hash);
     if (at < 0 || this.slots[at] !== value) return false;
     this.removeAt(at);
     return true;

@@ -161,3 +161,28 @@ test('number keys on both sides of 2^31 (hashed as int32) agree with a Map', () 
   assert.equal(table.size, map.size);
   for (const key of keys) assert.equal(table.get(key), map.get(key), `key ${key}`);
 });
+
+test('the ...Hashed methods, given KeyTable.hash(key), act as their plain forms', () => {
+  const next = random(31);
+  const table = new KeyTable<string, { key: string }>();
+  const map = new Map<string, { key: string }>();
+  for (let step = 0; step < 20_000; step++) {
+    const key = `req_${Math.floor(next() * 1_500).toString(36)}`;
+    const hash = KeyTable.hash(key);
+    assert.equal(hash, KeyTable.hash(`${key}`), 'the same text hashes the same');
+    if (next() < 0.5) {
+      const value = { key };
+      table.setHashed(key, hash, value);
+      map.set(key, value);
+    } else {
+      const held = map.get(key);
+      assert.equal(table.getHashed(key, hash), held);
+      if (held !== undefined) assert.equal(table.deleteIfHashed(key, hash, held), true);
+      map.delete(key);
+      assert.equal(table.get(key), undefined);
+    }
+  }
+  assert.equal(table.size, map.size);
+  for (const [key, value] of map) assert.equal(table.get(key), value);
+  assert.equal(KeyTable.hash(7), 7, 'a number key is its own hash');
+});

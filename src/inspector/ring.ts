@@ -1,5 +1,5 @@
 /**
- * The inspector's memory: the last exchanges in a ring bounded by count and by bytes, with a Map from
+ * The inspector's memory: the last exchanges in a ring bounded by count and by bytes, with a table from
  * the edge's `req_` id to the entry, so a lookup is one get and an insert evicts without a scan.
  *
  * Recording is on the traffic's path (the client emits 'exchange' synchronously as a stream completes),
@@ -33,6 +33,8 @@ export interface Entry {
   size: number;
   /** Insertion order: higher is newer. */
   readonly seq: number;
+  /** KeyTable.hash of the exchange's id: its request id is hashed once, not at each of its table's uses. */
+  readonly hash: number;
 }
 
 export class ExchangeRing {
@@ -78,14 +80,15 @@ export class ExchangeRing {
       exchange.responseBody = null;
       size = sizeOf(exchange);
     }
-    const previous = this.byId.get(exchange.id);
+    const hash = KeyTable.hash(exchange.id);
+    const previous = this.byId.getHashed(exchange.id, hash);
     if (previous !== undefined) this.remove(previous);
     while (this.count > 0 && (this.count >= this.maxExchanges || this.bytesValue + size > this.maxBytes)) this.evictOldest();
-    const entry: Entry = { exchange, size, seq: this.nextSeq++ };
+    const entry: Entry = { exchange, size, seq: this.nextSeq++, hash };
     this.slots[(this.head + this.count) % this.maxExchanges] = entry;
     this.count++;
     this.bytesValue += size;
-    this.byId.set(exchange.id, entry);
+    this.byId.setHashed(exchange.id, hash, entry);
     return entry;
   }
 
@@ -95,15 +98,16 @@ export class ExchangeRing {
    * is already here.
    */
   addOldest(exchange: Exchange): Entry | undefined {
-    if (this.byId.has(exchange.id) || this.count >= this.maxExchanges) return undefined;
+    const hash = KeyTable.hash(exchange.id);
+    if (this.byId.getHashed(exchange.id, hash) !== undefined || this.count >= this.maxExchanges) return undefined;
     const size = sizeOf(exchange);
     if (this.bytesValue + size > this.maxBytes) return undefined;
-    const entry: Entry = { exchange, size, seq: this.olderSeq-- };
+    const entry: Entry = { exchange, size, seq: this.olderSeq--, hash };
     this.head = (this.head - 1 + this.maxExchanges) % this.maxExchanges;
     this.slots[this.head] = entry;
     this.count++;
     this.bytesValue += size;
-    this.byId.set(exchange.id, entry);
+    this.byId.setHashed(exchange.id, hash, entry);
     return entry;
   }
 
@@ -113,7 +117,7 @@ export class ExchangeRing {
    * everything seen live). The caller may still read an evicted entry; it is just no longer kept.
    */
   resized(entry: Entry): void {
-    if (this.byId.get(entry.exchange.id) !== entry) return;
+    if (this.byId.getHashed(entry.exchange.id, entry.hash) !== entry) return;
     const size = sizeOf(entry.exchange);
     this.bytesValue += size - entry.size;
     entry.size = size;
@@ -171,7 +175,7 @@ export class ExchangeRing {
     this.head = (this.head + 1) % this.maxExchanges;
     this.count--;
     this.bytesValue -= entry.size;
-    this.byId.deleteIf(entry.exchange.id, entry);
+    this.byId.deleteIfHashed(entry.exchange.id, entry.hash, entry);
   }
 
   /** Removes an entry from the middle (a re-recorded id): rare, so shifting is fine. */
@@ -184,7 +188,7 @@ export class ExchangeRing {
     this.slots[(this.head + this.count - 1) % this.maxExchanges] = undefined;
     this.count--;
     this.bytesValue -= entry.size;
-    this.byId.delete(entry.exchange.id);
+    this.byId.deleteIfHashed(entry.exchange.id, entry.hash, entry);
   }
 }
 
