@@ -71,7 +71,7 @@ import type { RateDecision } from './rate-limit.js';
 import { REDIS_SCRIPTS, type ScriptName } from './redis-scripts.js';
 import { redisTarget, type RedisTarget } from './redis-url.js';
 import { isSessionId, newSessionId, SESSION_IDLE_MS, SESSION_MAX_AGE_MS, sessionKeyOf, sessionPrincipalHolds, SESSIONS_PER_TOKEN, TOUCH_EVERY_MS } from './sessions.js';
-import { periodOf } from './usage.js';
+import { CurrentPeriod } from './usage.js';
 
 export interface RedisStoreOptions extends StoreOptions {
   /** Prefix of every key (default `burrow:`): several deployments, or tests, on one Redis. */
@@ -548,11 +548,17 @@ class RedisUsageCounter implements UsageCounter {
   /** Counted since the last flush, by `<period start>:<account id>`. */
   private pending = new Map<string, UsageDelta>();
   private readonly batches = new Map<string, UsageBatch>();
+  private readonly period: CurrentPeriod;
 
-  constructor(private readonly store: RedisStore, private readonly clock: () => number) {}
+  constructor(
+    private readonly store: RedisStore,
+    clock: () => number,
+  ) {
+    this.period = new CurrentPeriod(clock);
+  }
 
   count(accountId: string, bytesIn: number, bytesOut: number): void {
-    const { start } = periodOf(this.clock());
+    const start = this.period.startNow();
     const slot = `${start}:${accountId}`;
     let delta = this.pending.get(slot);
     if (delta === undefined) {
@@ -565,7 +571,7 @@ class RedisUsageCounter implements UsageCounter {
   }
 
   async current(accountId: string): Promise<Usage> {
-    const { start } = periodOf(this.clock());
+    const start = this.period.startNow();
     const batches = [...this.batches.values()].flatMap((batch) => {
       const delta = batch.deltas.find((d) => d.accountId === accountId && d.start === start);
       return delta === undefined ? [] : [{ batch, delta }];

@@ -19,6 +19,28 @@ export function periodOf(now: number): { start: number; end: number } {
   return { start, end };
 }
 
+/**
+ * The start of the period the clock is in, for a counter that asks at every request: the month's bounds
+ * are kept and worked out again only when the clock leaves them (forwards or back), where `periodOf`
+ * builds a Date each time.
+ */
+export class CurrentPeriod {
+  private start = 0;
+  private end = 0;
+
+  constructor(private readonly clock: () => number) {}
+
+  startNow(): number {
+    const now = this.clock();
+    if (now < this.start || now >= this.end) {
+      const period = periodOf(now);
+      this.start = period.start;
+      this.end = period.end;
+    }
+    return this.start;
+  }
+}
+
 export class UsageMeter implements UsageCounter {
   private readonly db: Database<Usage, UsageKey>;
   /**
@@ -28,31 +50,20 @@ export class UsageMeter implements UsageCounter {
    */
   private readonly totals = new Map<string, Usage & { start: number }>();
   private readonly dirty = new Set<string>();
-  /** The current period's bounds, worked out again only when the clock leaves them (counted per request). */
-  private periodStart = 0;
-  private periodEnd = 0;
+  private readonly period: CurrentPeriod;
 
   constructor(
     private readonly root: RootDatabase,
-    private readonly clock: () => number = Date.now,
+    clock: () => number = Date.now,
     /** Where a failed flush is reported (it is then retried at the next): without one, it rejects. */
     private readonly failures: WriteFailures | null = null,
   ) {
     this.db = root.openDB({ name: 'usage', encoding: 'msgpack' });
-  }
-
-  private currentPeriodStart(): number {
-    const now = this.clock();
-    if (now < this.periodStart || now >= this.periodEnd) {
-      const period = periodOf(now);
-      this.periodStart = period.start;
-      this.periodEnd = period.end;
-    }
-    return this.periodStart;
+    this.period = new CurrentPeriod(clock);
   }
 
   private totalsOf(accountId: string): Usage & { start: number } {
-    const start = this.currentPeriodStart();
+    const start = this.period.startNow();
     let totals = this.totals.get(accountId);
     if (totals === undefined || totals.start !== start) {
       if (totals !== undefined && this.dirty.has(accountId)) this.db.put([accountId, totals.start], copy(totals)).catch(() => undefined);

@@ -311,6 +311,24 @@ export function accountStoreSuite(name: string, options: SuiteOptions): void {
     }
   });
 
+  run('usage: counts land in the month the clock is in, across a boundary and back', async (store) => {
+    let now = Date.UTC(2026, 10, 30, 23, 59, 59, 999);
+    const counter = store.usageCounter(() => now);
+    counter.count('usr_m', 1, 2);
+    counter.count('usr_m', 1, 2);
+    await counter.flush();
+    now = Date.UTC(2026, 11, 1);
+    assert.deepEqual(await counter.current('usr_m'), { requests: 0, bytesIn: 0, bytesOut: 0 }, 'December starts afresh');
+    counter.count('usr_m', 5, 5);
+    assert.deepEqual(await counter.current('usr_m'), { requests: 1, bytesIn: 5, bytesOut: 5 }, 'December, not flushed');
+    await counter.flush();
+    now = Date.UTC(2026, 10, 15);
+    assert.deepEqual(await counter.current('usr_m'), { requests: 2, bytesIn: 2, bytesOut: 4 }, 'a clock stepped back reads November');
+    now = Date.UTC(2026, 11, 31, 23, 59, 59, 999);
+    assert.deepEqual(await counter.current('usr_m'), { requests: 1, bytesIn: 5, bytesOut: 5 }, 'the last millisecond of December');
+    assert.deepEqual(await store.usageCounter(() => now).current('usr_m'), { requests: 1, bytesIn: 5, bytesOut: 5 }, 'another counter reads the same month');
+  });
+
   if (options.sharedUsageCounters) {
     run('usage: two counters (two edges) on one store sum', async (store) => {
       const edgeA = store.usageCounter();

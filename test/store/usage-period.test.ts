@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Store } from '../../src/store/store.js';
-import { UsageMeter } from '../../src/store/usage.js';
+import { CurrentPeriod, UsageMeter } from '../../src/store/usage.js';
 import { tempDirs } from '../helpers.js';
 
 const freshDir = tempDirs('burrow-usage-period-');
@@ -33,4 +33,24 @@ test('counts follow the clock across a month boundary, forwards and back', async
   } finally {
     await store.close();
   }
+});
+
+test('CurrentPeriod works the month out again only when the clock leaves it, forwards or back', () => {
+  let now = Date.UTC(2026, 1, 28, 12);
+  let reads = 0;
+  const period = new CurrentPeriod(() => {
+    reads++;
+    return now;
+  });
+  const february = Date.UTC(2026, 1, 1);
+  assert.equal(period.startNow(), february);
+  now = Date.UTC(2026, 1, 28, 23, 59, 59, 999);
+  assert.equal(period.startNow(), february, 'the last millisecond of February');
+  now = Date.UTC(2026, 2, 1);
+  assert.equal(period.startNow(), Date.UTC(2026, 2, 1), 'March');
+  now = Date.UTC(2026, 1, 1);
+  assert.equal(period.startNow(), february, 'back to the first millisecond of February');
+  now = Date.UTC(2026, 0, 31, 23, 59, 59, 999);
+  assert.equal(period.startNow(), Date.UTC(2026, 0, 1), 'and a millisecond before it: January');
+  assert.equal(reads, 5, 'the clock is read once a call');
 });
