@@ -98,13 +98,16 @@ export class KeyTable<K extends number | string, V> {
     return true;
   }
 
-  /** Deletes the entry for `key` only when it holds `value` (one probe where get-then-delete takes two). */
-  deleteIf(key: K, value: V): boolean {
+  /**
+   * Deletes the entry for `key` only when it holds this very `value` (one probe where get-then-delete
+   * takes two). `value` may be typed as anything the caller holds (an interface the entries implement).
+   */
+  deleteIf(key: K, value: unknown): boolean {
     return this.deleteIfHashed(key, hashOf(key), value);
   }
 
   /** `deleteIf` with `hash` = KeyTable.hash(key). */
-  deleteIfHashed(key: K, hash: number, value: V): boolean {
+  deleteIfHashed(key: K, hash: number, value: unknown): boolean {
     const at = this.find(key, hash);
     if (at < 0 || this.slots[at] !== value) return false;
     this.removeAt(at);

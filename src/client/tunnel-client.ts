@@ -1135,7 +1135,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   }
 
   endStream(stream: FlushableStream): void {
-    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
+    this.streams.deleteIf(stream.id, stream);
     this.blocked.delete(stream);
   }
 

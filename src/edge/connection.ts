@@ -201,8 +201,7 @@ export class TunnelConnection implements TunnelSocket, FrameSender {
    * True when it was in the table (its tunnel counts it out).
    */
   endStream(stream: HostedStream): boolean {
-    const had = this.streams.get(stream.id) === stream;
-    if (had) this.streams.delete(stream.id);
+    const had = this.streams.deleteIf(stream.id, stream);
     this.blocked.delete(stream);
     const leaving = this.leaving;
     if (leaving !== null && this.streams.size === 0) {

@@ -1045,7 +1045,7 @@ export class ServerConnections {
 
   /** @internal */
   forget(connection: ServerConnection): void {
-    if (this.connections.get(connection.registryKey) === connection) this.connections.delete(connection.registryKey);
+    this.connections.deleteIf(connection.registryKey, connection);
   }
 
   private tick(): void {
