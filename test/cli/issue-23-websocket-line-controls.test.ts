@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import type { Exchange } from '../../src/client/exchange.js';
-import { jsonEvents, requestEvent, webSocketFields, webSocketJsonLine, webSocketLine } from '../../src/cli/commands/http.js';
+import { jsonEvents, requestEvent, webSocketFields, webSocketJsonLine, webSocketLine, LINE_BATCH_MS } from '../../src/cli/commands/http.js';
 
 /** Any control character but a line feed. */
 const CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/;
@@ -62,8 +62,8 @@ test('--log json and --json events hold no control character and parse back to w
   const events = jsonEvents(out);
   events({ event: 'websocket', ...webSocketFields(webSocket(101, true)) });
   events(requestEvent({ ...webSocket(200, false), id: 'req_0123456789abcdef0123', websocket: undefined } as Exchange));
-  // The writer batches a turn's lines into one write.
-  await new Promise((resolve) => setImmediate(resolve));
+  // The writer batches request and WebSocket lines into one write, LINE_BATCH_MS after the first.
+  await new Promise((resolve) => setTimeout(resolve, LINE_BATCH_MS * 4));
   const lines = written.trimEnd().split('\n');
   assert.equal(lines.length, 2);
   for (const each of lines) assert.doesNotMatch(each, CONTROL, each);

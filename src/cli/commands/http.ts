@@ -296,6 +296,8 @@ export async function httpCommand(args: string[]): Promise<number> {
     });
   }
 
+  /** The request lines' writer (line mode), flushed before a line written directly, so the order holds. */
+  let requestLines: LineWriter | null = null;
   const live = out.isTTY === true && logFormat === undefined && !json ? new StatusBlock(client, table, inspector?.url ?? null, out) : null;
   if (events !== null) {
     client.on('exchange', (exchange: Exchange) => events(requestEvent(exchange)));
@@ -313,6 +315,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     // Under load a tunnel logs tens of thousands of requests a second; into /dev/null that is waste.
     if (!writesToNull(1)) {
       const lines = batchedWriter(out);
+      requestLines = lines;
       client.on('exchange', (exchange: Exchange) => lines(jsonLog ? jsonLine(exchange) : textLine(exchange)));
       // WebSockets too: a line when one opens (or is refused) and one when it closes.
       client.on('websocket', (exchange: Exchange) => lines(jsonLog ? webSocketJsonLine(exchange) : webSocketLine(exchange)));
@@ -323,6 +326,7 @@ export async function httpCommand(args: string[]): Promise<number> {
     });
     client.on('ready', (info) => {
       if (info.movedFrom !== null) process.stderr.write(`${movedLine(info)}\n`);
+      requestLines?.flush();
       if (info.reconnected) out.write(`Reconnected: forwarding ${info.publicUrl} -> ${target.origin}\n`);
     });
     followCluster(client, null, null);
@@ -340,6 +344,7 @@ export async function httpCommand(args: string[]): Promise<number> {
         events({ event: 'closed', by_user: info.byUser, code: info.code, reason: info.reason });
         if (!info.byUser) code = 1;
       } else if (info.byUser) {
+        requestLines?.flush();
         out.write('tunnel closed\n');
       } else {
         process.stderr.write(`burrow: tunnel closed by the edge: ${info.code}: ${info.reason}\n`);
@@ -352,11 +357,17 @@ export async function httpCommand(args: string[]): Promise<number> {
   });
 }
 
-/** --json: one JSON object per line per event, written at once (events are few; requests are batched). */
+/**
+ * --json: one JSON object per line per event. Request and WebSocket events are batched; any other event
+ * (few: ready, warning, reconnect, closed...) is written at once, after the batch before it.
+ */
 export function jsonEvents(out: NodeJS.WritableStream): (event: Record<string, unknown>) => void {
   const lines = batchedWriter(out);
   // A request's path and a WebSocket's close reason are the public client's text: no control character out.
-  return (event) => lines(`${controlSafeJson(event)}\n`);
+  return (event) => {
+    lines(`${controlSafeJson(event)}\n`);
+    if (event.event !== 'request' && event.event !== 'websocket') lines.flush();
+  };
 }
 
 export function requestEvent(exchange: Exchange): Record<string, unknown> {
@@ -493,21 +504,45 @@ export function writesToNull(fd: number): boolean {
   }
 }
 
+/** How long a line waits for later ones before they are written together, at most. */
+export const LINE_BATCH_MS = 25;
+/** Waiting lines written at once past this many characters. */
+const LINE_BATCH_CHARS = 64 * 1024;
+
+/** Writes lines in batches; `flush` writes what waits now (before a line written some other way). */
+export interface LineWriter {
+  (line: string): void;
+  flush(): void;
+}
+
 /**
- * Lines written once per event-loop turn rather than one write each: under load a tunnel logs tens of
- * thousands of requests a second, and a write per line would cost a syscall per request.
+ * Lines written together at most LINE_BATCH_MS after the first of them, not one write each: under load a
+ * tunnel logs tens of thousands of requests a second, and at one request at a time a write per line
+ * (and the event-loop turn that ran it) was a syscall and ~10 µs of the client's CPU per request
+ * (bench/RESULTS.md, issue 25's tuning log). What waits is written when the process exits.
  */
-export function batchedWriter(out: NodeJS.WritableStream): (line: string) => void {
+export function batchedWriter(out: NodeJS.WritableStream): LineWriter {
   let pending = '';
+  let timer: NodeJS.Timeout | null = null;
   const flush = (): void => {
+    if (timer !== null) clearTimeout(timer);
+    timer = null;
+    if (pending === '') return;
     const text = pending;
     pending = '';
     out.write(text);
   };
-  return (line) => {
-    if (pending === '') setImmediate(flush);
+  // process.stdout and stderr write synchronously on Linux (files, pipes and terminals), so this lands.
+  process.once('exit', flush);
+  const write = (line: string): void => {
     pending += line;
+    if (pending.length >= LINE_BATCH_CHARS) flush();
+    else if (timer === null) {
+      timer = setTimeout(flush, LINE_BATCH_MS);
+      timer.unref();
+    }
   };
+  return Object.assign(write, { flush });
 }
 
 function round(ms: number): number {

@@ -251,7 +251,10 @@ export async function startCommand(args: string[]): Promise<number> {
           live = true;
           const forwarding = forwardingOf(tunnel, ready.publicUrl, table);
           if (events !== null) events({ event: 'ready', tunnel: tunnel.name, subdomain: ready.subdomain, url: ready.publicUrl, forwarding, inspector: inspector?.url ?? null });
-          else out.write(forwarding.map((line) => `Forwarding ${line}\n`).join(''));
+          else {
+            lines?.flush();
+            out.write(forwarding.map((line) => `Forwarding ${line}\n`).join(''));
+          }
           for (const local of table.targets()) {
             void localProblem(local).then((problem) => {
               if (problem !== null) warn(tunnel.name, 'LOCAL_UNREACHABLE', `nothing answers on ${local.authority} (${problem}); requests to it get 502 LOCAL_UNREACHABLE until a server listens there`);
@@ -305,6 +308,7 @@ export async function startCommand(args: string[]): Promise<number> {
     });
     client.on('ready', (info) => {
       if (info.movedFrom !== null) process.stderr.write(`burrow: tunnel ${name}: ${movedLine(info).slice('burrow: '.length)}\n`);
+      lines?.flush();
       if (info.reconnected) out.write(`Reconnected: forwarding ${forwardingOf(tunnel, info.publicUrl, table)[0]}\n`);
     });
   };
@@ -323,6 +327,7 @@ export async function startCommand(args: string[]): Promise<number> {
   const ended = await outcomes;
   await connection.close('no tunnel left on the connection');
   const code = ended.every((byUser) => byUser) ? 0 : 1;
+  lines?.flush();
   if (events === null && ended.some((byUser) => byUser)) out.write(`${tunnels.length === 1 ? 'tunnel' : 'tunnels'} closed\n`);
   // Nothing should keep the process up now; if something does, it must not hold Ctrl-C hostage.
   setTimeout(() => process.exit(code), 2_000).unref();
