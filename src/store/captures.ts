@@ -325,6 +325,16 @@ interface RecordArena {
 /** The arena's size: a turn's big records up to this many bytes share it, larger ones get their own. */
 export const RECORD_ARENA_BYTES = 4 * 1024 * 1024;
 
+/**
+ * The capture environment's page size. LMDB keeps a value of up to about half a page in its leaf and puts
+ * a larger one in overflow pages of its own. At 4 KiB a capture of a 1 KiB exchange (~2.5 KiB) took an
+ * overflow page, and its commit wrote that page and a copy of the leaf holding its key. At 8 KiB it lives
+ * in the leaf: one page written, not two. That matters most when a commit's captures are spread over many
+ * rings (a leaf each). Measured with 200 tunnels × 2 connections (bench/RESULTS.md, issue 25's tuning
+ * log): the edge's CPU per request fell by 2-5 µs, and by ~2 µs with one tunnel.
+ */
+export const CAPTURE_PAGE_BYTES = 8192;
+
 type Header = [
   number, string, number, string, string, string, string, string, string, number, number, number,
   string | null, string | null, number, boolean, number, boolean, string[] | null, string[] | null,
@@ -631,11 +641,13 @@ export class CaptureStore {
    * Pages are written with pwrite, never through a writable memory map (`useWritemap`): LMDB grows a
    * mapped file sparsely, and a page the file system cannot back once the disk is full kills the process
    * with SIGBUS (issue 23). Without the map, a full disk fails the one commit.
+   *
+   * A new environment gets pages of CAPTURE_PAGE_BYTES; one made before keeps the size it was made with.
    */
   static open(dir: string, options: CaptureStoreOptions = {}): CaptureStore {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     guardLmdbRejections();
-    const root = open({ path: dir, noSubdir: false, maxDbs: 8, compression: false, noSync: options.fsync !== true });
+    const root = open({ path: dir, noSubdir: false, maxDbs: 8, compression: false, noSync: options.fsync !== true, pageSize: CAPTURE_PAGE_BYTES });
     root.readerCheck();
     const journal = options.fsync === true ? null : new CaptureJournal(join(dir, 'journal'), options.journalResetBytes);
     return new CaptureStore(root, options, journal);
