@@ -92,3 +92,10 @@ test('lines still waiting when the process exits are written (a pipe and a file)
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('writers share one exit hook: a process that makes many adds one listener, not one each', () => {
+  const before = process.listenerCount('exit');
+  const { out } = recorder();
+  for (let i = 0; i < 20; i++) batchedWriter(out)('line\n');
+  assert.ok(process.listenerCount('exit') <= Math.max(before, 1), `${process.listenerCount('exit')} exit listeners`);
+});

@@ -527,14 +527,14 @@ export function batchedWriter(out: NodeJS.WritableStream): LineWriter {
   const flush = (): void => {
     if (timer !== null) clearTimeout(timer);
     timer = null;
+    waitingAtExit.delete(flush);
     if (pending === '') return;
     const text = pending;
     pending = '';
     out.write(text);
   };
-  // process.stdout and stderr write synchronously on Linux (files, pipes and terminals), so this lands.
-  process.once('exit', flush);
   const write = (line: string): void => {
+    if (pending === '') waitingAtExit.add(flush);
     pending += line;
     if (pending.length >= LINE_BATCH_CHARS) flush();
     else if (timer === null) {
@@ -542,8 +542,19 @@ export function batchedWriter(out: NodeJS.WritableStream): LineWriter {
       timer.unref();
     }
   };
+  if (!exitHooked) {
+    exitHooked = true;
+    // process.stdout and stderr write synchronously on Linux (files, pipes and terminals), so this lands.
+    process.once('exit', () => {
+      for (const waiting of [...waitingAtExit]) waiting();
+    });
+  }
   return Object.assign(write, { flush });
 }
+
+/** The flushes of writers with lines waiting: one exit hook writes them all. */
+const waitingAtExit = new Set<() => void>();
+let exitHooked = false;
 
 function round(ms: number): number {
   return Math.round(ms * 10) / 10;
