@@ -517,9 +517,10 @@ export interface LineWriter {
 
 /**
  * Lines written together at most LINE_BATCH_MS after the first of them, not one write each: under load a
- * tunnel logs tens of thousands of requests a second, and at one request at a time a write per line
- * (and the event-loop turn that ran it) was a syscall and ~10 µs of the client's CPU per request
- * (bench/RESULTS.md, issue 25's tuning log). What waits is written when the process exits.
+ * tunnel logs tens of thousands of requests a second, and at one request at a time a write at each turn's
+ * end cost a write and one more event-loop turn per request (the client's syscalls at one connection:
+ * 9.6 → 7.7 a request; bench/RESULTS.md, issue 25's tuning log). What waits is written when the process
+ * exits.
  */
 export function batchedWriter(out: NodeJS.WritableStream): LineWriter {
   let pending = '';
