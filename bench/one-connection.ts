@@ -31,9 +31,9 @@ Usage: node dist/bench/one-connection.js [options]
   --requests N      requests per block (default 1500)
   --warmup N        requests on each path before the blocks (default 6000: the tunnel warms up slowly)
   --method M        POST (1 KiB up) or GET (1 KiB down) (default POST)
-  --edge-arg ARG    an extra "burrow edge" argument (repeat), e.g. --no-capture
-  --client-arg ARG  an extra "burrow http" argument (repeat), e.g. --no-inspect
-  --node-arg ARG    an extra node flag for the edge and the client (repeat)
+  --edge-arg=ARG    an extra "burrow edge" argument (repeat), e.g. --edge-arg=--no-capture
+  --client-arg=ARG  an extra "burrow http" argument (repeat), e.g. --client-arg=--no-inspect
+  --node-arg=ARG    an extra node flag for the edge and the client (repeat)
 `;
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -98,9 +98,9 @@ async function main(): Promise<void> {
   const blocks = Number(values.blocks);
   const requests = Number(values.requests);
   const warmup = Number(values.warmup);
-  const method = values.method === 'GET' ? 'GET' : 'POST';
-  if (![blocks, requests].every((n) => Number.isInteger(n) && n > 0) || !Number.isInteger(warmup) || warmup < 0) {
-    process.stderr.write(`--blocks and --requests take whole numbers of at least 1, --warmup of at least 0\n${HELP}`);
+  const method = values.method;
+  if (![blocks, requests].every((n) => Number.isInteger(n) && n > 0) || !Number.isInteger(warmup) || warmup < 0 || (method !== 'GET' && method !== 'POST')) {
+    process.stderr.write(`--blocks and --requests take whole numbers of at least 1, --warmup of at least 0, --method GET or POST\n${HELP}`);
     process.exitCode = 2;
     return;
   }
