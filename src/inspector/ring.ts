@@ -2,10 +2,11 @@
  * The inspector's memory: the last exchanges in a ring bounded by count and by bytes, with a table from
  * the edge's `req_` id to the entry, so a lookup is one get and an insert evicts without a scan.
  *
- * Recording is on the traffic's path (the client emits 'exchange' synchronously as a stream completes),
- * so `add` does O(1) work: no serialisation, no copies except when a body is a small view into a much
- * larger buffer (a received WebSocket message), which would otherwise keep the big buffer alive outside
- * the byte bound.
+ * Recording is on the traffic's path (the client emits 'exchange' once a turn's frames are written),
+ * so `add` does O(1) work for the head and no serialisation. A body of ARENA_MIN_BODY or more is copied
+ * once into the ring's arena (see `arena`); a smaller one is copied only when it is a small view into a
+ * much larger buffer (a received WebSocket message), which would otherwise keep the big buffer alive
+ * outside the byte bound.
  */
 import { bodyLength } from '../capture-buffer.js';
 import { KeyTable } from '../key-table.js';
@@ -35,7 +36,16 @@ export interface Entry {
   readonly seq: number;
   /** KeyTable.hash of the exchange's id: its request id is hashed once, not at each of its table's uses. */
   readonly hash: number;
+  /** Where its bodies sit in the ring's arena: [arenaStart, arenaEnd), or -1 when none do (or no longer). */
+  arenaStart: number;
+  arenaEnd: number;
 }
+
+/**
+ * A body this long or longer is copied into the ring's arena; a shorter one is kept as it came (a slice of
+ * Node's shared buffer pool, or a small buffer of its own, which the young generation handles well).
+ */
+export const ARENA_MIN_BODY = 4 * 1024;
 
 export class ExchangeRing {
   readonly maxExchanges: number;
@@ -50,6 +60,21 @@ export class ExchangeRing {
   private olderSeq = 0;
   /** A KeyTable, not a Map: one set and one delete an exchange (see src/key-table.ts). */
   private readonly byId = new KeyTable<string, Entry>();
+  /**
+   * Where bodies of ARENA_MIN_BODY or more are kept: one buffer of maxBytes, made at the first such body,
+   * filled in order and reused from its start once full, the entries whose bodies are in the way evicted
+   * first. Kept as the buffers they came in, big bodies cost the client a mark-compact every ~64 MB of
+   * them: each request's buffers survived their scavenge, and V8 starts a mark-compact when the external
+   * memory that survived grows by its soft limit, whatever the heap's size. At POST 1 MiB @10 that was
+   * ~625 µs of the client's CPU a request (bench/RESULTS.md, issue 25's tuning log). In the arena the
+   * buffers they came in die young. Whoever reads a body must read it at once (the inspector's JSON and
+   * search do): the bytes of an evicted entry are written over later.
+   */
+  private arena: Buffer | null = null;
+  private arenaHead = 0;
+  /** Entries holding arena bytes, in the order they were placed (oldest at `arenaFront`). */
+  private arenaEntries: Entry[] = [];
+  private arenaFront = 0;
 
   constructor(options: RingOptions = {}) {
     this.maxExchanges = options.maxExchanges ?? DEFAULT_MAX_EXCHANGES;
@@ -69,8 +94,6 @@ export class ExchangeRing {
 
   /** Records an exchange, evicting the oldest entries until both bounds hold. Returns the entry. */
   add(exchange: Exchange): Entry {
-    exchange.requestBody = compact(exchange.requestBody);
-    exchange.responseBody = compact(exchange.responseBody);
     let size = sizeOf(exchange);
     if (size > this.maxBytes) {
       // One exchange larger than the whole bound keeps its head but not its bodies.
@@ -84,7 +107,8 @@ export class ExchangeRing {
     const previous = this.byId.getHashed(exchange.id, hash);
     if (previous !== undefined) this.remove(previous);
     while (this.count > 0 && (this.count >= this.maxExchanges || this.bytesValue + size > this.maxBytes)) this.evictOldest();
-    const entry: Entry = { exchange, size, seq: this.nextSeq++, hash };
+    const entry: Entry = { exchange, size, seq: this.nextSeq++, hash, arenaStart: -1, arenaEnd: -1 };
+    this.keepBodies(entry);
     this.slots[(this.head + this.count) % this.maxExchanges] = entry;
     this.count++;
     this.bytesValue += size;
@@ -102,7 +126,9 @@ export class ExchangeRing {
     if (this.byId.getHashed(exchange.id, hash) !== undefined || this.count >= this.maxExchanges) return undefined;
     const size = sizeOf(exchange);
     if (this.bytesValue + size > this.maxBytes) return undefined;
-    const entry: Entry = { exchange, size, seq: this.olderSeq--, hash };
+    exchange.requestBody = compact(exchange.requestBody);
+    exchange.responseBody = compact(exchange.responseBody);
+    const entry: Entry = { exchange, size, seq: this.olderSeq--, hash, arenaStart: -1, arenaEnd: -1 };
     this.head = (this.head - 1 + this.maxExchanges) % this.maxExchanges;
     this.slots[this.head] = entry;
     this.count++;
@@ -171,6 +197,7 @@ export class ExchangeRing {
 
   private evictOldest(): void {
     const entry = this.slots[this.head]!;
+    entry.arenaStart = entry.arenaEnd = -1;
     this.slots[this.head] = undefined;
     this.head = (this.head + 1) % this.maxExchanges;
     this.count--;
@@ -182,6 +209,7 @@ export class ExchangeRing {
   private remove(entry: Entry): void {
     const index = this.indexOf(entry);
     if (index < 0) return;
+    entry.arenaStart = entry.arenaEnd = -1;
     for (let i = index; i < this.count - 1; i++) {
       this.slots[(this.head + i) % this.maxExchanges] = this.slots[(this.head + i + 1) % this.maxExchanges];
     }
@@ -190,6 +218,76 @@ export class ExchangeRing {
     this.bytesValue -= entry.size;
     this.byId.deleteIfHashed(entry.exchange.id, entry.hash, entry);
   }
+  /**
+   * Copies the exchange's bodies of ARENA_MIN_BODY or more into the arena (one buffer each, a view of
+   * it) and compacts the others. The entry is not in the ring yet, so evictions here cannot take it.
+   */
+  private keepBodies(entry: Entry): void {
+    const exchange = entry.exchange;
+    const request = bodyLength(exchange.requestBody);
+    const response = bodyLength(exchange.responseBody);
+    const toArena = (request >= ARENA_MIN_BODY ? request : 0) + (response >= ARENA_MIN_BODY ? response : 0);
+    if (toArena === 0 || toArena > this.maxBytes) {
+      exchange.requestBody = compact(exchange.requestBody);
+      exchange.responseBody = compact(exchange.responseBody);
+      return;
+    }
+    let at = this.reserve(toArena);
+    entry.arenaStart = at;
+    entry.arenaEnd = at + toArena;
+    this.arenaEntries.push(entry);
+    const arena = this.arena!;
+    if (request >= ARENA_MIN_BODY) {
+      exchange.requestBody = copyInto(arena, at, exchange.requestBody!, request);
+      at += request;
+    } else exchange.requestBody = compact(exchange.requestBody);
+    if (response >= ARENA_MIN_BODY) exchange.responseBody = copyInto(arena, at, exchange.responseBody!, response);
+    else exchange.responseBody = compact(exchange.responseBody);
+  }
+
+  /**
+   * The start of `bytes` free bytes in the arena: right after the last placed body, or at the arena's
+   * start when they do not fit before its end (the rest of that lap is given up, so whatever still lies
+   * there is in the way too). Bodies are placed in order and their entries leave in order, so the live
+   * ones run from the oldest one's start, around the end when they wrapped, to the last one's end: going
+   * on from there, the first live bytes met are the oldest entry's. So only the oldest entry still
+   * holding arena bytes can be in the way, and it leaves with every entry older than it.
+   */
+  private reserve(bytes: number): number {
+    const arena = (this.arena ??= Buffer.allocUnsafeSlow(this.maxBytes));
+    const from = this.arenaHead;
+    const wrap = from + bytes > arena.byteLength;
+    const start = wrap ? 0 : from;
+    const end = start + bytes;
+    for (;;) {
+      while (this.arenaFront < this.arenaEntries.length && this.arenaEntries[this.arenaFront]!.arenaStart < 0) this.arenaFront++;
+      if (this.arenaFront === this.arenaEntries.length) break;
+      const oldest = this.arenaEntries[this.arenaFront]!;
+      const inTheWay = (oldest.arenaStart < end && oldest.arenaEnd > start) || (wrap && oldest.arenaEnd > from);
+      if (!inTheWay) break;
+      while (oldest.arenaStart >= 0 && this.count > 0) this.evictOldest();
+    }
+    // The queue's left end is dropped now and then, not at every placement.
+    if (this.arenaFront > 1024 && this.arenaFront * 2 > this.arenaEntries.length) {
+      this.arenaEntries = this.arenaEntries.slice(this.arenaFront);
+      this.arenaFront = 0;
+    }
+    this.arenaHead = end;
+    return start;
+  }
+}
+
+/** The body's bytes copied into `arena` at `at`: a view of it. */
+function copyInto(arena: Buffer, at: number, body: ExchangeBody, length: number): Buffer {
+  if (body instanceof Uint8Array) arena.set(body, at);
+  else {
+    let offset = at;
+    for (const chunk of body) {
+      arena.set(chunk, offset);
+      offset += chunk.byteLength;
+    }
+  }
+  return arena.subarray(at, at + length);
 }
 
 /** What an exchange counts against the byte bound. */

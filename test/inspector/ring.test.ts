@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { bodyLength, wholeBody } from '../../src/capture-buffer.js';
 import type { Exchange } from '../../src/client/exchange.js';
-import { ENTRY_OVERHEAD, ExchangeRing, sizeOf } from '../../src/inspector/ring.js';
+import { ARENA_MIN_BODY, ENTRY_OVERHEAD, ExchangeRing, sizeOf } from '../../src/inspector/ring.js';
 import { inspect, startStack } from './fixture.js';
 
 let counter = 0;
@@ -91,7 +91,7 @@ describe('ExchangeRing', () => {
 
   test('a body kept in chunks is counted by its bytes, and only its chunks that are small views of large buffers are copied', () => {
     const ring = new ExchangeRing();
-    const owned = Buffer.alloc(20_000, 0x61);
+    const owned = Buffer.alloc(2_000, 0x61);
     const view = Buffer.alloc(256 * 1024, 0x62).subarray(0, 10);
     const item = exchange();
     item.requestBody = [owned, view];
@@ -99,9 +99,70 @@ describe('ExchangeRing', () => {
     const chunks = item.requestBody as readonly Buffer[];
     assert.equal(chunks[0], owned, 'kept as is');
     assert.ok(chunks[1]!.buffer.byteLength < 64 * 1024, 'copied out of the large buffer');
-    assert.equal(bodyLength(item.requestBody), 20_010);
+    assert.equal(bodyLength(item.requestBody), 2_010);
     assert.deepEqual(wholeBody(item.requestBody), Buffer.concat([owned, view]));
-    assert.ok(entry.size >= 20_010 && entry.size < 20_010 + 1_024);
+    assert.ok(entry.size >= 2_010 && entry.size < 2_010 + 1_024);
+  });
+
+  test('bodies of ARENA_MIN_BODY bytes or more are copied into one arena, whole; smaller ones are kept as they came', () => {
+    const ring = new ExchangeRing({ maxBytes: 1024 * 1024 });
+    const first = exchange();
+    const chunks = [Buffer.alloc(3_000, 0x61), Buffer.alloc(3_000, 0x62)];
+    first.requestBody = chunks;
+    first.responseBody = Buffer.alloc(ARENA_MIN_BODY, 0x63);
+    const second = exchange();
+    const small = Buffer.alloc(ARENA_MIN_BODY - 1, 0x64);
+    second.requestBody = small;
+    second.responseBody = Buffer.alloc(50_000, 0x65);
+    ring.add(first);
+    ring.add(second);
+    const kept = [first.requestBody, first.responseBody, second.responseBody] as Buffer[];
+    for (const body of kept) assert.ok(body instanceof Buffer && body.buffer === kept[0]!.buffer, 'one arena');
+    assert.equal(kept[0]!.buffer.byteLength, 1024 * 1024, 'the arena is the byte bound');
+    assert.deepEqual(first.requestBody, Buffer.concat(chunks));
+    assert.deepEqual(first.responseBody, Buffer.alloc(ARENA_MIN_BODY, 0x63));
+    assert.deepEqual(second.responseBody, Buffer.alloc(50_000, 0x65));
+    assert.equal(second.requestBody, small, 'a small body is kept as it came');
+  });
+
+  test('property: however bodies of every size come and go (and ids come back), every kept body still holds its own bytes', () => {
+    const maxBytes = 64 * 1024;
+    const body = (size: number, fill: number): Buffer | null => (size === 0 ? null : Buffer.alloc(size, fill));
+    const step = fc.record({
+      request: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 3_000 }), fc.integer({ min: ARENA_MIN_BODY, max: maxBytes / 2 })),
+      response: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 3_000 }), fc.integer({ min: ARENA_MIN_BODY, max: maxBytes / 2 })),
+      again: fc.option(fc.nat(), { nil: undefined, freq: 2 }),
+    });
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 120 }), fc.integer({ min: 2, max: 30 }), (steps, maxExchanges) => {
+        const ring = new ExchangeRing({ maxExchanges, maxBytes });
+        const ids: string[] = [];
+        // What each id's bodies must hold: its fill byte and sizes, as last recorded.
+        const expected = new Map<string, { fill: number; request: number; response: number }>();
+        steps.forEach((each, index) => {
+          const id = each.again !== undefined && ids.length > 0 ? ids[each.again % ids.length]! : `req_${index.toString(16).padStart(20, '0')}`;
+          if (!ids.includes(id)) ids.push(id);
+          const fill = index % 251;
+          const item = exchange(0, id);
+          item.requestBody = body(each.request, fill);
+          item.responseBody = body(each.response, 255 - fill);
+          // An exchange larger than the whole bound is kept without its bodies.
+          const bodiesKept = sizeOf(item) <= maxBytes;
+          ring.add(item);
+          expected.set(id, { fill, request: bodiesKept ? each.request : 0, response: bodiesKept ? each.response : 0 });
+          assert.ok(ring.size <= maxExchanges && ring.bytes <= maxBytes);
+          assert.equal(ring.newest()?.exchange.id, id, 'the newest is kept');
+          for (const entry of ring.newestFirst()) {
+            const want = expected.get(entry.exchange.id)!;
+            const request = wholeBody(entry.exchange.requestBody);
+            const response = wholeBody(entry.exchange.responseBody);
+            assert.deepEqual(request, body(want.request, want.fill), `${entry.exchange.id}'s request body`);
+            assert.deepEqual(response, body(want.response, 255 - want.fill), `${entry.exchange.id}'s response body`);
+          }
+        });
+      }),
+      { numRuns: 6000 },
+    );
   });
 
   test('list pages with a before cursor; an unknown cursor gives nothing', () => {
