@@ -197,7 +197,7 @@ export class ExchangeRing {
 
   private evictOldest(): void {
     const entry = this.slots[this.head]!;
-    entry.arenaStart = entry.arenaEnd = -1;
+    this.release(entry);
     this.slots[this.head] = undefined;
     this.head = (this.head + 1) % this.maxExchanges;
     this.count--;
@@ -209,7 +209,7 @@ export class ExchangeRing {
   private remove(entry: Entry): void {
     const index = this.indexOf(entry);
     if (index < 0) return;
-    entry.arenaStart = entry.arenaEnd = -1;
+    this.release(entry);
     for (let i = index; i < this.count - 1; i++) {
       this.slots[(this.head + i) % this.maxExchanges] = this.slots[(this.head + i + 1) % this.maxExchanges];
     }
@@ -218,6 +218,26 @@ export class ExchangeRing {
     this.bytesValue -= entry.size;
     this.byId.deleteIfHashed(entry.exchange.id, entry.hash, entry);
   }
+  /**
+   * An entry leaves: its arena bytes are free to be written over. Its exchange lets go of them, so a
+   * reader still holding it (an answer waiting on the edge for its event id) shows no body, marked
+   * truncated, rather than another exchange's bytes.
+   */
+  private release(entry: Entry): void {
+    if (entry.arenaStart < 0) return;
+    entry.arenaStart = entry.arenaEnd = -1;
+    const exchange = entry.exchange;
+    const arena = this.arena!.buffer;
+    if (exchange.requestBody instanceof Uint8Array && exchange.requestBody.buffer === arena) {
+      exchange.requestBody = null;
+      exchange.requestTruncated = true;
+    }
+    if (exchange.responseBody instanceof Uint8Array && exchange.responseBody.buffer === arena) {
+      exchange.responseBody = null;
+      exchange.responseTruncated = true;
+    }
+  }
+
   /**
    * Copies the exchange's bodies of ARENA_MIN_BODY or more into the arena (one buffer each, a view of
    * it) and compacts the others. The entry is not in the ring yet, so evictions here cannot take it.

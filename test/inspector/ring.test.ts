@@ -137,6 +137,8 @@ describe('ExchangeRing', () => {
       fc.property(fc.array(step, { minLength: 1, maxLength: 120 }), fc.integer({ min: 2, max: 30 }), (steps, maxExchanges) => {
         const ring = new ExchangeRing({ maxExchanges, maxBytes });
         const ids: string[] = [];
+        // Every exchange added, with what its bodies held: one that left the ring shows them or none.
+        const added: { item: Exchange; request: Buffer | null; response: Buffer | null }[] = [];
         // What each id's bodies must hold: its fill byte and sizes, as last recorded.
         const expected = new Map<string, { fill: number; request: number; response: number }>();
         steps.forEach((each, index) => {
@@ -150,6 +152,13 @@ describe('ExchangeRing', () => {
           const bodiesKept = sizeOf(item) <= maxBytes;
           ring.add(item);
           expected.set(id, { fill, request: bodiesKept ? each.request : 0, response: bodiesKept ? each.response : 0 });
+          added.push({ item, request: body(each.request, fill), response: body(each.response, 255 - fill) });
+          for (const past of added) {
+            const request = wholeBody(past.item.requestBody);
+            const response = wholeBody(past.item.responseBody);
+            assert.ok(request === null || request.equals(past.request!), `${past.item.id}: its own request bytes or none`);
+            assert.ok(response === null || response.equals(past.response!), `${past.item.id}: its own response bytes or none`);
+          }
           assert.ok(ring.size <= maxExchanges && ring.bytes <= maxBytes);
           assert.equal(ring.newest()?.exchange.id, id, 'the newest is kept');
           for (const entry of ring.newestFirst()) {
@@ -161,7 +170,7 @@ describe('ExchangeRing', () => {
           }
         });
       }),
-      { numRuns: 6000 },
+      { numRuns: 3000 },
     );
   });
 
