@@ -72,8 +72,8 @@ export class ExchangeRing {
    */
   private arena: Buffer | null = null;
   private arenaHead = 0;
-  /** Entries holding arena bytes, in the order they were placed (oldest at `arenaFront`). */
-  private arenaEntries: Entry[] = [];
+  /** Entries holding arena bytes, in the order they were placed (oldest at `arenaFront`; null once passed). */
+  private arenaEntries: (Entry | null)[] = [];
   private arenaFront = 0;
 
   constructor(options: RingOptions = {}) {
@@ -280,7 +280,8 @@ export class ExchangeRing {
     const start = wrap ? 0 : from;
     const end = start + bytes;
     for (;;) {
-      while (this.arenaFront < this.arenaEntries.length && this.arenaEntries[this.arenaFront]!.arenaStart < 0) this.arenaFront++;
+      // Entries that left are passed, and not held on to.
+      while (this.arenaFront < this.arenaEntries.length && this.arenaEntries[this.arenaFront]!.arenaStart < 0) this.arenaEntries[this.arenaFront++] = null;
       if (this.arenaFront === this.arenaEntries.length) break;
       const oldest = this.arenaEntries[this.arenaFront]!;
       const inTheWay = (oldest.arenaStart < end && oldest.arenaEnd > start) || (wrap && oldest.arenaEnd > from);
