@@ -8,10 +8,9 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, test } from 'node:test';
 import { open } from 'lmdb';
-import { encode } from '../../src/protocol/codec.js';
-import { FrameType } from '../../src/protocol/constants.js';
 import { CAPTURE_PAGE_BYTES, CaptureStore, encodeStoredCapture, type RingHandle, type StoredCapture } from '../../src/store/captures.js';
 import { tempDir } from '../helpers.js';
+import { postCapture } from './capture-fixture.js';
 
 const dirs: string[] = [];
 after(() => {
@@ -24,34 +23,9 @@ function dir(): string {
   return made;
 }
 
-/** A capture the size of a 1 KiB POST's (~2.5 KiB encoded). */
+/** A capture about the size of a 1 KiB POST's (~2.2 KiB encoded). */
 function capture(ring: RingHandle, seq: number, id: string): StoredCapture {
-  const body = Buffer.alloc(2048, 0x61);
-  return {
-    id,
-    seq,
-    subdomain: ring.subdomain,
-    accountId: ring.accountId,
-    tokenId: 'tok_00000000',
-    clientAddress: '127.0.0.1',
-    method: 'POST',
-    path: '/hook',
-    status: 200,
-    receivedAt: Date.now(),
-    durationMs: 1,
-    error: null,
-    replayOf: null,
-    requestBodySize: body.byteLength,
-    requestTruncated: false,
-    responseBodySize: 0,
-    responseTruncated: false,
-    open: encode([FrameType.OPEN, 1, id, 'POST', '/hook', ['content-type', 'application/json'], '127.0.0.1', body, true, false]),
-    requestHeaders: null,
-    requestBody: null,
-    response: null,
-    responseHeaders: [],
-    responseBody: null,
-  };
+  return postCapture(ring, seq, id, 2048);
 }
 
 function writeCaptures(store: CaptureStore, ring: RingHandle, count: number): string[] {
