@@ -5,7 +5,10 @@
 import type { KeptBody } from '../capture-buffer.js';
 import { ResetCode } from '../protocol/constants.js';
 
-/** A kept body: one buffer, or the frames it crossed the tunnel in, joined only when read (`wholeBody`). */
+/**
+ * A kept body: one buffer, or the frames it crossed the tunnel in, joined only when read (`wholeBody`).
+ * The inspector's ring copies one of 4 KiB or more into its arena, as one buffer (src/inspector/ring.ts).
+ */
 export type ExchangeBody = KeptBody<Buffer>;
 
 export interface Exchange {

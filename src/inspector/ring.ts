@@ -241,13 +241,14 @@ export class ExchangeRing {
   /**
    * Copies the exchange's bodies of ARENA_MIN_BODY or more into the arena (one buffer each, a view of
    * it) and compacts the others. The entry is not in the ring yet, so evictions here cannot take it.
+   * Its bodies fit the arena: `add` drops the bodies of an exchange larger than the byte bound.
    */
   private keepBodies(entry: Entry): void {
     const exchange = entry.exchange;
     const request = bodyLength(exchange.requestBody);
     const response = bodyLength(exchange.responseBody);
     const toArena = (request >= ARENA_MIN_BODY ? request : 0) + (response >= ARENA_MIN_BODY ? response : 0);
-    if (toArena === 0 || toArena > this.maxBytes) {
+    if (toArena === 0) {
       exchange.requestBody = compact(exchange.requestBody);
       exchange.responseBody = compact(exchange.responseBody);
       return;
