@@ -248,18 +248,23 @@ describe('ring bounds through a real tunnel', () => {
     }
   });
 
-  test('the inspector keeps no more than maxBytes, oldest out first', async () => {
-    const body = 'x'.repeat(10_000);
+  test('the inspector keeps no more than maxBytes, oldest out first, each kept body its own', async () => {
+    // A body of its own per request: the arena is reused from its start, and a body written over
+    // another's would show here.
+    const body = (i: number): string => String.fromCharCode(0x61 + i).repeat(10_000);
     const stack = await startStack({ maxBytes: 45_000 });
     try {
       // Each exchange holds ~20 KB: the body going in and the echo coming back.
-      for (let i = 0; i < 6; i++) await stack.send('POST', `/bytes/${i}`, { body, headers: { 'content-type': 'text/plain' } });
+      for (let i = 0; i < 6; i++) await stack.send('POST', `/bytes/${i}`, { body: body(i), headers: { 'content-type': 'text/plain' } });
       const list = (await inspect(stack.inspector, 'GET', '/api/requests?limit=100')).json.requests;
       assert.deepEqual(
         list.map((item: { path: string }) => item.path),
         ['/bytes/5', '/bytes/4'],
       );
-      assert.equal(list[0].request.body, body);
+      for (const [index, item] of list.entries()) {
+        assert.equal(item.request.body, body(5 - index));
+        assert.equal((JSON.parse(item.response.body) as { body: string }).body, body(5 - index), 'the echo, as JSON');
+      }
       const status = (await inspect(stack.inspector, 'GET', '/api/status')).json;
       assert.ok(status.recorded_bytes <= 45_000);
     } finally {
