@@ -17,13 +17,13 @@
  * For a tuning step: build the "before" commit in a worktree beside this one and compare it with this
  * one. `--prof DIR` runs every edge and client under `node --cpu-prof` (written when they stop).
  */
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Client } from 'undici';
+import { burrowEnv, createBenchAccount, startBurrowEdge, startBurrowHttp } from './e2e/burrow.js';
 import { runLoad, badCount } from './e2e/load.js';
 import { payload, scenarioPath, type Method, type Scenario, type Shape } from './e2e/payloads.js';
 import { Children, type Child } from './e2e/processes.js';
@@ -114,30 +114,32 @@ async function startBuild(spec: BuildSpec, temp: string, targetPort: number): Pr
   instances.set(label, instance + 1);
   const name = instance === 0 ? label : `${label}-${instance + 1}`;
   const dataDir = join(temp, `edge-${name}`);
-  const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(temp, `${name}-config`) };
-  delete env.BURROW_TOKEN;
-  delete env.BURROW_EDGE;
-  const created = spawnSync(process.execPath, [bin, 'admin', 'create-account', '--email', `${label}@bench.test`, '--data', dataDir, '--json'], { encoding: 'utf8', env, timeout: 30_000 });
-  if (created.status !== 0) throw new Error(`${label}: create-account failed: ${created.stderr}`);
-  const token = (JSON.parse(created.stdout) as { token: { token: string } }).token.token;
-  const edge = children.spawn({
+  const env = burrowEnv(join(temp, `${name}-config`));
+  const token = createBenchAccount({ bin, dataDir, email: `${label}@bench.test`, env });
+  const named = (role: string): string[] => nodeArgs.map((arg) => arg.replace('%s', `${role}-${name}`));
+  const { child: edge, port: edgePort } = await startBurrowEdge(children, {
+    bin,
     name: `edge-${label}`,
-    command: process.execPath,
-    args: [...nodeArgs.map((arg) => arg.replace('%s', `edge-${name}`)), bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000', ...edgeArgs],
+    dataDir,
     env,
+    nodeArgs: named('edge'),
+    edgeArgs,
     // The edge's output kept in a file (a --node-arg that traces, say) when asked.
-    ...(edgeLogDir === null ? {} : { stdoutFile: join(edgeLogDir, `edge-${name}.log`) }),
+    stdoutFile: edgeLogDir === null ? undefined : join(edgeLogDir, `edge-${name}.log`),
   });
-  const edgePort = Number((await edge.waitFor(/listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
   const subdomain = `ab-${label.toLowerCase().replace(/[^a-z0-9]/g, '')}`;
-  const client = children.spawn({
+  const { child: client } = await startBurrowHttp(children, {
+    bin,
     name: `client-${label}`,
-    command: process.execPath,
-    args: [...nodeArgs.map((arg) => arg.replace('%s', `client-${name}`)), bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', subdomain, ...(clientArgs.includes('--no-inspect') ? [] : ['--inspect', '127.0.0.1:0']), ...clientArgs],
-    env: { ...env, XDG_CONFIG_HOME: join(temp, `${name}-client-config`) },
+    targetPort,
+    edgePort,
+    token,
+    subdomain,
+    env: burrowEnv(join(temp, `${name}-client-config`)),
+    nodeArgs: named('client'),
+    clientArgs,
     stdoutFile: join(temp, `client-${name}.log`),
   });
-  await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
   if (instance === 0) process.stdout.write(`${label}: ${dir} (edge ${edge.pid}, client ${client.pid})\n`);
   return { label, dir, edge, client, edgePort, host: `${subdomain}.localhost:${edgePort}` };
 }

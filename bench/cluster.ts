@@ -21,6 +21,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { burrowEnv, startBurrowEdge, startBurrowHttp } from './e2e/burrow.js';
 import type { HopsPlan } from './e2e/hops.js';
 import { runLoad, type Method, type Target } from './e2e/load.js';
 import { probe, type ProbeResult } from './e2e/probe.js';
@@ -71,9 +72,7 @@ interface Setup {
 }
 
 async function setUp(children: Children, temp: string): Promise<Setup> {
-  const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(temp, 'config') };
-  delete env.BURROW_TOKEN;
-  delete env.BURROW_EDGE;
+  const env = burrowEnv(join(temp, 'config'));
   const redisPort = await freePort();
   // The persistence docs/cluster.md asks for: append-only, an fsync per write.
   const redis = children.spawn({
@@ -87,34 +86,36 @@ async function setUp(children: Children, temp: string): Promise<Setup> {
   const { child: target, port: targetPort } = await children.spawnServer('target', TARGET_SCRIPT);
   const edges: { child: Child; port: number }[] = [];
   for (const nodeId of ['a', 'b']) {
+    // A port known before the edge starts: --advertise tells the other edge where to reach this one.
     const port = await freePort();
-    const child = children.spawn({
-      name: `edge ${nodeId}`,
-      command: process.execPath,
-      args: [
-        BIN, 'edge', '--cluster', redisUrl, '--node-id', nodeId, '--advertise', `http://127.0.0.1:${port}`,
-        '--host', '127.0.0.1', '--port', String(port), '--data', join(temp, `edge-${nodeId}`), '--rate-limit', '1000000',
-      ],
-      env,
-    });
-    await child.waitFor(/listening on/, 20_000);
-    edges.push({ child, port });
+    edges.push(
+      await startBurrowEdge(children, {
+        bin: BIN,
+        name: `edge ${nodeId}`,
+        dataDir: join(temp, `edge-${nodeId}`),
+        env,
+        port,
+        edgeArgs: ['--cluster', redisUrl, '--node-id', nodeId, '--advertise', `http://127.0.0.1:${port}`],
+      }),
+    );
   }
   const created = await burrow(children, 'create-account', ['admin', 'create-account', '--email', 'bench-cluster@example.test', '--cluster', redisUrl, '--json'], env);
   const token = (JSON.parse(created) as { token: { token: string } }).token.token;
   const subdomain = 'bench-cluster';
   const [a, b] = edges as [{ child: Child; port: number }, { child: Child; port: number }];
-  // The client's one line per request goes to a file: a pipe the runner reads would slow it down.
-  const client = children.spawn({
+  const { child: client, url } = await startBurrowHttp(children, {
+    bin: BIN,
     name: 'client',
-    command: process.execPath,
-    // One session, on A: with --edges' default of 2 the tunnel would be on B too and nothing would take the hop.
-    args: [BIN, 'http', String(targetPort), '--edge', `http://localhost:${a.port}`, '--token', token, '--subdomain', subdomain, '--no-inspect', '--edges', '1'],
+    targetPort,
+    edgePort: a.port,
+    token,
+    subdomain,
     env,
+    // One session, on A: with --edges' default of 2 the tunnel would be on B too and nothing would take the hop.
+    clientArgs: ['--no-inspect', '--edges', '1'],
     stdoutFile: join(temp, 'client.log'),
   });
-  const forwarding = await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
-  log(`tunnel ${forwarding[1]} on edge A (pid ${a.child.pid}); edge B pid ${b.child.pid}; redis ${redisUrl}`);
+  log(`tunnel ${url} on edge A (pid ${a.child.pid}); edge B pid ${b.child.pid}; redis ${redisUrl}`);
   return {
     paths: new Map<PathName, Target>([
       ['direct', { origin: `http://127.0.0.1:${targetPort}`, host: null }],

@@ -35,6 +35,7 @@ import { parseArgs } from 'node:util';
 import { Client } from 'undici';
 import { Store } from '../src/store/store.js';
 import { makeCa, makeServerCert } from '../test/tls-fixtures.js';
+import { burrowEnv, createBenchAccount, startBurrowEdge, startBurrowHttp } from './e2e/burrow.js';
 import { badCount, runLoad, stopCurrentLoad, type LoadResult, type Target } from './e2e/load.js';
 import { runOpenLoop, stopOpenLoop } from './e2e/open-loop.js';
 import { machineInfo, sourceInfo } from './e2e/machine.js';
@@ -292,10 +293,7 @@ async function createAccounts(dataDir: string, prefix: string, count: number, pl
 }
 
 function edgeEnv(temp: string, name: string): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(temp, `${name}-config`) };
-  delete env.BURROW_TOKEN;
-  delete env.BURROW_EDGE;
-  return env;
+  return burrowEnv(join(temp, `${name}-config`));
 }
 
 async function startEdge(
@@ -307,12 +305,9 @@ async function startEdge(
   wrap: ((command: string, args: string[]) => { command: string; args: string[] }) | null = null,
   extraArgs: string[] = [],
 ): Promise<{ child: Child; port: number }> {
-  const args = [bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000', ...(capture ? [] : ['--no-capture']), ...extraArgs];
-  const spawned = wrap === null ? { command: process.execPath, args } : wrap(process.execPath, args);
-  const child = children.spawn({ name, command: spawned.command, args: spawned.args, env });
-  const port = Number((await child.waitFor(/listening on https?:\/\/localhost:(\d+)/, 30_000))[1]);
-  sampler.track(name, child.pid);
-  return { child, port };
+  const edge = await startBurrowEdge(children, { bin, name, dataDir, env, edgeArgs: [...(capture ? [] : ['--no-capture']), ...extraArgs], wrap: wrap ?? undefined });
+  sampler.track(name, edge.child.pid);
+  return edge;
 }
 
 /**
@@ -326,23 +321,23 @@ async function startBaseline(dir: string, temp: string, targetPort: number, clie
   const name = `baseline ${source.commit?.slice(0, 7) ?? dir}${source.dirtyFiles.length > 0 ? '+' : ''}`;
   const dataDir = join(temp, 'edge-baseline');
   const env = edgeEnv(temp, 'edge-baseline');
-  const created = spawnSync(process.execPath, [bin, 'admin', 'create-account', '--email', 'baseline@bench.test', '--data', dataDir, '--json'], { encoding: 'utf8', env, timeout: 30_000 });
-  if (created.status !== 0) throw new Error(`baseline: create-account failed: ${created.stderr}`);
-  const token = (JSON.parse(created.stdout) as { token: { token: string } }).token.token;
+  const token = createBenchAccount({ bin, dataDir, email: 'baseline@bench.test', env });
   const { child: edge, port: edgePort } = await startEdge(bin, 'edge-baseline', dataDir, env, true);
   const logFile = join(temp, 'client-baseline.log');
-  const inspectArgs = /--no-inspect\b/.test(burrowHelp(bin, 'http')) ? ['--inspect', '127.0.0.1:0'] : [];
-  const client = children.spawn({
+  const { child: client, url } = await startBurrowHttp(children, {
+    bin,
     name: 'client-baseline',
-    command: process.execPath,
-    args: [bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', 'bench-baseline', ...inspectArgs],
-    env: { ...env, XDG_CONFIG_HOME: join(temp, 'client-baseline-config') },
+    targetPort,
+    edgePort,
+    token,
+    subdomain: 'bench-baseline',
+    env: burrowEnv(join(temp, 'client-baseline-config')),
+    inspector: /--no-inspect\b/.test(burrowHelp(bin, 'http')),
     stdoutFile: logFile,
   });
-  const forwarding = await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
   sampler.track('client-baseline', client.pid);
   clientLogs.set('client-baseline', { file: logFile, offset: statSync(logFile).size });
-  log(`${name}: ${forwarding[1]} (edge pid ${edge.pid}, client pid ${client.pid})`);
+  log(`${name}: ${url} (edge pid ${edge.pid}, client pid ${client.pid})`);
   return {
     id: 'baseline',
     kind: 'floor',
@@ -378,17 +373,20 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
       const id = `${capture ? 'cap' : 'nocap'}${inspect === null ? '' : inspect ? '-insp' : '-noinsp'}`;
       const clientName = `client-${id}`;
       const subdomain = `bench-${id}`;
-      // Port 0: each inspector on a free loopback port, so two clients never fight over 4040.
-      const inspectArgs = inspect === null ? [] : inspect ? ['--inspect', '127.0.0.1:0'] : ['--no-inspect'];
       const logFile = join(temp, `${clientName}.log`);
-      const client = children.spawn({
+      const { child: client, url } = await startBurrowHttp(children, {
+        bin,
         name: clientName,
-        command: process.execPath,
-        args: [bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token!, '--subdomain', subdomain, ...inspectArgs],
-        env: { ...env, XDG_CONFIG_HOME: join(temp, `${clientName}-config`) },
+        targetPort,
+        edgePort,
+        token: token!,
+        subdomain,
+        env: burrowEnv(join(temp, `${clientName}-config`)),
+        // Neither flag for a build without them: the client runs with its default.
+        inspector: inspect === true,
+        clientArgs: inspect === false ? ['--no-inspect'] : [],
         stdoutFile: logFile,
       });
-      const forwarding = await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
       sampler.track(clientName, client.pid);
       clientLogs.set(clientName, { file: logFile, offset: statSync(logFile).size });
       const label = `tunnel, capture ${capture ? 'on' : 'off'}${inspect === null ? '' : `, inspector ${inspect ? 'on' : 'off'}`}`;
@@ -403,7 +401,7 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
         roles: { edge: edgeName, client: clientName },
         clientName,
       });
-      log(`${label}: ${forwarding[1]} (edge pid ${edge.pid}, client pid ${client.pid})`);
+      log(`${label}: ${url} (edge pid ${edge.pid}, client pid ${client.pid})`);
     }
   }
 

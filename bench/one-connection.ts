@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Client } from 'undici';
+import { burrowEnv, createBenchAccount, startBurrowEdge, startBurrowHttp } from './e2e/burrow.js';
 import { payload } from './e2e/payloads.js';
 import { Children } from './e2e/processes.js';
 import { contextSwitches } from './e2e/proc-counters.js';
@@ -115,28 +116,21 @@ async function main(): Promise<void> {
     const relay1 = await children.spawnServer('relay-1', join(SCRIPTS, 'relay.js'), [String(relay2.port)]);
     const bin = join(ROOT, 'bin', 'burrow.js');
     const dataDir = join(temp, 'edge');
-    const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(temp, 'config') };
-    delete env.BURROW_TOKEN;
-    delete env.BURROW_EDGE;
-    const created = spawnSync(process.execPath, [bin, 'admin', 'create-account', '--email', 'one@bench.test', '--data', dataDir, '--json'], { encoding: 'utf8', env, timeout: 30_000 });
-    if (created.status !== 0) throw new Error(`create-account failed: ${created.stderr}`);
-    const token = (JSON.parse(created.stdout) as { token: { token: string } }).token.token;
-    const edge = children.spawn({
-      name: 'edge',
-      command: process.execPath,
-      args: [...nodeArgs, bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000', ...(values['edge-arg'] ?? [])],
-      env,
-    });
-    const edgePort = Number((await edge.waitFor(/listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
-    const clientArgs = values['client-arg'] ?? [];
-    const client = children.spawn({
+    const env = burrowEnv(join(temp, 'config'));
+    const token = createBenchAccount({ bin, dataDir, email: 'one@bench.test', env });
+    const { child: edge, port: edgePort } = await startBurrowEdge(children, { bin, name: 'edge', dataDir, env, nodeArgs, edgeArgs: values['edge-arg'] ?? [] });
+    const { child: client } = await startBurrowHttp(children, {
+      bin,
       name: 'client',
-      command: process.execPath,
-      args: [...nodeArgs, bin, 'http', String(target.port), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', 'one', ...(clientArgs.includes('--no-inspect') ? [] : ['--inspect', '127.0.0.1:0']), ...clientArgs],
-      env: { ...env, XDG_CONFIG_HOME: join(temp, 'client-config') },
+      targetPort: target.port,
+      edgePort,
+      token,
+      subdomain: 'one',
+      env: burrowEnv(join(temp, 'client-config')),
+      nodeArgs,
+      clientArgs: values['client-arg'] ?? [],
       stdoutFile: join(temp, 'client.log'),
     });
-    await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
 
     const paths: Path[] = [
       { name: 'direct', port: target.port, host: `127.0.0.1:${target.port}`, processes: [] },

@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import autocannon, { type Options, type Result } from 'autocannon';
+import { burrowEnv, createBenchAccount, startBurrowEdge, startBurrowHttp } from './e2e/burrow.js';
 import { payload, SMALL } from './e2e/payloads.js';
 import { Children, freePort } from './e2e/processes.js';
 import { clockTicks, readProc } from './e2e/sampler.js';
@@ -65,31 +66,28 @@ async function main(): Promise<void> {
   const temp = mkdtempSync(join(tmpdir(), 'burrow-bench-policy-'));
   const tick = 1e6 / clockTicks();
   try {
-    const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(temp, 'config') };
-    delete env.BURROW_TOKEN;
-    delete env.BURROW_EDGE;
+    const env = burrowEnv(join(temp, 'config'));
     const data = join(temp, 'edge');
-    const created = children.spawn({ name: 'create-account', command: process.execPath, args: [BIN, 'admin', 'create-account', '--email', 'bench-policy@example.test', '--plan', 'PRO', '--data', data, '--json'], env });
-    created.stopRequested = true;
-    if ((await created.exited).code !== 0) throw new Error(`create-account: ${created.stderr}`);
-    const token = (JSON.parse(created.stdout) as { token: { token: string } }).token.token;
+    const token = createBenchAccount({ bin: BIN, dataDir: data, email: 'bench-policy@example.test', plan: 'PRO', env });
 
     const { port: targetPort } = await children.spawnServer('target', TARGET_SCRIPT);
     const port = await freePort();
-    const edge = children.spawn({ name: 'edge', command: process.execPath, args: [BIN, 'edge', '--host', '127.0.0.1', '--port', String(port), '--agent-port', '0', '--data', data, '--rate-limit', '1000000', '--min-free-disk', '0'], env });
-    await edge.waitFor(/listening on/, 20_000);
+    const { child: edge } = await startBurrowEdge(children, { bin: BIN, name: 'edge', dataDir: data, env, port, edgeArgs: ['--agent-port', '0', '--min-free-disk', '0'] });
 
     const table: string[][] = [];
     for (const row of ROWS) {
       const subdomain = `bench-policy-${row.name}`;
-      const client = children.spawn({
+      const { child: client } = await startBurrowHttp(children, {
+        bin: BIN,
         name: `client ${row.name}`,
-        command: process.execPath,
-        args: [BIN, 'http', String(targetPort), '--edge', `http://localhost:${port}`, '--token', token, '--subdomain', subdomain, '--no-inspect', ...row.flags],
+        targetPort,
+        edgePort: port,
+        token,
+        subdomain,
         env,
+        clientArgs: ['--no-inspect', ...row.flags],
         stdoutFile: join(temp, `client-${row.name}.log`),
       });
-      await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
       const options: Options = {
         url: `http://127.0.0.1:${port}/bench/length/0`,
         method: 'POST',

@@ -18,9 +18,9 @@
  * The runner (bench/e2e.ts) calls `runFloorProfile` and stores the record as `floorProfile` in the results
  * file; `summarizeFloorProfile` gives the comparisons the summary keeps; `floorProfileLines` prints it.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { burrowEnv, createBenchAccount, startBurrowEdge, startBurrowHttp } from './burrow.js';
 import { badCount, runLoad, type Target } from './load.js';
 import { scenarioLabel, SMALL, type Scenario } from './payloads.js';
 import { ALL_SYSCALLS, contextSwitches, countSyscalls, perfProblem, READ_SYSCALLS, ticksOf, WRITE_SYSCALLS } from './proc-counters.js';
@@ -315,32 +315,27 @@ async function profileTunnel(context: FloorContext, scenarios: readonly Scenario
   const dir = join(context.temp, `floor-profile-${tag}`);
   const profiles = join(dir, 'profiles');
   mkdirSync(profiles, { recursive: true });
-  const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: join(dir, 'config') };
-  delete env.BURROW_TOKEN;
-  delete env.BURROW_EDGE;
+  const env = burrowEnv(join(dir, 'config'));
   const dataDir = join(dir, 'edge-data');
-  const created = spawnSync(process.execPath, [context.bin, 'admin', 'create-account', '--email', 'floor@bench.test', '--data', dataDir, '--json'], { encoding: 'utf8', env, timeout: 30_000 });
-  if (created.status !== 0) throw new Error(`create-account failed: ${created.stderr}`);
-  const token = (JSON.parse(created.stdout) as { token: { token: string } }).token.token;
+  const token = createBenchAccount({ bin: context.bin, dataDir, email: 'floor@bench.test', env });
   const profArgs = (name: string): string[] => ['--cpu-prof', `--cpu-prof-dir=${profiles}`, `--cpu-prof-name=${name}.cpuprofile`];
-  const edge = context.children.spawn({
-    name: `edge-profiled-${tag}`,
-    command: process.execPath,
-    args: [...profArgs('edge'), context.bin, 'edge', '--host', '127.0.0.1', '--port', '0', '--data', dataDir, '--rate-limit', '1000000'],
-    env,
-  });
+  const { child: edge, port } = await startBurrowEdge(context.children, { bin: context.bin, name: `edge-profiled-${tag}`, dataDir, env, nodeArgs: profArgs('edge') });
   let client: Child | null = null;
   const windows: Array<{ scenario: Scenario; fromUs: number; toUs: number; requests: number; reqPerSec: number; procs: Record<'edge' | 'client', { cpu: number; main: number }> }> = [];
   try {
-    const port = Number((await edge.waitFor(/listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
-    client = context.children.spawn({
+    const started = await startBurrowHttp(context.children, {
+      bin: context.bin,
       name: `client-profiled-${tag}`,
-      command: process.execPath,
-      args: [...profArgs('client'), context.bin, 'http', String(context.targetPort), '--edge', `http://localhost:${port}`, '--token', token, '--subdomain', 'bench-profiled', ...(context.inspectFlag ? ['--inspect', '127.0.0.1:0'] : [])],
-      env: { ...env, XDG_CONFIG_HOME: join(dir, 'client-config') },
+      targetPort: context.targetPort,
+      edgePort: port,
+      token,
+      subdomain: 'bench-profiled',
+      env: burrowEnv(join(dir, 'client-config')),
+      inspector: context.inspectFlag,
+      nodeArgs: profArgs('client'),
       stdoutFile: join(dir, 'client.log'),
     });
-    await client.waitFor(/Forwarding (http:\/\/\S+)/, 20_000);
+    client = started.child;
     const target: Target = { origin: `http://127.0.0.1:${port}`, host: `bench-profiled.localhost:${port}` };
     const pids = { edge: edge.pid, client: client.pid };
     for (const scenario of scenarios) {

@@ -1,0 +1,119 @@
+/**
+ * A Burrow tunnel for a benchmark, set up through a checkout's own CLI (its `bin/burrow.js`, which may be
+ * another build than this one): an account made with `burrow admin create-account`, an edge on 127.0.0.1
+ * and a `burrow http` client, each a child in the runner's `Children`. Each start resolves once the
+ * process is ready (the edge listening, the tunnel forwarding).
+ */
+import { spawnSync } from 'node:child_process';
+import type { Child, Children } from './processes.js';
+
+/**
+ * The environment of a Burrow process: the runner's, with its own config directory and without the
+ * runner's BURROW_TOKEN and BURROW_EDGE, so a developer's login never reaches a benchmark's edge or client.
+ */
+export function burrowEnv(configDir: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, XDG_CONFIG_HOME: configDir };
+  delete env.BURROW_TOKEN;
+  delete env.BURROW_EDGE;
+  return env;
+}
+
+export interface AccountOptions {
+  /** The checkout's bin/burrow.js. */
+  bin: string;
+  /** The data directory of the edge that will serve the account (written before the edge starts). */
+  dataDir: string;
+  email: string;
+  /** Left out: the CLI's default (FREE). */
+  plan?: 'FREE' | 'PRO';
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * Makes an account with the checkout's own `burrow admin create-account`, so the data directory is in that
+ * build's store format; returns its token.
+ */
+export function createBenchAccount(options: AccountOptions): string {
+  const { bin, dataDir, email, plan, env } = options;
+  const args = [bin, 'admin', 'create-account', '--email', email, ...(plan === undefined ? [] : ['--plan', plan]), '--data', dataDir, '--json'];
+  const created = spawnSync(process.execPath, args, { encoding: 'utf8', env, timeout: 30_000 });
+  if (created.status !== 0) throw new Error(`create-account for ${email} failed: ${created.stderr}`);
+  return (JSON.parse(created.stdout) as { token: { token: string } }).token.token;
+}
+
+export interface EdgeOptions {
+  bin: string;
+  /** The child's name in `Children` (and in error messages). */
+  name: string;
+  dataDir: string;
+  env: NodeJS.ProcessEnv;
+  /** Node flags before the script (a profiler, a tracing flag). */
+  nodeArgs?: string[];
+  /** More `burrow edge` arguments, after the common ones. */
+  edgeArgs?: string[];
+  /** The public port; 0 (the default) lets the edge pick one, read from what it prints. */
+  port?: number;
+  stdoutFile?: string;
+  /** Rewrites the command line before it runs (e2e's idle phase raises the file limit with `sh -c ulimit`). */
+  wrap?: (command: string, args: string[]) => { command: string; args: string[] };
+}
+
+/** Starts `burrow edge` on 127.0.0.1 and waits until it listens; the child and its public port. */
+export async function startBurrowEdge(children: Children, options: EdgeOptions): Promise<{ child: Child; port: number }> {
+  const { bin, name, dataDir, env, nodeArgs = [], edgeArgs = [], port = 0, stdoutFile, wrap } = options;
+  const args = [...nodeArgs, bin, 'edge', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir, '--rate-limit', '1000000', ...edgeArgs];
+  const spawned = wrap === undefined ? { command: process.execPath, args } : wrap(process.execPath, args);
+  const child = children.spawn({ name, command: spawned.command, args: spawned.args, env, stdoutFile });
+  const listening = await ready(child, /listening on https?:\/\/localhost:(\d+)/, 30_000);
+  return { child, port: Number(listening[1]) };
+}
+
+export interface HttpClientOptions {
+  bin: string;
+  name: string;
+  targetPort: number;
+  edgePort: number;
+  token: string;
+  subdomain: string;
+  env: NodeJS.ProcessEnv;
+  /**
+   * Whether to turn the inspector on with `--inspect 127.0.0.1:0` (port 0: each inspector on a free
+   * loopback port, so two clients never fight over 4040); default true, false for a build whose
+   * `burrow http` has no such flag. A `--no-inspect` among `clientArgs` wins.
+   */
+  inspector?: boolean;
+  nodeArgs?: string[];
+  /** More `burrow http` arguments, after the common ones. */
+  clientArgs?: string[];
+  /** The client logs a line per request: a file, since a pipe the runner reads would slow it down. */
+  stdoutFile: string;
+}
+
+/** Starts `burrow http` against an edge on localhost and waits until the tunnel forwards; the child and its public URL. */
+export async function startBurrowHttp(children: Children, options: HttpClientOptions): Promise<{ child: Child; url: string }> {
+  const { bin, name, targetPort, edgePort, token, subdomain, env, inspector = true, nodeArgs = [], clientArgs = [], stdoutFile } = options;
+  const inspect = inspector && !clientArgs.includes('--no-inspect') ? ['--inspect', '127.0.0.1:0'] : [];
+  const child = children.spawn({
+    name,
+    command: process.execPath,
+    args: [...nodeArgs, bin, 'http', String(targetPort), '--edge', `http://localhost:${edgePort}`, '--token', token, '--subdomain', subdomain, ...inspect, ...clientArgs],
+    env,
+    stdoutFile,
+  });
+  const forwarding = await ready(child, /Forwarding (http:\/\/\S+)/, 20_000);
+  return { child, url: forwarding[1]! };
+}
+
+/**
+ * Waits for `pattern` in the child's output; a child that does not get there is stopped before the error
+ * goes up, since a caller may carry on without it (the floor profile does) and must not share the
+ * machine with a hung process.
+ */
+async function ready(child: Child, pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
+  try {
+    return await child.waitFor(pattern, timeoutMs);
+  } catch (error) {
+    await child.stop();
+    throw error;
+  }
+}
