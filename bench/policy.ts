@@ -59,7 +59,11 @@ function load(options: Options): Promise<Result> {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { duration: { type: 'string', default: '10' }, connections: { type: 'string', default: '10' } } });
+  const { values } = parseArgs({ options: { duration: { type: 'string', default: '10' }, connections: { type: 'string', default: '10' }, help: { type: 'boolean', short: 'h' } } });
+  if (values.help === true) {
+    process.stdout.write('Usage: node dist/bench/policy.js [--duration SEC (default 10)] [--connections N (default 10)]\n');
+    return;
+  }
   const durationS = Number(values.duration);
   const connections = Number(values.connections);
   const children = new Children();
