@@ -78,8 +78,9 @@ export function dropHopByHop(headers: string[], keep: readonly string[] = []): s
   const kept: string[] = [];
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i]!;
-    const lower = name.toLowerCase();
-    if ((HOP_BY_HOP.has(lower) && !keep.includes(lower)) || named.includes(lower)) continue;
+    // Lower-cased only where it can matter: a local server's usual answer (`Connection: keep-alive`,
+    // `Keep-Alive: timeout=5`) comes here, and a lower-cased copy of each of its names was garbage.
+    if (isHopByHop(name) ? !keep.includes(name.toLowerCase()) : named.length > 0 && named.includes(name.toLowerCase())) continue;
     kept.push(name, headers[i + 1]!);
   }
   return kept;
