@@ -11,6 +11,7 @@
 import { bodyLength } from '../capture-buffer.js';
 import { KeyTable } from '../key-table.js';
 import type { Exchange, ExchangeBody } from '../client/exchange.js';
+import { KeptExchange, keptExchange } from './kept-exchange.js';
 
 export interface RingOptions {
   /** Most exchanges kept (default 1000). */
@@ -92,8 +93,12 @@ export class ExchangeRing {
     return this.bytesValue;
   }
 
-  /** Records an exchange, evicting the oldest entries until both bounds hold. Returns the entry. */
-  add(exchange: Exchange): Entry {
+  /**
+   * Records an exchange, evicting the oldest entries until both bounds hold. Returns the entry, whose
+   * exchange is a packed copy of an HTTP exchange (kept-exchange.ts), not the object given.
+   */
+  add(recorded: Exchange): Entry {
+    const exchange = keptExchange(recorded);
     let size = sizeOf(exchange);
     if (size > this.maxBytes) {
       // One exchange larger than the whole bound keeps its head but not its bodies.
@@ -314,9 +319,13 @@ function copyInto(arena: Buffer, at: number, body: ExchangeBody, length: number)
 
 /** What an exchange counts against the byte bound. */
 export function sizeOf(exchange: Exchange): number {
-  let size = ENTRY_OVERHEAD + exchange.method.length + exchange.path.length + (exchange.error?.length ?? 0);
-  for (const text of exchange.requestHeaders) size += text.length;
-  for (const text of exchange.responseHeaders) size += text.length;
+  let size = ENTRY_OVERHEAD + (exchange.error?.length ?? 0);
+  if (exchange instanceof KeptExchange) size += exchange.methodAndPathChars + exchange.headerChars;
+  else {
+    size += exchange.method.length + exchange.path.length;
+    for (const text of exchange.requestHeaders) size += text.length;
+    for (const text of exchange.responseHeaders) size += text.length;
+  }
   size += bodyLength(exchange.requestBody) + bodyLength(exchange.responseBody);
   if (exchange.websocket !== undefined) for (const message of exchange.websocket.messages) size += 64 + message.data.byteLength;
   return size;
