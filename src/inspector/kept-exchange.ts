@@ -5,7 +5,8 @@
  * of its own, and the id, method and path are slices that keep the whole OPEN frame's strings alive.
  * At load the ring holds the last 1,000 exchanges, all of them younger than the last scavenge, so every
  * scavenge copied all those objects. Packed, an entry is a few objects, and the client's scavenges took
- * about half the time (bench/RESULTS.md, issue 25's tuning log, "the inspector's entries packed").
+ * ~40% less time, at about the same CPU (bench/RESULTS.md, issue 25's tuning log, "the inspector's
+ * entries packed").
  *
  * The strings are one flat string: id, method, path, the client's address, then the request's and the
  * response's header lists, each list's items joined by a line feed. They are cut apart when read, which
