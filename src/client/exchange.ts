@@ -13,9 +13,10 @@ export type ExchangeBody = KeptBody<Buffer>;
 
 export interface Exchange {
   /** The edge's request id (`req_...`), the same the API and the inspector use. */
-  id: string;
-  method: string;
-  path: string;
+  readonly id: string;
+  /** Read-only, as the id: the inspector's ring keeps these three packed (src/inspector/kept-exchange.ts). */
+  readonly method: string;
+  readonly path: string;
   /** The local port it went to. */
   port: number;
   requestHeaders: string[];

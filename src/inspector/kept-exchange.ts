@@ -51,7 +51,7 @@ function charsOf(list: readonly string[]): number {
 }
 
 export class KeptExchange implements Exchange {
-  id: string;
+  readonly id: string;
   port: number;
   requestBody: ExchangeBody | null;
   requestBodySize: number;
