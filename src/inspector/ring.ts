@@ -3,7 +3,8 @@
  * the edge's `req_` id to the entry, so a lookup is one get and an insert evicts without a scan.
  *
  * Recording is on the traffic's path (the client emits 'exchange' once a turn's frames are written),
- * so `add` does O(1) work for the head and no serialisation. A body of ARENA_MIN_BODY or more is copied
+ * so `add` does little for the head: a slot, a table entry, a byte count, and one copy of its strings
+ * into a packed one (kept-exchange.ts), nothing serialised. A body of ARENA_MIN_BODY or more is copied
  * once into the ring's arena (see `arena`); a smaller one is copied only when it is a small view into a
  * much larger buffer (a received WebSocket message), which would otherwise keep the big buffer alive
  * outside the byte bound.
