@@ -17,7 +17,7 @@
  * For a tuning step: build the "before" commit in a worktree beside this one and compare it with this
  * one. `--prof DIR` runs every edge and client under `node --cpu-prof` (written when they stop).
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,6 +56,9 @@ Usage: node dist/bench/ab.js --dir LABEL=DIR --dir LABEL=DIR [options]
                       an extra "burrow http" argument for one build (repeat), e.g. B=--no-inspect
   --edge-log DIR      keep each edge's stdout in DIR/edge-LABEL.log (with a tracing --node-arg)
   --syscalls          count the edge's syscalls per request (perf stat on syscall tracepoints)
+  --gc                V8's garbage collections during the measured runs, per build and process
+                      (--trace-gc-nvp): scavenges, their pauses and what survived them, mark-compacts.
+                      Counts and bytes do not depend on how fast the machine is today; CPU times do
 `;
 
 interface Build {
@@ -65,6 +68,8 @@ interface Build {
   client: Child;
   edgePort: number;
   host: string;
+  /** --gc: where each process's stdout goes, and when it was started (ms since the epoch, just before its spawn). */
+  logs: { edge: string; client: string; edgeStartedAt: number; clientStartedAt: number } | null;
 }
 
 interface RoundResult {
@@ -81,11 +86,17 @@ interface RoundResult {
   probeP99: number | null;
   /** The edge's syscalls per request by name (--syscalls). */
   syscalls: Map<string, number> | null;
+  /** The run's wall-clock window (ms since the epoch) and its build's logs, for --gc. */
+  startedAt: number;
+  endedAt: number;
+  logs: Build['logs'];
 }
 
 const children = new Children();
 /** --edge-log DIR: where each edge's stdout goes (else it is kept in memory only). */
 let edgeLogDir: string | null = null;
+/** --gc: the processes run with --trace-gc-nvp and their output is kept in files. */
+let traceGc = false;
 const ticksPerSecond = clockTicks();
 
 function median(values: number[]): number {
@@ -117,6 +128,8 @@ async function startBuild(spec: BuildSpec, temp: string, targetPort: number): Pr
   const env = burrowEnv(join(temp, `${name}-config`));
   const token = createBenchAccount({ bin, dataDir, email: `${label}@bench.test`, env });
   const named = (role: string): string[] => nodeArgs.map((arg) => arg.replace('%s', `${role}-${name}`));
+  const edgeLog = edgeLogDir === null ? (traceGc ? join(temp, `edge-${name}.log`) : undefined) : join(edgeLogDir, `edge-${name}.log`);
+  const edgeStartedAt = Date.now();
   const { child: edge, port: edgePort } = await startBurrowEdge(children, {
     bin,
     name: `edge-${label}`,
@@ -125,9 +138,11 @@ async function startBuild(spec: BuildSpec, temp: string, targetPort: number): Pr
     nodeArgs: named('edge'),
     edgeArgs,
     // The edge's output kept in a file (a --node-arg that traces, say) when asked.
-    stdoutFile: edgeLogDir === null ? undefined : join(edgeLogDir, `edge-${name}.log`),
+    stdoutFile: edgeLog,
   });
   const subdomain = `ab-${label.toLowerCase().replace(/[^a-z0-9]/g, '')}`;
+  const clientLog = join(temp, `client-${name}.log`);
+  const clientStartedAt = Date.now();
   const { child: client } = await startBurrowHttp(children, {
     bin,
     name: `client-${label}`,
@@ -138,10 +153,11 @@ async function startBuild(spec: BuildSpec, temp: string, targetPort: number): Pr
     env: burrowEnv(join(temp, `${name}-client-config`)),
     nodeArgs: named('client'),
     clientArgs,
-    stdoutFile: join(temp, `client-${name}.log`),
+    stdoutFile: clientLog,
   });
   if (instance === 0) process.stdout.write(`${label}: ${dir} (edge ${edge.pid}, client ${client.pid})\n`);
-  return { label, dir, edge, client, edgePort, host: `${subdomain}.localhost:${edgePort}` };
+  const logs = traceGc ? { edge: edgeLog!, client: clientLog, edgeStartedAt, clientStartedAt } : null;
+  return { label, dir, edge, client, edgePort, host: `${subdomain}.localhost:${edgePort}`, logs };
 }
 
 async function probe(build: Build, scenario: Scenario, count: number): Promise<{ p50: number; p99: number }> {
@@ -171,6 +187,7 @@ async function run(build: Build, scenario: Scenario, connections: number, durati
   if (stopCounting !== null) await new Promise((done) => setTimeout(done, 300));
   const edgeBefore = ticksOf(build.edge.pid);
   const clientBefore = ticksOf(build.client.pid);
+  const startedAt = Date.now();
   const started = performance.now();
   const load = await runLoad({ origin: `http://127.0.0.1:${build.edgePort}`, host: build.host }, scenario, connections, durationS, requests);
   const seconds = (performance.now() - started) / 1000;
@@ -191,7 +208,79 @@ async function run(build: Build, scenario: Scenario, connections: number, durati
     probeP50: null,
     probeP99: null,
     syscalls: counted,
+    startedAt,
+    endedAt: Date.now(),
+    logs: build.logs,
   };
+}
+
+/** One line of --trace-gc-nvp: when (ms since the isolate started), the kind, the pause, the bytes that survived a scavenge. */
+interface GcEvent {
+  atMs: number;
+  kind: 'scavenge' | 'mark-compact';
+  pauseMs: number;
+  survivedBytes: number;
+}
+
+function gcEvents(file: string): GcEvent[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'latin1');
+  } catch {
+    return [];
+  }
+  const events: GcEvent[] = [];
+  for (const line of text.split('\n')) {
+    const at = /^\[\d+:0x[0-9a-f]+\]\s+(\d+) ms: pause=([\d.]+) .*?\bgc=(s|mc)\b/.exec(line);
+    if (at === null) continue;
+    const survived = /\bnew_space_survived=(\d+)/.exec(line);
+    events.push({ atMs: Number(at[1]), kind: at[3] === 's' ? 'scavenge' : 'mark-compact', pauseMs: Number(at[2]), survivedBytes: survived === null ? 0 : Number(survived[1]) });
+  }
+  return events;
+}
+
+/**
+ * The collections inside the measured runs of each build, per process. V8 stamps each line with the time
+ * since its isolate started; the process was spawned just after `…StartedAt`, and Node starts the
+ * isolate within a few tens of milliseconds of that, against runs of seconds. The files are read once
+ * the processes have exited: V8 writes through stdio, which holds up to a block when it is a file.
+ */
+function gcTable(builds: readonly Build[], results: readonly RoundResult[]): string {
+  const lines: string[] = ['', 'garbage collection in the measured runs (--trace-gc-nvp):'];
+  const cache = new Map<string, GcEvent[]>();
+  const eventsOf = (file: string): GcEvent[] => {
+    let events = cache.get(file);
+    if (events === undefined) cache.set(file, (events = gcEvents(file)));
+    return events;
+  };
+  for (const build of builds) {
+    for (const role of ['edge', 'client'] as const) {
+      const inRuns: GcEvent[] = [];
+      let requests = 0;
+      for (const result of results) {
+        if (result.label !== build.label || result.logs === null) continue;
+        const file = result.logs[role];
+        const startedAt = role === 'edge' ? result.logs.edgeStartedAt : result.logs.clientStartedAt;
+        requests += result.requests;
+        for (const event of eventsOf(file)) {
+          const wall = startedAt + event.atMs;
+          if (wall >= result.startedAt && wall <= result.endedAt) inRuns.push(event);
+        }
+      }
+      const scavenges = inRuns.filter((event) => event.kind === 'scavenge');
+      const markCompacts = inRuns.filter((event) => event.kind === 'mark-compact');
+      const pauses = scavenges.map((event) => event.pauseMs).sort((a, b) => a - b);
+      const sum = (values: number[]): number => values.reduce((total, value) => total + value, 0);
+      const perK = (value: number): string => (requests === 0 ? '-' : ((value * 1000) / requests).toFixed(2));
+      lines.push(
+        `${build.label.padEnd(10)} ${role.padEnd(6)} scavenges ${String(scavenges.length).padStart(5)} (${perK(scavenges.length)} per 1,000 req)  ` +
+          `pause ${perK(sum(pauses))} ms per 1,000 req, median ${pauses.length === 0 ? '-' : median(pauses).toFixed(2)} p90 ${pauses.length === 0 ? '-' : pauses[Math.floor(pauses.length * 0.9)]!.toFixed(2)} ms  ` +
+          `survived ${scavenges.length === 0 ? '-' : (sum(scavenges.map((event) => event.survivedBytes)) / scavenges.length / 1024).toFixed(0)} KB a scavenge  ` +
+          `mark-compacts ${markCompacts.length} (${sum(markCompacts.map((event) => event.pauseMs)).toFixed(1)} ms)`,
+      );
+    }
+  }
+  return `${lines.join('\n')}\n`;
 }
 
 async function main(): Promise<void> {
@@ -212,6 +301,7 @@ async function main(): Promise<void> {
       'edge-arg': { type: 'string', multiple: true },
       'client-arg': { type: 'string', multiple: true },
       syscalls: { type: 'boolean' },
+      gc: { type: 'boolean' },
       'edge-log': { type: 'string' },
       fresh: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -232,6 +322,10 @@ async function main(): Promise<void> {
   const [method, shape] = (values.scenario ?? 'post-length').split('-') as [string, string];
   const scenario: Scenario = { method: method.toUpperCase() as Method, shape: shape as Shape, size: Number(values.size ?? 1024) };
   const nodeArgs = [...(values['node-arg'] ?? [])];
+  if (values.gc === true) {
+    traceGc = true;
+    nodeArgs.push('--trace-gc-nvp');
+  }
   if (values['edge-log'] !== undefined) {
     edgeLogDir = resolve(values['edge-log']);
     mkdirSync(edgeLogDir, { recursive: true });
@@ -309,6 +403,11 @@ async function main(): Promise<void> {
       process.stdout.write(
         `${build.label.padEnd(10)} ${median(mine.map((r) => r.reqPerSec)).toFixed(0).padStart(6)} req/s  edge ${median(mine.map((r) => r.edgeUs)).toFixed(1).padStart(6)} (sys ${median(mine.map((r) => r.edgeSysUs)).toFixed(1).padStart(5)})  client ${median(mine.map((r) => r.clientUs)).toFixed(1).padStart(6)} (sys ${median(mine.map((r) => r.clientSysUs)).toFixed(1).padStart(5)})  sum ${median(mine.map((r) => r.edgeUs + r.clientUs)).toFixed(1).padStart(6)} µs/req  bad ${mine.reduce((n, r) => n + r.bad, 0)}  requests ${mine.reduce((n, r) => n + r.requests, warmed.get(build.label) ?? 0)}${probeText}\n`,
       );
+    }
+    if (traceGc) {
+      // The processes exit first, so what V8 wrote is in the files.
+      await children.stopAll(10_000);
+      process.stdout.write(gcTable(builds, results));
     }
   } finally {
     await stop();
