@@ -123,7 +123,10 @@ test('a sentinel failover under load: never two edges serving one name, and no g
       'every edge to reach the new master',
     ).catch(async (error: Error) => {
       const replication = await Promise.all(set.replicas.map((replica) => replica.command('INFO', 'replication').catch(() => '?')));
-      throw new Error(`${error.message}; edges said:\n${edges.map((edge) => edge.output().slice(-1_500)).join('\n---\n')}\nreplicas:\n${replication.join('\n')}`);
+      // Each edge's store lines, whole: its tail alone is mostly the competing connects, and hides them.
+      const storeLines = (edge: SpawnedProcess): string => edge.output().split('\n').filter((line) => /cluster:|usage flush|store/.test(line)).join('\n');
+      const said = edges.map((edge, i) => `edge ${NODE_IDS[i]} (back ${backAt[i] === 0 ? 'never' : `${Math.round(backAt[i]! - promotedAt)} ms after the promotion`}):\n${storeLines(edge)}`);
+      throw new Error(`${error.message}; edges said:\n${said.join('\n---\n')}\nreplicas:\n${replication.join('\n')}`);
     });
     let late: TunnelClient | null = null;
     await waitFor(async () => {
