@@ -199,7 +199,27 @@ export class RedisStore implements AccountStore {
       redis.disconnect();
       throw store.unavailable(error);
     }
+    store.reconnectWhenEnded(redis);
     return store;
+  }
+
+  /**
+   * A connection of this store (its own, or a `duplicate()` of it) that ioredis ends while the store is
+   * open connects again. ioredis (5.x) ends a client for good when an attempt to reconnect is cut short:
+   * its failover detector, still subscribed to the sentinels from the last connection, hears
+   * +switch-master while the next attempt is asking a sentinel where the master is, calls the
+   * connector's `disconnect()`, and the attempt's rejection ends the client instead of retrying. An
+   * edge then never reached the new master and its leases lapsed, while the other edges recovered
+   * (test/cluster/issue-28-sentinel-failover.test.ts, on a loaded machine, where that window is wide).
+   */
+  reconnectWhenEnded(redis: Redis): void {
+    redis.on('end', () => {
+      if (this.closed) return;
+      const retry = setTimeout(() => {
+        if (!this.closed && redis.status === 'end') redis.connect().catch(() => undefined);
+      }, RECONNECT_MAX_DELAY_MS);
+      retry.unref();
+    });
   }
 
   planLimits(plan: PlanName): PlanLimits {

@@ -61,6 +61,8 @@ export class ClusterConnection {
       await client.connect().catch((error: Error) => {
         if (client.status !== 'ready' && client.status !== 'connect') throw error;
       });
+      accounts.reconnectWhenEnded(client);
+      accounts.reconnectWhenEnded(subscriber);
       let secret = options.secret;
       if (secret === undefined) {
         const shared = await leases.sharedSecret(randomBytes(32).toString('hex'));
@@ -75,6 +77,7 @@ export class ClusterConnection {
         queueClient.disconnect();
         throw error;
       });
+      accounts.reconnectWhenEnded(queueClient);
       const queue = new RedisOfflineQueue(queueClient, accounts.target.replicas, leases.channel, leases.prefix);
       return new ClusterConnection(accounts, leases, subscriber, secret, nodeNumber, queue);
     } catch (error) {
