@@ -29,7 +29,8 @@ async function endAll(connections: readonly Redis[]): Promise<void> {
 /** The edge's connections to Redis (private to it: this test ends them as ioredis would). */
 function connectionsOf(edge: TestEdge): Redis[] {
   const cluster = (edge.edge as unknown as { clusterConnection: ClusterConnection }).clusterConnection;
-  return [cluster.leases.redis, cluster.subscriber, cluster.accounts.redis];
+  const queue = (cluster.queue as unknown as { redis: Redis }).redis;
+  return [cluster.leases.redis, cluster.subscriber, cluster.accounts.redis, queue];
 }
 
 test('an edge whose lease connection ioredis ends renews again by itself, its tunnel served throughout', { skip: redisSkip, timeout: 60_000 }, async () => {
@@ -72,5 +73,5 @@ test('every Redis connection of an edge comes back after ioredis ends it; none d
     await edge.close();
   }
   await new Promise((resolve) => setTimeout(resolve, 1_500));
-  assert.deepEqual(connections.map((connection) => connection.status), ['end', 'end', 'end'], 'closed means closed');
+  assert.deepEqual(connections.map((connection) => connection.status), ['end', 'end', 'end', 'end'], 'closed means closed');
 });
