@@ -1,7 +1,7 @@
 /**
  * The edge's end-of-turn work, done once per event-loop turn in the check phase, outside every uWS
  * callback:
- *  1. the captures of exchanges that completed this turn are appended to the capture journal in one
+ *  1. the captures of exchanges that completed this turn are written to the capture journal in one
  *     write(), and only then do their last bytes go out ("nothing lost": a response the public client
  *     received is captured, across kill -9; src/store/capture-journal.ts);
  *  2. public responses with bytes to write are written, each corked (one syscall per response);

@@ -18,7 +18,7 @@ import { open, type Database, type RootDatabase } from 'lmdb';
 import { Packr, Unpackr } from 'msgpackr';
 import { bodyLength, wholeBody, type KeptBody } from '../capture-buffer.js';
 import { decode, type OpenFrame } from '../protocol/codec.js';
-import { CaptureJournal, type JournalRecord } from './capture-journal.js';
+import { batchSize, CaptureJournal, type JournalRecord } from './capture-journal.js';
 import { formatBytes } from './free-space.js';
 import { guardLmdbRejections, isWriteFailure, WriteFailures } from './write-failures.js';
 
@@ -563,6 +563,8 @@ const QUOTA_NOTICE_MS = 3_600_000;
 
 /** A capture whose frames and bodies come to this many bytes or more is not journaled: its turn commits at once (`journalAll`). */
 export const JOURNAL_MAX_CAPTURE_BYTES = 64 * 1024;
+/** The capture journal's file in the store's directory (src/store/capture-journal.ts). */
+export const JOURNAL_FILE = 'journal-v2';
 
 /** Captures not written, by why (burrow_captures_skipped_total). */
 export interface SkippedCaptures {
@@ -597,8 +599,8 @@ export interface PendingCapture {
 export interface CaptureStoreOptions {
   /** fsync every commit (`--capture-fsync`); there is no journal then (a commit is the durable step). */
   fsync?: boolean;
-  /** The journal is emptied after a commit once it holds this many bytes (tests make it small). */
-  journalResetBytes?: number;
+  /** The most the capture journal holds between commits (JOURNAL_CAPACITY; tests make it small). */
+  journalCapacity?: number;
   ringIds?: RingIdSpace;
   /** Where failed writes are counted and logged; by default a reporter of the store's own. */
   failures?: WriteFailures;
@@ -649,7 +651,8 @@ export class CaptureStore {
     guardLmdbRejections();
     const root = open({ path: dir, noSubdir: false, maxDbs: 8, compression: false, noSync: options.fsync !== true, pageSize: CAPTURE_PAGE_BYTES });
     root.readerCheck();
-    const journal = options.fsync === true ? null : new CaptureJournal(join(dir, 'journal'), options.journalResetBytes);
+    // `journal` is where a version before the journal's laps kept it: read once, removed after its replay.
+    const journal = options.fsync === true ? null : new CaptureJournal(join(dir, JOURNAL_FILE), join(dir, 'journal'), options.journalCapacity);
     return new CaptureStore(root, options, journal);
   }
 
@@ -994,25 +997,33 @@ export class CaptureStore {
         bytesJournaled += bytes.byteLength;
       }
     }
+    let commitFirst = commitNow;
     if (records.length > 0 && !commitNow) {
-      try {
-        journal.append(records);
-      } catch (error) {
-        if (!isFileWriteFailure(error)) throw error;
-        this.failures.report('captures', error);
-        this.skipped.error += batch.length;
-        return false;
+      // A lap the batch does not fit in ends with a commit of what waits (a new lap starts); a batch
+      // larger than a whole lap is committed before its answers with what waits, as a large capture is.
+      const size = batchSize(records);
+      if (!journal.fits(size) && journal.fitsInNewLap(size) && !this.journalHoldsUncommitted) this.commitQueued();
+      if (!journal.fits(size)) commitFirst = true;
+      else {
+        try {
+          journal.append(records);
+        } catch (error) {
+          if (!isFileWriteFailure(error)) throw error;
+          this.failures.report('captures', error);
+          this.skipped.error += batch.length;
+          return false;
+        }
       }
     }
     for (const item of journaled) this.queue.push(item);
     this.queueBytes += bytesJournaled;
-    return commitNow;
+    return commitFirst;
   }
 
   /**
    * Commits the queued captures to LMDB in one transaction, as `writeAll` commits (quota, overwrites,
-   * failures); returns how many it wrote. The journal is emptied once it is large and everything in it
-   * is committed.
+   * failures); returns how many it wrote. Everything in the journal is committed then, so it starts a new
+   * lap from its first byte.
    */
   commitQueued(): number {
     if (this.queue.length === 0) return 0;

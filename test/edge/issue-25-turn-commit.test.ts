@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { COMMIT_DELAY_MS, COMMIT_QUEUE_CAPTURES, Turn, type Captured } from '../../src/edge/turn.js';
-import { CaptureStore, JOURNAL_MAX_CAPTURE_BYTES, type CaptureToStore, type RingHandle } from '../../src/store/captures.js';
+import { CaptureStore, JOURNAL_FILE, JOURNAL_MAX_CAPTURE_BYTES, type CaptureToStore, type RingHandle } from '../../src/store/captures.js';
 import { tempDirs } from '../helpers.js';
 import { postCapture } from '../store/capture-fixture.js';
 
@@ -110,7 +110,7 @@ test('issue 25: a turn with a large capture commits the queue before its answers
     const small = new Exchange(ring);
     turn.capture(small);
     await nextTurn();
-    const journaled = statSync(join(dir, 'journal')).size;
+    const journaled = statSync(join(dir, JOURNAL_FILE)).size;
     assert.equal(store.queuedCaptures, 1);
     // A large body, handed over in the chunks it came in.
     const large = new Exchange(ring, [Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x61), Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x62)]);
@@ -123,7 +123,7 @@ test('issue 25: a turn with a large capture commits the queue before its answers
     // One commit for the turn, with what was queued, told to the metrics; on a loaded machine the small
     // capture's own commit (COMMIT_DELAY_MS after its turn) may have come first.
     assert.ok(JSON.stringify(commits) === '[2]' || JSON.stringify(commits) === '[1,1]', `commits ${JSON.stringify(commits)}`);
-    assert.equal(statSync(join(dir, 'journal')).size, journaled, 'the large capture is not in the journal');
+    assert.equal(statSync(join(dir, JOURNAL_FILE)).size, journaled, 'the large capture is not in the journal');
     const id = large.storedCapture().id;
     assert.deepEqual(store.get('usr_turn', id, 60_000)?.requestBody, Buffer.concat([Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x61), Buffer.alloc(JOURNAL_MAX_CAPTURE_BYTES / 2, 0x62)]));
   } finally {

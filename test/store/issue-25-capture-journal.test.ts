@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } 
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { readJournal } from '../../src/store/capture-journal.js';
-import { CaptureStore, encodeStoredCapture, expandCapture, JOURNAL_MAX_CAPTURE_BYTES, type CaptureToStore, type PendingCapture, type RingHandle } from '../../src/store/captures.js';
+import { CaptureStore, encodeStoredCapture, expandCapture, JOURNAL_FILE, JOURNAL_MAX_CAPTURE_BYTES, type CaptureToStore, type PendingCapture, type RingHandle } from '../../src/store/captures.js';
 import { tempDirs } from '../helpers.js';
 import { postCapture } from './capture-fixture.js';
 import { loopFs } from '../loop-fs.js';
@@ -33,6 +33,20 @@ function pending(ring: RingHandle, count: number, bodySize: number): PendingCapt
 
 function listedPaths(store: CaptureStore): string[] {
   return (store.list(ACCOUNT, SUBDOMAIN, { limit: 100, retentionMs: 3_600_000 }) ?? []).map((entry) => entry.path);
+}
+
+/** `record` as the journal wrote it before batches and laps: [u32 LE length][u32 LE ring][f64 LE seq][bytes]. */
+function legacyRecord(record: { ringId: number; seq: number; bytes: Buffer }): Buffer {
+  const header = Buffer.alloc(16);
+  header.writeUInt32LE(12 + record.bytes.byteLength, 0);
+  header.writeUInt32LE(record.ringId, 4);
+  header.writeDoubleLE(record.seq, 8);
+  return Buffer.concat([header, record.bytes]);
+}
+
+/** How many captures the journal in `dir` holds: what a start would replay. */
+function journaled(dir: string): number {
+  return readJournal(readFileSync(join(dir, JOURNAL_FILE))).records.length;
 }
 
 /**
@@ -73,11 +87,11 @@ function crashAfterJournal(dir: string, committed: number, journaled: number, bo
 test('issue 25: a capture journaled and never committed (kill -9 between the answer and the commit) is written at the next start', async () => {
   const dir = freshDir();
   const bytes = crashAfterJournal(dir, 2, 3);
-  assert.equal(readJournal(readFileSync(join(dir, 'journal'))).length, 5, 'the journal holds every capture of the life that died');
+  assert.equal(journaled(dir), 3, 'the journal holds the captures journaled since the last commit');
   const store = CaptureStore.open(dir);
   try {
     assert.deepEqual(listedPaths(store), ['/q/4', '/q/3', '/q/2', '/q/1', '/q/0'], 'committed and journaled captures alike, newest first');
-    assert.equal(statSync(join(dir, 'journal')).size, 0, 'the replayed journal is emptied');
+    assert.equal(statSync(join(dir, JOURNAL_FILE)).size, 0, 'the replayed journal is emptied');
     const ring = store.ring(ACCOUNT, SUBDOMAIN, 50, Infinity);
     assert.equal(ring.next().seq, 5, 'no journaled id is handed out again');
     assert.equal(store.bytesOf(ACCOUNT), bytes, 'each capture counted once against the quota, the replayed ones included');
@@ -86,48 +100,72 @@ test('issue 25: a capture journaled and never committed (kill -9 between the ans
   }
 });
 
-test('issue 25: the replay skips what LMDB already holds, and a record cut short ends it', async () => {
+test('issue 25: a journal from before the laps is replayed, skipping what LMDB already holds and stopping at a record cut short, then removed', async () => {
   const dir = freshDir();
-  const bytes = crashAfterJournal(dir, 3, 0);
-  // A fourth record cut short, as a write the kill interrupted would leave it.
-  const journalPath = join(dir, 'journal');
-  const whole = readFileSync(journalPath);
-  const records = readJournal(whole);
+  const bytes = crashAfterJournal(dir, 0, 3);
+  const records = readJournal(readFileSync(join(dir, JOURNAL_FILE))).records;
   assert.equal(records.length, 3);
-  writeFileSync(journalPath, Buffer.concat([whole, whole.subarray(0, 40)]));
-  assert.equal(readJournal(readFileSync(journalPath)).length, 3, 'the cut record is not read');
+  // The three records in the layout of before (appended, no batches), the first once more (its slot
+  // holds it by then), and one cut short, as a write the kill interrupted would leave it; the journal of
+  // now holds nothing.
+  const legacy = Buffer.concat([...records, records[0]!].map(legacyRecord));
+  writeFileSync(join(dir, 'journal'), Buffer.concat([legacy, legacy.subarray(0, 40)]));
+  writeFileSync(join(dir, JOURNAL_FILE), '');
   const store = CaptureStore.open(dir);
   try {
     assert.deepEqual(listedPaths(store), ['/q/2', '/q/1', '/q/0']);
-    assert.equal(store.bytesOf(ACCOUNT), bytes, 'committed captures are not counted twice');
+    assert.equal(store.bytesOf(ACCOUNT), bytes, 'each capture counted once');
+    assert.equal(existsSync(join(dir, 'journal')), false, 'the old journal is gone once replayed');
+    assert.equal(journaled(dir), 0);
   } finally {
     await store.close();
   }
 });
 
-test('issue 25: the journal is emptied by a commit once it is large, and by a clean close', async () => {
+test('issue 25: a commit starts the journal over (it holds nothing after it, and its file stays as large as one lap needs); a clean close empties it', async () => {
   const dir = freshDir();
-  const store = CaptureStore.open(dir, { journalResetBytes: 10_000 });
-  const journalPath = join(dir, 'journal');
+  const store = CaptureStore.open(dir);
+  const journalPath = join(dir, JOURNAL_FILE);
   const ring = store.ring(ACCOUNT, SUBDOMAIN, 50, Infinity);
-  store.journalAll(pending(ring, 2, 1_000));
+  store.journalAll(pending(ring, 3, 1_000));
+  assert.equal(journaled(dir), 3);
   store.commitQueued();
-  const small = statSync(journalPath).size;
-  assert.ok(small > 2_000 && small < 10_000, `two captures stay in the journal (${small} bytes)`);
-  store.journalAll(pending(ring, 10, 1_000));
-  assert.ok(statSync(journalPath).size > 10_000, 'journaled before the commit');
-  store.commitQueued();
-  assert.equal(statSync(journalPath).size, 0, 'past the reset size, after a commit');
+  assert.equal(journaled(dir), 0, 'committed: nothing to replay');
+  const lap = statSync(journalPath).size;
+  for (let i = 0; i < 10; i++) {
+    store.journalAll(pending(ring, 3, 1_000));
+    assert.equal(journaled(dir), 3);
+    store.commitQueued();
+  }
+  assert.ok(statSync(journalPath).size < 1.1 * lap, `each lap is written over the one before (${statSync(journalPath).size} bytes after 11 laps of ~${lap})`);
   store.journalAll(pending(ring, 1, 1_000));
-  store.commitQueued();
-  assert.ok(statSync(journalPath).size > 0);
+  assert.equal(journaled(dir), 1);
   await store.close();
   assert.equal(statSync(journalPath).size, 0, 'a clean close leaves nothing to replay');
   const again = CaptureStore.open(dir);
   try {
-    assert.equal(listedPaths(again).length, 13);
+    assert.equal(listedPaths(again).length, 34);
   } finally {
     await again.close();
+  }
+});
+
+test('issue 25: a turn that does not fit in the journal\'s lap commits what waits first; one larger than a whole lap is committed before its answers', async () => {
+  const dir = freshDir();
+  const store = CaptureStore.open(dir, { journalCapacity: 4_000 });
+  try {
+    const ring = store.ring(ACCOUNT, SUBDOMAIN, 50, Infinity);
+    assert.equal(store.journalAll(pending(ring, 2, 1_000)), false);
+    assert.equal(store.queuedCaptures, 2);
+    assert.equal(store.journalAll(pending(ring, 2, 1_000)), false, 'journaled after a commit of the two before');
+    assert.equal(store.queuedCaptures, 2, 'the first two were committed to make room');
+    assert.equal(journaled(dir), 2);
+    assert.equal(store.journalAll(pending(ring, 4, 2_000)), true, 'more than a lap holds: to be committed at once');
+    assert.equal(journaled(dir), 2, 'and not journaled');
+    assert.equal(store.commitQueued(), 6, 'in one commit with the two that waited');
+    assert.equal(listedPaths(store).length, 8);
+  } finally {
+    await store.close();
   }
 });
 
@@ -136,7 +174,7 @@ test('issue 25: with --capture-fsync there is no journal: a commit is the durabl
   const store = CaptureStore.open(dir, { fsync: true });
   try {
     assert.equal(store.journaling, false);
-    assert.equal(existsSync(join(dir, 'journal')), false);
+    assert.equal(existsSync(join(dir, JOURNAL_FILE)), false);
     const ring = store.ring(ACCOUNT, SUBDOMAIN, 50, Infinity);
     assert.equal(store.writeAll(pending(ring, 1, 10)), 1);
   } finally {
@@ -174,7 +212,7 @@ test('issue 25: a replay on a full disk keeps the journal and hands out none of 
   } finally {
     await full.close();
   }
-  assert.equal(readJournal(readFileSync(join(dir, 'journal'))).length, 3, 'a clean close keeps a journal that was not replayed');
+  assert.equal(journaled(dir), 2, 'a clean close keeps a journal that was not replayed');
   scene.makeRoom();
   const later = CaptureStore.open(dir);
   try {
@@ -188,7 +226,7 @@ test('issue 25: after a failed replay, the first commit with room again writes w
   const scene = crashedThenFull(t);
   if (scene === null) return;
   const { dir } = scene;
-  const store = CaptureStore.open(dir, { journalResetBytes: 1 });
+  const store = CaptureStore.open(dir);
   try {
     assert.deepEqual(listedPaths(store), ['/q/0']);
     const ring = store.ring(ACCOUNT, SUBDOMAIN, 50, Infinity);
@@ -196,7 +234,7 @@ test('issue 25: after a failed replay, the first commit with room again writes w
     store.journalAll(pending(ring, 1, 10));
     store.commitQueued();
     assert.deepEqual(listedPaths(store), ['/q/3', '/q/2', '/q/1', '/q/0'], 'the journaled captures, and the new one');
-    assert.equal(statSync(join(dir, 'journal')).size, 0, 'the journal is emptied again');
+    assert.equal(statSync(join(dir, JOURNAL_FILE)).size, 0, 'the journal is emptied again');
   } finally {
     await store.close();
   }
@@ -225,20 +263,18 @@ test('issue 25: a read of the store commits the journaled captures first: it nev
 test('issue 25: a turn holding a large capture is not journaled (its body would be written twice): the caller is told to commit it at once', async () => {
   const dir = freshDir();
   const store = CaptureStore.open(dir);
-  const journalPath = join(dir, 'journal');
   try {
     const ring = store.ring(ACCOUNT, SUBDOMAIN, 50, Infinity);
     assert.equal(store.journalAll(pending(ring, 1, 1_000)), false, 'a small turn is journaled');
-    const journaled = statSync(journalPath).size;
-    assert.ok(journaled > 1_000);
+    assert.equal(journaled(dir), 1);
     assert.equal(store.journalAll(pending(ring, 1, JOURNAL_MAX_CAPTURE_BYTES)), true, 'a large one is to be committed now');
-    assert.equal(statSync(journalPath).size, journaled, 'and is not in the journal');
+    assert.equal(journaled(dir), 1, 'and is not in the journal');
     assert.equal(store.queuedCaptures, 2, 'both wait in the queue for that commit');
     assert.equal(store.commitQueued(), 2);
     assert.deepEqual(listedPaths(store), ['/q/1', '/q/0']);
     // Small captures stay journaled, however many bytes they make together.
     assert.equal(store.journalAll(pending(ring, 2, JOURNAL_MAX_CAPTURE_BYTES / 2)), false);
-    assert.ok(statSync(journalPath).size > journaled + JOURNAL_MAX_CAPTURE_BYTES, 'in the journal');
+    assert.equal(journaled(dir), 2, 'in the journal');
     store.commitQueued();
   } finally {
     await store.close();
