@@ -5,7 +5,9 @@
  * with a fixed number of requests, and the CPU time of the build's edge and client is read from
  * /proc/<pid>/stat before and after, so the figure is CPU µs per request, which a machine shared with
  * other work moves far less than req/s. Optionally a one-connection probe (undici, sequential) per
- * build and round. Medians over the rounds at the end.
+ * build and round. Medians over the rounds at the end, then each build paired with the first round by
+ * round: on a machine whose speed drifts between rounds (a shared VM), a change that goes the same way
+ * in every round says more than two medians do.
  *
  * `--fresh` starts every build's edge and client anew (fresh data directory, warm-up) before each of its
  * runs, so a comparison does not rest on two processes' histories. Processes change with age: before
@@ -59,6 +61,10 @@ Usage: node dist/bench/ab.js --dir LABEL=DIR --dir LABEL=DIR [options]
   --gc                V8's garbage collections during the measured runs, per build and process
                       (--trace-gc-nvp): scavenges, their pauses and what survived them, mark-compacts.
                       Counts and bytes do not depend on how fast the machine is today; CPU times do
+
+Prints each run, the medians of each build, and each build paired with the first, round by round: the
+median change of its runs against the first build's runs of the same rounds, their range, and in how
+many rounds the change went that way.
 `;
 
 interface Build {
@@ -98,6 +104,41 @@ let edgeLogDir: string | null = null;
 /** --gc: the processes run with --trace-gc-nvp and their output is kept in files. */
 let traceGc = false;
 const ticksPerSecond = clockTicks();
+
+/**
+ * Each build against the first, round by round: a run beside the first build's run of the same round,
+ * minutes apart at most, so a machine that drifts between rounds moves both. The median change, its
+ * range, and in how many rounds it went the way the median did (a sign test: 8 of 8 happens by chance
+ * once in 128 when there is no difference, 7 of 8 about once in 14).
+ */
+function pairedTable(labels: string[], results: RoundResult[], rounds: number): string {
+  if (labels.length < 2) return '';
+  const base = labels[0]!;
+  const figures: [string, (r: RoundResult) => number][] = [
+    ['edge', (r) => r.edgeUs],
+    ['client', (r) => r.clientUs],
+    ['sum', (r) => r.edgeUs + r.clientUs],
+    ['req/s', (r) => r.reqPerSec],
+  ];
+  let out = `\npaired with ${base}, round by round (change of each run against ${base}'s run of the same round):\n`;
+  for (const label of labels.slice(1)) {
+    const pairs: [RoundResult, RoundResult][] = [];
+    for (let round = 0; round < rounds; round++) {
+      const mine = results.filter((r) => r.label === label)[round];
+      const theirs = results.filter((r) => r.label === base)[round];
+      if (mine !== undefined && theirs !== undefined) pairs.push([mine, theirs]);
+    }
+    const cells = figures.map(([name, value]) => {
+      const changes = pairs.map(([mine, theirs]) => (value(mine) / value(theirs) - 1) * 100);
+      const middle = median(changes);
+      const sameWay = changes.filter((change) => Math.sign(change) === Math.sign(middle) && change !== 0).length;
+      const percent = (n: number): string => `${n >= 0 ? '+' : ''}${n.toFixed(1)}%`;
+      return `${name} ${percent(middle)} (${percent(Math.min(...changes))}..${percent(Math.max(...changes))}, ${sameWay} of ${changes.length} that way)`;
+    });
+    out += `${label.padEnd(10)} ${cells.join('  ')}\n`;
+  }
+  return out;
+}
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -404,6 +445,7 @@ async function main(): Promise<void> {
         `${build.label.padEnd(10)} ${median(mine.map((r) => r.reqPerSec)).toFixed(0).padStart(6)} req/s  edge ${median(mine.map((r) => r.edgeUs)).toFixed(1).padStart(6)} (sys ${median(mine.map((r) => r.edgeSysUs)).toFixed(1).padStart(5)})  client ${median(mine.map((r) => r.clientUs)).toFixed(1).padStart(6)} (sys ${median(mine.map((r) => r.clientSysUs)).toFixed(1).padStart(5)})  sum ${median(mine.map((r) => r.edgeUs + r.clientUs)).toFixed(1).padStart(6)} µs/req  bad ${mine.reduce((n, r) => n + r.bad, 0)}  requests ${mine.reduce((n, r) => n + r.requests, warmed.get(build.label) ?? 0)}${probeText}\n`,
       );
     }
+    process.stdout.write(pairedTable(builds.map((build) => build.label), results, rounds));
     if (traceGc) {
       // The processes exit first, so what V8 wrote is in the files.
       await children.stopAll(10_000);
