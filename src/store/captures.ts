@@ -941,7 +941,7 @@ export class CaptureStore {
 
   /**
    * The durable step of a journaled write, before the answers go out: the captures that will be written
-   * (under their account's quota) are encoded once and appended to the journal in one write(). When it
+   * (under their account's quota) are encoded once and written to the journal in one write(). When it
    * returns they survive a kill -9 as committed ones do. They wait in a queue for `commitQueued`, which
    * the edge calls a few milliseconds later (one LMDB commit for many turns), and which every read of
    * this store calls first: a read never misses a capture whose answer went out. Skipped (and counted)
@@ -955,7 +955,9 @@ export class CaptureStore {
    * `commitQueued()` before the answers go out, as without a journal (and before the next turn's
    * `journalAll`, or that turn's records get buffers of their own). Many small captures stay journaled
    * however many bytes they make together: their commit is cheaper shared (a commit of captures of 200
-   * rings writes a page per ring).
+   * rings writes a page per ring). Up to a lap of the journal (JOURNAL_CAPACITY): a turn that does not
+   * fit in what is left of it commits what waits first (a new lap), and one larger than a whole lap
+   * returns true, as a large capture does.
    */
   journalAll(batch: readonly PendingCapture[]): boolean {
     const journal = this.journal;
