@@ -210,8 +210,9 @@ export class CaptureJournal {
     try {
       this.append([]);
     } catch {
-      // The lap before stays readable until the next batch goes over it: a replay would find its captures
-      // committed already and skip them.
+      // The failed write cut the file at offset 0 (`append`). Had even that failed, the lap before would
+      // stay readable until the next batch went over it, and a replay would skip its captures: LMDB
+      // holds them.
     }
   }
 
@@ -220,10 +221,8 @@ export class CaptureJournal {
     ftruncateSync(this.fd, 0);
     this.position = 0;
     this.lap++;
-    if (this.legacy.length > 0 || this.legacyPath !== null) {
-      if (this.legacyPath !== null) rmSync(this.legacyPath, { force: true });
-      this.legacy = [];
-    }
+    if (this.legacyPath !== null) rmSync(this.legacyPath, { force: true });
+    this.legacy = [];
   }
 
   close(): void {
