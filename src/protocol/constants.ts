@@ -177,7 +177,7 @@ export interface Settings {
 
 export const DEFAULT_SETTINGS: Readonly<Settings> = Object.freeze({
   maxFrameBody: 64 * 1024,
-  streamWindow: 256 * 1024,
+  streamWindow: 1024 * 1024,
   connectionWindow: 16 * 1024 * 1024,
   maxStreams: 1024,
   maxMessage: 64 * 1024 + 64 * 1024,

@@ -100,7 +100,9 @@ for (const [label, window] of [
           for (const frame of frames) assert.ok(frame.bytes <= Math.min(FRAME, window), `a frame of ${frame.bytes} bytes within the frame limit and the window`);
           assert.equal(frames.at(-1)!.end, true);
           assert.equal(frames.filter((frame) => frame.end).length, 1);
-          if (window === DEFAULT_SETTINGS.streamWindow && size <= window) assert.deepEqual(frames, framesOfWhole(size), `the frames of ${size} bytes`);
+          // A body of a frame or two comes in one or two reads and leaves in whole frames; a longer one
+          // leaves in what each turn read.
+          if (window === DEFAULT_SETTINGS.streamWindow && size <= 2 * FRAME) assert.deepEqual(frames, framesOfWhole(size), `the frames of ${size} bytes`);
         }
       }
     });

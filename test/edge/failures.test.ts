@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
+import { DEFAULT_SETTINGS } from '../../src/protocol/constants.js';
 import { call, createAccount, freePort, startClient, startEdge, startLocal, waitFor, type TestAccount, type TestEdge } from '../helpers.js';
 
 function sessionOf(target: TestEdge, subdomain: string) {
@@ -119,7 +120,7 @@ describe('edge errors on the public side', () => {
 describe('bounded memory with slow peers', () => {
   let target: TestEdge;
   let account: TestAccount;
-  const window = 256 * 1024;
+  const window = DEFAULT_SETTINGS.streamWindow;
 
   before(async () => {
     target = await startEdge();

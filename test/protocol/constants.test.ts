@@ -125,7 +125,7 @@ test('default settings announced in READY', () => {
     { ...DEFAULT_SETTINGS },
     {
       maxFrameBody: 65_536,
-      streamWindow: 262_144,
+      streamWindow: 1_048_576,
       connectionWindow: 16_777_216,
       maxStreams: 1024,
       maxMessage: 131_072,

@@ -118,11 +118,11 @@ describe('ReceiveWindow', () => {
     }
   });
 
-  test('the default windows batch at 64 KiB and 4 MiB', () => {
+  test('the default windows batch at 256 KiB and 4 MiB', () => {
     const stream = new ReceiveWindow(DEFAULT_SETTINGS.streamWindow);
     assert.ok(stream.receive(DEFAULT_SETTINGS.streamWindow));
-    assert.equal(stream.consume(65_535), 0);
-    assert.equal(stream.consume(1), 65_536);
+    assert.equal(stream.consume(262_143), 0);
+    assert.equal(stream.consume(1), 262_144);
     const connection = new ReceiveWindow(DEFAULT_SETTINGS.connectionWindow);
     assert.ok(connection.receive(4 * 1024 * 1024));
     assert.equal(connection.consume(4 * 1024 * 1024 - 1), 0);
