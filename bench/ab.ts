@@ -7,7 +7,9 @@
  * other work moves far less than req/s. Optionally a one-connection probe (undici, sequential) per
  * build and round. Medians over the rounds at the end, then each build paired with the first round by
  * round: on a machine whose speed drifts between rounds (a shared VM), a change that goes the same way
- * in every round says more than two medians do.
+ * in every round says more than two medians do. Pairing does not remove an instance that is slow for
+ * all of its life (seen in this VM: one long-lived edge 18-21% slower than its twin, every round): for a
+ * step of a few percent, use `--fresh` and run both orders.
  *
  * `--fresh` starts every build's edge and client anew (fresh data directory, warm-up) before each of its
  * runs, so a comparison does not rest on two processes' histories. Processes change with age: before
@@ -64,7 +66,8 @@ Usage: node dist/bench/ab.js --dir LABEL=DIR --dir LABEL=DIR [options]
 
 Prints each run, the medians of each build, and each build paired with the first, round by round: the
 median change of its runs against the first build's runs of the same rounds, their range, and in how
-many rounds the change went that way.
+many rounds the change went that way. Pairing takes out drift between rounds, not a process that is
+slow all its life: for a small step, add --fresh and run both orders.
 `;
 
 interface Build {
