@@ -18,7 +18,7 @@ import { request } from 'undici';
 import { encode, type BoundFrame, type Frame, type OpenFrame } from '../../src/protocol/codec.js';
 import { FrameType, NoticeCode, type Settings } from '../../src/protocol/constants.js';
 import { createAccount, waitFor, type TestEdge } from '../helpers.js';
-import { openRawTunnel, type RawTunnel } from '../edge/raw-tunnel.js';
+import { ConnectRefused, openRawTunnel, type RawTunnel } from '../edge/raw-tunnel.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { startClusterEdge } from './cluster-helpers.js';
 
@@ -30,10 +30,10 @@ const TIMINGS = { leaseTtlMs: 10_000, renewEveryMs: 1_000, marginMs: 1_000, hear
  * `promise`, or a failure naming `what` after `ms`: a step that never finishes fails as itself, with the
  * frames the tunnel holds, instead of the whole test timing out without a word (it did once in CI).
  */
-async function within<T>(ms: number, what: string, promise: Promise<T>, tunnel?: RawTunnel): Promise<T> {
+async function within<T>(ms: number, what: string | (() => string), promise: Promise<T>, tunnel?: RawTunnel): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: nothing after ${ms} ms${tunnel === undefined ? '' : `; frames waiting: ${JSON.stringify(tunnel.frames.map((frame) => frame.slice(0, 5)))}`}`)), ms);
+    timer = setTimeout(() => reject(new Error(`${typeof what === 'string' ? what : what()}: nothing after ${ms} ms${tunnel === undefined ? '' : `; frames waiting: ${JSON.stringify(tunnel.frames.map((frame) => frame.slice(0, 5)))}`}`)), ms);
   });
   try {
     return await Promise.race([promise, late]);
@@ -62,6 +62,21 @@ async function served(edge: TestEdge, name: string, tunnel: RawTunnel, text: str
   tunnel.send(encode([FrameType.RESPONSE, open[1], 200, 'OK', ['content-length', String(text.length)], Buffer.from(text), true]));
   await within(15_000, `${name} through ${edge.base}: the answer`, sent);
   return { open, body: answer.body };
+}
+
+/**
+ * A connect to `edge`, tried again while it answers 503 (its accounts' connection to Redis may come
+ * back after the cluster's own: each reconnects on its own), as a client does after Retry-After.
+ */
+async function connectWhenAnswered(edge: TestEdge, token: string, query: string): ReturnType<typeof openRawTunnel> {
+  for (;;) {
+    try {
+      return await openRawTunnel(edge, token, query);
+    } catch (error) {
+      if (!(error instanceof ConnectRefused) || error.status !== 503) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
 }
 
 function notices(tunnel: RawTunnel, code: number): number {
@@ -116,7 +131,10 @@ test('a connection of several tunnels in a cluster: no attachment in READY, tunn
     // The same client's next connection (its old one not yet seen closed by the edge) binds again.
     await waitFor(() => a.edge.cluster!.fenceOf('bc-one') !== undefined, 10_000, 'a holds bc-one again after the outage');
     const oldFence = a.edge.cluster!.fenceOf('bc-one');
-    const again = await within(15_000, 'the second connection\'s READY', openRawTunnel(a, account.token, `instance=${INSTANCE}`));
+    // Should it hang again (it did once in CI, under load), the failure says where the accounts' Redis
+    // connection stood.
+    const accountsRedis = (a.edge.accounts as unknown as { redis?: { status: string } }).redis;
+    const again = await within(15_000, () => `the second connection's READY (the accounts' Redis connection: ${accountsRedis?.status})`, connectWhenAnswered(a, account.token, `instance=${INSTANCE}`));
     const rebound = await bind(again.tunnel, 1, 'bc-one');
     assert.equal(rebound[3], '', `rebind: ${rebound[4]}`);
     assert.notEqual(a.edge.cluster!.fenceOf('bc-one'), oldFence);

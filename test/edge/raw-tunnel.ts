@@ -76,7 +76,22 @@ export function tunnelHeaders(target: TestEdge, token: string): Record<string, s
   return { host: `localhost:${target.port}`, authorization: `Bearer ${token}`, [PROTOCOL_HEADER]: String(PROTOCOL_VERSION) };
 }
 
-/** Opens a tunnel by hand; resolves once READY arrived. */
+/** The edge refused a connect: its HTTP status and body. */
+export class ConnectRefused extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+  ) {
+    super(`the edge refused the connect: ${status} ${body}`);
+    this.name = 'ConnectRefused';
+  }
+}
+
+/**
+ * Opens a tunnel by hand; resolves once READY arrived. Rejects with ConnectRefused when the edge answers
+ * the connect with an HTTP error, and with the close when the connection ends before READY (it used to
+ * wait for a READY that could not come).
+ */
 export async function openRawTunnel(
   target: TestEdge,
   token: string,
@@ -87,7 +102,22 @@ export async function openRawTunnel(
   ws.once('upgrade', (response) => {
     upgradeHeaders = response.headers;
   });
+  const refused = new Promise<never>((_, reject) => {
+    ws.once('unexpected-response', (_request, response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (body += chunk));
+      response.on('end', () => {
+        reject(new ConnectRefused(response.statusCode ?? 0, body));
+        ws.terminate();
+      });
+    });
+  });
   const tunnel = new RawTunnel(ws);
-  const ready = await tunnel.next<ReadyFrame>(FrameType.READY);
+  const ended = tunnel.closed.then(({ code, reason }) => Promise.reject(new Error(`the connection closed before READY: ${code} ${reason}`)));
+  // Whichever loses the race settles later (the close of a tunnel the test ends): not an unhandled rejection.
+  refused.catch(() => undefined);
+  ended.catch(() => undefined);
+  const ready = await Promise.race([tunnel.next<ReadyFrame>(FrameType.READY), refused, ended]);
   return { tunnel, ready, upgradeHeaders };
 }
