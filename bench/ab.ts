@@ -125,14 +125,12 @@ function pairedTable(labels: string[], results: RoundResult[], rounds: number): 
   ];
   let out = `\npaired with ${base}, round by round (change of each run against ${base}'s run of the same round):\n`;
   for (const label of labels.slice(1)) {
+    const mine = results.filter((r) => r.label === label);
+    const theirs = results.filter((r) => r.label === base);
     const pairs: [RoundResult, RoundResult][] = [];
-    for (let round = 0; round < rounds; round++) {
-      const mine = results.filter((r) => r.label === label)[round];
-      const theirs = results.filter((r) => r.label === base)[round];
-      if (mine !== undefined && theirs !== undefined) pairs.push([mine, theirs]);
-    }
+    for (let round = 0; round < Math.min(rounds, mine.length, theirs.length); round++) pairs.push([mine[round]!, theirs[round]!]);
     const cells = figures.map(([name, value]) => {
-      const changes = pairs.map(([mine, theirs]) => (value(mine) / value(theirs) - 1) * 100);
+      const changes = pairs.map(([run, baseRun]) => (value(run) / value(baseRun) - 1) * 100);
       const middle = median(changes);
       const sameWay = changes.filter((change) => Math.sign(change) === Math.sign(middle) && change !== 0).length;
       const percent = (n: number): string => `${n >= 0 ? '+' : ''}${n.toFixed(1)}%`;

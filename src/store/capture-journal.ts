@@ -155,9 +155,9 @@ export class CaptureJournal {
   /**
    * Writes the records as one batch at the end of the current lap, in one writev() (the capture bytes are
    * not copied again); throws what the file system says (a full disk), or when the batch does not fit.
+   * `size` is `batchSize(records)`, for a caller that has it already.
    */
-  append(records: readonly JournalRecord[]): void {
-    const size = batchSize(records);
+  append(records: readonly JournalRecord[], size = batchSize(records)): void {
     if (!this.fits(size)) throw new Error(`capture journal: a batch of ${size} bytes does not fit after ${this.position} of ${this.capacity}`);
     const headers = Buffer.allocUnsafe(RECORD_HEADER * records.length);
     const parts: Buffer[] = [this.header];

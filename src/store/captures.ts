@@ -1008,7 +1008,7 @@ export class CaptureStore {
       if (!journal.fits(size)) commitFirst = true;
       else {
         try {
-          journal.append(records);
+          journal.append(records, size);
         } catch (error) {
           if (!isFileWriteFailure(error)) throw error;
           this.failures.report('captures', error);
