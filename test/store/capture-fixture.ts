@@ -15,3 +15,16 @@ export function postCapture(ring: RingHandle, seq: number, id: string, bodySize:
     requestHeaders: null, requestBody: Buffer.alloc(bodySize, 0x62), response: null, responseHeaders: [], responseBody: null,
   };
 }
+
+/** Records as the capture journal wrote them before batches and laps: [u32 LE length][u32 LE ring][f64 LE seq][bytes] each. */
+export function legacyJournal(records: readonly { ringId: number; seq: number; bytes: Buffer }[]): Buffer {
+  return Buffer.concat(
+    records.map((record) => {
+      const header = Buffer.alloc(16);
+      header.writeUInt32LE(12 + record.bytes.byteLength, 0);
+      header.writeUInt32LE(record.ringId, 4);
+      header.writeDoubleLE(record.seq, 8);
+      return Buffer.concat([header, record.bytes]);
+    }),
+  );
+}

@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { batchSize, CaptureJournal, readJournal, readLegacyJournal, type JournalRecord } from '../../src/store/capture-journal.js';
 import { tempDirs } from '../helpers.js';
+import { legacyJournal } from './capture-fixture.js';
 
 const freshDir = tempDirs('burrow-capture-journal-');
 
@@ -153,15 +154,7 @@ test('capture journal: the records of a journal from before the laps are read fi
   const dir = freshDir();
   const legacyPath = join(dir, 'journal');
   const legacy = [record(4, 1, 20), record(4, 2, 30)];
-  const bytes = Buffer.concat(
-    legacy.map((r) => {
-      const header = Buffer.alloc(16);
-      header.writeUInt32LE(12 + r.bytes.byteLength, 0);
-      header.writeUInt32LE(r.ringId, 4);
-      header.writeDoubleLE(r.seq, 8);
-      return Buffer.concat([header, r.bytes]);
-    }),
-  );
+  const bytes = legacyJournal(legacy);
   writeFileSync(legacyPath, Buffer.concat([bytes, bytes.subarray(0, 20)]));
   assert.deepEqual(summary(readLegacyJournal(readFileSync(legacyPath))), summary(legacy), 'a record cut short ends it');
   const journal = new CaptureJournal(join(dir, 'journal-v2'), legacyPath);

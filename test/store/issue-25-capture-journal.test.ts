@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import { readJournal } from '../../src/store/capture-journal.js';
 import { CaptureStore, encodeStoredCapture, expandCapture, JOURNAL_FILE, JOURNAL_MAX_CAPTURE_BYTES, type CaptureToStore, type PendingCapture, type RingHandle } from '../../src/store/captures.js';
 import { tempDirs } from '../helpers.js';
-import { postCapture } from './capture-fixture.js';
+import { legacyJournal, postCapture } from './capture-fixture.js';
 import { loopFs } from '../loop-fs.js';
 
 const freshDir = tempDirs('burrow-issue-25-journal-');
@@ -33,15 +33,6 @@ function pending(ring: RingHandle, count: number, bodySize: number): PendingCapt
 
 function listedPaths(store: CaptureStore): string[] {
   return (store.list(ACCOUNT, SUBDOMAIN, { limit: 100, retentionMs: 3_600_000 }) ?? []).map((entry) => entry.path);
-}
-
-/** `record` as the journal wrote it before batches and laps: [u32 LE length][u32 LE ring][f64 LE seq][bytes]. */
-function legacyRecord(record: { ringId: number; seq: number; bytes: Buffer }): Buffer {
-  const header = Buffer.alloc(16);
-  header.writeUInt32LE(12 + record.bytes.byteLength, 0);
-  header.writeUInt32LE(record.ringId, 4);
-  header.writeDoubleLE(record.seq, 8);
-  return Buffer.concat([header, record.bytes]);
 }
 
 /** How many captures the journal in `dir` holds: what a start would replay. */
@@ -108,7 +99,7 @@ test('issue 25: a journal from before the laps is replayed, skipping what LMDB a
   // The three records in the layout of before (appended, no batches), the first once more (its slot
   // holds it by then), and one cut short, as a write the kill interrupted would leave it; the journal of
   // now holds nothing.
-  const legacy = Buffer.concat([...records, records[0]!].map(legacyRecord));
+  const legacy = legacyJournal([...records, records[0]!]);
   writeFileSync(join(dir, 'journal'), Buffer.concat([legacy, legacy.subarray(0, 40)]));
   writeFileSync(join(dir, JOURNAL_FILE), '');
   const store = CaptureStore.open(dir);
