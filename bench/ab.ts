@@ -32,7 +32,7 @@ import { runLoad, badCount } from './e2e/load.js';
 import { payload, scenarioPath, type Method, type Scenario, type Shape } from './e2e/payloads.js';
 import { Children, type Child } from './e2e/processes.js';
 import { countSyscalls, ticksOf } from './e2e/proc-counters.js';
-import { clockTicks } from './e2e/sampler.js';
+import { clockTicks, readSystem } from './e2e/sampler.js';
 
 const TARGET_SCRIPT = fileURLToPath(new URL('./e2e/target.js', import.meta.url));
 
@@ -67,7 +67,9 @@ Usage: node dist/bench/ab.js --dir LABEL=DIR --dir LABEL=DIR [options]
 Prints each run, the medians of each build, and each build paired with the first, round by round: the
 median change of its runs against the first build's runs of the same rounds, their range, and in how
 many rounds the change went that way. Pairing takes out drift between rounds, not a process that is
-slow all its life: for a small step, add --fresh and run both orders.
+slow all its life: for a small step, add --fresh and run both orders. "idle" is the share of the
+machine's time (all cores) that nothing used during the run, neither a process, interrupts nor steal:
+work that waits on a wake-up or a timer rather than on a core shows there.
 `;
 
 interface Build {
@@ -90,6 +92,8 @@ interface RoundResult {
   edgeSysUs: number;
   clientSysUs: number;
   bad: number;
+  /** The machine's idle share over the run, percent of all its cores (/proc/stat: not busy, not stolen). */
+  idlePct: number;
   requests: number;
   probeP50: number | null;
   probeP99: number | null;
@@ -229,12 +233,14 @@ async function run(build: Build, scenario: Scenario, connections: number, durati
   if (stopCounting !== null) await new Promise((done) => setTimeout(done, 300));
   const edgeBefore = ticksOf(build.edge.pid);
   const clientBefore = ticksOf(build.client.pid);
+  const systemBefore = readSystem();
   const startedAt = Date.now();
   const started = performance.now();
   const load = await runLoad({ origin: `http://127.0.0.1:${build.edgePort}`, host: build.host }, scenario, connections, durationS, requests);
   const seconds = (performance.now() - started) / 1000;
   const edgeAfter = ticksOf(build.edge.pid);
   const clientAfter = ticksOf(build.client.pid);
+  const systemAfter = readSystem();
   const counted = stopCounting === null ? null : await stopCounting();
   if (counted !== null) for (const [name, count] of counted) counted.set(name, count / Math.max(1, load.requests));
   const perRequest = (ticks: number): number => (ticks * 1e6) / ticksPerSecond / Math.max(1, load.requests);
@@ -246,6 +252,7 @@ async function run(build: Build, scenario: Scenario, connections: number, durati
     edgeSysUs: perRequest(edgeAfter.system - edgeBefore.system),
     clientSysUs: perRequest(clientAfter.system - clientBefore.system),
     bad: badCount(load),
+    idlePct: idleShare(systemBefore, systemAfter),
     requests: load.requests,
     probeP50: null,
     probeP99: null,
@@ -254,6 +261,13 @@ async function run(build: Build, scenario: Scenario, connections: number, durati
     endedAt: Date.now(),
     logs: build.logs,
   };
+}
+
+/** What share of the machine's time (all cores) was idle between two readings: neither busy nor stolen. */
+function idleShare(before: ReturnType<typeof readSystem>, after: ReturnType<typeof readSystem>): number {
+  if (before === null || after === null || after.total === before.total) return Number.NaN;
+  const used = after.tasks + after.interrupts + after.steal - (before.tasks + before.interrupts + before.steal);
+  return 100 * (1 - used / (after.total - before.total));
 }
 
 /** One line of --trace-gc-nvp: when (ms since the isolate started), the kind, the pause, the bytes that survived a scavenge. */
@@ -434,7 +448,7 @@ async function main(): Promise<void> {
         results.push(result);
         if (result.syscalls !== null) process.stdout.write(`  ${build.label} syscalls/req: ${[...result.syscalls].filter(([, n]) => n >= 0.01).map(([name, n]) => `${name} ${n.toFixed(2)}`).join(', ')}\n`);
         const probeText = result.probeP50 === null ? '' : `  probe p50 ${result.probeP50.toFixed(0)} p99 ${result.probeP99!.toFixed(0)} µs`;
-        process.stdout.write(`round ${round + 1} ${build.label.padEnd(10)} ${result.reqPerSec.toFixed(0).padStart(6)} req/s  edge ${result.edgeUs.toFixed(1).padStart(6)} (sys ${result.edgeSysUs.toFixed(1).padStart(5)})  client ${result.clientUs.toFixed(1).padStart(6)} (sys ${result.clientSysUs.toFixed(1).padStart(5)})  sum ${(result.edgeUs + result.clientUs).toFixed(1).padStart(6)} µs/req${result.bad > 0 ? `  BAD ${result.bad}` : ''}${probeText}\n`);
+        process.stdout.write(`round ${round + 1} ${build.label.padEnd(10)} ${result.reqPerSec.toFixed(0).padStart(6)} req/s  edge ${result.edgeUs.toFixed(1).padStart(6)} (sys ${result.edgeSysUs.toFixed(1).padStart(5)})  client ${result.clientUs.toFixed(1).padStart(6)} (sys ${result.clientSysUs.toFixed(1).padStart(5)})  sum ${(result.edgeUs + result.clientUs).toFixed(1).padStart(6)} µs/req  idle ${result.idlePct.toFixed(0).padStart(2)}%${result.bad > 0 ? `  BAD ${result.bad}` : ''}${probeText}\n`);
       }
     }
     process.stdout.write('\nmedians:\n');
@@ -443,7 +457,7 @@ async function main(): Promise<void> {
       const probes = mine.filter((r) => r.probeP50 !== null);
       const probeText = probes.length === 0 ? '' : `  probe p50 ${median(probes.map((r) => r.probeP50!)).toFixed(0)} p99 ${median(probes.map((r) => r.probeP99!)).toFixed(0)} µs`;
       process.stdout.write(
-        `${build.label.padEnd(10)} ${median(mine.map((r) => r.reqPerSec)).toFixed(0).padStart(6)} req/s  edge ${median(mine.map((r) => r.edgeUs)).toFixed(1).padStart(6)} (sys ${median(mine.map((r) => r.edgeSysUs)).toFixed(1).padStart(5)})  client ${median(mine.map((r) => r.clientUs)).toFixed(1).padStart(6)} (sys ${median(mine.map((r) => r.clientSysUs)).toFixed(1).padStart(5)})  sum ${median(mine.map((r) => r.edgeUs + r.clientUs)).toFixed(1).padStart(6)} µs/req  bad ${mine.reduce((n, r) => n + r.bad, 0)}  requests ${mine.reduce((n, r) => n + r.requests, warmed.get(build.label) ?? 0)}${probeText}\n`,
+        `${build.label.padEnd(10)} ${median(mine.map((r) => r.reqPerSec)).toFixed(0).padStart(6)} req/s  edge ${median(mine.map((r) => r.edgeUs)).toFixed(1).padStart(6)} (sys ${median(mine.map((r) => r.edgeSysUs)).toFixed(1).padStart(5)})  client ${median(mine.map((r) => r.clientUs)).toFixed(1).padStart(6)} (sys ${median(mine.map((r) => r.clientSysUs)).toFixed(1).padStart(5)})  sum ${median(mine.map((r) => r.edgeUs + r.clientUs)).toFixed(1).padStart(6)} µs/req  idle ${median(mine.map((r) => r.idlePct)).toFixed(0).padStart(2)}%  bad ${mine.reduce((n, r) => n + r.bad, 0)}  requests ${mine.reduce((n, r) => n + r.requests, warmed.get(build.label) ?? 0)}${probeText}\n`,
       );
     }
     process.stdout.write(pairedTable(builds.map((build) => build.label), results, rounds));

@@ -23,7 +23,7 @@ import { Client } from 'undici';
 import { burrowEnv, createBenchAccount, startBurrowEdge, startBurrowHttp } from './e2e/burrow.js';
 import { payload } from './e2e/payloads.js';
 import { Children } from './e2e/processes.js';
-import { contextSwitches } from './e2e/proc-counters.js';
+import { ALL_SYSCALLS, contextSwitches, countSyscalls, perfProblem } from './e2e/proc-counters.js';
 
 const HELP = `
 Usage: node dist/bench/one-connection.js [options]
@@ -35,6 +35,9 @@ Usage: node dist/bench/one-connection.js [options]
   --edge-arg=ARG    an extra "burrow edge" argument (repeat), e.g. --edge-arg=--no-capture
   --client-arg=ARG  an extra "burrow http" argument (repeat), e.g. --client-arg=--no-inspect
   --node-arg=ARG    an extra node flag for the edge and the client (repeat)
+  --syscalls        after the blocks, one more block per path under \`perf stat\` (syscall tracepoints):
+                    each process's syscalls a request, by name (counted apart, so tracing does not
+                    inflate the CPU figures)
 `;
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -89,6 +92,7 @@ async function main(): Promise<void> {
       'edge-arg': { type: 'string', multiple: true },
       'client-arg': { type: 'string', multiple: true },
       'node-arg': { type: 'string', multiple: true },
+      syscalls: { type: 'boolean' },
       help: { type: 'boolean' },
     },
   });
@@ -198,6 +202,25 @@ async function main(): Promise<void> {
         })),
       };
       process.stdout.write(row(each.name, summary, each.processes));
+    }
+    if (values.syscalls === true) {
+      const problem = perfProblem();
+      if (problem !== null) process.stdout.write(`\nsyscalls: not counted: ${problem}\n`);
+      else {
+        process.stdout.write(`\nsyscalls a request (one more block of ${requests} per path, perf stat; named when 0.05 or more):\n`);
+        for (const each of paths) {
+          const stops = each.processes.map(({ pid }) => countSyscalls(pid));
+          // perf attaches after it starts: give it a moment, so the block's first requests are counted.
+          await new Promise((resolve) => setTimeout(resolve, 500));
+          await block(each, requests);
+          for (const [i, proc] of each.processes.entries()) {
+            const counts = await stops[i]!();
+            const named = [...counts].filter(([name, count]) => name !== ALL_SYSCALLS && count / requests >= 0.05).sort((a, b) => b[1] - a[1]);
+            const all = (counts.get(ALL_SYSCALLS) ?? 0) / requests;
+            process.stdout.write(`${each.name.padEnd(10)}  ${proc.name.padEnd(7)}  ${all.toFixed(2)}: ${named.map(([name, count]) => `${name} ${(count / requests).toFixed(2)}`).join(', ')}\n`);
+          }
+        }
+      }
     }
   } finally {
     for (const each of clients) await each.close().catch(() => undefined);
