@@ -22,7 +22,8 @@
  *    to direct, the tunnel, the baseline and ssh -R, latency charged from each request's scheduled time
  *    (bench/e2e/open-loop.ts says why autocannon's `overallRate` cannot do this).
  * 7. HTTPS (issue 25): a second edge with --tls-cert (HTTPS public side, wss to its client), 1 KiB POST
- *    and GET @100 beside direct over plain HTTP, the plain tunnel and ssh -R in the same group.
+ *    and GET @100 beside direct over plain HTTP, the plain tunnel, nginx → nginx with TLS on both hops
+ *    (the floor of an encrypted proxy pair) and ssh -R in the same group.
  * Writes bench/out/e2e-<timestamp>.json and prints the tables and issues 13's and 25's acceptance lines;
  * `npm run bench:results` turns the file into bench/RESULTS.md.
  */
@@ -83,7 +84,8 @@ One run measures, every figure beside direct in the same run (about 17 minutes; 
      charged from each request's scheduled time (corrected for coordinated omission); 2 x --duration s
      per path after min(2, --duration / 2) s of warm-up, at most 3 rounds (--repeat);
   7. HTTPS: a second edge with a throwaway certificate (HTTPS public side, wss to its client, capture and
-     inspector on), 1 KiB POST and GET @100, beside direct over plain HTTP and ssh -R in the same group.
+     inspector on), 1 KiB POST and GET @100, beside direct over plain HTTP, nginx -> nginx with TLS on
+     both hops and ssh -R in the same group.
 Writes bench/out/e2e-<timestamp>.json and prints issues 13's and 25's acceptance lines;
 "npm run bench:results" turns it into bench/RESULTS.md.
 
@@ -1367,9 +1369,34 @@ async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
     log(`\nhttps: ${forwarding[1]} (edge pid ${edge.pid}, client pid ${client.pid}); ${issue25Rounds(options)} round(s), beside direct over plain HTTP${record.sshSkipped === null ? ' and ssh -R' : ''}`);
     if (record.sshSkipped !== null) log(`  ssh -R skipped: ${record.sshSkipped}`);
     const plain = headlineTunnel(setup);
+    // The C floor with both hops encrypted, as the TLS tunnel's are: what a TLS proxy pair can do here.
+    const floors: PathConfig[] = [];
+    if (options.floors && setup.floorsMissing === null) {
+      const nginx = await startNginxTwoHop(children, join(setup.temp, 'nginx-tls'), setup.targetPort, { cert: cert.cert, key: cert.key, ca: ca.cert }, 'nginx-tls');
+      started.push(...nginx.masters);
+      sampler.track('nginx-tls-front', nginx.workers.front);
+      sampler.track('nginx-tls-back', nginx.workers.back);
+      const floor: PathConfig = {
+        id: 'nginx2-tls',
+        kind: 'floor',
+        label: 'nginx → nginx, TLS on both hops',
+        processes: ['nginx-tls-front', 'nginx-tls-back'],
+        target: { origin: `https://127.0.0.1:${nginx.port}`, host: null },
+        roles: { 'nginx-tls-front': 'nginx-tls-front', 'nginx-tls-back': 'nginx-tls-back' },
+        clientName: null,
+      };
+      setup.paths.push(floor);
+      floors.push(floor);
+      log(`  nginx → nginx over TLS: port ${nginx.port} (workers ${nginx.workers.front}, ${nginx.workers.back})`);
+    }
     log('  autocannon to the TLS edge from 4 loopback addresses (127.0.0.2-5) × 25 connections: the edge admits 8 TLS handshakes at once per client address and 32 waiting (docs/security.md)');
-    const paths = [tls, plain, ...setup.paths.filter((p) => p.id === 'ssh')];
+    const paths = [tls, plain, ...floors, ...setup.paths.filter((p) => p.id === 'ssh')];
     for (const method of ['POST', 'GET'] as Method[]) {
+      for (const floor of floors) {
+        const warm = await runLoad(floor.target, { method, size: SMALL, shape: 'length' }, 100, Math.max(options.warmupS, 0.5));
+        warmups.push({ path: floor.id, method, connections: 100, load: warm });
+        if (badCount(warm) > 0) log(`  warm-up ${floor.id} ${method}: errors ${warm.errors} timeouts ${warm.timeouts} non2xx ${warm.non2xx} mismatches ${warm.mismatches}`);
+      }
       const load = await runLoad(tls.target, { method, size: SMALL, shape: 'length' }, 100, Math.max(options.warmupS, 0.5));
       warmups.push({ path: tls.id, method, connections: 100, load });
       if (badCount(load) > 0) log(`  warm-up ${tls.id} ${method}: errors ${load.errors} timeouts ${load.timeouts} non2xx ${load.non2xx} mismatches ${load.mismatches}`);

@@ -469,7 +469,7 @@ function render(results, file, checks, rows25, history) {
     out.push(
       'A second edge (capture on) with `--tls-cert/--tls-key`, a throwaway certificate for localhost and *.localhost signed by a throwaway CA (openssl, as the tests make theirs), and its own `burrow http` client (inspector on) connecting with `--edge https://localhost:PORT --ca` (wss to the agent port). ' +
         'autocannon over https, one TLS session per connection kept for the run, from 4 loopback addresses × 25 connections (the edge admits 8 TLS handshakes at once per client address and 32 waiting, docs/security.md; latency percentiles of the 4 instances merged as an estimate). ' +
-        'Each group: direct over **plain HTTP**, the TLS tunnel, the plain tunnel and ssh -R (which always encrypts); "of direct" against that direct.' +
+        'Each group: direct over **plain HTTP**, the TLS tunnel, the plain tunnel, nginx → nginx with TLS on both hops when the run has it (the front terminates HTTPS and speaks TLS to the back over kept-alive upstream connections with session reuse, the back speaks plain HTTP to the target: an encrypted C proxy pair, the floor for this target) and ssh -R (which always encrypts, between sshd and ssh only); "of direct" against that direct.' +
         (results.https?.error ? ` **The phase failed:** ${results.https.error}.` : ''),
     );
     out.push('');
