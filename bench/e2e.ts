@@ -40,7 +40,7 @@ import { burrowEnv, createBenchAccount, startBurrowEdge, startBurrowHttp } from 
 import { badCount, runLoad, stopCurrentLoad, type LoadResult, type Target } from './e2e/load.js';
 import { runOpenLoop, stopOpenLoop } from './e2e/open-loop.js';
 import { machineInfo, sourceInfo } from './e2e/machine.js';
-import { ensureNginx, startNginxTwoHop } from './e2e/nginx.js';
+import { ensureNginx, startNginxTwoHop, type NginxTwoHop } from './e2e/nginx.js';
 import { ensureSsh, SSH_CIPHER, startSshReverse } from './e2e/ssh.js';
 import { measureTcpPath, peakMiB, TcpLocal, tcpPathLines, type TcpRecord } from './e2e/tcp.js';
 import { KIB, MIB, SHAPES, SMALL, scenarioLabel, type Method, type Scenario } from './e2e/payloads.js';
@@ -414,19 +414,7 @@ async function setUp(options: Options, temp: string): Promise<Setup> {
   if (options.floors) {
     floorsMissing = ensureNginx(ROOT);
     if (floorsMissing === null) {
-      const nginx = await startNginxTwoHop(children, join(temp, 'nginx'), targetPort);
-      sampler.track('nginx-front', nginx.workers.front);
-      sampler.track('nginx-back', nginx.workers.back);
-      paths.push({
-        id: 'nginx2',
-        kind: 'floor',
-        label: 'nginx → nginx (two hops)',
-        processes: ['nginx-front', 'nginx-back'],
-        target: { origin: `http://127.0.0.1:${nginx.port}`, host: null },
-        roles: { 'nginx-front': 'nginx-front', 'nginx-back': 'nginx-back' },
-        clientName: null,
-      });
-      log(`nginx → nginx: port ${nginx.port} (workers ${nginx.workers.front}, ${nginx.workers.back})`);
+      paths.push(nginxFloor(await startNginxTwoHop(children, join(temp, 'nginx'), targetPort), 'nginx2', 'nginx → nginx (two hops)'));
     } else log(`nginx floor skipped: ${floorsMissing}`);
     sshMissing = ensureSsh(ROOT);
     if (sshMissing === null) {
@@ -1318,6 +1306,23 @@ async function runOpenLoopPhase(setup: Setup, options: Options): Promise<OpenLoo
   return record;
 }
 
+/** A started nginx pair as a floor path: its workers sampled under the pair's names, its port logged. */
+function nginxFloor(nginx: NginxTwoHop, id: string, label: string): PathConfig {
+  const { front, back } = nginx.names;
+  sampler.track(front, nginx.workers.front);
+  sampler.track(back, nginx.workers.back);
+  log(`${label}: ${nginx.scheme}://127.0.0.1:${nginx.port} (workers ${nginx.workers.front}, ${nginx.workers.back})`);
+  return {
+    id,
+    kind: 'floor',
+    label,
+    processes: [front, back],
+    target: { origin: `${nginx.scheme}://127.0.0.1:${nginx.port}`, host: null },
+    roles: { [front]: front, [back]: back },
+    clientName: null,
+  };
+}
+
 /**
  * Phase 7: a second edge (capture on) serving HTTPS on its public port and wss on its agent port with a
  * throwaway certificate for localhost and *.localhost (made with openssl, as the tests make theirs), its own
@@ -1374,20 +1379,9 @@ async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
     if (options.floors && setup.floorsMissing === null) {
       const nginx = await startNginxTwoHop(children, join(setup.temp, 'nginx-tls'), setup.targetPort, { cert: cert.cert, key: cert.key, ca: ca.cert }, 'nginx-tls');
       started.push(...nginx.masters);
-      sampler.track('nginx-tls-front', nginx.workers.front);
-      sampler.track('nginx-tls-back', nginx.workers.back);
-      const floor: PathConfig = {
-        id: 'nginx2-tls',
-        kind: 'floor',
-        label: 'nginx → nginx, TLS on both hops',
-        processes: ['nginx-tls-front', 'nginx-tls-back'],
-        target: { origin: `https://127.0.0.1:${nginx.port}`, host: null },
-        roles: { 'nginx-tls-front': 'nginx-tls-front', 'nginx-tls-back': 'nginx-tls-back' },
-        clientName: null,
-      };
+      const floor = nginxFloor(nginx, 'nginx2-tls', 'nginx → nginx, TLS on both hops');
       setup.paths.push(floor);
       floors.push(floor);
-      log(`  nginx → nginx over TLS: port ${nginx.port} (workers ${nginx.workers.front}, ${nginx.workers.back})`);
     }
     log('  autocannon to the TLS edge from 4 loopback addresses (127.0.0.2-5) × 25 connections: the edge admits 8 TLS handshakes at once per client address and 32 waiting (docs/security.md)');
     const paths = [tls, plain, ...floors, ...setup.paths.filter((p) => p.id === 'ssh')];

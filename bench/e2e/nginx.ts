@@ -115,6 +115,10 @@ export interface NginxTwoHop {
   workers: { front: number; back: number };
   /** The masters, to stop them. */
   masters: Child[];
+  /** The children's names, front first (the sampler's names of the workers too). */
+  names: { front: string; back: string };
+  /** How requests reach the front: `http`, or `https` with `tls`. */
+  scheme: 'http' | 'https';
 }
 
 /**
@@ -138,5 +142,5 @@ export async function startNginxTwoHop(children: Children, dir: string, targetPo
   const back = await start(`${prefix}-back`, backPort, targetPort, false);
   const front = await start(`${prefix}-front`, frontPort, backPort, true);
   // Listening: the master binds before it forks the worker, so a connect now succeeds.
-  return { port: frontPort, workers: { front, back }, masters };
+  return { port: frontPort, workers: { front, back }, masters, names: { front: `${prefix}-front`, back: `${prefix}-back` }, scheme: tls === null ? 'http' : 'https' };
 }
