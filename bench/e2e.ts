@@ -9,8 +9,8 @@
  * 2. The matrix, autocannon: GET down and POST up of 1 KiB, 64 KiB (@100 connections) and 1 MiB (@10), both
  *    response shapes, direct then each path, with the CPU time per request of every process on the path
  *    (from /proc); the 1 KiB POSTs repeated for medians.
- * 2b. Floor profile (bench/e2e/floor-profile.ts): 1 KiB POST and GET @100 (content-length) on the tunnel
- *    and each floor, per process on the path: CPU user/sys, syscalls by name (perf) and context switches
+ * 2b. Floor profile (bench/e2e/floor-profile.ts): POST and GET of 1 KiB and 64 KiB @100 and 1 MiB @10
+ *    (content-length; --quick: 1 KiB only) on the tunnel and each floor, per process on the path: CPU user/sys, syscalls by name (perf) and context switches
  *    per request; then a fresh edge and client under `node --cpu-prof`, self time by category per request.
  * 3. Many tenants: N tunnels (real TunnelClients in one process) through the same edge, 2 connections
  *    each, against the same load on one tunnel and direct.
@@ -49,7 +49,7 @@ import { Children, freePort, type Child, type ExitInfo } from './e2e/processes.j
 import type { ClientLogCounts, FleetDone, HttpsRecord, IdleRecord, OpenLoopRecord, PathInfo, ProbeRecord, RunRecord, TenantRun, TenantsRecord, WarmupRecord } from './e2e/records.js';
 import { Sampler, type ProcStats, type WindowStats } from './e2e/sampler.js';
 import { summarize, type Summary } from './e2e/summary.js';
-import { floorProfileLines, runFloorProfile, type FloorProfileRecord } from './e2e/floor-profile.js';
+import { FLOOR_SCENARIOS, floorProfileLines, QUICK_FLOOR_SCENARIOS, runFloorProfile, type FloorProfileRecord } from './e2e/floor-profile.js';
 import { median, round } from './e2e/stats.js';
 import { formatNumber, textTable } from './e2e/table.js';
 
@@ -64,14 +64,15 @@ const TUNNELS_PER_ACCOUNT = 25;
 const HELP = `
 Usage: npm run bench -- [options]        (or: node dist/bench/e2e.js [options])
 
-One run measures, every figure beside direct in the same run (about 17 minutes; --quick about 4):
+One run measures, every figure beside direct in the same run (about 21 minutes; --quick about 4):
   1. 1-connection probes (undici, Node http keep-alive, curl reusing its connection): GET 1 KiB and POST
      1 KiB, answers with content-length and chunked, through the tunnel and the floors;
   2. autocannon: GET down / POST up of 1 KiB and 64 KiB @100 connections and 1 MiB @10, both answer
      shapes, direct, tunnel (capture and inspector on), nginx -> nginx, ssh -R (a private OpenSSH sshd
      and ssh, aes128-gcm), two bare Node relays (and the
      minimal uWS + undici proxy for 1 KiB), with CPU µs per request of every process on each path;
-  2b. floor profile: 1 KiB POST and GET @100 (content-length) on the tunnel, --baseline and the floors:
+  2b. floor profile: POST and GET of 1 KiB and 64 KiB @100 and 1 MiB @10 (content-length; --quick: 1 KiB
+     only) on the tunnel, --baseline and the floors:
      per process on the path, CPU µs/req user and system, syscalls/req by name (perf stat; skipped with
      a line where perf is missing or not permitted), context switches/req; then a fresh edge and client
      under node --cpu-prof: self time per request by category and the top functions;
@@ -1162,6 +1163,7 @@ function floorContext(setup: Setup, options: Options): Parameters<typeof runFloo
   const floors = setup.paths.filter((p) => ['baseline', 'ssh', 'nginx2', 'relays2'].includes(p.id));
   return {
     paths: [headline, ...floors].map((p) => ({ id: p.id, kind: p.kind, label: p.label, target: p.target, processes: Object.entries(p.roles).map(([role, name]) => ({ role, name, pid: sampler.pidOf(name)! })) })),
+    scenarios: options.quick ? QUICK_FLOOR_SCENARIOS : FLOOR_SCENARIOS,
     durationS: options.durationS,
     warmupS: Math.max(1, options.warmupS),
     pauseMs: options.pauseMs,

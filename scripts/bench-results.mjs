@@ -708,7 +708,7 @@ function renderFloorProfile(results) {
     return out;
   }
   out.push(
-    `${f.scenarios.join(' and ')}, in the same run as the rows above. Per path, after a warm-up: one ${num(f.durationS)} s autocannon run for CPU (user and system, /proc/<pid>/stat, every thread) and context switches ` +
+    `${f.scenarios.join(', ')}, in the same run as the rows above. Per path, after a warm-up: one ${num(f.durationS)} s autocannon run for CPU (user and system, /proc/<pid>/stat, every thread) and context switches ` +
       `(voluntary and involuntary, summed over /proc/<pid>/task/*/status), then a ${num(f.syscallDurationS)} s run with \`perf stat\` counting each process's syscalls (tracepoints, every thread), so the tracing does not inflate the CPU figures. ` +
       'Everything per completed request. "reads" are read, readv, recvfrom and recvmsg; "writes" write, writev, sendto and sendmsg. ' +
       (f.perfSkipped ? `**Syscalls were not counted:** ${f.perfSkipped}.` : ''),
@@ -744,32 +744,37 @@ function renderFloorProfile(results) {
       'The profiler costs CPU: "inflation" is the profiled process\'s CPU per request (all threads) over the same role\'s figure in the table above (measured seconds before; load on the machine moves it too).',
   );
   out.push('');
-  const columns = f.profiles.map((p) => `${p.role}, ${p.scenario.replace(/ 1 KiB (up|down), length @\d+$/, '')}`);
-  const categories = [...new Set(f.profiles.flatMap((p) => p.categories.map((c) => c.category)))];
-  const sortKey = (category) => -f.profiles.reduce((total, p) => total + (p.categories.find((c) => c.category === category)?.us ?? 0), 0);
-  categories.sort((a, b) => sortKey(a) - sortKey(b));
   for (const p of f.profiles) {
     const biggest = p.categories.slice(0, 4).map((c) => `${c.category} ${num(c.us, 1)}`).join(', ');
     out.push(`- ${p.role}, ${p.scenario}: ${num(p.profiledMainThreadUs, 1)} µs on the main thread per request; most of it: ${biggest}; top function \`${p.top[0]?.functionName ?? '–'}\` ${num(p.top[0]?.us, 1)} µs.`);
   }
   out.push('');
-  out.push(
-    table(
-      ['µs per request', ...columns],
-      [
-        ...categories.map((category) => [category, ...f.profiles.map((p) => num(p.categories.find((c) => c.category === category)?.us ?? 0, 1))]),
-        ['**= main thread CPU under the profiler**', ...f.profiles.map((p) => `**${num(p.profiledMainThreadUs, 1)}**`)],
-        ['non-idle sample time (wall)', ...f.profiles.map((p) => num(p.sampledUs, 1))],
-        ['other threads under the profiler (lmdb writer, GC helpers, libuv pool)', ...f.profiles.map((p) => num(p.profiledCpuUs - p.profiledMainThreadUs, 1))],
-        ['CPU under the profiler, all threads', ...f.profiles.map((p) => num(p.profiledCpuUs, 1))],
-        ['CPU without the profiler (table above)', ...f.profiles.map((p) => num(p.unprofiledCpuUs, 1))],
-        ['inflation by the profiler', ...f.profiles.map((p) => (p.inflation === null ? '–' : `${num(p.inflation, 2)}×`))],
-        ['req/s profiled / unprofiled', ...f.profiles.map((p) => `${num(p.reqPerSec)} / ${num(p.unprofiledReqPerSec)}`)],
-      ],
-      ['l'],
-    ),
-  );
-  out.push('');
+  // One table per body size ("1 KiB @100"), its columns the roles and methods.
+  const sizeOf = (scenario) => /(\d+ [KM]iB) (?:up|down), length (@\d+)$/.exec(scenario)?.slice(1).join(' ') ?? scenario;
+  for (const size of [...new Set(f.profiles.map((p) => sizeOf(p.scenario)))]) {
+    const profiles = f.profiles.filter((p) => sizeOf(p.scenario) === size);
+    const columns = profiles.map((p) => `${p.role}, ${p.scenario.split(' ')[0]}`);
+    const categories = [...new Set(profiles.flatMap((p) => p.categories.map((c) => c.category)))];
+    const sortKey = (category) => -profiles.reduce((total, p) => total + (p.categories.find((c) => c.category === category)?.us ?? 0), 0);
+    categories.sort((a, b) => sortKey(a) - sortKey(b));
+    out.push(
+      table(
+        [`µs per request, ${size}`, ...columns],
+        [
+          ...categories.map((category) => [category, ...profiles.map((p) => num(p.categories.find((c) => c.category === category)?.us ?? 0, 1))]),
+          ['**= main thread CPU under the profiler**', ...profiles.map((p) => `**${num(p.profiledMainThreadUs, 1)}**`)],
+          ['non-idle sample time (wall)', ...profiles.map((p) => num(p.sampledUs, 1))],
+          ['other threads under the profiler (lmdb writer, GC helpers, libuv pool)', ...profiles.map((p) => num(p.profiledCpuUs - p.profiledMainThreadUs, 1))],
+          ['CPU under the profiler, all threads', ...profiles.map((p) => num(p.profiledCpuUs, 1))],
+          ['CPU without the profiler (table above)', ...profiles.map((p) => num(p.unprofiledCpuUs, 1))],
+          ['inflation by the profiler', ...profiles.map((p) => (p.inflation === null ? '–' : `${num(p.inflation, 2)}×`))],
+          ['req/s profiled / unprofiled', ...profiles.map((p) => `${num(p.reqPerSec)} / ${num(p.unprofiledReqPerSec)}`)],
+        ],
+        ['l'],
+      ),
+    );
+    out.push('');
+  }
   for (const p of f.profiles) {
     out.push(`#### Top functions by self time: ${p.role}, ${p.scenario}`);
     out.push('');

@@ -1,7 +1,8 @@
 /**
  * The floor profile (issue 25: "where a target cannot be met, the profile that shows the floor, per
- * process, per request, in the same run"): for the 1 KiB scenarios at 100 connections with content-length
- * answers, on the headline tunnel and each floor beside it,
+ * process, per request, in the same run"): for every body size of the targets (1 KiB and 64 KiB at 100
+ * connections, 1 MiB at 10, as the matrix runs them), POST up and GET down with content-length answers,
+ * on the headline tunnel and each floor beside it (a --quick run: 1 KiB only),
  *
  * 1. per process on the path: CPU µs per request split into user and system (/proc/<pid>/stat), voluntary
  *    and involuntary context switches per request (summed over the threads), from one autocannon run;
@@ -22,17 +23,30 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { burrowEnv, createBenchAccount, startBurrowEdge, startBurrowHttp } from './burrow.js';
 import { badCount, runLoad, type Target } from './load.js';
-import { scenarioLabel, SMALL, type Scenario } from './payloads.js';
+import { KIB, MIB, scenarioLabel, SMALL, type Scenario } from './payloads.js';
 import { ALL_SYSCALLS, contextSwitches, countSyscalls, perfProblem, READ_SYSCALLS, ticksOf, WRITE_SYSCALLS } from './proc-counters.js';
 import type { Child, Children } from './processes.js';
 import { clockTicks } from './sampler.js';
 import { formatNumber, textTable } from './table.js';
 
-export const FLOOR_CONNECTIONS = 100;
-export const FLOOR_SCENARIOS: readonly Scenario[] = [
-  { method: 'POST', size: SMALL, shape: 'length' },
-  { method: 'GET', size: SMALL, shape: 'length' },
+/** A scenario of the floor profile and the connections it runs at (the matrix's for its size). */
+export interface FloorScenario {
+  scenario: Scenario;
+  connections: number;
+}
+
+const floorScenario = (method: Scenario['method'], size: number, connections: number): FloorScenario => ({ scenario: { method, size, shape: 'length' }, connections });
+/** Every size issue 25 has a target for. */
+export const FLOOR_SCENARIOS: readonly FloorScenario[] = [
+  floorScenario('POST', SMALL, 100),
+  floorScenario('GET', SMALL, 100),
+  floorScenario('POST', 64 * KIB, 100),
+  floorScenario('GET', 64 * KIB, 100),
+  floorScenario('POST', MIB, 10),
+  floorScenario('GET', MIB, 10),
 ];
+/** A --quick run's: the 1 KiB pair. */
+export const QUICK_FLOOR_SCENARIOS: readonly FloorScenario[] = FLOOR_SCENARIOS.slice(0, 2);
 
 /** One process on a path, per completed request of the run. */
 export interface ProcessFloor {
@@ -92,8 +106,8 @@ export interface ProfileBreakdown {
 }
 
 export interface FloorProfileRecord {
+  /** Each with its connections ("POST 1 KiB up, length @100"). */
   scenarios: string[];
-  connections: number;
   durationS: number;
   syscallDurationS: number;
   /** Why syscalls were not counted (perf missing or not permitted), else null. */
@@ -116,6 +130,7 @@ export interface FloorPath {
 export interface FloorContext {
   /** The headline tunnel first (its CPU figures are the unprofiled ones), then the floors. */
   paths: FloorPath[];
+  scenarios: readonly FloorScenario[];
   durationS: number;
   warmupS: number;
   pauseMs: number;
@@ -134,7 +149,7 @@ export interface FloorContext {
 const round = (value: number, digits: number): number => Math.round(value * 10 ** digits) / 10 ** digits;
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 const HZ = clockTicks();
-const scenarioName = (scenario: Scenario): string => `${scenarioLabel(scenario)} @${FLOOR_CONNECTIONS}`;
+const scenarioName = ({ scenario, connections }: FloorScenario): string => `${scenarioLabel(scenario)} @${connections}`;
 
 interface Counters {
   user: number;
@@ -169,14 +184,15 @@ function floorOf(process: FloorPath['processes'][number], before: Counters, afte
 }
 
 /** Step 1 for one path and scenario: a warm-up, a CPU run, then (perf permitting) a syscall run. */
-async function measurePath(context: FloorContext, path: FloorPath, scenario: Scenario, syscallDurationS: number, perfSkipped: string | null): Promise<PathFloor> {
-  const record: PathFloor = { scenario: scenarioName(scenario), path: path.id, label: path.label, kind: path.kind, reqPerSec: 0, requests: 0, syscallRequests: 0, bad: 0, processes: [], error: null };
+async function measurePath(context: FloorContext, path: FloorPath, floor: FloorScenario, syscallDurationS: number, perfSkipped: string | null): Promise<PathFloor> {
+  const { scenario, connections } = floor;
+  const record: PathFloor = { scenario: scenarioName(floor), path: path.id, label: path.label, kind: path.kind, reqPerSec: 0, requests: 0, syscallRequests: 0, bad: 0, processes: [], error: null };
   try {
     context.checkAbort();
-    if (context.warmupS > 0) await runLoad(path.target, scenario, FLOOR_CONNECTIONS, context.warmupS);
+    if (context.warmupS > 0) await runLoad(path.target, scenario, connections, context.warmupS);
     const before = path.processes.map((p) => counters(p.pid));
     const started = process.hrtime.bigint();
-    const load = await runLoad(path.target, scenario, FLOOR_CONNECTIONS, context.durationS);
+    const load = await runLoad(path.target, scenario, connections, context.durationS);
     const after = path.processes.map((p) => counters(p.pid));
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     record.requests = load.requests;
@@ -188,7 +204,7 @@ async function measurePath(context: FloorContext, path: FloorPath, scenario: Sce
       context.checkAbort();
       const stops = path.processes.map((p) => countSyscalls(p.pid));
       await sleep(300); // perf attaches to every thread before the run starts
-      const counted = await runLoad(path.target, scenario, FLOOR_CONNECTIONS, syscallDurationS);
+      const counted = await runLoad(path.target, scenario, connections, syscallDurationS);
       const maps = await Promise.all(stops.map((stop) => stop()));
       record.syscallRequests = counted.requests;
       record.bad += badCount(counted);
@@ -311,7 +327,7 @@ async function interrupt(child: Child, graceMs: number): Promise<void> {
  * right after the unprofiled tunnel's floor run of the same scenario, so the inflation compares runs a few
  * seconds apart.
  */
-async function profileTunnel(context: FloorContext, scenarios: readonly Scenario[], tag: string, unprofiled: PathFloor[]): Promise<ProfileBreakdown[]> {
+async function profileTunnel(context: FloorContext, scenarios: readonly FloorScenario[], tag: string, unprofiled: PathFloor[]): Promise<ProfileBreakdown[]> {
   const dir = join(context.temp, `floor-profile-${tag}`);
   const profiles = join(dir, 'profiles');
   mkdirSync(profiles, { recursive: true });
@@ -321,7 +337,7 @@ async function profileTunnel(context: FloorContext, scenarios: readonly Scenario
   const profArgs = (name: string): string[] => ['--cpu-prof', `--cpu-prof-dir=${profiles}`, `--cpu-prof-name=${name}.cpuprofile`];
   const { child: edge, port } = await startBurrowEdge(context.children, { bin: context.bin, name: `edge-profiled-${tag}`, dataDir, env, nodeArgs: profArgs('edge') });
   let client: Child | null = null;
-  const windows: Array<{ scenario: Scenario; fromUs: number; toUs: number; requests: number; reqPerSec: number; procs: Record<'edge' | 'client', { cpu: number; main: number }> }> = [];
+  const windows: Array<{ scenario: FloorScenario; fromUs: number; toUs: number; requests: number; reqPerSec: number; procs: Record<'edge' | 'client', { cpu: number; main: number }> }> = [];
   try {
     const started = await startBurrowHttp(context.children, {
       bin: context.bin,
@@ -338,12 +354,13 @@ async function profileTunnel(context: FloorContext, scenarios: readonly Scenario
     client = started.child;
     const target: Target = { origin: `http://127.0.0.1:${port}`, host: `bench-profiled.localhost:${port}` };
     const pids = { edge: edge.pid, client: client.pid };
-    for (const scenario of scenarios) {
+    for (const floor of scenarios) {
+      const { scenario, connections } = floor;
       context.checkAbort();
-      await runLoad(target, scenario, FLOOR_CONNECTIONS, Math.max(1, context.warmupS));
+      await runLoad(target, scenario, connections, Math.max(1, context.warmupS));
       const before = { edge: counters(pids.edge), client: counters(pids.client) };
       const fromUs = Number(process.hrtime.bigint() / 1000n);
-      const load = await runLoad(target, scenario, FLOOR_CONNECTIONS, context.durationS);
+      const load = await runLoad(target, scenario, connections, context.durationS);
       const toUs = Number(process.hrtime.bigint() / 1000n);
       const after = { edge: counters(pids.edge), client: counters(pids.client) };
       const us = (ticks: number): number => (ticks * 1e6) / HZ / Math.max(1, load.requests);
@@ -351,7 +368,7 @@ async function profileTunnel(context: FloorContext, scenarios: readonly Scenario
         edge: { cpu: us(after.edge.user + after.edge.system - before.edge.user - before.edge.system), main: us(after.edge.main - before.edge.main) },
         client: { cpu: us(after.client.user + after.client.system - before.client.user - before.client.system), main: us(after.client.main - before.client.main) },
       };
-      windows.push({ scenario, fromUs, toUs, requests: load.requests, reqPerSec: load.requests / ((toUs - fromUs) / 1e6), procs });
+      windows.push({ scenario: floor, fromUs, toUs, requests: load.requests, reqPerSec: load.requests / ((toUs - fromUs) / 1e6), procs });
       if (context.pauseMs > 0) await sleep(context.pauseMs);
     }
   } finally {
@@ -395,11 +412,11 @@ async function profileTunnel(context: FloorContext, scenarios: readonly Scenario
 export async function runFloorProfile(context: FloorContext): Promise<FloorProfileRecord> {
   const syscallDurationS = Math.max(1, Math.round(context.durationS / 2));
   const perfSkipped = perfProblem();
-  const record: FloorProfileRecord = { scenarios: FLOOR_SCENARIOS.map(scenarioName), connections: FLOOR_CONNECTIONS, durationS: context.durationS, syscallDurationS, perfSkipped, paths: [], profiles: [], profileError: null };
-  context.log(`\nfloor profile: ${record.scenarios.join(' and ')}; per path ${context.durationS} s of CPU and context switches per process, then ${perfSkipped === null ? `${syscallDurationS} s of syscalls (perf stat)` : 'no syscalls'}; after the tunnel a fresh edge and client under --cpu-prof`);
+  const record: FloorProfileRecord = { scenarios: context.scenarios.map(scenarioName), durationS: context.durationS, syscallDurationS, perfSkipped, paths: [], profiles: [], profileError: null };
+  context.log(`\nfloor profile: ${record.scenarios.join(', ')}; per path ${context.durationS} s of CPU and context switches per process, then ${perfSkipped === null ? `${syscallDurationS} s of syscalls (perf stat)` : 'no syscalls'}; after the tunnel a fresh edge and client under --cpu-prof`);
   if (perfSkipped !== null) context.log(`  syscalls per request skipped: ${perfSkipped}`);
   const headline = context.paths.find((p) => p.kind === 'tunnel');
-  for (const [index, scenario] of FLOOR_SCENARIOS.entries()) {
+  for (const [index, scenario] of context.scenarios.entries()) {
     for (const path of context.paths) {
       const floor = await measurePath(context, path, scenario, syscallDurationS, perfSkipped);
       record.paths.push(floor);

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { bucketProfile, summarizeFloorProfile, type FloorProfileRecord } from '../../bench/e2e/floor-profile.js';
+import { bucketProfile, FLOOR_SCENARIOS, QUICK_FLOOR_SCENARIOS, summarizeFloorProfile, type FloorProfileRecord } from '../../bench/e2e/floor-profile.js';
 import { contextSwitches, countSyscalls, perfProblem, ticksOf } from '../../bench/e2e/proc-counters.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -133,6 +133,12 @@ function results(floorProfile: FloorProfileRecord | null): Record<string, unknow
 
 const process_ = (role: string, cpuUs: number, syscalls: number) => ({ role, name: role, pid: 1, userUs: cpuUs - 5, sysUs: 5, cpuUs, mainThreadUs: cpuUs - 1, voluntarySwitches: 0.1, involuntarySwitches: 0.05, syscalls: { '(all)': syscalls, write: 1.5, read: 1 }, reads: 1, writes: 1.5 });
 
+test("the profile covers every body size of issue 25's targets, both directions, at the matrix's connections; --quick the 1 KiB pair", () => {
+  const names = (list: typeof FLOOR_SCENARIOS): string[] => list.map(({ scenario, connections }) => `${scenario.method} ${scenario.size} ${scenario.shape} @${connections}`);
+  assert.deepEqual(names(FLOOR_SCENARIOS), ['POST 1024 length @100', 'GET 1024 length @100', 'POST 65536 length @100', 'GET 65536 length @100', 'POST 1048576 length @10', 'GET 1048576 length @10']);
+  assert.deepEqual(names(QUICK_FLOOR_SCENARIOS), ['POST 1024 length @100', 'GET 1024 length @100']);
+});
+
 test('RESULTS.md has the floor profile when the run measured it, and says "not measured" when not', () => {
   const dir = mkdtempSync(join(tmpdir(), 'burrow-floor-'));
   try {
@@ -147,9 +153,24 @@ test('RESULTS.md has the floor profile when the run measured it, and says "not m
     };
     assert.match(render(null), /Not measured/);
     const scenario = 'POST 1 KiB up, length @100';
+    const big = 'GET 1 MiB down, length @10';
+    const edgeProfile = (name: string, socketWrites: number) => ({
+      scenario: name,
+      role: 'edge' as const,
+      reqPerSec: 7000,
+      requests: 28000,
+      samples: 3000,
+      sampledUs: 60,
+      profiledCpuUs: 55,
+      profiledMainThreadUs: 45,
+      unprofiledCpuUs: 50,
+      unprofiledReqPerSec: 8000,
+      inflation: 1.1,
+      categories: [{ category: 'socket writes', us: socketWrites }, { category: 'LMDB / capture store', us: 8 }],
+      top: [{ functionName: 'writeBuffer', where: '(native)', category: 'socket writes', us: 11 }],
+    });
     const section = render({
-      scenarios: [scenario],
-      connections: 100,
+      scenarios: [scenario, big],
       durationS: 4,
       syscallDurationS: 2,
       perfSkipped: null,
@@ -157,30 +178,16 @@ test('RESULTS.md has the floor profile when the run measured it, and says "not m
         { scenario, path: 'cap-insp', label: 'tunnel, capture on, inspector on', kind: 'tunnel', reqPerSec: 8000, requests: 32000, syscallRequests: 16000, bad: 0, processes: [process_('edge', 50, 3), process_('client', 40, 2.5)], error: null },
         { scenario, path: 'ssh', label: 'ssh -R', kind: 'floor', reqPerSec: 14000, requests: 56000, syscallRequests: 28000, bad: 0, processes: [process_('sshd', 12, 4.5), process_('ssh', 10, 3.5)], error: null },
       ],
-      profiles: [
-        {
-          scenario,
-          role: 'edge',
-          reqPerSec: 7000,
-          requests: 28000,
-          samples: 3000,
-          sampledUs: 60,
-          profiledCpuUs: 55,
-          profiledMainThreadUs: 45,
-          unprofiledCpuUs: 50,
-          unprofiledReqPerSec: 8000,
-          inflation: 1.1,
-          categories: [{ category: 'socket writes', us: 12 }, { category: 'LMDB / capture store', us: 8 }],
-          top: [{ functionName: 'writeBuffer', where: '(native)', category: 'socket writes', us: 11 }],
-        },
-      ],
+      profiles: [edgeProfile(scenario, 12), edgeProfile(big, 1500)],
       profileError: null,
     });
     // The tunnel against the floor: 90 µs and 5.5 syscalls against 22 µs and 8 syscalls.
     assert.match(section, /the tunnel's processes spend \*\*90\.0 µs\*\*.*\*\*5\.5 syscalls\*\*/);
     assert.match(section, /ssh -R: 22\.0 µs \(4\.1×\), 8\.0 syscalls/);
     assert.match(section, /\| POST 1 KiB up, length @100 \| ssh -R \| sshd \| 14,000 \| 7\.0 \| 5\.0 \| \*\*12\.0\*\* \|/);
-    assert.match(section, /\| socket writes \| 12\.0 \|/);
+    // One table of categories per body size, each headed by its size.
+    assert.match(section, /\| µs per request, 1 KiB @100 \| edge, POST \|\n[^\n]*\n\| socket writes \| 12\.0 \|/);
+    assert.match(section, /\| µs per request, 1 MiB @10 \| edge, GET \|\n[^\n]*\n\| socket writes \| 1,500\.0 \|/);
     assert.match(section, /\| inflation by the profiler \| 1\.10× \|/);
     assert.match(section, /\| `writeBuffer` \| \(native\) \| socket writes \| 11\.00 \|/);
   } finally {
