@@ -105,6 +105,10 @@ function everythingBad(results) {
     add('tenant tunnels dropped', results.tenants.drops);
   }
   if (results.openloop) add('open-loop errors/timeouts/non-2xx/wrong bodies', sum(results.openloop.runs, (r) => r.result.errors + r.result.timeouts + r.result.non2xx + r.result.mismatches));
+  if (results.floorProfile) {
+    add('floor-profile errors/timeouts/non-2xx/wrong bodies', sum(results.floorProfile.paths, (p) => p.bad) + (results.floorProfile.profiledBad ?? 0));
+    add('floor-profile runs that failed', results.floorProfile.paths.filter((p) => p.error).length);
+  }
   if (results.https) add('https-phase errors/timeouts/non-2xx/wrong bodies', sum(results.https.runs, (r) => r.load.errors + r.load.timeouts + r.load.non2xx + r.load.mismatches) + sum(results.https.runs, (r) => r.clientLog?.failed ?? 0));
   if (results.idle) {
     add('idle tunnels that failed to connect', results.idle.fleet?.failed ?? 0);
@@ -203,9 +207,9 @@ export function checkAcceptance(results) {
   const bad = everythingBad(results);
   checks.push({
     key: 'errors',
-    name: 'zero errors, timeouts or non-2xx anywhere (runs, warm-ups, probes, open loop, https, tenants, idle tunnels, client logs)',
+    name: 'zero errors, timeouts or non-2xx anywhere (runs, warm-ups, probes, floor profile, open loop, https, tenants, idle tunnels, client logs)',
     target: '0',
-    measured: bad.total === 0 ? `0 in ${results.runs.length} runs, ${results.probes.length} probes${results.openloop ? `, ${results.openloop.runs.length} open-loop runs` : ''}${results.https ? `, ${results.https.runs.length} https runs` : ''}${t ? `, ${t.runs.length} tenant runs` : ''}${i ? `, ${num(i.spotCheck.tried)} idle-tunnel spot checks` : ''}` : bad.parts.join(', '),
+    measured: bad.total === 0 ? `0 in ${results.runs.length} runs, ${results.probes.length} probes${results.floorProfile ? `, ${results.floorProfile.paths.length} floor-profile runs` : ''}${results.openloop ? `, ${results.openloop.runs.length} open-loop runs` : ''}${results.https ? `, ${results.https.runs.length} https runs` : ''}${t ? `, ${t.runs.length} tenant runs` : ''}${i ? `, ${num(i.spotCheck.tried)} idle-tunnel spot checks` : ''}` : bad.parts.join(', '),
     pass: bad.total === 0,
   });
 

@@ -116,6 +116,8 @@ export interface FloorProfileRecord {
   profiles: ProfileBreakdown[];
   /** Why there is no CPU profile of the edge and client, else null. */
   profileError: string | null;
+  /** Errors, timeouts, non-2xx and wrong bodies in the profiled pairs' warm-ups and runs (absent in older files). */
+  profiledBad?: number;
 }
 
 /** A path as the runner has it: its processes by role with their pids. */
@@ -189,7 +191,7 @@ async function measurePath(context: FloorContext, path: FloorPath, floor: FloorS
   const record: PathFloor = { scenario: scenarioName(floor), path: path.id, label: path.label, kind: path.kind, reqPerSec: 0, requests: 0, syscallRequests: 0, bad: 0, processes: [], error: null };
   try {
     context.checkAbort();
-    if (context.warmupS > 0) await runLoad(path.target, scenario, connections, context.warmupS);
+    const warmup = context.warmupS > 0 ? await runLoad(path.target, scenario, connections, context.warmupS) : null;
     const before = path.processes.map((p) => counters(p.pid));
     const started = process.hrtime.bigint();
     const load = await runLoad(path.target, scenario, connections, context.durationS);
@@ -197,7 +199,7 @@ async function measurePath(context: FloorContext, path: FloorPath, floor: FloorS
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     record.requests = load.requests;
     record.reqPerSec = round(load.requests / seconds, 0);
-    record.bad = badCount(load);
+    record.bad = badCount(load) + (warmup === null ? 0 : badCount(warmup));
     record.processes = path.processes.map((p, i) => floorOf(p, before[i]!, after[i]!, load.requests));
     if (context.pauseMs > 0) await sleep(context.pauseMs);
     if (perfSkipped === null) {
@@ -327,7 +329,7 @@ async function interrupt(child: Child, graceMs: number): Promise<void> {
  * right after the unprofiled tunnel's floor run of the same scenario, so the inflation compares runs a few
  * seconds apart.
  */
-async function profileTunnel(context: FloorContext, scenarios: readonly FloorScenario[], tag: string, unprofiled: PathFloor[]): Promise<ProfileBreakdown[]> {
+async function profileTunnel(context: FloorContext, scenarios: readonly FloorScenario[], tag: string, unprofiled: PathFloor[]): Promise<{ breakdowns: ProfileBreakdown[]; bad: number }> {
   const dir = join(context.temp, `floor-profile-${tag}`);
   const profiles = join(dir, 'profiles');
   mkdirSync(profiles, { recursive: true });
@@ -337,6 +339,7 @@ async function profileTunnel(context: FloorContext, scenarios: readonly FloorSce
   const profArgs = (name: string): string[] => ['--cpu-prof', `--cpu-prof-dir=${profiles}`, `--cpu-prof-name=${name}.cpuprofile`];
   const { child: edge, port } = await startBurrowEdge(context.children, { bin: context.bin, name: `edge-profiled-${tag}`, dataDir, env, nodeArgs: profArgs('edge') });
   let client: Child | null = null;
+  let bad = 0;
   const windows: Array<{ scenario: FloorScenario; fromUs: number; toUs: number; requests: number; reqPerSec: number; procs: Record<'edge' | 'client', { cpu: number; main: number }> }> = [];
   try {
     const started = await startBurrowHttp(context.children, {
@@ -357,10 +360,11 @@ async function profileTunnel(context: FloorContext, scenarios: readonly FloorSce
     for (const floor of scenarios) {
       const { scenario, connections } = floor;
       context.checkAbort();
-      await runLoad(target, scenario, connections, Math.max(1, context.warmupS));
+      bad += badCount(await runLoad(target, scenario, connections, Math.max(1, context.warmupS)));
       const before = { edge: counters(pids.edge), client: counters(pids.client) };
       const fromUs = Number(process.hrtime.bigint() / 1000n);
       const load = await runLoad(target, scenario, connections, context.durationS);
+      bad += badCount(load);
       const toUs = Number(process.hrtime.bigint() / 1000n);
       const after = { edge: counters(pids.edge), client: counters(pids.client) };
       const us = (ticks: number): number => (ticks * 1e6) / HZ / Math.max(1, load.requests);
@@ -406,13 +410,13 @@ async function profileTunnel(context: FloorContext, scenarios: readonly FloorSce
       });
     }
   }
-  return breakdowns;
+  return { breakdowns, bad };
 }
 
 export async function runFloorProfile(context: FloorContext): Promise<FloorProfileRecord> {
   const syscallDurationS = Math.max(1, Math.round(context.durationS / 2));
   const perfSkipped = perfProblem();
-  const record: FloorProfileRecord = { scenarios: context.scenarios.map(scenarioName), durationS: context.durationS, syscallDurationS, perfSkipped, paths: [], profiles: [], profileError: null };
+  const record: FloorProfileRecord = { scenarios: context.scenarios.map(scenarioName), durationS: context.durationS, syscallDurationS, perfSkipped, paths: [], profiles: [], profileError: null, profiledBad: 0 };
   context.log(`\nfloor profile: ${record.scenarios.join(', ')}; per path ${context.durationS} s of CPU and context switches per process, then ${perfSkipped === null ? `${syscallDurationS} s of syscalls (perf stat)` : 'no syscalls'}; after the tunnel a fresh edge and client under --cpu-prof`);
   if (perfSkipped !== null) context.log(`  syscalls per request skipped: ${perfSkipped}`);
   const headline = context.paths.find((p) => p.kind === 'tunnel');
@@ -428,9 +432,13 @@ export async function runFloorProfile(context: FloorContext): Promise<FloorProfi
       );
       if (path !== headline) continue;
       try {
-        const profiles = await profileTunnel(context, [scenario], String(index + 1), [floor]);
+        const { breakdowns: profiles, bad } = await profileTunnel(context, [scenario], String(index + 1), [floor]);
         record.profiles.push(...profiles);
-        context.log(`  ${floor.scenario.padEnd(30)} ${'the same under --cpu-prof'.padEnd(36)} ${formatNumber(profiles[0]?.reqPerSec).padStart(7)} req/s  ${profiles.map((p) => `${p.role} ${formatNumber(p.profiledCpuUs, 1)} µs (${formatNumber(p.inflation, 2)}x)`).join('; ')}`);
+        record.profiledBad = (record.profiledBad ?? 0) + bad;
+        context.log(
+          `  ${floor.scenario.padEnd(30)} ${'the same under --cpu-prof'.padEnd(36)} ${formatNumber(profiles[0]?.reqPerSec).padStart(7)} req/s  ${profiles.map((p) => `${p.role} ${formatNumber(p.profiledCpuUs, 1)} µs (${formatNumber(p.inflation, 2)}x)`).join('; ')}` +
+            (bad > 0 ? `  !! ${bad} bad answers` : ''),
+        );
       } catch (error) {
         record.profileError ??= (error as Error).message.split('\n')[0]!;
         context.log(`  !! CPU profile of the edge and client failed: ${(error as Error).message.split('\n')[0]!}`);

@@ -142,13 +142,16 @@ test("the profile covers every body size of issue 25's targets, both directions,
 test('RESULTS.md has the floor profile when the run measured it, and says "not measured" when not', () => {
   const dir = mkdtempSync(join(tmpdir(), 'burrow-floor-'));
   try {
-    const render = (record: FloorProfileRecord | null): string => {
+    const renderAll = (record: FloorProfileRecord | null): string => {
       const file = join(dir, 'e2e-test.json');
       writeFileSync(file, JSON.stringify(results(record)));
       const out = join(dir, 'RESULTS.md');
       const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'bench-results.mjs'), file, '--out', out], { encoding: 'utf8' });
       assert.equal(run.status, 0, run.stderr);
-      const text = readFileSync(out, 'utf8');
+      return readFileSync(out, 'utf8');
+    };
+    const render = (record: FloorProfileRecord | null): string => {
+      const text = renderAll(record);
       return text.slice(text.indexOf('## Floor profile'), text.indexOf('## Every run'));
     };
     assert.match(render(null), /Not measured/);
@@ -169,7 +172,7 @@ test('RESULTS.md has the floor profile when the run measured it, and says "not m
       categories: [{ category: 'socket writes', us: socketWrites }, { category: 'LMDB / capture store', us: 8 }],
       top: [{ functionName: 'writeBuffer', where: '(native)', category: 'socket writes', us: 11 }],
     });
-    const section = render({
+    const record: FloorProfileRecord = {
       scenarios: [scenario, big],
       durationS: 4,
       syscallDurationS: 2,
@@ -180,7 +183,9 @@ test('RESULTS.md has the floor profile when the run measured it, and says "not m
       ],
       profiles: [edgeProfile(scenario, 12), edgeProfile(big, 1500)],
       profileError: null,
-    });
+      profiledBad: 0,
+    };
+    const section = render(record);
     // The tunnel against the floor: 90 µs and 5.5 syscalls against 22 µs and 8 syscalls.
     assert.match(section, /the tunnel's processes spend \*\*90\.0 µs\*\*.*\*\*5\.5 syscalls\*\*/);
     assert.match(section, /ssh -R: 22\.0 µs \(4\.1×\), 8\.0 syscalls/);
@@ -190,6 +195,14 @@ test('RESULTS.md has the floor profile when the run measured it, and says "not m
     assert.match(section, /\| µs per request, 1 MiB @10 \| edge, GET \|\n[^\n]*\n\| socket writes \| 1,500\.0 \|/);
     assert.match(section, /\| inflation by the profiler \| 1\.10× \|/);
     assert.match(section, /\| `writeBuffer` \| \(native\) \| socket writes \| 11\.00 \|/);
+
+    // The profile's answers count toward "zero errors anywhere": its runs, warm-ups and the profiled pair.
+    const zeroErrors = (text: string): string => text.split('\n').find((line) => line.startsWith('| zero errors'))!;
+    assert.match(zeroErrors(renderAll(record)), /0 in 0 runs, 0 probes, 2 floor-profile runs \| \*\*PASS\*\*/);
+    const withBad = { ...record, paths: record.paths.map((p, i) => (i === 0 ? { ...p, bad: 3 } : p)), profiledBad: 2 };
+    assert.match(zeroErrors(renderAll(withBad)), /floor-profile errors\/timeouts\/non-2xx\/wrong bodies 5 \| \*\*FAIL\*\*/);
+    const failed = { ...record, paths: record.paths.map((p, i) => (i === 1 ? { ...p, error: 'ssh -R went away' } : p)) };
+    assert.match(zeroErrors(renderAll(failed)), /floor-profile runs that failed 1 \| \*\*FAIL\*\*/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
