@@ -378,9 +378,12 @@ function acceptance25(summary: Summary, paths: readonly PathInfo[], tlsPath: str
       for (const shape of ['length', 'chunked'] as Shape[]) {
         const g = group(summary.groups, method, size, shape, tunnel);
         const ssh = group(summary.groups, method, size, shape, 'ssh');
+        // Where the target sits against two C proxies in the same group (their profile: "Floor profile").
+        const nginx = group(summary.groups, method, size, shape, 'nginx2');
+        const nginxText = nginx === undefined ? '' : `; floor in the same run: nginx → nginx ${n(nginx.ratio, 3)} (CPU ${n(nginx.cpuUsPerRequest.path)} µs/req)`;
         const target = `${scenarioLabel({ method, size, shape })}${g ? ` @${g.connections}` : ''}: ≥ ${floor} of direct`;
         if (g === undefined) rows.push(notMeasured(target));
-        else rows.push({ target, measured: n(g.ratio, 3), ssh: ssh ? n(ssh.ratio, 3) : 'not measured', pass: g.ratio >= floor });
+        else rows.push({ target, measured: `${n(g.ratio, 3)} (CPU ${n(g.cpuUsPerRequest.path)} µs/req)${nginxText}`, ssh: ssh ? `${n(ssh.ratio, 3)} (CPU ${n(ssh.cpuUsPerRequest.path)} µs/req)` : 'not measured', pass: g.ratio >= floor });
       }
     }
   }
