@@ -763,7 +763,8 @@ export class OfflineQueue implements QueueDriver {
       .then((dropped) => {
         for (const event of dropped) {
           if (event.state !== 'delivered') this.log(`offline queue: ${event.id} on ${event.subdomain} (${event.state}, received ${nowIso(event.receivedAt)}) expired and was dropped`);
-          this.refresh(event.subdomain);
+          // Closed: the edge is shutting down and its store may be closing; nothing is served from here.
+          if (!this.closed) this.refresh(event.subdomain);
         }
       })
       .catch((error: Error) => this.writeFailed(error, 'expiry'));

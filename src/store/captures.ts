@@ -15,6 +15,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { closeAfterWrites } from './lmdb-close.js';
 import { Packr, Unpackr } from 'msgpackr';
 import { bodyLength, wholeBody, type KeptBody } from '../capture-buffer.js';
 import { decode, type OpenFrame } from '../protocol/codec.js';
@@ -1375,7 +1376,7 @@ export class CaptureStore {
       }
       this.journal.close();
     }
-    await this.root.close();
+    await closeAfterWrites(this.root);
   }
 }
 

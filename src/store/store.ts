@@ -11,6 +11,7 @@
 import { mkdirSync } from 'node:fs';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { closeAfterWrites } from './lmdb-close.js';
 import { BurrowError } from '../errors.js';
 import {
   hashToken,
@@ -391,7 +392,7 @@ export class Store implements AccountStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const closed = this.root.close();
+    const closed = closeAfterWrites(this.root);
     if (this.failures.total === 0) return closed;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([closed.catch(() => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_AFTER_FAILURES_MS)))]);
