@@ -19,7 +19,8 @@ export async function closeAfterWrites(root: RootDatabase): Promise<void> {
   for (let round = 0; round < SETTLE_ROUNDS; round++) {
     // A failed commit is its writer's to report; the close goes on.
     await Promise.resolve(root.committed).catch(() => undefined);
-    // Every continuation of those commits, however many awaits deep, runs before the next check.
+    // What is chained on those commits (promise continuations, however long the chain) runs before the
+    // next check; work that waits on I/O or a timer is its owner's to stop before the store closes.
     await new Promise((resolve) => setImmediate(resolve));
   }
   await root.close();
