@@ -5,10 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { LoadResult } from '../../bench/e2e/load.js';
 import type { PathInfo, RunRecord } from '../../bench/e2e/records.js';
-import type { ProcStats } from '../../bench/e2e/sampler.js';
 import { summarize } from '../../bench/e2e/summary.js';
+import { procsAt, runRecord } from './run-records.js';
 
 const KIB = 1024;
 const paths: PathInfo[] = [
@@ -18,37 +17,10 @@ const paths: PathInfo[] = [
   { id: 'ssh', kind: 'floor', label: 'ssh -R', processes: ['sshd', 'ssh'] },
 ];
 
-function load(reqPerSec: number): LoadResult {
-  const latencyMs = { p50: 1, p90: 2, p99: 3, p999: 4, mean: 1, max: 5 };
-  return { reqPerSec, requests: reqPerSec * 4, durationS: 4, bytesPerSec: 0, latencyMs, errors: 0, timeouts: 0, non2xx: 0, mismatches: 0, bodiesChecked: true, resets: 0, statusCodes: { '200': reqPerSec * 4 } };
-}
-
-/** A run whose two path processes each used `cpuPct` of a core: CPU µs/req = 2 × cpuPct × 10^4 ÷ req/s. */
+/** A run whose path processes each used `cpuPct` of a core: CPU µs/req = 2 × cpuPct × 10^4 ÷ req/s. */
 function run(seq: number, method: 'POST' | 'GET', shape: 'length' | 'chunked', path: string, reqPerSec: number, pairedWith: number | null, cpuPct = 50): RunRecord {
-  const procs: Record<string, ProcStats> = path === 'direct' ? { target: { peakRssMiB: null, cpuPct: 50 } } : Object.fromEntries([['target', { peakRssMiB: null, cpuPct: 30 }], ...paths.find((p) => p.id === path)!.processes.map((name) => [name, { peakRssMiB: null, cpuPct }])]);
-  return {
-    seq,
-    round: 1,
-    scenario: `${method} 64 KiB ${method === 'POST' ? 'up' : 'down'}, ${shape} @100`,
-    method,
-    size: 64 * KIB,
-    shape,
-    connections: 100,
-    path,
-    capture: path === 'cap-insp' ? true : null,
-    inspect: path === 'cap-insp' ? true : null,
-    pairedWith,
-    startedAtS: seq,
-    load: load(reqPerSec),
-    procs,
-    runnerCpuPct: 20,
-    systemCpuPct: 200,
-    otherCpuPct: 0,
-    stealCpuPct: 0,
-    interruptCpuPct: 10,
-    clientLog: null,
-    discarded: null,
-  };
+  const procs = path === 'direct' ? procsAt(50, ['target']) : { ...procsAt(30, ['target']), ...procsAt(cpuPct, paths.find((p) => p.id === path)!.processes) };
+  return runRecord({ seq, scenario: { method, size: 64 * KIB, shape }, path, reqPerSec, pairedWith, procs, tunnel: path === 'cap-insp' });
 }
 
 const row = (runs: RunRecord[], method: 'POST' | 'GET', shape: 'length' | 'chunked') =>
