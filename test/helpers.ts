@@ -17,7 +17,7 @@ import WebSocket, { WebSocketServer } from 'ws';
 import { Edge, type EdgeOptions } from '../src/edge/server.js';
 import { ERROR_CODES, type ErrorCode } from '../src/errors.js';
 import { RouteTable, type Route } from '../src/client/routes.js';
-import { TunnelClient, type TunnelClientOptions } from '../src/client/tunnel-client.js';
+import { TunnelClient, TunnelRefusedError, type TunnelClientOptions } from '../src/client/tunnel-client.js';
 import type { PlanName } from '../src/store/plans.js';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -59,6 +59,8 @@ export interface TestEdge {
   /** The edge URL a client uses (http://localhost:PORT). */
   url: string;
   port: number;
+  /** The edge's last log lines (startEdge's edges): a failed startClient names them. */
+  recentLog?: () => readonly string[];
   close(): Promise<void>;
 }
 
@@ -89,13 +91,32 @@ export async function agentUrlOf(base: string, host?: string): Promise<string> {
   return instance.agent_url;
 }
 
+/**
+ * Test edges' log lines: dropped, unless BURROW_TEST_EDGE_LOG=1 asks for them on stderr, timestamped, to
+ * see what the edges of a failing test did.
+ */
+/** How many of a test edge's last log lines it keeps for a failed startClient to show. */
+const RECENT_LOG_LINES = 30;
+
+const EDGE_LOG: (line: string) => void =
+  process.env.BURROW_TEST_EDGE_LOG === '1' ? (line) => process.stderr.write(`[edge ${new Date().toISOString()}] ${line}\n`) : () => {};
+
 /** Starts an edge on a free port with data in a fresh temp dir (or `dataDir`), the floor off unless set. */
 export async function startEdge(options: Partial<EdgeOptions> = {}): Promise<TestEdge> {
   const dataDir = options.dataDir ?? tempDir();
-  const edge = await Edge.start({ port: 0, log: () => {}, minFreeDisk: TEST_MIN_FREE_DISK, ...options, dataDir });
+  const recent: string[] = [];
+  const given = options.log;
+  const log = (line: string): void => {
+    EDGE_LOG(line);
+    given?.(line);
+    recent.push(`${new Date().toISOString()} ${line}`);
+    if (recent.length > RECENT_LOG_LINES) recent.shift();
+  };
+  const edge = await Edge.start({ port: 0, minFreeDisk: TEST_MIN_FREE_DISK, ...options, log, dataDir });
   let closed = false;
   return {
     edge,
+    recentLog: () => recent,
     dataDir,
     base: `http://127.0.0.1:${edge.port}`,
     url: `http://localhost:${edge.port}`,
@@ -273,7 +294,12 @@ export async function startClient(
     ...rest,
   });
   openClients.add(client);
-  const ready = await client.start();
+  const ready = await client.start().catch((error: Error) => {
+    // A refusal is what some tests expect; anything else is a failure to explain (a flaky connect in CI).
+    if (error instanceof TunnelRefusedError || target.recentLog === undefined) throw error;
+    error.message += `\n  the edge's last log lines:\n${target.recentLog().map((line) => `    ${line}`).join('\n') || '    (none)'}`;
+    throw error;
+  });
   return { client, subdomain: ready.subdomain, publicUrl: ready.publicUrl, host: `${ready.subdomain}.localhost:${target.port}` };
 }
 

@@ -268,6 +268,8 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private goAway: { code: number; message: string } | null = null;
   /** Why the current WebSocket failed, from its 'error' event (ECONNREFUSED, ENOTFOUND...): named to the user. */
   private socketError: string | null = null;
+  /** The current WebSocket's upgrade was accepted: a close before READY is the edge's, not the network's. */
+  private socketOpened = false;
   private readonly trustedCas: string[] | undefined;
   private firstConnect: { resolve: (info: ReadyInfo) => void; reject: (error: Error) => void } | null = null;
   /** Live counters for the terminal: open streams and totals. */
@@ -574,6 +576,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     const endpoint = this.endpoints[this.endpointIndex % this.endpoints.length]!;
     this.goAway = null;
     this.socketError = null;
+    this.socketOpened = false;
     this.refusal = null;
     this.connecting = endpoint;
     this.discoverAgent(endpoint, askAgain).then(
@@ -731,6 +734,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       });
     });
     socket.on('open', () => {
+      this.socketOpened = true;
       this.agentAnswerUnproven = false;
       this.lastSeen = Date.now();
     });
@@ -825,13 +829,21 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       this.closeLocalHop();
       if (this.endpoints.length > 1) reject(new Error(`cannot connect to any edge: ${this.roundCauses.join('; ')}`));
       else if (this.refusal !== null) reject(this.refusal);
-      else reject(new Error(`cannot connect to the edge at ${endpointLabel(endpoint)}: ${this.socketError ?? (reason === '' ? `the connection closed (${code})` : reason)}`));
+      else reject(new Error(`cannot connect to the edge at ${endpointLabel(endpoint)}: ${this.socketError ?? this.closedBeforeReady(code, reason)}`));
       return;
     }
     this.failuresInRound = 0;
     this.roundCauses = [];
     this.endpointIndex = (this.endpointIndex + 1) % this.endpoints.length;
     this.scheduleReconnect(said, this.refusal?.code ?? null);
+  }
+
+  /** A connection that closed before READY without a refusal or a socket error, in words. */
+  private closedBeforeReady(code: number, reason: string): string {
+    if (reason !== '') return reason;
+    // Accepted, then dropped without a close frame: the edge (or a proxy in front of it) cut it, not DNS or TCP.
+    if (this.socketOpened) return `the edge accepted the connection, then it closed before the tunnel was ready (WebSocket close ${code})`;
+    return `the connection closed (${code})`;
   }
 
   /** Why a connection ended, short: "GOAWAY SHUTDOWN: ...", "ECONNREFUSED", "STORE_UNAVAILABLE: ...". */

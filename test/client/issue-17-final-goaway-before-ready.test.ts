@@ -1,7 +1,8 @@
 /**
  * A final GOAWAY that arrives before READY (a cluster edge's takeover racing a connect, a token revoked
  * in the moment) must settle start(): it used to emit 'closed' only, and a caller awaiting start() waited
- * forever. The edge here is a bare WebSocket server that speaks just those frames.
+ * forever. The edge here is a bare WebSocket server that speaks just those frames. And an edge that
+ * accepts the connection and drops it before READY is named as such, not as a network failure.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -11,7 +12,7 @@ import { WebSocketServer } from 'ws';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
 import { encode } from '../../src/protocol/codec.js';
-import { FrameType, GoAwayCode } from '../../src/protocol/constants.js';
+import { FrameType, GoAwayCode, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../../src/protocol/constants.js';
 
 test('start() rejects, naming the code, when the edge sends a final GOAWAY before READY', async () => {
   const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
@@ -29,6 +30,25 @@ test('start() rejects, naming the code, when the edge sends a final GOAWAY befor
     await assert.rejects(client.start(), /before it was ready: TOKEN_REVOKED: the token of this tunnel was revoked/);
     const [info] = (await closed) as [{ code: string }];
     assert.equal(info.code, 'TOKEN_REVOKED');
+  } finally {
+    await client.close();
+    server.close();
+  }
+});
+
+test('start() rejects, saying the edge accepted and then cut the connection, when it drops without a word before READY', async () => {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await once(server, 'listening');
+  server.on('headers', (headers) => headers.push(`${PROTOCOL_HEADER}: ${PROTOCOL_VERSION}`));
+  // The upgrade answered, then the TCP connection ended: no close frame, no READY (WebSocket close 1006).
+  server.on('connection', (socket) => socket.terminate());
+  const port = (server.address() as AddressInfo).port;
+  const client = new TunnelClient({ edge: `http://127.0.0.1:${port}`, token: 'svc_pat_00000000_x', routes: new RouteTable(3000, []), minBackoffMs: 50, maxBackoffMs: 100 });
+  try {
+    await assert.rejects(
+      client.start(),
+      new RegExp(`^Error: cannot connect to the edge at http://127\\.0\\.0\\.1:${port}: the edge accepted the connection, then it closed before the tunnel was ready \\(WebSocket close 1006\\)$`),
+    );
   } finally {
     await client.close();
     server.close();
