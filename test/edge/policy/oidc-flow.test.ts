@@ -122,7 +122,9 @@ async function signIn(origin: string, email: string): Promise<string> {
     await page.click('button[type="submit"]');
     const consent = await page.waitForSelector('button[type="submit"]', { timeout: 15_000 }).catch(() => null);
     if (consent !== null && page.url().includes('/interaction/')) await consent.click();
-    await page.waitForURL((url) => url.href.startsWith(origin) && !url.pathname.startsWith('/.burrow/'), { timeout: 15_000 }).catch(() => undefined);
+    // Back on the tunnel's origin: the callback's 303 to the page asked for (a redirect is not a page of
+    // its own), or the callback's own refusal. Waiting for a page outside /.burrow/ timed out on a refusal.
+    await page.waitForURL((url) => url.href.startsWith(origin), { timeout: 15_000 }).catch(() => undefined);
     return `${page.url()}\n${await page.textContent('body')}`;
   } finally {
     await page.close();
