@@ -19,7 +19,7 @@
  * 5. TCP tunnels: a fresh edge with --tcp-ports, a bulk transfer each way and one-byte round trips on one
  *    connection through `burrow tcp` and through `ssh -R` (bench/e2e/tcp.ts).
  * 6. Open loop (issue 25): 1 KiB POST at one constant offered rate, half the tunnel's measured maximum,
- *    to direct, the tunnel, the baseline and ssh -R, latency charged from each request's scheduled time
+ *    to direct, the tunnel, the baseline, ssh -R and nginx → nginx, latency charged from each request's scheduled time
  *    (bench/e2e/open-loop.ts says why autocannon's `overallRate` cannot do this).
  * 7. HTTPS (issue 25): a second edge with --tls-cert (HTTPS public side, wss to its client), 1 KiB POST
  *    and GET @100 beside direct over plain HTTP, the plain tunnel, nginx → nginx with TLS on both hops
@@ -64,7 +64,7 @@ const TUNNELS_PER_ACCOUNT = 25;
 const HELP = `
 Usage: npm run bench -- [options]        (or: node dist/bench/e2e.js [options])
 
-One run measures, every figure beside direct in the same run (about 21 minutes; --quick about 4):
+One run measures, every figure beside direct in the same run (about 22 minutes; --quick about 4):
   1. 1-connection probes (undici, Node http keep-alive, curl reusing its connection): GET 1 KiB and POST
      1 KiB, answers with content-length and chunked, through the tunnel and the floors;
   2. autocannon: GET down / POST up of 1 KiB and 64 KiB @100 connections and 1 MiB @10, both answer
@@ -81,9 +81,10 @@ One run measures, every figure beside direct in the same run (about 21 minutes; 
   5. TCP tunnels: --tcp-mib MiB each way through one connection of "burrow tcp" (a fresh edge with
      --tcp-ports) and of ssh -R, and 2,000 one-byte round trips on one open connection of each.
   6. open loop: 1 KiB POST offered at one constant rate, half the tunnel's maximum (the matrix's median
-     when it ran, else one autocannon run @100), to direct, the tunnel, --baseline and ssh -R; latency
-     charged from each request's scheduled time (corrected for coordinated omission); 2 x --duration s
-     per path after min(2, --duration / 2) s of warm-up, at most 3 rounds (--repeat);
+     when it ran, else one autocannon run @100), to direct, the tunnel, --baseline, ssh -R and
+     nginx -> nginx; latency charged from each request's scheduled time (corrected for coordinated
+     omission); 2 x --duration s per path after min(2, --duration / 2) s of warm-up, at most 3 rounds
+     (--repeat);
   7. HTTPS: a second edge with a throwaway certificate (HTTPS public side, wss to its client, capture and
      inspector on), 1 KiB POST and GET @100, beside direct over plain HTTP, nginx -> nginx with TLS on
      both hops and ssh -R in the same group.
@@ -1265,7 +1266,8 @@ async function runOpenLoopPhase(setup: Setup, options: Options): Promise<OpenLoo
     }
     record.rate = Math.max(1, Math.round(record.tunnelMaxReqPerSec / 2));
     const direct = setup.paths[0]!;
-    const others = [tunnel, ...setup.paths.filter((p) => p.id === 'baseline' || p.id === 'ssh')];
+    // nginx → nginx: two C proxies at the same offered rate, the floor this target is read against.
+    const others = [tunnel, ...setup.paths.filter((p) => p.id === 'baseline' || p.id === 'ssh' || p.id === 'nginx2')];
     log(
       `\nopen loop: ${scenarioLabel(scenario)} offered at ${formatNumber(record.rate)} req/s to every path (half the tunnel's ${formatNumber(record.tunnelMaxReqPerSec)}, from ${record.maxFrom}); ` +
         `${warmupS} s warm-up + ${durationS} s per path, ${issue25Rounds(options)} round(s), undici Pool of up to ${connections} connections, latency from the schedule`,

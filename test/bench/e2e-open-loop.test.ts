@@ -78,6 +78,15 @@ describe("issue 25's open-loop row in the summary", () => {
     assert.equal(openRow(record([run(1, 'direct', 1000, false), run(1, 'cap-insp', 90_000)])).pass, null);
   });
 
+  test('the row names nginx → nginx at the same rate as the floor, when the run has it', () => {
+    const withFloor = [...paths, { id: 'nginx2', kind: 'floor', label: 'nginx → nginx (two hops)', processes: ['nginx-front', 'nginx-back'] } as PathInfo];
+    const runs = [run(1, 'direct', 1000), run(1, 'cap-insp', 4000), run(1, 'nginx2', 2200)];
+    const row = summarize([], [], withFloor, { openloop: record(runs) }).acceptance25!.find((r) => r.target.startsWith('open loop'))!;
+    assert.match(row.measured, /^\+p99 3,000 µs at 1,000 req\/s \(p99 4,000 µs; achieved 1,000\); floor in the same run: nginx → nginx \+p99 1,200 µs \(achieved 1,000\)$/);
+    assert.equal(row.pass, false);
+    assert.doesNotMatch(openRow(record(runs.slice(0, 2))).measured, /floor/);
+  });
+
   test('a results file without the phase says not measured', () => {
     const row = openRow(null);
     assert.equal(row.pass, null);
