@@ -11,7 +11,7 @@ import type { StoreOptions } from '../../store/account-store.js';
 import { MAX_CLUSTER_NODE_NUMBER } from '../../store/captures.js';
 import { RedisLeases } from '../../store/redis-leases.js';
 import { RedisOfflineQueue } from '../../store/redis-offline-queue.js';
-import { RedisStore } from '../../store/redis-store.js';
+import type { RedisStore } from '../../store/redis-store.js';
 import { redacted } from '../../store/redis-url.js';
 import { BurrowError } from '../../errors.js';
 import type { ClusterOptions } from './types.js';
@@ -44,6 +44,8 @@ export class ClusterConnection {
   static async open(options: ClusterOptions, storeOptions: StoreOptions, log: (line: string) => void): Promise<ClusterConnection> {
     let accounts: RedisStore;
     try {
+      // Loaded here: a single-machine edge never reads ioredis, and every start (a test's too) skips it.
+      const { RedisStore } = await import('../../store/redis-store.js');
       accounts = await RedisStore.connect(options.redis, storeOptions);
     } catch (error) {
       // A bad URL or a Redis Cluster: the message says what to change.
