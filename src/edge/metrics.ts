@@ -61,6 +61,18 @@ export class EdgeMetrics {
   private readonly hopDuration: Histogram;
   private readonly commitDuration: Histogram;
 
+  /** A gauge read at scrape time, for parts of the edge that keep their own figures (the offline queue). */
+  gauge(name: string, help: string, read: () => number): void {
+    new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  }
+
   constructor(gauges: EdgeGauges) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });

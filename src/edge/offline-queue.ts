@@ -18,7 +18,6 @@
  * holds the whole name (every event would fail alike) for the same backoff. After its attempts an event
  * is parked as failed.
  */
-import { Gauge, type Registry } from 'prom-client';
 import { BurrowError, ERROR_CODES } from '../errors.js';
 import { nowIso } from '../ids.js';
 import type { QueueDriver } from '../api/types.js';
@@ -35,6 +34,7 @@ import { beginWebhookChecks, fieldValue, signatureRefusal, type WebhookChecks } 
 import { ReservationVerifiers, VerifiersUnavailable } from './policy/reservation-verifiers.js';
 import type { PublicRequestHead } from './headers.js';
 import type { RejectedRequest } from './policy-gate.js';
+import type { EdgeMetrics } from './metrics.js';
 import type { EdgeObserver } from './observer.js';
 import type { EdgeRegistry } from './registry.js';
 import { writeOwn, writePublicError } from './responses.js';
@@ -143,7 +143,7 @@ export class OfflineQueue implements QueueDriver {
     // disk they stay until a later start).
     store.queue.dropUnfinishedUploads().catch((error: Error) => this.writeFailed(error, 'dropping unfinished uploads'));
     for (const subdomain of store.queue.subdomains()) this.refresh(subdomain);
-    if (observer?.metrics) this.registerGauges(observer.metrics.registry);
+    if (observer?.metrics) this.registerGauges(observer.metrics);
     this.expiryTimer = setInterval(() => {
       this.expire();
       this.sourceRate.sweep();
@@ -504,33 +504,13 @@ export class OfflineQueue implements QueueDriver {
     return count;
   }
 
-  private registerGauges(registry: Registry): void {
-    const queue = this;
-    new Gauge({
-      name: 'burrow_queue_uploads_receiving',
-      help: 'Requests to hold (offline mode queue) whose body is still arriving.',
-      registers: [registry],
-      collect() {
-        this.set(queue.uploads);
-      },
-    });
-    new Gauge({
-      name: 'burrow_queue_upload_bytes_received',
-      help: 'Body bytes those requests brought so far (written to storage as they come).',
-      registers: [registry],
-      collect() {
-        this.set(queue.uploadedBytes);
-      },
-    });
-    new Gauge({
-      name: 'burrow_queue_upload_bytes_buffered',
-      help: 'Memory those requests hold: body pieces being filled or written (at most two 16 KiB pieces each once stalled).',
-      registers: [registry],
-      collect() {
-        let bytes = 0;
-        for (const spool of queue.spools) bytes += spool.heldBytes;
-        this.set(bytes);
-      },
+  private registerGauges(metrics: EdgeMetrics): void {
+    metrics.gauge('burrow_queue_uploads_receiving', 'Requests to hold (offline mode queue) whose body is still arriving.', () => this.uploads);
+    metrics.gauge('burrow_queue_upload_bytes_received', 'Body bytes those requests brought so far (written to storage as they come).', () => this.uploadedBytes);
+    metrics.gauge('burrow_queue_upload_bytes_buffered', 'Memory those requests hold: body pieces being filled or written (at most two 16 KiB pieces each once stalled).', () => {
+      let bytes = 0;
+      for (const spool of this.spools) bytes += spool.heldBytes;
+      return bytes;
     });
   }
 

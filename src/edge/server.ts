@@ -35,7 +35,7 @@ import { loadDashboard, serveDashboard } from './dashboard.js';
 import { readPublicRequestHead, type PublicRequestHead } from './headers.js';
 import { apiHostProblem, HostDispatch } from './host.js';
 import { OfflineQueue, type OfflineQueueOptions } from './offline-queue.js';
-import { EdgeMetrics } from './metrics.js';
+import type { EdgeMetrics } from './metrics.js';
 import { EdgeObserver } from './observer.js';
 import { DEFAULT_HANDSHAKE_LIMITS, PublicListener, type HandshakeLimits, type PassthroughRouter } from './public-listener.js';
 import { gatherBody, requestFraming } from './request-framing.js';
@@ -246,7 +246,9 @@ export class Edge {
 
   private constructor(
     private readonly options: EdgeOptions,
-    cluster: ClusterConnection | null = null,
+    cluster: ClusterConnection | null,
+    /** EdgeMetrics when `--admin` serves them (prom-client is loaded only then). */
+    Metrics: typeof EdgeMetrics | null,
   ) {
     this.clusterConnection = cluster;
     this.domain = (options.domain ?? 'localhost').toLowerCase();
@@ -367,9 +369,9 @@ export class Edge {
       });
     }
     const metrics =
-      options.admin === undefined
+      Metrics === null
         ? null
-        : new EdgeMetrics({
+        : new Metrics({
             tunnelsActive: () => this.registry.size,
             streamsOpen: () => this.openStreams(),
             draining: () => this.draining,
@@ -452,13 +454,14 @@ export class Edge {
 
   /** Opens the store (and joins the cluster), binds the port and starts the coarse timer. */
   static async start(options: EdgeOptions): Promise<Edge> {
+    const Metrics = options.admin === undefined ? null : (await import('./metrics.js')).EdgeMetrics;
     const cluster =
       options.cluster === undefined
         ? null
         : await ClusterConnection.open(options.cluster, options.plans === undefined ? {} : { plans: options.plans }, options.log ?? ((line) => process.stderr.write(`${line}\n`)));
     let edge: Edge;
     try {
-      edge = new Edge(options, cluster);
+      edge = new Edge(options, cluster, Metrics);
     } catch (error) {
       await cluster?.close();
       throw error;
