@@ -61,18 +61,6 @@ export class EdgeMetrics {
   private readonly hopDuration: Histogram;
   private readonly commitDuration: Histogram;
 
-  /** A gauge read at scrape time, for parts of the edge that keep their own figures (the offline queue). */
-  gauge(name: string, help: string, read: () => number): void {
-    new Gauge({
-      name,
-      help,
-      registers: [this.registry],
-      collect() {
-        this.set(read());
-      },
-    });
-  }
-
   constructor(gauges: EdgeGauges) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
@@ -134,11 +122,11 @@ export class EdgeMetrics {
     counter('burrow_captures_committed_total', 'Captured exchanges written to LMDB.', () => metrics.capturesCommitted);
     const storage = gauges.storage;
     if (storage !== undefined) {
-      gauge('burrow_disk_free_bytes', "Free bytes on the data directory's file system (statfs, for unprivileged writers) at the last reading, less what captures wrote since.", () => Math.max(0, storage.freeBytes()));
-      gauge('burrow_disk_min_free_bytes', 'The free-space floor (--min-free-disk) in bytes: below it captures are skipped and held webhooks refused.', () => storage.minFreeBytes());
-      gauge('burrow_disk_low', '1 while free space is below the floor (captures skipped, held webhooks refused with 503 STORAGE_FULL), else 0.', () => (storage.low() ? 1 : 0));
-      gauge('burrow_capture_stored_bytes', "Bytes of captures stored on this edge, all accounts (what the accounts' capture quotas count).", () => storage.quotaUse().storedBytes);
-      gauge(
+      this.gauge('burrow_disk_free_bytes', "Free bytes on the data directory's file system (statfs, for unprivileged writers) at the last reading, less what captures wrote since.", () => Math.max(0, storage.freeBytes()));
+      this.gauge('burrow_disk_min_free_bytes', 'The free-space floor (--min-free-disk) in bytes: below it captures are skipped and held webhooks refused.', () => storage.minFreeBytes());
+      this.gauge('burrow_disk_low', '1 while free space is below the floor (captures skipped, held webhooks refused with 503 STORAGE_FULL), else 0.', () => (storage.low() ? 1 : 0));
+      this.gauge('burrow_capture_stored_bytes', "Bytes of captures stored on this edge, all accounts (what the accounts' capture quotas count).", () => storage.quotaUse().storedBytes);
+      this.gauge(
         'burrow_capture_quota_accounts_over_90_percent',
         'Accounts that wrote captures since the edge started and hold 90% of their capture quota or more.',
         () => storage.quotaUse().accountsOver90Percent,
@@ -185,17 +173,6 @@ export class EdgeMetrics {
       registers,
     });
 
-    function gauge(name: string, help: string, read: () => number): void {
-      new Gauge({
-        name,
-        help,
-        registers,
-        collect() {
-          this.set(read());
-        },
-      });
-    }
-
     function counter(name: string, help: string, read: () => number): void {
       new Counter({
         name,
@@ -207,6 +184,18 @@ export class EdgeMetrics {
         },
       });
     }
+  }
+
+  /** A gauge read at scrape time, for parts of the edge that keep their own figures (the offline queue). */
+  gauge(name: string, help: string, read: () => number): void {
+    new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.set(read());
+      },
+    });
   }
 
   /** A public request ended (answered through the tunnel, by the edge, or abandoned). */
