@@ -270,6 +270,11 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private socketError: string | null = null;
   /** The current WebSocket's upgrade was accepted: a close before READY is the edge's, not the network's. */
   private socketOpened = false;
+  /**
+   * How the upgraded connection's TCP socket ended, when it ended from the far side: `ws` swallows a
+   * reset after the upgrade, and says 1006 for a reset, an end and a local destroy alike.
+   */
+  private transportEnd: string | null = null;
   private readonly trustedCas: string[] | undefined;
   private firstConnect: { resolve: (info: ReadyInfo) => void; reject: (error: Error) => void } | null = null;
   /** Live counters for the terminal: open streams and totals. */
@@ -577,6 +582,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
     this.goAway = null;
     this.socketError = null;
     this.socketOpened = false;
+    this.transportEnd = null;
     this.refusal = null;
     this.connecting = endpoint;
     this.discoverAgent(endpoint, askAgain).then(
@@ -703,6 +709,13 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
       lookup: this.agentLookup(endpoint, url),
     });
     socket.on('upgrade', (response) => {
+      const transport = response.socket;
+      transport.once('end', () => {
+        if (this.socket === socket) this.transportEnd ??= 'the edge ended the TCP connection';
+      });
+      transport.once('error', (error: NodeJS.ErrnoException) => {
+        if (this.socket === socket) this.transportEnd ??= `the TCP connection failed: ${error.code ?? error.message}`;
+      });
       const version = String(response.headers[PROTOCOL_HEADER] ?? '');
       if (version === String(PROTOCOL_VERSION)) return;
       // An edge of another version accepted: nothing it sends can be read. Final, as a refusal is.
@@ -842,7 +855,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private closedBeforeReady(code: number, reason: string): string {
     if (reason !== '') return reason;
     // Accepted, then dropped without a close frame: the edge (or a proxy in front of it) cut it, not DNS or TCP.
-    if (this.socketOpened) return `the edge accepted the connection, then it closed before the tunnel was ready (WebSocket close ${code})`;
+    if (this.socketOpened) return `the edge accepted the connection, then it closed before the tunnel was ready (WebSocket close ${code}${this.transportEnd === null ? '' : `; ${this.transportEnd}`})`;
     return `the connection closed (${code})`;
   }
 
