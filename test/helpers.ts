@@ -91,13 +91,13 @@ export async function agentUrlOf(base: string, host?: string): Promise<string> {
   return instance.agent_url;
 }
 
+/** How many of a test edge's last log lines it keeps for a failed startClient to show. */
+const RECENT_LOG_LINES = 30;
+
 /**
  * Test edges' log lines: dropped, unless BURROW_TEST_EDGE_LOG=1 asks for them on stderr, timestamped, to
  * see what the edges of a failing test did.
  */
-/** How many of a test edge's last log lines it keeps for a failed startClient to show. */
-const RECENT_LOG_LINES = 30;
-
 const EDGE_LOG: (line: string) => void =
   process.env.BURROW_TEST_EDGE_LOG === '1' ? (line) => process.stderr.write(`[edge ${new Date().toISOString()}] ${line}\n`) : () => {};
 

@@ -855,8 +855,13 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private closedBeforeReady(code: number, reason: string): string {
     if (reason !== '') return reason;
     // Accepted, then dropped without a close frame: the edge (or a proxy in front of it) cut it, not DNS or TCP.
-    if (this.socketOpened) return `the edge accepted the connection, then it closed before the tunnel was ready (WebSocket close ${code}${this.transportEnd === null ? '' : `; ${this.transportEnd}`})`;
+    if (this.socketOpened) return `the edge accepted the connection, then it closed before the tunnel was ready (${this.closeDetail(code)})`;
     return `the connection closed (${code})`;
+  }
+
+  /** The WebSocket's close code, and how its TCP connection ended when that came from the far side. */
+  private closeDetail(code: number): string {
+    return `WebSocket close ${code}${this.transportEnd === null ? '' : `; ${this.transportEnd}`}`;
   }
 
   /** Why a connection ended, short: "GOAWAY SHUTDOWN: ...", "ECONNREFUSED", "STORE_UNAVAILABLE: ...". */
@@ -871,7 +876,7 @@ export class TunnelClient extends EventEmitter<TunnelClientEvents> implements St
   private lostReason(endpoint: EdgeEndpoint, code: number, reason: string): string {
     if (reason !== '') return reason;
     if (this.socketError !== null) return `the edge at ${endpointLabel(endpoint)} is unreachable (${this.socketError})`;
-    return `the connection to the edge at ${endpointLabel(endpoint)} dropped (WebSocket close ${code})`;
+    return `the connection to the edge at ${endpointLabel(endpoint)} dropped (${this.closeDetail(code)})`;
   }
 
   private scheduleReconnect(reason: string, refusal: string | null): void {

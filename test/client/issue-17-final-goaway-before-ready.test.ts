@@ -12,7 +12,7 @@ import { WebSocketServer } from 'ws';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
 import { encode } from '../../src/protocol/codec.js';
-import { FrameType, GoAwayCode, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../../src/protocol/constants.js';
+import { DEFAULT_SETTINGS, FrameType, GoAwayCode, PROTOCOL_HEADER, PROTOCOL_VERSION } from '../../src/protocol/constants.js';
 
 test('start() rejects, naming the code, when the edge sends a final GOAWAY before READY', async () => {
   const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
@@ -50,6 +50,29 @@ test('start() rejects, saying the edge accepted and then cut the connection, whe
       client.start(),
       new RegExp(`^Error: cannot connect to the edge at http://127\\.0\\.0\\.1:${port}: the edge accepted the connection, then it closed before the tunnel was ready \\(WebSocket close 1006; the edge ended the TCP connection\\)$`),
     );
+  } finally {
+    await client.close();
+    server.close();
+  }
+});
+
+test('a connection dropped after READY: the reconnect names how its TCP connection ended', async () => {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await once(server, 'listening');
+  server.on('headers', (headers) => headers.push(`${PROTOCOL_HEADER}: ${PROTOCOL_VERSION}`));
+  let connections = 0;
+  server.on('connection', (socket) => {
+    socket.send(encode([FrameType.READY, 0, 'drops', 'http://drops.localhost', DEFAULT_SETTINGS]));
+    // The first connection is cut without a close frame once READY is out; the second stays.
+    if (++connections === 1) setTimeout(() => socket.terminate(), 20);
+  });
+  const port = (server.address() as AddressInfo).port;
+  const client = new TunnelClient({ edge: `http://127.0.0.1:${port}`, token: 'svc_pat_00000000_x', routes: new RouteTable(3000, []), minBackoffMs: 50, maxBackoffMs: 100 });
+  try {
+    const reconnecting = once(client, 'reconnecting') as Promise<[{ reason: string }]>;
+    await client.start();
+    const [event] = await reconnecting;
+    assert.equal(event.reason, `the connection to the edge at http://127.0.0.1:${port} dropped (WebSocket close 1006; the edge ended the TCP connection)`);
   } finally {
     await client.close();
     server.close();
