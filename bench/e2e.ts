@@ -36,7 +36,7 @@ import { parseArgs } from 'node:util';
 import { Client } from 'undici';
 import { Store } from '../src/store/store.js';
 import { makeCa, makeServerCert } from '../test/tls-fixtures.js';
-import { burrowEnv, createBenchAccount, startBurrowEdge, startBurrowHttp } from './e2e/burrow.js';
+import { BENCH_CAPTURE_QUOTA, burrowEnv, createBenchAccount, edgesAtDefaultQuota, startBurrowEdge, startBurrowHttp } from './e2e/burrow.js';
 import { badCount, runLoad, stopCurrentLoad, type LoadResult, type Target } from './e2e/load.js';
 import { runOpenLoop, stopOpenLoop } from './e2e/open-loop.js';
 import { machineInfo, sourceInfo } from './e2e/machine.js';
@@ -1561,6 +1561,7 @@ async function main(): Promise<number> {
     options: { ...options, burrowDir: options.burrowDir, outDir: relative(ROOT, options.outDir) || '.' },
     inspectFlag: ready?.inspectFlag ?? null,
     floorsMissing: ready?.floorsMissing ?? null,
+    captureQuota: { raisedTo: BENCH_CAPTURE_QUOTA, atDefault: [...new Set(edgesAtDefaultQuota)] },
     headline: { method: 'POST', size: SMALL, connections: 100 },
     paths,
     error: failure === null ? null : failure.message,

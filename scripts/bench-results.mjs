@@ -350,6 +350,7 @@ function render(results, file, checks, rows25, history) {
       'CPU µs per request is read per process from /proc/<pid>/stat (utime + stime, 10 ms ticks) over each run, so it does not depend on who shared a core. ' +
       'Child output is read as it comes (stdout and stderr of every child are drained continuously; the client logs to a file), so no child blocks on a full pipe.',
   );
+  out.push(captureQuotaLine(results.captureQuota));
   const dropped = results.discarded?.length ?? 0;
   const droppedProbes = new Set((results.discardedProbes ?? []).map((p) => `${p.round} ${p.sender} ${p.method} ${p.shape}`)).size;
   out.push(
@@ -834,4 +835,14 @@ try {
 } catch (error) {
   process.stderr.write(`bench-results: ${error.message}\n`);
   process.exitCode = 1;
+}
+
+/** Whether every capturing edge of the run captured every exchange, or which ones met their plan's quota. */
+export function captureQuotaLine(quota) {
+  if (quota === undefined) {
+    return '- Capture quota: the plans\' defaults (a run from before `--plans`): an account at its quota (FREE 100 MiB) has new captures skipped, so the big-body "capture on" rows measured mostly skipped captures (bench/RESULTS.md\'s tuning log, session of 2026-11-29 03:58).';
+  }
+  const raised = `every Burrow edge that captures got \`--plans\` with a capture quota of ${quota.raisedTo} for both plans, beyond what its rings hold, so every exchange was captured`;
+  if (quota.atDefault.length === 0) return `- Capture quota: ${raised}.`;
+  return `- Capture quota: ${raised}, except ${quota.atDefault.map((name) => `\`${name}\``).join(', ')} (a build without \`--plans\`): at its plan's default quota (FREE 100 MiB) its account's new captures are skipped once the quota fills, which makes its big-body rows cheaper than a capture costs.`;
 }

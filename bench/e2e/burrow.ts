@@ -5,7 +5,47 @@
  * process is ready (the edge listening, the tunnel forwarding).
  */
 import { spawnSync } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Child, Children } from './processes.js';
+
+/**
+ * The capture quota every benchmark edge gets (`burrow edge --plans`, docs/deploy.md "Plans and quotas"),
+ * beyond what any ring of a run can hold (a FREE ring's 1,000 slots, a PRO ring's 10,000, of two bodies
+ * of at most --capture-body each). At the plans' defaults (FREE 100 MiB) an account fills its quota in
+ * the 1 MiB phases and its new captures are skipped: a "capture on" row then measured the skip (measured:
+ * 1,100 of 1,288 POSTs of 1 MiB skipped in 5 s, and each run after that 93% of them).
+ */
+export const BENCH_CAPTURE_QUOTA = '64GiB';
+
+/** Each checkout's edge: whether it takes --plans (a build before it does not), by bin. */
+const takesPlans = new Map<string, boolean>();
+let plansFile: string | null = null;
+
+/**
+ * `--plans FILE` for `bin`'s edge, raising both plans' capture quota, or nothing for a build without the
+ * flag (its big bodies' captures are skipped once its account's quota fills; `edgesAtDefaultQuota` says so).
+ */
+function plansArgs(bin: string): string[] {
+  let takes = takesPlans.get(bin);
+  if (takes === undefined) {
+    const help = spawnSync(process.execPath, [bin, 'edge', '--help'], { encoding: 'utf8', timeout: 20_000 });
+    takes = /--plans FILE/.test(`${help.stdout ?? ''}`);
+    takesPlans.set(bin, takes);
+  }
+  if (!takes) return [];
+  if (plansFile === null) {
+    plansFile = join(tmpdir(), `burrow-bench-plans-${process.pid}.yml`);
+    writeFileSync(plansFile, `FREE:\n  capture_bytes: ${BENCH_CAPTURE_QUOTA}\nPRO:\n  capture_bytes: ${BENCH_CAPTURE_QUOTA}\n`);
+    const file = plansFile;
+    process.once('exit', () => rmSync(file, { force: true }));
+  }
+  return ['--plans', plansFile];
+}
+
+/** The names of the edges started with their plans' default capture quota (builds without --plans). */
+export const edgesAtDefaultQuota: string[] = [];
 
 /**
  * The environment of a Burrow process: the runner's, with its own config directory and without the
@@ -61,7 +101,9 @@ export interface EdgeOptions {
 /** Starts `burrow edge` on 127.0.0.1 and waits until it listens; the child and its public port. */
 export async function startBurrowEdge(children: Children, options: EdgeOptions): Promise<{ child: Child; port: number }> {
   const { bin, name, dataDir, env, nodeArgs = [], edgeArgs = [], port = 0, stdoutFile, wrap } = options;
-  const args = [...nodeArgs, bin, 'edge', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir, '--rate-limit', '1000000', ...edgeArgs];
+  const plans = edgeArgs.includes('--no-capture') ? [] : plansArgs(bin);
+  if (plans.length === 0 && !edgeArgs.includes('--no-capture')) edgesAtDefaultQuota.push(name);
+  const args = [...nodeArgs, bin, 'edge', '--host', '127.0.0.1', '--port', String(port), '--data', dataDir, '--rate-limit', '1000000', ...plans, ...edgeArgs];
   const spawned = wrap === undefined ? { command: process.execPath, args } : wrap(process.execPath, args);
   const child = children.spawn({ name, command: spawned.command, args: spawned.args, env, stdoutFile });
   const listening = await ready(child, /listening on https?:\/\/localhost:(\d+)/, 30_000);

@@ -12,10 +12,11 @@ import { lmdbBinaryPath, lmdbBinaryWarning } from '../../store/lmdb-native.js';
 import { certificateCovers, type ServerName } from '../../edge/tls.js';
 import { CliError, intOption, noExtraPositionals, parse, usageHint, UsageError } from '../args.js';
 import { configPath, readConfig, writeConfig } from '../config.js';
+import { readPlansFile } from '../plans-file.js';
 
 const HELP = `
 Usage: burrow edge [--host 127.0.0.1] [--port 8080] [--agent-port N] [--domain localhost] [--api-host HOST] [--data DIR]
-                   [--rate-limit N] [--json] [--secret-key-file FILE]
+                   [--rate-limit N] [--json] [--secret-key-file FILE] [--plans FILE]
                    [--admin [HOST:]PORT] [--access-log FILE|-] [--drain MS] [--min-free-disk BYTES|PERCENT]
                    [--tls-cert FILE --tls-key FILE [--http-port N] [--acme-webroot DIR]] [--public-url URL] [--hsts]
                    [--tcp-ports A-B [--tcp-host HOST]]
@@ -60,6 +61,10 @@ Options:
   --grace MS             how long an ended tunnel's subdomain (dropped, or closed with Ctrl-C) stays held
                          for its account (default 60000)
   --capture-body BYTES   bytes of each body kept in a capture (default 1048576)
+  --plans FILE           the FREE and PRO plans' limits on this edge where they differ from the
+                         defaults: a YAML (or JSON) map of plan to limits, e.g. "PRO: {capture_bytes:
+                         16GiB, active_tunnels: 100}"; a limit left out keeps its default; every edge
+                         of a cluster needs the same file (docs/deploy.md, "Plans and quotas")
   --no-capture           forward without capturing (benchmarks)
   --capture-fsync        fsync every capture commit: captures survive power loss too, at ~0.5-1 ms
                          of latency per commit (by default they survive a crash of the edge process)
@@ -148,6 +153,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
       'max-body': { type: 'string' },
       grace: { type: 'string' },
       'capture-body': { type: 'string' },
+      plans: { type: 'string' },
       'no-capture': { type: 'boolean' },
       'capture-fsync': { type: 'boolean' },
       'min-free-disk': { type: 'string' },
@@ -234,6 +240,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     maxHeadBytes: intOption(values['max-header-size'], 'max-header-size', 32 * 1024, 1024, 1024 * 1024),
     maxFieldLines: intOption(values['max-header-lines'], 'max-header-lines', 100, 8, 10_000),
   };
+  const plans = values.plans === undefined ? undefined : readPlansFile(resolve(values.plans));
   const minFreeDisk = values['min-free-disk'] === undefined ? undefined : parseMinFreeSpace(values['min-free-disk']);
   if (typeof minFreeDisk === 'string') throw new UsageError(`--min-free-disk must be ${minFreeDisk}`);
   // A port in use or an unusable data directory is a one-line reason, not a stack trace.
@@ -257,6 +264,7 @@ export async function edgeCommand(args: string[]): Promise<number> {
     captureFsync: values['capture-fsync'] === true,
     ...(values['secret-key-file'] === undefined ? {} : { secretKeyFile: resolve(values['secret-key-file']) }),
     ...(minFreeDisk === undefined ? {} : { minFreeDisk }),
+    ...(plans === undefined ? {} : { plans }),
     ...(publicPort === undefined ? {} : { publicPort }),
     ...(trustProxy === undefined ? {} : { trustProxy }),
     ...(publicScheme === undefined ? {} : { publicScheme }),
