@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { burrowEnv, createBenchAccount, edgesAtDefaultQuota, startBurrowEdge, startBurrowHttp } from '../../bench/e2e/burrow.js';
+import { burrowEnv, createBenchAccount, edgesAtDefaultQuota, RING_FILL_UPLOADS, startBurrowEdge, startBurrowHttp } from '../../bench/e2e/burrow.js';
+import { DEFAULT_PLANS } from '../../src/store/plans.js';
 import { Children } from '../../bench/e2e/processes.js';
 
 const BIN = fileURLToPath(new URL('../../../bin/burrow.js', import.meta.url));
@@ -59,4 +60,9 @@ test('a benchmark edge captures every 1 MiB upload past the default FREE quota o
     local.close();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("the benchmark's warm-up laps a FREE ring (the plan its accounts have) before the rows measure captures", () => {
+  // A warm-up shorter than the ring would leave the first 1 MiB row growing the capture file.
+  assert.ok(RING_FILL_UPLOADS > DEFAULT_PLANS.FREE.capturedRequests, `${RING_FILL_UPLOADS} uploads lap ${DEFAULT_PLANS.FREE.capturedRequests} slots`);
 });
