@@ -350,7 +350,7 @@ function render(results, file, checks, rows25, history) {
       'CPU µs per request is read per process from /proc/<pid>/stat (utime + stime, 10 ms ticks) over each run, so it does not depend on who shared a core. ' +
       'Child output is read as it comes (stdout and stderr of every child are drained continuously; the client logs to a file), so no child blocks on a full pipe.',
   );
-  out.push(captureQuotaLine(results.captureQuota));
+  out.push(captureQuotaLine(results.captureQuota, results.warmups ?? []));
   const dropped = results.discarded?.length ?? 0;
   const droppedProbes = new Set((results.discardedProbes ?? []).map((p) => `${p.round} ${p.sender} ${p.method} ${p.shape}`)).size;
   out.push(
@@ -837,8 +837,21 @@ try {
   process.exitCode = 1;
 }
 
-/** Whether every capturing edge of the run captured every exchange, or which ones met their plan's quota. */
-export function captureQuotaLine(quota) {
+/**
+ * Whether every capturing edge of the run captured every exchange, or which ones met their plan's quota;
+ * and whether the capturing tunnels' rings lapped before the rows (the warm-up's uploads of 1 MiB @10,
+ * the only warm-up at 10 connections).
+ */
+export function captureQuotaLine(quota, warmups) {
+  const lapped = warmups.filter((warmup) => warmup.connections === 10);
+  const laps =
+    lapped.length === 0
+      ? ' The capturing tunnels\' rings had not lapped before the rows: the first 1 MiB rows paid for the capture file growing.'
+      : ` Before the rows each capturing tunnel's ring lapped once (${lapped.map((warmup) => `${warmup.path} ${num(warmup.load.requests)}`).join(', ')} uploads of 1 MiB), so captures were written over pages the capture file had, as on an edge that has run a while.`;
+  return captureQuotaText(quota) + laps;
+}
+
+function captureQuotaText(quota) {
   if (quota === undefined) {
     return '- Capture quota: the plans\' defaults (a run from before `--plans`): an account at its quota (FREE 100 MiB) has new captures skipped, so the big-body "capture on" rows measured mostly skipped captures (bench/RESULTS.md\'s tuning log, session of 2026-11-29 03:58).';
   }

@@ -207,3 +207,29 @@ test('RESULTS.md has the floor profile when the run measured it, and says "not m
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('RESULTS.md says whether every capture was written and whether the rings lapped before the rows', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'burrow-quota-line-'));
+  try {
+    const quotaLine = (extra: Record<string, unknown>): string => {
+      const file = join(dir, 'e2e-test.json');
+      writeFileSync(file, JSON.stringify({ ...results(null), ...extra }));
+      const out = join(dir, 'RESULTS.md');
+      const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'bench-results.mjs'), file, '--out', out], { encoding: 'utf8' });
+      assert.equal(run.status, 0, run.stderr);
+      return readFileSync(out, 'utf8').split('\n').find((line) => line.startsWith('- Capture quota:'))!;
+    };
+    const fill = { path: 'cap-insp', method: 'POST', connections: 10, load: { requests: 1100 } };
+    const warm = { path: 'cap-insp', method: 'POST', connections: 100, load: { requests: 9000 } };
+    // A run from before --plans: the defaults, and what that meant.
+    assert.match(quotaLine({}), /the plans' defaults .* mostly skipped captures/);
+    const raised = quotaLine({ captureQuota: { raisedTo: '64GiB', atDefault: [] }, warmups: [warm, fill] });
+    assert.match(raised, /capture quota of 64GiB for both plans, beyond what its rings hold, so every exchange was captured\./);
+    assert.match(raised, /each capturing tunnel's ring lapped once \(cap-insp 1,100 uploads of 1 MiB\)/);
+    const older = quotaLine({ captureQuota: { raisedTo: '64GiB', atDefault: ['edge-baseline'] }, warmups: [warm] });
+    assert.match(older, /except `edge-baseline` \(a build without `--plans`\)/);
+    assert.match(older, /rings had not lapped before the rows/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
