@@ -112,7 +112,8 @@ Options:
   --no-floors           skip the nginx, ssh -R, relay and proxy paths
   --phases LIST         which phases run: probes,matrix,profile,openloop,https,tenants,idle,tcp (default
                         all; the acceptance lines of a phase left out say "not measured"; the set-up always
-                        starts the target, edge, client and floors, so "--phases profile" runs alone)
+                        starts the target, edge, client and floors, so "--phases profile" runs alone;
+                        probes, matrix and profile start with the warm-up, which laps the capture rings)
   --pause MS            pause between runs (default 200)
   --max-other-cpu PCT   a group of runs (or a probe) during which processes outside the benchmark, or
                         the hypervisor's other guests (steal), took more than PCT % of a core is run
@@ -1492,7 +1493,8 @@ async function main(): Promise<number> {
     });
     const ready = state.setup!;
     const wanted = (name: Phase): boolean => options.phases.includes(name);
-    if (wanted('probes') || wanted('matrix')) await phase('warm-up', () => warmUp(ready, options));
+    // The warm-up laps the capture rings too, which the matrix's and the profile's big bodies need.
+    if (wanted('probes') || wanted('matrix') || wanted('profile')) await phase('warm-up', () => warmUp(ready, options));
     if (wanted('probes')) await phase('probes', () => runProbes(ready, options));
     if (wanted('matrix')) await phase('matrix', () => runMatrix(ready, options));
     // -- floor profile (issue 25) --
