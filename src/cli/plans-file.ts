@@ -87,17 +87,17 @@ export function parsePlansText(text: string, path: string): { plans: PlanOverrid
     const limits: Partial<PlanLimits> = {};
     for (const pair of planPair.value.items as Pair[]) {
       const key = isScalar(pair.key) ? String(pair.key.value) : '';
-      const path = `${name}.${key}`;
+      const keyPath = `${name}.${key}`;
       const limit = LIMITS[key];
       if (limit === undefined) {
-        at(pair.key, path, `not a plan limit: the limits are ${PLAN_LIMIT_KEYS.join(', ')}`);
+        at(pair.key, keyPath, `not a plan limit: the limits are ${PLAN_LIMIT_KEYS.join(', ')}`);
         continue;
       }
       const raw = isScalar(pair.value) ? pair.value.value : undefined;
       const value = limitValue(raw, limit.kind);
       const max = limit.field === 'capturedRequests' ? CAPTURED_REQUESTS_MAX : MAX[limit.kind];
-      if (typeof value === 'string') at(pair.value ?? pair.key, path, value);
-      else if (value < 1 || value > max) at(pair.value, path, `must be 1 to ${max.toLocaleString('en-US')}, not ${value}`);
+      if (typeof value === 'string') at(pair.value ?? pair.key, keyPath, value);
+      else if (value < 1 || value > max) at(pair.value, keyPath, `must be 1 to ${max.toLocaleString('en-US')}, not ${value}`);
       else limits[limit.field] = value;
     }
     plans[name] = limits;
