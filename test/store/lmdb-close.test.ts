@@ -39,7 +39,9 @@ test("lmdb-js's own close() while a write commits: the write's continuation read
   // The pinned lmdb-js (3.5.6) behaves so; if an upgrade mends it, this test says the helper may go.
   const { status, output } = child(writeThenClose('root.close()'));
   assert.notEqual(status, 0, output);
-  assert.match(output, /Attempt to reset an invalid read txn/);
+  // Which of lmdb-js's errors ends it depends on where the close lands: the timer resetting the aborted
+  // read transaction, or the continuation's read renewing it (a clean-clone CI met the second once).
+  assert.match(output, /Attempt to reset an invalid read txn|No current read transaction available[\s\S]*No transaction to renew/);
   assert.doesNotMatch(output, /closed cleanly/);
 });
 
