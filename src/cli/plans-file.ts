@@ -14,7 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { isMap, isScalar, LineCounter, parseDocument, type Pair } from 'yaml';
 import { PLAN_NAMES, isPlanName, type PlanLimits, type PlanName } from '../store/plans.js';
-import { ConfigFileError, type ConfigProblem } from './config-file.js';
+import { formatProblem, type ConfigProblem } from './config-file.js';
 import { CliError } from './args.js';
 
 export type PlanOverrides = Partial<Record<PlanName, Partial<PlanLimits>>>;
@@ -45,7 +45,7 @@ const MAX: Readonly<Record<Kind, number>> = { count: 1_000_000, bytes: 2 ** 50, 
 const CAPTURED_REQUESTS_MAX = 100_000;
 const UNITS: Readonly<Record<string, number>> = { '': 1, b: 1, k: 1024, kib: 1024, m: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gib: 1024 ** 3, t: 1024 ** 4, tib: 1024 ** 4 };
 
-/** Reads and checks `path`; throws a ConfigFileError naming every problem, or a CliError when it cannot be read. */
+/** Reads and checks `path`; throws a CliError naming every problem, one a line, or saying why it cannot be read. */
 export function readPlansFile(path: string): PlanOverrides {
   let text: string;
   try {
@@ -54,7 +54,8 @@ export function readPlansFile(path: string): PlanOverrides {
     throw new CliError(`--plans: cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
   const { plans, problems } = parsePlansText(text, path);
-  if (problems.length > 0) throw new ConfigFileError(problems);
+  // Every problem on a line of its own: there is no `config check` for this file to list the rest.
+  if (problems.length > 0) throw new CliError(problems.map(formatProblem).join('\n'), 1, 'INVALID_REQUEST');
   return plans;
 }
 

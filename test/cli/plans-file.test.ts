@@ -80,6 +80,10 @@ test('burrow edge --plans: the edge admits by the file (FREE capped at 1 tunnel)
   const refused = await runCli(['edge', '--port', '0', '--data', join(dir, 'refused'), '--plans', bad], env);
   assert.equal(refused.code, 1);
   assert.equal(refused.stderr, `burrow: ${bad}:2:19: FREE.active_tunnels: must be a whole number, not "none"\n`);
+  writeFileSync(bad, 'FREE:\n  active_tunnels: none\n  retention: 5\n');
+  const both = await runCli(['edge', '--port', '0', '--data', join(dir, 'refused'), '--plans', bad], env);
+  assert.equal(both.code, 1);
+  assert.match(both.stderr, new RegExp(`^burrow: ${bad}:2:19: FREE\\.active_tunnels: must be a whole number, not "none"\n${bad}:3:3: FREE\\.retention: not a plan limit: `));
   const missing = await runCli(['edge', '--port', '0', '--data', join(dir, 'refused'), '--plans', join(dir, 'nowhere.yml')], env);
   assert.equal(missing.code, 1);
   assert.equal(missing.stderr, `burrow: --plans: cannot read ${join(dir, 'nowhere.yml')}: ENOENT\n`);
