@@ -13,6 +13,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { isMap, isScalar, LineCounter, parseDocument, type Pair } from 'yaml';
+import { parseByteSize } from '../store/free-space.js';
 import { PLAN_NAMES, isPlanName, type PlanLimits, type PlanName } from '../store/plans.js';
 import { formatProblem, type ConfigProblem } from './config-file.js';
 import { CliError } from './args.js';
@@ -43,7 +44,6 @@ export const PLAN_LIMIT_KEYS: readonly string[] = Object.keys(LIMITS);
  */
 const MAX: Readonly<Record<Kind, number>> = { count: 1_000_000, bytes: 2 ** 50, ms: 10 * 365 * 24 * 3600 * 1000 };
 const CAPTURED_REQUESTS_MAX = 100_000;
-const UNITS: Readonly<Record<string, number>> = { '': 1, b: 1, k: 1024, kib: 1024, m: 1024 ** 2, mib: 1024 ** 2, g: 1024 ** 3, gib: 1024 ** 3, t: 1024 ** 4, tib: 1024 ** 4 };
 
 /** Reads and checks `path`; throws a CliError naming every problem, one a line, or saying why it cannot be read. */
 export function readPlansFile(path: string): PlanOverrides {
@@ -109,9 +109,8 @@ export function parsePlansText(text: string, path: string): { plans: PlanOverrid
 function limitValue(raw: unknown, kind: Kind): number | string {
   if (typeof raw === 'number' && Number.isSafeInteger(raw)) return raw;
   if (kind === 'bytes' && typeof raw === 'string') {
-    const size = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(raw);
-    const unit = size === null ? undefined : UNITS[size[2]!.toLowerCase()];
-    if (size !== null && unit !== undefined) return Math.round(Number(size[1]) * unit);
+    const bytes = parseByteSize(raw);
+    if (bytes !== null) return bytes;
   }
   const shape = kind === 'bytes' ? 'bytes: a whole number or a size such as 512MiB or 8GiB' : kind === 'ms' ? 'milliseconds: a whole number' : 'a whole number';
   return `must be ${shape}, not ${JSON.stringify(raw ?? null)}`;

@@ -24,10 +24,16 @@ export function parseMinFreeSpace(text: string): MinFreeSpace | string {
     const value = Number(percent[1]);
     return value <= 90 ? { percent: value } : `a percentage of at most 90, not ${text}`;
   }
+  const bytes = parseByteSize(text);
+  if (bytes === null) return `bytes (e.g. 268435456, 256MiB, 2GiB) or a percentage (e.g. 5%), not "${text}"`;
+  return { bytes };
+}
+
+/** A size in bytes as people write it: `268435456`, `256MiB`, `2G`, `1.5GiB` (powers of 1024); null when it is none. */
+export function parseByteSize(text: string): number | null {
   const size = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(text);
   const unit = size === null ? undefined : UNITS[size[2]!.toLowerCase()];
-  if (size === null || unit === undefined) return `bytes (e.g. 268435456, 256MiB, 2GiB) or a percentage (e.g. 5%), not "${text}"`;
-  return { bytes: Math.round(Number(size[1]) * unit) };
+  return size === null || unit === undefined ? null : Math.round(Number(size[1]) * unit);
 }
 
 /** The floor in bytes on a file system of `totalBytes`. */
