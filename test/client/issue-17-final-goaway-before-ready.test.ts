@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { test } from 'node:test';
 import { WebSocketServer } from 'ws';
 import { RouteTable } from '../../src/client/routes.js';
@@ -73,6 +73,26 @@ test('a connection dropped after READY: the reconnect names how its TCP connecti
     await client.start();
     const [event] = await reconnecting;
     assert.equal(event.reason, `the connection to the edge at http://127.0.0.1:${port} dropped (WebSocket close 1006; the edge ended the TCP connection)`);
+  } finally {
+    await client.close();
+    server.close();
+  }
+});
+
+test('start() rejects naming a reset when the edge resets the upgraded connection (not an end, not a local destroy)', async () => {
+  const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await once(server, 'listening');
+  server.on('headers', (headers) => headers.push(`${PROTOCOL_HEADER}: ${PROTOCOL_VERSION}`));
+  // An RST instead of a FIN: `ws` reports 1006 as for an end, and swallows the socket's error. A turn
+  // later, once the 101 has left: reset inside 'connection', with the write still in libuv, sends a FIN.
+  server.on('connection', (socket) => setTimeout(() => (socket as unknown as { _socket: Socket })._socket.resetAndDestroy(), 10));
+  const port = (server.address() as AddressInfo).port;
+  const client = new TunnelClient({ edge: `http://127.0.0.1:${port}`, token: 'svc_pat_00000000_x', routes: new RouteTable(3000, []), minBackoffMs: 50, maxBackoffMs: 100 });
+  try {
+    await assert.rejects(
+      client.start(),
+      new RegExp(`^Error: cannot connect to the edge at http://127\\.0\\.0\\.1:${port}: the edge accepted the connection, then it closed before the tunnel was ready \\(WebSocket close 1006; the TCP connection failed: ECONNRESET\\)$`),
+    );
   } finally {
     await client.close();
     server.close();
