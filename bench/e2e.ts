@@ -22,8 +22,9 @@
  *    to direct, the tunnel, the baseline, ssh -R and nginx → nginx, latency charged from each request's scheduled time
  *    (bench/e2e/open-loop.ts says why autocannon's `overallRate` cannot do this).
  * 7. HTTPS (issue 25): a second edge with --tls-cert (HTTPS public side, wss to its client), 1 KiB POST
- *    and GET @100 beside direct over plain HTTP, the plain tunnel, nginx → nginx with TLS on both hops
- *    (the floor of an encrypted proxy pair) and ssh -R in the same group.
+ *    and GET @100 beside direct over plain HTTP, the plain tunnel, nginx → nginx and two bare Node relays
+ *    with TLS on both hops (the floors of an encrypted proxy pair: C, and `node:tls` alone) and ssh -R in
+ *    the same group.
  * Writes bench/out/e2e-<timestamp>.json and prints the tables and issues 13's and 25's acceptance lines;
  * `npm run bench:results` turns the file into bench/RESULTS.md.
  */
@@ -1325,6 +1326,34 @@ async function runOpenLoopPhase(setup: Setup, options: Options): Promise<OpenLoo
   return record;
 }
 
+/**
+ * Two bare Node relays with TLS on both hops, as the HTTPS phase's nginx pair and TLS tunnel have it: the
+ * front terminates HTTPS with the phase's certificate and speaks TLS to the back (trusting its CA), the
+ * back terminates that and speaks plain TCP to the target. Sampled as relay-tls-front and relay-tls-back.
+ */
+async function startTlsRelays(targetPort: number, cert: { cert: string; key: string }, ca: { cert: string }): Promise<{ path: PathConfig; started: Child[] }> {
+  const tlsArgs = ['--tls-cert', cert.cert, '--tls-key', cert.key];
+  const { child: back, port: backPort } = await children.spawnServer('relay-tls-back', RELAY_SCRIPT, [String(targetPort), ...tlsArgs]);
+  const { child: front, port: frontPort } = await children.spawnServer('relay-tls-front', RELAY_SCRIPT, [String(backPort), ...tlsArgs, '--upstream-ca', ca.cert]);
+  sampler.track('relay-tls-front', front.pid);
+  sampler.track('relay-tls-back', back.pid);
+  const label = 'two bare Node relays, TLS on both hops';
+  log(`${label}: https://127.0.0.1:${frontPort} (pids ${front.pid}, ${back.pid})`);
+  return {
+    started: [back, front],
+    path: {
+      id: 'relays2-tls',
+      kind: 'floor',
+      label,
+      processes: ['relay-tls-front', 'relay-tls-back'],
+      // Node's TLS server has no handshake bound per address; the same four addresses keep the load equal.
+      target: { origin: `https://127.0.0.1:${frontPort}`, host: null, sourceAddresses: ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'] },
+      roles: { 'relay-tls-front': 'relay-tls-front', 'relay-tls-back': 'relay-tls-back' },
+      clientName: null,
+    },
+  };
+}
+
 /** A started nginx pair as a floor path: its workers sampled under the pair's names, its port logged. */
 function nginxFloor(nginx: NginxTwoHop, id: string, label: string): PathConfig {
   const { front, back } = nginx.names;
@@ -1401,6 +1430,13 @@ async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
       const floor = nginxFloor(nginx, 'nginx2-tls', 'nginx → nginx, TLS on both hops');
       setup.paths.push(floor);
       floors.push(floor);
+    }
+    // The Node floor with both hops encrypted: what `node:tls` itself costs, with nothing of Burrow's.
+    if (options.floors) {
+      const relays = await startTlsRelays(setup.targetPort, cert, ca);
+      started.push(...relays.started);
+      setup.paths.push(relays.path);
+      floors.push(relays.path);
     }
     log('  autocannon to the TLS edge from 4 loopback addresses (127.0.0.2-5) × 25 connections: the edge admits 8 TLS handshakes at once per client address and 32 waiting (docs/security.md)');
     const paths = [tls, plain, ...floors, ...setup.paths.filter((p) => p.id === 'ssh')];

@@ -140,6 +140,15 @@ export const TARGETS_25 = {
   httpsRatio: 0.4,
 };
 
+/**
+ * The HTTPS phase's floors, both hops encrypted as the TLS tunnel's are, named beside its rows when the
+ * run has them: the C pair, and Node's own TLS with nothing of Burrow's (bench/e2e/relay.ts).
+ */
+const HTTPS_FLOORS = [
+  { id: 'nginx2-tls', label: 'nginx → nginx, TLS on both hops' },
+  { id: 'relays2-tls', label: 'two bare Node relays, TLS on both hops' },
+] as const;
+
 /** CPU µs one process spent per completed request during a run. */
 export function perRequest(run: RunRecord, cpuPct: number | null | undefined): number {
   if (cpuPct === null || cpuPct === undefined || run.load.reqPerSec <= 0) return Number.NaN;
@@ -430,8 +439,11 @@ function acceptance25(summary: Summary, paths: readonly PathInfo[], tlsPath: str
     const target = `HTTPS public side + wss to the client (both Burrow), ${scenarioLabel({ method, size: SMALL, shape: 'length' })} @100: ≥ ${T.httpsRatio} of direct over plain HTTP`;
     const g = group(summary.https ?? [], method, SMALL, 'length', tlsPath ?? undefined);
     const ssh = group(summary.https ?? [], method, SMALL, 'length', 'ssh');
-    const nginxTls = group(summary.https ?? [], method, SMALL, 'length', 'nginx2-tls');
-    const floor = nginxTls === undefined ? '' : `; floor in the same run: nginx → nginx, TLS on both hops ${n(nginxTls.ratio, 3)} (CPU ${n(nginxTls.cpuUsPerRequest.path)} µs/req)`;
+    const floors = HTTPS_FLOORS.flatMap(({ id, label }) => {
+      const floor = group(summary.https ?? [], method, SMALL, 'length', id);
+      return floor === undefined ? [] : [`${label} ${n(floor.ratio, 3)} (CPU ${n(floor.cpuUsPerRequest.path)} µs/req)`];
+    });
+    const floor = floors.length === 0 ? '' : `; ${floors.length === 1 ? 'floor' : 'floors'} in the same run: ${floors.join(', ')}`;
     if (g === undefined) rows.push(notMeasured(target));
     else rows.push({ target, measured: `${n(g.ratio, 3)} (${n(g.tunnel.reqPerSec)} vs ${n(g.direct.reqPerSec)} req/s; CPU ${n(g.cpuUsPerRequest.path)} µs/req)${floor}`, ssh: ssh ? `${n(ssh.ratio, 3)} (CPU ${n(ssh.cpuUsPerRequest.path)} µs/req)` : 'not measured', pass: g.ratio >= T.httpsRatio });
   }

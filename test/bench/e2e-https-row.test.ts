@@ -1,7 +1,7 @@
 /**
  * Issue 25's HTTPS rows in the benchmark's summary: the TLS tunnel against direct over plain HTTP, with
- * the encrypted C floor of the same groups (nginx → nginx, TLS on both hops) named beside it when the run
- * has it, and left out when it does not.
+ * the encrypted floors of the same groups (nginx → nginx and two bare Node relays, TLS on both hops)
+ * named beside it when the run has them, and left out when it does not.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -13,6 +13,7 @@ const paths: PathInfo[] = [
   { id: 'direct', kind: 'direct', label: 'direct', processes: [] },
   { id: 'tls', kind: 'tunnel', label: 'tunnel over HTTPS + wss', processes: ['edge', 'client'], capture: true, inspect: true },
   { id: 'nginx2-tls', kind: 'floor', label: 'nginx → nginx, TLS on both hops', processes: ['nginx-tls-front', 'nginx-tls-back'] },
+  { id: 'relays2-tls', kind: 'floor', label: 'two bare Node relays, TLS on both hops', processes: ['relay-tls-front', 'relay-tls-back'] },
 ];
 
 function run(seq: number, method: 'POST' | 'GET', path: string, reqPerSec: number, pairedWith: number | null): RunRecord {
@@ -40,5 +41,18 @@ describe("issue 25's HTTPS rows", () => {
     const get = httpsRow(https, 'GET');
     assert.equal(get.pass, true);
     assert.doesNotMatch(get.measured, /floor/);
+  });
+
+  test('with the Node TLS relays in the group too, both floors are named', () => {
+    const https: HttpsRecord = {
+      path: 'tls',
+      runs: [run(1, 'POST', 'direct', 10_000, null), run(2, 'POST', 'tls', 2_000, 1), run(3, 'POST', 'nginx2-tls', 3_000, 1), run(4, 'POST', 'relays2-tls', 2_500, 1)],
+      sshSkipped: 'no sshd here',
+      error: null,
+    };
+    assert.equal(
+      httpsRow(https, 'POST').measured,
+      '0.200 (2,000 vs 10,000 req/s; CPU 400 µs/req); floors in the same run: nginx → nginx, TLS on both hops 0.300 (CPU 267 µs/req), two bare Node relays, TLS on both hops 0.250 (CPU 320 µs/req)',
+    );
   });
 });
