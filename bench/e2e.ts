@@ -37,7 +37,7 @@ import { parseArgs } from 'node:util';
 import { Client } from 'undici';
 import { Store } from '../src/store/store.js';
 import { makeCa, makeServerCert } from '../test/tls-fixtures.js';
-import { BENCH_CAPTURE_QUOTA, burrowEnv, createBenchAccount, edgesAtDefaultQuota, RING_FILL_UPLOADS, startBurrowEdge, startBurrowHttp } from './e2e/burrow.js';
+import { BENCH_CAPTURE_QUOTA, burrowEnv, createBenchAccount, edgesAtDefaultQuota, RING_FILL_UPLOADS, RING_SETTLE_REQUESTS, startBurrowEdge, startBurrowHttp } from './e2e/burrow.js';
 import { badCount, runLoad, stopCurrentLoad, type LoadResult, type Target } from './e2e/load.js';
 import { runOpenLoop, stopOpenLoop } from './e2e/open-loop.js';
 import { machineInfo, sourceInfo } from './e2e/machine.js';
@@ -87,11 +87,12 @@ One run measures, every figure beside direct in the same run (about 22 minutes; 
      omission); 2 x --duration s per path after min(2, --duration / 2) s of warm-up, at most 3 rounds
      (--repeat);
   7. HTTPS: a second edge with a throwaway certificate (HTTPS public side, wss to its client, capture and
-     inspector on), 1 KiB POST and GET @100, beside direct over plain HTTP, nginx -> nginx with TLS on
-     both hops and ssh -R in the same group.
+     inspector on), 1 KiB POST and GET @100, beside direct over plain HTTP, nginx -> nginx and two bare
+     Node relays with TLS on both hops, and ssh -R in the same group.
 Every Burrow edge that captures gets a capture quota no run fills (burrow edge --plans), and each capturing
-tunnel's ring laps once (1,100 uploads of 1 MiB) in the warm-up: every exchange is captured, over pages
-the capture file already has, as on an edge that has run a while.
+tunnel's ring laps once with 1,100 uploads of 1 MiB in the warm-up, then twice with 2,200 POSTs of 1 KiB:
+every exchange is captured, over pages the capture file already has, as on an edge that has run a while,
+and the first rows do not measure the big captures' pages being freed.
 Writes bench/out/e2e-<timestamp>.json and prints issues 13's and 25's acceptance lines;
 "npm run bench:results" turns it into bench/RESULTS.md.
 
@@ -759,7 +760,9 @@ function isHeadline(scenario: Scenario, connections: number): boolean {
 
 async function warmUp(setup: Setup, options: Options): Promise<void> {
   if (options.warmupS <= 0) return;
-  log(`\nwarm-up: ${options.warmupS} s per path, 1 KiB POST and GET @100; then ${formatNumber(RING_FILL_UPLOADS)} uploads of 1 MiB @10 through each capturing tunnel, lapping its capture ring`);
+  log(
+    `\nwarm-up: ${options.warmupS} s per path, 1 KiB POST and GET @100; then ${formatNumber(RING_FILL_UPLOADS)} uploads of 1 MiB @10 and ${formatNumber(RING_SETTLE_REQUESTS)} POSTs of 1 KiB @100 through each capturing tunnel, lapping its capture ring`,
+  );
   for (const path of setup.paths) {
     for (const method of ['POST', 'GET'] as Method[]) {
       checkAbort();
@@ -769,15 +772,21 @@ async function warmUp(setup: Setup, options: Options): Promise<void> {
     }
   }
   // Each capturing tunnel's ring laps once with 1 MiB uploads (RING_FILL_UPLOADS): the rows then measure
-  // captures written over pages the capture file has, as on an edge that has run a while.
+  // captures written over pages the capture file has, as on an edge that has run a while. Then twice with
+  // 1 KiB POSTs (RING_SETTLE_REQUESTS), so the first rows do not measure the big captures' pages being freed.
   for (const path of setup.paths) {
     if (path.kind !== 'tunnel' || path.capture !== true) continue;
     checkAbort();
     const started = Date.now();
     const load = await runLoad(path.target, { method: 'POST', size: MIB, shape: 'length' }, 10, 0, RING_FILL_UPLOADS);
-    warmups.push({ path: path.id, method: 'POST', connections: 10, load });
-    log(`  ${path.id}: its capture ring lapped with ${formatNumber(load.requests)} uploads of 1 MiB in ${formatNumber((Date.now() - started) / 1000, 1)} s`);
+    warmups.push({ path: path.id, method: 'POST', connections: 10, load, purpose: 'ring-fill' });
     if (badCount(load) > 0) log(`  ring fill ${path.id}: errors ${load.errors} timeouts ${load.timeouts} non2xx ${load.non2xx} mismatches ${load.mismatches}`);
+    const settle = await runLoad(path.target, { method: 'POST', size: SMALL, shape: 'length' }, 100, 0, RING_SETTLE_REQUESTS);
+    warmups.push({ path: path.id, method: 'POST', connections: 100, load: settle, purpose: 'ring-settle' });
+    if (badCount(settle) > 0) log(`  ring settle ${path.id}: errors ${settle.errors} timeouts ${settle.timeouts} non2xx ${settle.non2xx} mismatches ${settle.mismatches}`);
+    log(
+      `  ${path.id}: its capture ring lapped with ${formatNumber(load.requests)} uploads of 1 MiB, then ${formatNumber(settle.requests)} POSTs of 1 KiB, in ${formatNumber((Date.now() - started) / 1000, 1)} s`,
+    );
   }
   await sleep(Math.max(options.pauseMs, 100));
   drainClientLogs(setup, 'warm-up');

@@ -839,15 +839,23 @@ try {
 
 /**
  * Whether every capturing edge of the run captured every exchange, or which ones met their plan's quota;
- * and whether the capturing tunnels' rings lapped before the rows (the warm-up's uploads of 1 MiB @10,
- * the only warm-up at 10 connections).
+ * and whether the capturing tunnels' rings lapped before the rows: the warm-ups marked `ring-fill`
+ * (uploads of 1 MiB) and `ring-settle` (small POSTs after them); in a file from before the mark, the
+ * ring fill is the only warm-up at 10 connections, and there was no settling lap.
  */
 export function captureQuotaLine(quota, warmups) {
-  const lapped = warmups.filter((warmup) => warmup.connections === 10);
+  const marked = warmups.some((warmup) => warmup.purpose !== undefined);
+  const lapped = warmups.filter((warmup) => (marked ? warmup.purpose === 'ring-fill' : warmup.connections === 10));
+  const settled = warmups.filter((warmup) => warmup.purpose === 'ring-settle');
+  const list = (records) => records.map((warmup) => `${warmup.path} ${num(warmup.load.requests)}`).join(', ');
+  const settling =
+    settled.length === 0
+      ? ''
+      : ` Then each lapped twice more with small POSTs (${list(settled)} of 1 KiB), so the first rows did not measure the 1 MiB captures' pages being freed.`;
   const laps =
     lapped.length === 0
       ? ' The capturing tunnels\' rings had not lapped before the rows: the first 1 MiB rows paid for the capture file growing.'
-      : ` Before the rows each capturing tunnel's ring lapped once (${lapped.map((warmup) => `${warmup.path} ${num(warmup.load.requests)}`).join(', ')} uploads of 1 MiB), so captures were written over pages the capture file had, as on an edge that has run a while.`;
+      : ` Before the rows each capturing tunnel's ring lapped once (${list(lapped)} uploads of 1 MiB), so captures were written over pages the capture file had, as on an edge that has run a while.${settling}`;
   return captureQuotaText(quota) + laps;
 }
 

@@ -54,6 +54,17 @@ function plansArgs(bin: string): string[] {
  */
 export const RING_FILL_UPLOADS = 1_100;
 
+/**
+ * POSTs of 1 KiB sent through the same tunnel after its ring filled with 1 MiB captures, lapping the ring
+ * twice more before anything is measured. A small capture written over a 1 MiB one frees the big one's
+ * overflow pages, and while those frees go into LMDB's free list every commit costs more (lmdb-js's
+ * freelist merge): measured at one connection on the AMD EPYC host of 2026-11-29, the edge spent 560-620
+ * µs a request for the first 2,000 requests after such a fill and 370-420 after, against 360-440 after
+ * a fill of small captures (bench/RESULTS.md, tuning log). Without this, the first rows after the warm-up
+ * (the one-connection probes) measured that passage.
+ */
+export const RING_SETTLE_REQUESTS = 2 * RING_FILL_UPLOADS;
+
 /** The names of the edges started with their plans' default capture quota (builds without --plans). */
 export const edgesAtDefaultQuota: string[] = [];
 

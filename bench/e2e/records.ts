@@ -78,6 +78,12 @@ export interface WarmupRecord {
   method: Method;
   connections: number;
   load: LoadResult;
+  /**
+   * What a warm-up beyond the per-path one was for: lapping a capturing tunnel's ring with 1 MiB uploads
+   * (`ring-fill`), then with small requests (`ring-settle`). Absent in the per-path warm-ups, and in every
+   * warm-up of a file written before the field (there the ring fill is the one at 10 connections).
+   */
+  purpose?: 'ring-fill' | 'ring-settle';
 }
 
 export interface ProbeRecord {

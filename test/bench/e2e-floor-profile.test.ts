@@ -226,6 +226,15 @@ test('RESULTS.md says whether every capture was written and whether the rings la
     const raised = quotaLine({ captureQuota: { raisedTo: '64GiB', atDefault: [] }, warmups: [warm, fill] });
     assert.match(raised, /capture quota of 64GiB for both plans, beyond what its rings hold, so every exchange was captured\./);
     assert.match(raised, /each capturing tunnel's ring lapped once \(cap-insp 1,100 uploads of 1 MiB\)/);
+    assert.doesNotMatch(raised, /lapped twice more/);
+    // A file with the warm-ups marked: the fill and the settling lap by their mark, whatever their connections.
+    const markedFill = { ...fill, purpose: 'ring-fill' };
+    const settle = { path: 'cap-insp', method: 'POST', connections: 100, purpose: 'ring-settle', load: { requests: 2200 } };
+    const settled = quotaLine({ captureQuota: { raisedTo: '64GiB', atDefault: [] }, warmups: [warm, markedFill, settle] });
+    assert.match(settled, /each capturing tunnel's ring lapped once \(cap-insp 1,100 uploads of 1 MiB\), .* Then each lapped twice more with small POSTs \(cap-insp 2,200 of 1 KiB\)/);
+    // Marked, a warm-up at 10 connections is no ring fill unless it says so.
+    const unmarked = quotaLine({ captureQuota: { raisedTo: '64GiB', atDefault: [] }, warmups: [warm, settle, { ...fill, connections: 10 }] });
+    assert.match(unmarked, /rings had not lapped before the rows/);
     const older = quotaLine({ captureQuota: { raisedTo: '64GiB', atDefault: ['edge-baseline'] }, warmups: [warm] });
     assert.match(older, /except `edge-baseline` \(a build without `--plans`\)/);
     assert.match(older, /rings had not lapped before the rows/);
