@@ -557,7 +557,7 @@ export class ServerConnection implements MessageHandler {
   private prefaceBytes: Buffer | null = null;
   /** The connection's socket (for a plain TCP connection not the accepted object: `withSharedReads`). */
   readonly socket: Socket;
-  /** Reads into the listener's shared buffer (a plain TCP connection's; a TLS one never reads there). */
+  /** Reads into the listener's shared buffer, for plain TCP and TLS connections alike ('data' events when `withSharedReads` cannot). */
   private readonly reads: SharedReads;
 
   constructor(
@@ -1066,18 +1066,23 @@ export class ServerConnections {
 }
 
 /**
- * A plain TCP connection's socket re-made over the same handle, reading into `buffer` (shared by every
- * connection: each read is handled before the next lands) and handing each read to `onRead`, instead of
- * a fresh 64 KiB allocation per read pushed through the socket's readable stream (bench/RESULTS.md,
- * "Issue 24: the edge's CPU floor"). Node's server offers no `onread` for accepted sockets, so the
- * handle moves (its `_handle` field); the accepted object, left without it, is destroyed (its server's
- * connection count goes with it). Returns null when the socket is not a fresh TCP connection (TLS reads
- * through a handle of its own; a socket already read from keeps its way).
+ * A connection's socket reading into `buffer` (shared by every connection: each read is handled before
+ * the next lands) and handing each read to `onRead`, instead of a fresh allocation per read pushed
+ * through the socket's readable stream (bench/RESULTS.md, "Issue 24: the edge's CPU floor"). Returns
+ * null when that cannot be done (a socket already read from keeps its way).
+ *
+ * A plain TCP connection: Node's server offers no `onread` for accepted sockets, so the handle moves (its
+ * `_handle` field) to a socket made with `onread`; the accepted object, left without it, is destroyed
+ * (its server's connection count goes with it).
+ *
+ * A TLS connection (`withSharedTlsReads`) keeps its socket: its TLS handle writes each decrypted read
+ * into the buffer `useUserBuffer` gives it, and the socket hands it to `onRead` as an `onread` socket does.
  */
 function withSharedReads(accepted: Socket, buffer: Buffer, onRead: (bytes: number, buffer: Buffer) => boolean): Socket | null {
+  if (accepted instanceof TLSSocket) return withSharedTlsReads(accepted, buffer, onRead);
   const holder = accepted as unknown as { _handle: { reading: boolean; readStop(): number } | null };
   const handle = holder._handle;
-  if (accepted instanceof TLSSocket || handle === null || accepted.readableLength > 0 || accepted.destroyed) return null;
+  if (handle === null || accepted.readableLength > 0 || accepted.destroyed) return null;
   handle.reading = false;
   handle.readStop();
   holder._handle = null;
@@ -1091,6 +1096,36 @@ function withSharedReads(accepted: Socket, buffer: Buffer, onRead: (bytes: numbe
   } as ConstructorParameters<typeof Socket>[0]);
   accepted.destroy();
   return socket;
+}
+
+/**
+ * The fields by which Node's stream code hands a socket's reads to an `onread` callback (`kBuffer`,
+ * `kBufferCb`, `kBufferGen`, internal symbols), found on a socket made with `onread`; null when this Node
+ * has them under other names, and TLS connections then read through 'data' events as before. Node's
+ * `TLSSocket` takes no `onread` when it wraps an accepted socket, so the edge sets them itself.
+ * Measured: bench/RESULTS.md, issue 25's tuning log of 2026-11-29 07:06.
+ */
+const ONREAD_FIELDS = ((): { buffer: symbol; callback: symbol; next: symbol } | null => {
+  const probe = new Socket({ onread: { buffer: Buffer.alloc(1), callback: () => true } } as ConstructorParameters<typeof Socket>[0]);
+  const named = new Map(Object.getOwnPropertySymbols(probe).map((field) => [field.description, field]));
+  const buffer = named.get('kBuffer');
+  const callback = named.get('kBufferCb');
+  const next = named.get('kBufferGen');
+  return buffer === undefined || callback === undefined || next === undefined ? null : { buffer, callback, next };
+})();
+
+/** Whether TLS connections read into the listener's shared buffer (Node has the fields `ONREAD_FIELDS` looks for). */
+export const TLS_SHARED_READS = ONREAD_FIELDS !== null;
+
+function withSharedTlsReads(accepted: TLSSocket, buffer: Buffer, onRead: (bytes: number, buffer: Buffer) => boolean): Socket | null {
+  const handle = (accepted as unknown as { _handle: { useUserBuffer?(buffer: Buffer): void } | null })._handle;
+  if (ONREAD_FIELDS === null || handle === null || typeof handle.useUserBuffer !== 'function' || accepted.readableLength > 0 || accepted.destroyed) return null;
+  const fields = accepted as unknown as Record<symbol, unknown>;
+  fields[ONREAD_FIELDS.buffer] = buffer;
+  fields[ONREAD_FIELDS.callback] = onRead;
+  fields[ONREAD_FIELDS.next] = null;
+  handle.useUserBuffer(buffer);
+  return accepted;
 }
 
 function withoutContentLength(fields: readonly string[]): string[] {
