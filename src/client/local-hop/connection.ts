@@ -55,7 +55,7 @@ export class LocalConnection implements MessageHandler {
   private upgradeHead: MessageHead | null = null;
   /** The current response lets the connection be used again (its framing and Connection say so). */
   private reusable = false;
-  /** Reads into SHARED_READ (a plain TCP connection's; after a 101 they reach the caller as copies). */
+  /** Reads into SHARED_READ, over TCP and TLS alike (after a 101 they reach the caller as copies). */
   private readonly reads: SharedReads;
   /**
    * Bytes of the current response's Content-Length body still to come, read here from the socket's
@@ -73,22 +73,25 @@ export class LocalConnection implements MessageHandler {
     this.parser = new Http1Parser(MessageKind.RESPONSE, this, options.headLimits);
     this.reads = new SharedReads(this.onData);
     const dial = { host: target.host, port: target.port, noDelay: true, ...dialOptions(target, options.insecure) };
+    // Both kinds read into the process's shared buffer (`tls.connect` takes `onread` as `net.connect` does
+    // when it makes the socket itself).
+    const onread = { buffer: SHARED_READ, callback: this.reads.callback };
     if (target.scheme === 'https') {
       const tls: TLSSocket = connectTls({
         ...dial,
         servername: isAddress(target.host) ? undefined : target.host,
         ALPNProtocols: ['http/1.1'],
         session: pool.tlsSession,
+        onread,
       } as ConnectionOptions);
       tls.once('secureConnect', this.onConnect);
       tls.on('session', pool.keepTlsSession);
       this.socket = tls;
-      tls.on('data', this.onData);
     } else {
-      this.socket = connectTcp({ ...dial, onread: { buffer: SHARED_READ, callback: this.reads.callback } } as NetConnectOpts);
-      this.reads.socket = this.socket;
+      this.socket = connectTcp({ ...dial, onread } as NetConnectOpts);
       this.socket.once('connect', this.onConnect);
     }
+    this.reads.socket = this.socket;
     this.socket.setTimeout(options.connectTimeoutMs);
     this.socket.once('timeout', this.onConnectTimeout);
     this.socket.on('end', this.onEnd);

@@ -1,7 +1,9 @@
 /**
  * An https:// target through node:tls: a self-signed certificate is refused as LOCAL_UNREACHABLE with a
  * message naming the target and `--local-insecure`, and accepted with it; a certificate from a CA the
- * machine does not know is refused the same way; keep-alive works over TLS (counted by the server).
+ * machine does not know is refused the same way; keep-alive works over TLS (counted by the server); big
+ * answers on several TLS connections at once, read through the process's shared read buffer, arrive
+ * whole, each its own bytes.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -24,11 +26,29 @@ let caSigned: Server;
 let connections = 0;
 
 async function serve(pem: Pem): Promise<Server> {
-  const server = createServer({ cert: readFileSync(pem.cert), key: readFileSync(pem.key) }, (req, res) => res.end(`tls ${req.url}`));
+  const server = createServer({ cert: readFileSync(pem.cert), key: readFileSync(pem.key) }, (req, res) => {
+    const big = /^\/big\/(\d+)\/(length|chunked)$/.exec(req.url ?? '');
+    if (big === null) {
+      res.end(`tls ${req.url}`);
+      return;
+    }
+    const body = bigBody(Number(big[1]));
+    if (big[2] === 'length') res.setHeader('content-length', body.length);
+    // In pieces, so the answer spans many TLS records and reads.
+    for (let at = 0; at < body.length; at += 50_000) res.write(body.subarray(at, at + 50_000));
+    res.end();
+  });
   server.on('secureConnection', () => connections++);
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   return server;
+}
+
+/** 1 MiB whose bytes depend on `seed`: answers that a shared read buffer mixed up would not match. */
+function bigBody(seed: number): Buffer {
+  const body = Buffer.alloc(1024 * 1024);
+  for (let i = 0; i < body.length; i++) body[i] = (i * seed + (i >> 10)) & 0xff;
+  return body;
 }
 
 function targetOf(server: Server): LocalTarget {
@@ -75,6 +95,21 @@ test('with --local-insecure the self-signed target answers, and one TLS connecti
       assert.equal(outcome.body.toString(), `tls /r${i}`);
     }
     assert.equal(connections - before, 1);
+  } finally {
+    hop.close();
+  }
+});
+
+test('big answers over several TLS connections at once arrive whole: each its own bytes, with content-length and chunked', async () => {
+  const target = targetOf(selfSigned);
+  const hop = new LocalHop([target], { insecure: true });
+  try {
+    const seeds = [3, 5, 7, 11];
+    const outcomes = await Promise.all(seeds.map((seed, i) => send(hop.pool(target), { method: 'GET', target: `/big/${seed}/${i % 2 === 0 ? 'length' : 'chunked'}`, fields: HOST })));
+    outcomes.forEach((outcome, i) => {
+      assert.equal(outcome.error, null, outcome.error?.message);
+      assert.ok(outcome.body.equals(bigBody(seeds[i]!)), `the answer of seed ${seeds[i]} differs`);
+    });
   } finally {
     hop.close();
   }
