@@ -3,7 +3,8 @@
  * `withSharedTlsReads`), as plain ones do: the TLS handle decrypts each record into that buffer and the
  * connection parses it there, copying only what it keeps past the read. Checked with real TLS against an
  * in-process edge and a real client: a head and body that arrive one byte per TLS record, pipelined
- * requests in one record, and uploads of 4 MiB on two connections at once that a slow local server makes
+ * requests in one record, more pipelined requests than the edge queues (the rest of the read kept while
+ * another connection's read lands in the same buffer), and uploads of 4 MiB on two connections at once that a slow local server makes
  * the edge stop reading and start again; each answer the same, byte for byte, as the local server gives directly. The Node
  * internals the step uses are pinned: on this Node the fields are found (else TLS reads fall back to
  * 'data' events, which these cases would not tell apart).
@@ -38,7 +39,10 @@ function echoDigest(req: IncomingMessage, res: ServerResponse): void {
   });
   req.on('end', () => {
     res.setHeader('content-type', 'text/plain');
-    res.end(`${req.method} ${req.url} ${length} ${hash.digest('hex')}`);
+    const text = `${req.method} ${req.url} ${length} ${hash.digest('hex')}`;
+    // Answers under /wait/ take a while: a connection's pipelined requests queue up at the edge meanwhile.
+    if (req.url?.startsWith('/wait/') === true) setTimeout(() => res.end(text), 5);
+    else res.end(text);
   });
 }
 
@@ -61,7 +65,7 @@ async function readAnswers(socket: TLSSocket, count: number): Promise<string[]> 
   return bodies;
 }
 
-test('HTTPS reads in the shared buffer: one byte a record, pipelined requests, a 4 MiB upload under backpressure; answers as direct', async () => {
+test('HTTPS reads in the shared buffer: one byte a record, pipelined requests, more than the queue holds beside another connection, 4 MiB uploads under backpressure; answers as direct', async () => {
   assert.equal(TLS_SHARED_READS, true, "this Node's onread fields (kBuffer, kBufferCb, kBufferGen) were not found");
   const dir = freshDir();
   const ca = makeCa(dir, 'ca');
@@ -99,6 +103,22 @@ test('HTTPS reads in the shared buffer: one byte a record, pipelined requests, a
     piped.write(`GET /one HTTP/1.1\r\nHost: ${host}\r\n\r\nPOST /two HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 5\r\n\r\nhelloGET /three HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
     assert.deepEqual(await three, [await direct('GET', '/one'), await direct('POST', '/two', Buffer.from('hello')), await direct('GET', '/three')]);
     piped.destroy();
+
+    // 40 requests in one record: the edge queues 16 and keeps the rest of the read while their answers
+    // wait; meanwhile another connection's 4 KB request lands in the same shared buffer over those bytes.
+    const queued = await open();
+    const forty = readAnswers(queued, 40);
+    queued.write(Array.from({ length: 40 }, (_, i) => `GET /wait/${i} HTTP/1.1\r\nHost: ${host}\r\n\r\n`).join(''));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const other = await open();
+    const otherAnswer = readAnswers(other, 1);
+    const otherBody = Buffer.alloc(4096, 0x6f);
+    other.write(Buffer.concat([Buffer.from(`POST /other HTTP/1.1\r\nHost: ${host}\r\nContent-Length: ${otherBody.length}\r\n\r\n`), otherBody]));
+    assert.deepEqual(await otherAnswer, [await direct('POST', '/other', otherBody)]);
+    const expected = await Promise.all(Array.from({ length: 40 }, (_, i) => direct('GET', `/wait/${i}`)));
+    assert.deepEqual(await forty, expected);
+    queued.destroy();
+    other.destroy();
 
     // 4 MiB on each of two connections at once, to a local server that reads a chunk every 2 ms: the edge
     // stops reading each TLS socket and resumes, and bytes it read before a pause wait while the other
