@@ -63,6 +63,9 @@ test('never two owners: racing connects on three edges, with edges killed mid-ro
     [0, second],
   ];
   const locals: LocalServer[] = [];
+  // Every round's clients, closed at the end even when a round fails: an open client reconnects for ever
+  // and kept the test file from ending (a failed assertion then showed as the runner's 300 s timeout).
+  const allClients: TunnelClient[] = [];
   try {
     for (let round = 0; round < ROUNDS; round++) {
       const subdomain = `race-${round}`;
@@ -80,6 +83,7 @@ test('never two owners: racing connects on three edges, with edges killed mid-ro
             maxBackoffMs: 200,
           }),
       );
+      allClients.push(...clients);
       let servingEdges = 0;
       const watch = setInterval(() => {
         // One instant: every edge of the cluster is in this process.
@@ -134,6 +138,7 @@ test('never two owners: racing connects on three edges, with edges killed mid-ro
       }
     }
   } finally {
+    await Promise.all(allClients.map((client) => client.close()));
     for (const local of locals) await local.close();
     for (const edge of edges) await edge.close();
   }
