@@ -127,3 +127,24 @@ test('what Redis answers for a doubted name drops the attachments it no longer h
   map.checked('pair', { owner: owner('pair', 10), attachments: [{ attachment: attachment('b', 12), remainingMs: TTL }] });
   for (let i = 0; i < 4; i++) assert.equal(map.lookup('pair', IN_STEP_LONG, 'c')?.nodeId, 'b');
 });
+
+test('an answer from Redis read before a grant does not undo it: what the map learnt after the read began stays', () => {
+  const { map } = fixture();
+  // No owner yet; a read of the name goes to Redis, and the name is granted here before the answer comes.
+  const readFrom = map.factCount;
+  grant(map, 'race', 'b', 7);
+  map.checked('race', null, readFrom);
+  assert.equal(map.lookup('race', IN_STEP_LONG)?.nodeId, 'b');
+  // The same answer read after the grant (the name was let go since) does take it away.
+  map.checked('race', null, map.factCount);
+  assert.equal(map.lookup('race', IN_STEP_LONG), null);
+
+  // A live answer that lacks an attachment made after the read began keeps that attachment.
+  grant(map, 'pair', 'a', 10);
+  const before = map.factCount;
+  map.granted(owner('pair', 10), attachment('c', 11), TTL);
+  map.checked('pair', { owner: owner('pair', 10), attachments: [{ attachment: attachment('a', 10), remainingMs: TTL }] }, before);
+  const seen = new Set<string | undefined>();
+  for (let i = 0; i < 4; i++) seen.add(map.lookup('pair', IN_STEP_LONG, 'z')?.nodeId);
+  assert.deepEqual([...seen].sort(), ['a', 'c']);
+});

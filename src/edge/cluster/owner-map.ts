@@ -25,6 +25,8 @@ interface KnownAttachment {
   validUntil: number;
   /** Released at `fence`: kept until `validUntil`, long enough to outrank a snapshot read before the release. */
   released: boolean;
+  /** When this map learnt it (`OwnerMap.factCount` then): a Redis answer read before then cannot undo it. */
+  learnt: number;
 }
 
 interface KnownName {
@@ -59,6 +61,8 @@ export class OwnerMap {
   private readonly suspects = new Map<string, number>();
   /** Turns the choice among several attachments, so forwarded requests spread over them. */
   private turn = 0;
+  /** Attachments and releases learnt so far: a mark of when, for `checked`. */
+  private facts = 0;
 
   constructor(
     private readonly leaseTtlMs: number,
@@ -67,6 +71,11 @@ export class OwnerMap {
 
   get size(): number {
     return this.names.size;
+  }
+
+  /** A mark of what the map knows now: take it before reading Redis, and give it to `checked` with the answer. */
+  get factCount(): number {
+    return this.facts;
   }
 
   /** `attachment` of the lease `owner` was made (pushed, or read from Redis): valid for `remainingMs` from now. */
@@ -96,6 +105,7 @@ export class OwnerMap {
       fence: attachment.fence,
       validUntil: now + remainingMs,
       released: false,
+      learnt: ++this.facts,
     });
   }
 
@@ -108,7 +118,7 @@ export class OwnerMap {
     }
     const old = known.attachments.get(nodeId);
     if (old !== undefined && old.fence > fence) return;
-    known.attachments.set(nodeId, { peer: old?.peer ?? { nodeId, advertise: '', boot: '' }, fence, validUntil: this.clock() + this.leaseTtlMs, released: true });
+    known.attachments.set(nodeId, { peer: old?.peer ?? { nodeId, advertise: '', boot: '' }, fence, validUntil: this.clock() + this.leaseTtlMs, released: true, learnt: ++this.facts });
   }
 
   /** `node` renewed every attachment it still has: they are valid `ttlMs` from now. */
@@ -184,20 +194,26 @@ export class OwnerMap {
 
   /**
    * What Redis answered about a doubted name: its live owner with each attachment's remaining time, or
-   * none (null). Attachments it no longer has are taken as released.
+   * none (null). Attachments it no longer has are taken as released, unless this map learnt them after
+   * `readFrom` (its `factCount` when the read began): an answer read before a grant cannot undo it (an
+   * edge that granted a name while a read of it was on its way took its own attachment as released).
    */
-  checked(subdomain: string, live: { owner: LeaseOwner; attachments: { attachment: Attachment; remainingMs: number }[] } | null): void {
+  checked(subdomain: string, live: { owner: LeaseOwner; attachments: { attachment: Attachment; remainingMs: number }[] } | null, readFrom = Infinity): void {
     const known = this.names.get(subdomain);
     if (known !== undefined) known.doubted = false;
     if (live === null) {
-      if (known !== undefined) for (const [nodeId, attachment] of known.attachments) if (!attachment.released) this.released(subdomain, nodeId, attachment.fence);
+      if (known !== undefined) {
+        for (const [nodeId, attachment] of known.attachments) if (!attachment.released && attachment.learnt <= readFrom) this.released(subdomain, nodeId, attachment.fence);
+      }
       return;
     }
     for (const { attachment, remainingMs } of live.attachments) this.granted(live.owner, attachment, remainingMs);
     const now = this.names.get(subdomain);
     if (now === undefined || now.ownerFence !== live.owner.fence) return;
     const present = new Set(live.attachments.map(({ attachment }) => attachment.nodeId));
-    for (const [nodeId, attachment] of now.attachments) if (!attachment.released && !present.has(nodeId)) this.released(subdomain, nodeId, attachment.fence);
+    for (const [nodeId, attachment] of now.attachments) {
+      if (!attachment.released && !present.has(nodeId) && attachment.learnt <= readFrom) this.released(subdomain, nodeId, attachment.fence);
+    }
   }
 
   /** The other edges that renewed within the last lease period: whom to ask when this edge loses Redis. */

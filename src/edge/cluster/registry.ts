@@ -886,6 +886,8 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
   private async recheck(subdomain: string): Promise<void> {
     let record: LeaseRecord | null;
     let redisNow: number;
+    // What the map learns while the read is on its way (a grant here, a pushed message) is newer than the answer.
+    const readFrom = this.owners.factCount;
     try {
       [record, redisNow] = await Promise.all([this.leases.owner(subdomain), this.leases.now()]);
     } catch {
@@ -896,6 +898,7 @@ export class ClusterRegistry extends EventEmitter<ClusterRegistryEvents> impleme
       record === null || record.state !== 'live' || record.attachments.length === 0
         ? null
         : { owner: record, attachments: record.attachments.map((attachment) => ({ attachment, remainingMs: attachment.expiresAt - redisNow })) },
+      readFrom,
     );
   }
 
