@@ -1336,6 +1336,12 @@ async function runOpenLoopPhase(setup: Setup, options: Options): Promise<OpenLoo
 }
 
 /**
+ * The HTTPS phase's public client addresses: 4 × 25 connections stay within the edge's TLS handshake bound
+ * per address (8 at once, 32 waiting; docs/security.md), where 100 from one address would mostly be closed.
+ */
+const TLS_SOURCE_ADDRESSES = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'] as const;
+
+/**
  * Two bare Node relays with TLS on both hops, as the HTTPS phase's nginx pair and TLS tunnel have it: the
  * front terminates HTTPS with the phase's certificate and speaks TLS to the back (trusting its CA), the
  * back terminates that and speaks plain TCP to the target. Sampled as relay-tls-front and relay-tls-back.
@@ -1355,8 +1361,8 @@ async function startTlsRelays(targetPort: number, cert: { cert: string; key: str
       kind: 'floor',
       label,
       processes: ['relay-tls-front', 'relay-tls-back'],
-      // Node's TLS server has no handshake bound per address; the same four addresses keep the load equal.
-      target: { origin: `https://127.0.0.1:${frontPort}`, host: null, sourceAddresses: ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'] },
+      // Node's TLS server has no handshake bound per address; the TLS tunnel's four addresses keep the load equal.
+      target: { origin: `https://127.0.0.1:${frontPort}`, host: null, sourceAddresses: TLS_SOURCE_ADDRESSES },
       roles: { 'relay-tls-front': 'relay-tls-front', 'relay-tls-back': 'relay-tls-back' },
       clientName: null,
     },
@@ -1422,8 +1428,7 @@ async function runHttps(setup: Setup, options: Options): Promise<HttpsRecord> {
       processes: ['edge', 'client'],
       capture: true,
       inspect: setup.inspectFlag ? true : null,
-      // Four public client addresses of 25 connections each: within the edge's TLS handshake bound per address.
-      target: { origin: `https://127.0.0.1:${port}`, host: `bench-tls.localhost:${port}`, sourceAddresses: ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'] },
+      target: { origin: `https://127.0.0.1:${port}`, host: `bench-tls.localhost:${port}`, sourceAddresses: TLS_SOURCE_ADDRESSES },
       roles: { edge: edgeName, client: clientName },
       clientName,
     };
