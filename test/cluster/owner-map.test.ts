@@ -76,12 +76,12 @@ test('a doubted owner is asked of Redis at most once a second, and what Redis sa
   assert.equal(map.needsCheck('name'), false);
   map.doubt('name');
   assert.equal(map.needsCheck('name'), true);
-  map.checked('name', { owner: owner('name', 3), attachments: [{ attachment: attachment('a', 3), remainingMs: TTL }] });
+  map.checked('name', { owner: owner('name', 3), attachments: [{ attachment: attachment('a', 3), remainingMs: TTL }] }, map.factCount);
   map.doubt('name');
   assert.equal(map.needsCheck('name'), false, 'asked less than a second ago');
   advance(1_000);
   assert.equal(map.needsCheck('name'), true);
-  map.checked('name', null);
+  map.checked('name', null, map.factCount);
   assert.equal(map.lookup('name', IN_STEP_LONG), null);
 });
 
@@ -124,7 +124,7 @@ test('what Redis answers for a doubted name drops the attachments it no longer h
   grant(map, 'pair', 'a', 10);
   map.granted(owner('pair', 10), attachment('b', 12), TTL);
   map.doubt('pair');
-  map.checked('pair', { owner: owner('pair', 10), attachments: [{ attachment: attachment('b', 12), remainingMs: TTL }] });
+  map.checked('pair', { owner: owner('pair', 10), attachments: [{ attachment: attachment('b', 12), remainingMs: TTL }] }, map.factCount);
   for (let i = 0; i < 4; i++) assert.equal(map.lookup('pair', IN_STEP_LONG, 'c')?.nodeId, 'b');
 });
 

@@ -198,7 +198,7 @@ export class OwnerMap {
    * `readFrom` (its `factCount` when the read began): an answer read before a grant cannot undo it (an
    * edge that granted a name while a read of it was on its way took its own attachment as released).
    */
-  checked(subdomain: string, live: { owner: LeaseOwner; attachments: { attachment: Attachment; remainingMs: number }[] } | null, readFrom = Infinity): void {
+  checked(subdomain: string, live: { owner: LeaseOwner; attachments: { attachment: Attachment; remainingMs: number }[] } | null, readFrom: number): void {
     const known = this.names.get(subdomain);
     if (known !== undefined) known.doubted = false;
     if (live === null) {
