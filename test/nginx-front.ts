@@ -8,12 +8,12 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { docBlock } from './doc-blocks.js';
-import { ROOT, waitFor } from './helpers.js';
+import { ROOT, freePort, waitFor } from './helpers.js';
 import { makeCa, makeServerCert } from './tls-fixtures.js';
 
 export const ensureNginx = (await import(pathToFileURL(join(ROOT, 'scripts', 'ensure-nginx.mjs')).href)) as {
@@ -42,6 +42,17 @@ export function makeCertificates(dir: string, domain: string): { caFile: string;
   const server = makeServerCert(certDir, 'fullchain', [domain, `*.${domain}`], ca);
   renameSync(server.key, join(certDir, 'privkey.pem'));
   return { caFile: ca.cert, caPem: readFileSync(ca.cert), certDir };
+}
+
+/**
+ * `count` different loopback ports, each free a moment ago, outside the ephemeral range (freePort):
+ * for a front and the edges behind it, which bind them later. freePort alone may give one twice when
+ * nothing has bound the first yet; an edge bound to nginx's front port would then answer in its place.
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
 }
 
 export interface FrontConfig {
@@ -124,7 +135,10 @@ export interface RunningNginx {
 
 /**
  * nginx from `dir` with the installed config and nginx's own main file (what the package's
- * /etc/nginx/nginx.conf would give; `httpLines` go into its http block), once it listens on httpsPort.
+ * /etc/nginx/nginx.conf would give; `httpLines` go into its http block), once it has bound its ports
+ * (its pid file written) and listens on httpsPort. Throws, with nginx's error log, when it cannot bind
+ * them (another process holds one) or exits: the ports are the caller's (the edges behind it were told
+ * httpsPort), so it does not pick others.
  */
 export async function startNginx(dir: string, config: FrontConfig, httpLines: string[] = [`access_log ${join(dir, 'access.log')};`]): Promise<RunningNginx> {
   // Workers drop to an unprivileged user when nginx starts as root: they must reach the webroot.
@@ -145,26 +159,67 @@ export async function startNginx(dir: string, config: FrontConfig, httpLines: st
       '',
     ].join('\n'),
   );
-  const child = spawn(ensureNginx.NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf'), '-g', 'daemon off;'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const pidFile = join(dir, 'nginx.pid');
+  const errorLog = join(dir, 'error.log');
+  rmSync(pidFile, { force: true });
+  const readOr = (file: string): string => {
+    try {
+      return readFileSync(file, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  // This start's lines only, should `dir` have run an nginx before.
+  const logFrom = readOr(errorLog).length;
+  const log = (): string => readOr(errorLog).slice(logFrom);
+  const child = spawn(ensureNginx.NGINX, ['-p', dir, '-e', errorLog, '-c', join(dir, 'nginx.conf'), '-g', 'daemon off;'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = once(child, 'exit');
   process.once('exit', () => child.kill('SIGKILL'));
-  await waitFor(
-    () =>
-      new Promise<boolean>((resolve) => {
-        if (child.exitCode !== null) throw new Error(`nginx exited: ${output}${readFileSync(join(dir, 'error.log'), 'utf8')}`);
-        const socket = connect(config.httpsPort, '127.0.0.1');
-        socket.once('connect', () => {
-          socket.destroy();
-          resolve(true);
+  const failed = async (why: string): Promise<Error> => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+    return new Error(`nginx ${why} (front ports 127.0.0.1:${config.httpsPort} and :${config.httpPort}); its output: ${output.trim() || '(none)'}; ${errorLog}:\n${log()}`);
+  };
+  // Ready once nginx has written its pid file (it does so only after binding every listen address) and
+  // the HTTPS port answers. A connection alone is not proof: when another process holds the port, nginx
+  // keeps retrying bind() for a few seconds before it exits ("Address already in use"), and meanwhile
+  // the connect reaches that other process (likely what a CI run saw: the tunnels' TLS handshake to "nginx"
+  // closing before it completed). So a bind failure, or an exit, fails here with nginx's error log.
+  let why = '';
+  try {
+    await waitFor(
+      async () => {
+        if (child.exitCode !== null || child.signalCode !== null) {
+          why = `exited (${child.exitCode ?? child.signalCode}) before it was ready`;
+          return true;
+        }
+        const bindFailure = /bind\(\) to \S+ failed[^\n]*/.exec(`${output}\n${log()}`);
+        if (bindFailure !== null) {
+          why = `could not bind its ports: ${bindFailure[0]}`;
+          return true;
+        }
+        if (readOr(pidFile).trim() !== String(child.pid)) return false;
+        return new Promise<boolean>((resolve) => {
+          const socket = connect(config.httpsPort, '127.0.0.1');
+          socket.once('connect', () => {
+            socket.destroy();
+            resolve(true);
+          });
+          socket.once('error', () => resolve(false));
         });
-        socket.once('error', () => resolve(false));
-      }),
-    10_000,
-    'nginx to listen',
-  );
+      },
+      10_000,
+      'nginx to write its pid file and listen',
+    );
+  } catch (error) {
+    why = `was not ready: ${(error as Error).message}`;
+  }
+  if (why !== '') throw await failed(why);
   return {
     child,
     async stop() {

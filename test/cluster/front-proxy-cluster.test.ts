@@ -21,10 +21,10 @@ import { Agent, request } from 'undici';
 import WebSocket, { WebSocketServer } from 'ws';
 import '../wildcard-dns.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
-import { frontProxySkip, makeCertificates, startClusterNginx, type RunningNginx } from '../nginx-front.js';
+import { freePorts, frontProxySkip, makeCertificates, startClusterNginx, type RunningNginx } from '../nginx-front.js';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
-import { call, createAccount, freePort, readBody, startLocal, tempDirs, waitFor, type TestEdge } from '../helpers.js';
+import { call, createAccount, readBody, startLocal, tempDirs, waitFor, type TestEdge } from '../helpers.js';
 import { TestRedis, redisSkip } from '../redis-server.js';
 import { startClusterEdge } from './cluster-helpers.js';
 
@@ -57,8 +57,7 @@ test('nginx round-robins over three cluster edges: a tunnel on one edge answers 
   const sockets = new WebSocketServer({ server: local.server });
   sockets.on('connection', (socket) => socket.on('message', (data, isBinary) => socket.send(data, { binary: isBinary })));
 
-  const httpsPort = await freePort();
-  const httpPort = await freePort();
+  const [httpsPort, httpPort] = (await freePorts(2)) as [number, number];
   const edges: TestEdge[] = [];
   let nginx: RunningNginx | undefined;
   let client: TunnelClient | undefined;

@@ -9,8 +9,8 @@ import { readFileSync } from 'node:fs';
 import { Agent, request } from 'undici';
 import { nodeNumberOfCaptureId } from '../../src/store/captures.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
-import { makeCertificates, startClusterNginx, type RunningNginx } from '../nginx-front.js';
-import { freePort, runCli, spawnCli, startLocal, type LocalServer, type SpawnedProcess } from '../helpers.js';
+import { freePorts, makeCertificates, startClusterNginx, type RunningNginx } from '../nginx-front.js';
+import { runCli, spawnCli, startLocal, type LocalServer, type SpawnedProcess } from '../helpers.js';
 import type { TestRedis } from '../redis-server.js';
 
 export const NODE_IDS = ['a', 'b', 'c'] as const;
@@ -35,14 +35,10 @@ export interface NginxCluster {
 export async function startNginxCluster(redis: TestRedis, dir: string, makeDir: () => string, email: string): Promise<NginxCluster> {
   const { caFile, caPem, certDir } = makeCertificates(dir, TEST_DOMAIN);
   const env = { XDG_CONFIG_HOME: makeDir() };
-  const httpsPort = await freePort();
-  const httpPort = await freePort();
-  const ports: number[] = [];
-  const agentPorts: number[] = [];
-  for (let i = 0; i < NODE_IDS.length; i++) {
-    ports.push(await freePort());
-    agentPorts.push(await freePort());
-  }
+  // Every port different: the edges bind theirs before nginx binds its two.
+  const [httpsPort, httpPort, ...edgePorts] = (await freePorts(2 + 2 * NODE_IDS.length)) as [number, number, ...number[]];
+  const ports = edgePorts.slice(0, NODE_IDS.length);
+  const agentPorts = edgePorts.slice(NODE_IDS.length);
   const edges: SpawnedProcess[] = [];
   let nginx: RunningNginx | undefined;
   const stop = async (): Promise<void> => {

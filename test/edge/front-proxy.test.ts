@@ -21,8 +21,8 @@ import WebSocket, { WebSocketServer } from 'ws';
 import '../wildcard-dns.js';
 import { TEST_DOMAIN } from '../wildcard-dns.js';
 import { wildcardDnsEnv } from '../tls-fixtures.js';
-import { ensureNginx, frontProxySkip, installAsDeployGuide, makeCertificates, startNginx, type RunningNginx } from '../nginx-front.js';
-import { ROOT, call, createAccount, freePort, readBody, spawnCli, startEdge, startLocal, tempDirs, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
+import { ensureNginx, freePorts, frontProxySkip, installAsDeployGuide, makeCertificates, startNginx, type RunningNginx } from '../nginx-front.js';
+import { ROOT, call, createAccount, readBody, spawnCli, startEdge, startLocal, tempDirs, waitFor, type LocalServer, type TestAccount, type TestEdge } from '../helpers.js';
 
 const skip = frontProxySkip();
 
@@ -79,8 +79,7 @@ describe('nginx in front of the edge (deploy/nginx-burrow.conf)', { skip }, () =
       socket.on('message', (data, isBinary) => socket.send(data, { binary: isBinary }));
     });
 
-    httpsPort = await freePort();
-    httpPort = await freePort();
+    [httpsPort, httpPort] = (await freePorts(2)) as [number, number];
     target = await startEdge({
       domain: DOMAIN,
       trustProxy: '127.0.0.1/32',
