@@ -19,6 +19,7 @@ import { closeAfterWrites } from './lmdb-close.js';
 import { Packr, Unpackr } from 'msgpackr';
 import { bodyLength, wholeBody, type KeptBody } from '../capture-buffer.js';
 import { decode, type OpenFrame } from '../protocol/codec.js';
+import { BLOCK_RECORD_MIN_BYTES, BLOCKS_FILE, blocksFor, CaptureBlocks } from './capture-blocks.js';
 import { batchSize, CaptureJournal, type JournalRecord } from './capture-journal.js';
 import { formatBytes } from './free-space.js';
 import { guardLmdbRejections, isWriteFailure, WriteFailures } from './write-failures.js';
@@ -261,6 +262,12 @@ function captureMatch(stored: StoredCapture, needle: string, asciiNeedle: boolea
  *   u32 LE header length | header | open frame | response frame | request body | response body
  */
 const FORMAT = 1;
+/**
+ * The format of a stub: a record kept in blocks (src/store/capture-blocks.ts) leaves in its slot its own
+ * u32 length and header with this format, then u32 LE the whole record's length. Listings, sweeps and the
+ * recovery of a ring's head read only headers, so they read stubs as they read records.
+ */
+const FORMAT_IN_BLOCKS = 2;
 const recordPackr = new Packr({ useRecords: false });
 const recordUnpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: 'number' });
 
@@ -345,13 +352,42 @@ type Header = [
 function readHeader(bytes: Uint8Array): { header: Header; end: number } {
   const length = bytes[0]! | (bytes[1]! << 8) | (bytes[2]! << 16) | (bytes[3]! << 24);
   const header = recordUnpackr.unpack(bytes.subarray(4, 4 + length) as Buffer) as Header;
-  if (header[0] !== FORMAT) throw new Error(`unknown capture format ${String(header[0])}`);
+  if (header[0] !== FORMAT && header[0] !== FORMAT_IN_BLOCKS) throw new Error(`unknown capture format ${String(header[0])}`);
   return { header, end: 4 + length };
+}
+
+/** Whether a record's header starts as every record this version writes does (see `seqOf`), with `format`. */
+function headerOfFormat(bytes: Uint8Array, format: number): boolean {
+  return bytes.length >= 33 && bytes[4] === 0xdc && bytes[5] === 0x00 && bytes[6] === 0x18 && bytes[7] === format && bytes[8] === 0xb8;
+}
+
+/** Whether a slot holds a stub, its record in blocks. */
+function isStub(bytes: Uint8Array): boolean {
+  return headerOfFormat(bytes, FORMAT_IN_BLOCKS);
+}
+
+/** The bytes of the record a slot's value stands for: its own length, or a stub's record's. */
+function recordSize(bytes: Uint8Array): number {
+  // `length`, not `byteLength`: getBinaryFast's buffer is a shared one, longer than the value it holds.
+  if (!isStub(bytes)) return bytes.length;
+  const at = 4 + (bytes[0]! | (bytes[1]! << 8) | (bytes[2]! << 16) | (bytes[3]! << 24));
+  return (bytes[at]! | (bytes[at + 1]! << 8) | (bytes[at + 2]! << 16)) + bytes[at + 3]! * 0x1000000;
+}
+
+/** The stub of `record` (a record of this version's shape: `headerOfFormat(record, FORMAT)`). */
+function stubOf(record: Buffer): Buffer {
+  const headerEnd = 4 + record.readUInt32LE(0);
+  const stub = Buffer.allocUnsafe(headerEnd + 4);
+  record.copy(stub, 0, 0, headerEnd);
+  stub[7] = FORMAT_IN_BLOCKS;
+  stub.writeUInt32LE(record.byteLength, headerEnd);
+  return stub;
 }
 
 /** The stored capture in `bytes`; its sections are views of `bytes`. */
 export function decodeStoredCapture(bytes: Uint8Array): StoredCapture {
   const { header: h, end } = readHeader(bytes);
+  if (h[0] === FORMAT_IN_BLOCKS) throw new Error('decodeStoredCapture: a stub; its record is in the blocks file');
   let offset = end;
   const section = (length: number): Uint8Array | null => {
     if (length < 0) return null;
@@ -378,9 +414,7 @@ export function decodeStoredCapture(bytes: Uint8Array): StoredCapture {
  * characters of the id are the sequence in hex. Anything else is decoded the long way.
  */
 function seqOf(bytes: Uint8Array): number {
-  if (bytes.byteLength < 33 || bytes[4] !== 0xdc || bytes[5] !== 0x00 || bytes[6] !== 0x18 || bytes[7] !== FORMAT || bytes[8] !== 0xb8) {
-    return readHeader(bytes).header[2];
-  }
+  if (!headerOfFormat(bytes, FORMAT) && !headerOfFormat(bytes, FORMAT_IN_BLOCKS)) return readHeader(bytes).header[2];
   let seq = 0;
   for (let i = 33 - SEQ_DIGITS; i < 33; i++) {
     const c = bytes[i]!;
@@ -597,6 +631,17 @@ export interface PendingCapture {
   storedCapture(): CaptureToStore;
 }
 
+/**
+ * What a write transaction did to the blocks (`putRecord`, `removeRecord`): blocks it took for new
+ * records, blocks whose stubs it overwrote or removed, and the index entries it changed in memory, as
+ * (ring id, slot, blocks before) to put back if the commit fails.
+ */
+class BlockChange {
+  readonly taken: Uint32Array[] = [];
+  readonly freed: Uint32Array[] = [];
+  readonly undo: (number | Uint32Array | undefined)[] = [];
+}
+
 export interface CaptureStoreOptions {
   /** fsync every commit (`--capture-fsync`); there is no journal then (a commit is the durable step). */
   fsync?: boolean;
@@ -620,6 +665,14 @@ export class CaptureStore {
   private readonly accountBytes: Database<number, string>;
   /** The slot sizes of a ring closed cleanly, by ring id (Uint32 per slot): loaded when it is written again. */
   private readonly slotSizes: Database<Buffer, number>;
+  /** The blocks of each slot whose record is in the blocks file (Uint32 per block), committed with its stub. */
+  private readonly blockIndex: Database<Buffer, SlotKey>;
+  /** The block index as committed, by ring id then slot. */
+  private readonly blocksOf = new Map<number, Map<number, Uint32Array>>();
+  /** Big records' blocks (src/store/capture-blocks.ts); null for a store made on a root directly, whose records all stay in LMDB. */
+  private readonly blocks: CaptureBlocks | null;
+  /** Every commit fsyncs (`--capture-fsync`): the blocks a commit wrote are synced before it. */
+  private readonly fsync: boolean;
   /** Rings in use by this process, by ring id: their heads live here, saved by close(). */
   private readonly open = new Map<number, OpenRing>();
   /** Accounts whose counter this process has read, by id. */
@@ -654,7 +707,7 @@ export class CaptureStore {
     root.readerCheck();
     // `journal` is where a version before the journal's laps kept it: read once, removed after its replay.
     const journal = options.fsync === true ? null : new CaptureJournal(join(dir, JOURNAL_FILE), join(dir, 'journal'), options.journalCapacity);
-    return new CaptureStore(root, options, journal);
+    return new CaptureStore(root, options, journal, join(dir, BLOCKS_FILE));
   }
 
   /**
@@ -689,9 +742,12 @@ export class CaptureStore {
 
   constructor(
     private readonly root: RootDatabase,
-    options: Pick<CaptureStoreOptions, 'ringIds' | 'failures' | 'space' | 'log'> = {},
+    options: Pick<CaptureStoreOptions, 'ringIds' | 'failures' | 'space' | 'log' | 'fsync'> = {},
     journal: CaptureJournal | null = null,
+    /** Where big records go (src/store/capture-blocks.ts); without it they stay whole in LMDB. */
+    blocksPath: string | null = null,
   ) {
+    this.fsync = options.fsync === true;
     this.log = options.log ?? (() => {});
     this.ringIds = options.ringIds ?? { first: 1, last: MAX_RING_ID };
     this.failures = options.failures ?? new WriteFailures();
@@ -702,6 +758,15 @@ export class CaptureStore {
     this.meta = root.openDB({ name: 'capture-meta', encoding: 'msgpack' });
     this.accountBytes = root.openDB({ name: 'capture-account-bytes', encoding: 'msgpack' });
     this.slotSizes = root.openDB({ name: 'capture-slot-sizes', encoding: 'binary' });
+    this.blockIndex = root.openDB({ name: 'capture-blocks', encoding: 'binary' });
+    const owned: Uint32Array[] = [];
+    for (const { key, value } of this.blockIndex.getRange()) {
+      const [ringId, slot] = key as SlotKey;
+      const blocks = new Uint32Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength));
+      this.ownedBy(ringId).set(slot, blocks);
+      owned.push(blocks);
+    }
+    this.blocks = blocksPath === null ? null : new CaptureBlocks(blocksPath, owned);
     this.journal = journal;
     if (journal !== null) this.replay(journal);
     for (const { value } of this.accountBytes.getRange()) this.storedBytes += value;
@@ -718,6 +783,7 @@ export class CaptureStore {
   private replay(journal: CaptureJournal): void {
     const records = journal.existing();
     if (records.length > 0) {
+      const change = new BlockChange();
       try {
         this.root.transactionSync(() => {
           const added = new Map<string, number>();
@@ -726,14 +792,17 @@ export class CaptureStore {
             const missing = this.missingFromSlot(record);
             if (missing === null) continue;
             const { key, stored, slot, oldSize } = missing;
-            this.slots.put(slot, record.bytes);
+            this.putRecord(slot[0], slot[1], record.seq, record.bytes, change);
             if (stored.counted === true) added.set(stored.accountId, (added.get(stored.accountId) ?? 0) + record.bytes.byteLength - oldSize);
             if (stored.clean === true) this.rings.put(key, { ...stored, clean: false });
           }
           for (const [accountId, delta] of added) this.accountBytes.put(accountId, (this.accountBytes.get(accountId) ?? 0) + delta);
+          this.blocksWritten(change);
         });
+        this.committed(change);
       } catch (error) {
-        if (!isWriteFailure(error)) throw error;
+        this.failed(change);
+        if (!isWriteFailure(error) && !isFileWriteFailure(error)) throw error;
         this.failures.report('captures', error);
         // Kept for the next start; meanwhile no id of theirs is handed out again.
         this.journalHoldsUncommitted = true;
@@ -758,7 +827,7 @@ export class CaptureStore {
     const slot: SlotKey = [record.ringId, record.seq % stored.capacity];
     const existing = this.slots.getBinaryFast(slot);
     if (existing !== undefined && seqOf(existing) >= record.seq) return null;
-    return { key, stored, slot, oldSize: existing === undefined ? 0 : existing.length };
+    return { key, stored, slot, oldSize: existing === undefined ? 0 : recordSize(existing) };
   }
 
   /**
@@ -826,7 +895,7 @@ export class CaptureStore {
       for (let slot = 0; slot < stored.capacity; slot++) {
         const bytes = this.slots.getBinaryFast([stored.ringId, slot]);
         if (bytes === undefined) continue;
-        sizes.set(slot, bytes.length);
+        sizes.set(slot, recordSize(bytes));
         const seq = seqOf(bytes);
         if (seq >= head) head = seq + 1;
       }
@@ -887,10 +956,13 @@ export class CaptureStore {
     );
   }
 
-  /** Each slot's size, read from the slots (`length`: a getBinaryFast buffer is a shared one, longer than its value). */
+  /** Each slot's size, read from the slots (`length`, not the buffer's: a getBinaryFast buffer is a shared one, longer than its value). */
   private readSizes(ring: OpenRing): SlotSizes {
     const sizes = new SlotSizes(ring.capacity);
-    for (let slot = 0; slot < ring.capacity; slot++) sizes.set(slot, this.slots.getBinaryFast([ring.ringId, slot])?.length ?? 0);
+    for (let slot = 0; slot < ring.capacity; slot++) {
+      const bytes = this.slots.getBinaryFast([ring.ringId, slot]);
+      sizes.set(slot, bytes === undefined ? 0 : recordSize(bytes));
+    }
     return sizes;
   }
 
@@ -1083,6 +1155,7 @@ export class CaptureStore {
     const previous: (OpenRing | number)[] = [];
     let written = 0;
     let overQuota = 0;
+    const change = new BlockChange();
     try {
       this.root.transactionSync(() => {
         for (const item of batch) {
@@ -1108,19 +1181,23 @@ export class CaptureStore {
             overQuota++;
             this.overQuota(account);
             if (old === 0) continue;
-            this.slots.remove([ring.ringId, slot]);
+            this.removeRecord(ring.ringId, slot, change);
           } else {
-            this.slots.put([ring.ringId, slot], bytes);
+            // Counted first: a failed block write throws out of the commit, and the capture is skipped.
             written++;
+            this.putRecord(ring.ringId, slot, item.seq, bytes, change);
           }
           previous.push(ring, slot, old);
           sizes.set(slot, size);
           account.bytes += size - old;
         }
         for (const account of accounts) this.accountBytes.put(account.accountId, account.bytes);
+        this.blocksWritten(change);
       });
+      this.committed(change);
     } catch (error) {
-      if (!isWriteFailure(error)) throw error;
+      this.failed(change);
+      if (!isWriteFailure(error) && !isFileWriteFailure(error)) throw error;
       for (let i = previous.length - 3; i >= 0; i -= 3) (previous[i] as OpenRing).sizes!.set(previous[i + 1] as number, previous[i + 2] as number);
       for (const account of accounts) account.bytes = account.before;
       this.skipped.error += written + overQuota;
@@ -1134,6 +1211,84 @@ export class CaptureStore {
     this.skipped.quota += overQuota;
     if (grown > 0) this.space?.spent(grown);
     return written;
+  }
+
+  /** The slots of a ring whose records are in blocks, by slot. */
+  private ownedBy(ringId: number): Map<number, Uint32Array> {
+    let owned = this.blocksOf.get(ringId);
+    if (owned === undefined) this.blocksOf.set(ringId, (owned = new Map()));
+    return owned;
+  }
+
+  /**
+   * Inside a write transaction: `record` into the slot. One of BLOCK_RECORD_MIN_BYTES or more is written
+   * to blocks first, and the slot gets its stub and the index its blocks. The blocks of what the slot
+   * held are freed once the commit returns (`committed`).
+   */
+  private putRecord(ringId: number, slot: number, seq: number, record: Buffer, change: BlockChange): void {
+    this.releaseBlocks(ringId, slot, change);
+    if (this.blocks === null || record.byteLength < BLOCK_RECORD_MIN_BYTES || !headerOfFormat(record, FORMAT)) {
+      this.slots.put([ringId, slot], record);
+      return;
+    }
+    const blocks = this.blocks.take(blocksFor(record.byteLength));
+    change.taken.push(blocks);
+    this.blocks.write(blocks, ringId, seq, record);
+    this.blockIndex.put([ringId, slot], Buffer.from(blocks.buffer, blocks.byteOffset, blocks.byteLength));
+    const owned = this.ownedBy(ringId);
+    change.undo.push(ringId, slot, owned.get(slot));
+    owned.set(slot, blocks);
+    this.slots.put([ringId, slot], stubOf(record));
+  }
+
+  /** Inside a write transaction: empties the slot (its blocks freed once the commit returns). */
+  private removeRecord(ringId: number, slot: number, change: BlockChange): void {
+    this.releaseBlocks(ringId, slot, change);
+    this.slots.remove([ringId, slot]);
+  }
+
+  private releaseBlocks(ringId: number, slot: number, change: BlockChange): void {
+    const owned = this.blocksOf.get(ringId);
+    const blocks = owned?.get(slot);
+    if (blocks === undefined) return;
+    this.blockIndex.remove([ringId, slot]);
+    change.freed.push(blocks);
+    change.undo.push(ringId, slot, blocks);
+    owned!.delete(slot);
+  }
+
+  /** At the end of a write transaction that fsyncs: the blocks it wrote reach the disk before it commits. */
+  private blocksWritten(change: BlockChange): void {
+    if (this.fsync && change.taken.length > 0) this.blocks?.syncNow();
+  }
+
+  /** After a commit: the blocks it freed may be taken again. */
+  private committed(change: BlockChange): void {
+    for (const blocks of change.freed) this.blocks!.give(blocks);
+  }
+
+  /** After a failed commit: the index in memory as it was, and the blocks it took free again. */
+  private failed(change: BlockChange): void {
+    const undo = change.undo;
+    for (let i = undo.length - 3; i >= 0; i -= 3) {
+      const owned = this.ownedBy(undo[i] as number);
+      const before = undo[i + 2] as Uint32Array | undefined;
+      if (before === undefined) owned.delete(undo[i + 1] as number);
+      else owned.set(undo[i + 1] as number, before);
+    }
+    for (const blocks of change.taken) this.blocks!.give(blocks);
+  }
+
+  /**
+   * The record a slot's value stands for: the value itself, or a stub's record read from its blocks. Null
+   * when the blocks do not hold it (see src/store/capture-blocks.ts, crash rules). `bytes` may be
+   * getBinaryFast's shared buffer: nothing reads LMDB between.
+   */
+  private recordOf(ringId: number, slot: number, bytes: Buffer): Buffer | null {
+    if (!isStub(bytes)) return bytes;
+    const blocks = this.blocksOf.get(ringId)?.get(slot);
+    if (blocks === undefined || this.blocks === null) return null;
+    return this.blocks.read(blocks, ringId, seqOf(bytes), recordSize(bytes));
   }
 
   /** Whether the slot holds a capture newer than `seq` (read inside the writing transaction). */
@@ -1197,11 +1352,13 @@ export class CaptureStore {
         resumeBefore = lastScanned;
         break;
       }
-      const bytes = this.slots.getBinaryFast([ring.ringId, seq % ring.capacity]);
-      if (bytes === undefined) continue;
-      const capture = decodeStoredCapture(bytes);
-      if (capture.seq !== seq) continue;
-      if (now - capture.receivedAt > options.retentionMs) break;
+      const slot = seq % ring.capacity;
+      const bytes = this.slots.getBinaryFast([ring.ringId, slot]);
+      if (bytes === undefined || seqOf(bytes) !== seq) continue;
+      if (now - summaryOf(bytes).receivedAt > options.retentionMs) break;
+      const record = this.recordOf(ring.ringId, slot, bytes);
+      if (record === null) continue;
+      const capture = decodeStoredCapture(record);
       scanned++;
       lastScanned = capture.id;
       const match = captureMatch(capture, needle, asciiNeedle);
@@ -1221,9 +1378,12 @@ export class CaptureStore {
     if (owner === undefined || owner[0] !== accountId) return null;
     const ring = this.currentRing(owner[0], owner[1]);
     if (ring === undefined) return null;
-    const bytes = this.slots.getBinary([parsed.ringId, parsed.seq % ring.capacity]);
-    if (bytes === undefined) return null;
-    const capture = decodeStoredCapture(bytes);
+    const slot = parsed.seq % ring.capacity;
+    const bytes = this.slots.getBinary([parsed.ringId, slot]);
+    if (bytes === undefined || seqOf(bytes) !== parsed.seq) return null;
+    const record = this.recordOf(parsed.ringId, slot, bytes);
+    if (record === null) return null;
+    const capture = decodeStoredCapture(record);
     if (capture.seq !== parsed.seq || capture.accountId !== accountId) return null;
     if (now - capture.receivedAt > retentionMs) return null;
     return expandCapture(capture);
@@ -1275,6 +1435,7 @@ export class CaptureStore {
     let removedBytes = 0;
     let seq = start;
     const swept = ring.swept;
+    const change = new BlockChange();
     try {
       this.root.transactionSync(() => {
         for (; seq < ring.head; seq++) {
@@ -1284,8 +1445,8 @@ export class CaptureStore {
           const capture = summaryOf(bytes);
           if (capture.seq !== seq) continue;
           if (capture.receivedAt >= cutoff) break;
-          removedBytes += bytes.length;
-          this.slots.remove(slot);
+          removedBytes += recordSize(bytes);
+          this.removeRecord(slot[0], slot[1], change);
           removedSlots.push(slot[1]);
         }
         if (seq === start) return;
@@ -1302,8 +1463,10 @@ export class CaptureStore {
           }
         }
       });
+      this.committed(change);
     } catch (error) {
       ring.swept = swept;
+      this.failed(change);
       if (!isWriteFailure(error)) throw error;
       this.failures.report('captures', error);
       return 0;
@@ -1325,12 +1488,14 @@ export class CaptureStore {
   sync(): Promise<void> {
     // RootDatabase.sync exists in lmdb-js (open.js) but not in its typings.
     const root = this.root as unknown as { sync(callback: (error?: Error) => void): void };
-    return new Promise((resolve) => {
+    const environment = new Promise<void>((resolve) => {
       root.sync((error?: Error) => {
         if (error) this.failures.report('captures', error);
         resolve();
       });
     });
+    const blocks = this.blocks?.sync().catch((error: unknown) => this.failures.report('captures', error));
+    return Promise.all([environment, blocks]).then(() => undefined);
   }
 
   /** Accounts' capture use for /metrics: bytes stored, and how many accounts that wrote since the start are at 90% of their quota or more. */
@@ -1377,6 +1542,7 @@ export class CaptureStore {
       this.journal.close();
     }
     await closeAfterWrites(this.root);
+    this.blocks?.close();
   }
 }
 
