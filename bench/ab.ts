@@ -48,6 +48,11 @@ Usage: node dist/bench/ab.js --dir LABEL=DIR --dir LABEL=DIR [options]
   --size BYTES        body size up (POST) or down (GET) (default 1024)
   --probe N           one-connection requests per build and round (undici, sequential; default 0)
   --warmup SEC        seconds per build before the rounds (default 2)
+  --mix BYTES         before each measured run (and after the warm-up), POSTs of BYTES at 10 connections
+                      for --mix-seconds, not measured: the capture ring then holds captures of two
+                      sizes, as a tunnel whose webhooks are small and whose uploads are not (and the
+                      e2e bench's matrix) makes it
+  --mix-seconds SEC   seconds of --mix load before each run (default 2)
   --fresh             start each build's edge and client anew before each of its runs (fresh data
                       directory, then the warm-up), so no comparison rests on two processes' histories
   --prof DIR          run edges and clients under node --cpu-prof, profiles in DIR
@@ -351,6 +356,8 @@ async function main(): Promise<void> {
       size: { type: 'string' },
       probe: { type: 'string' },
       warmup: { type: 'string' },
+      mix: { type: 'string' },
+      'mix-seconds': { type: 'string' },
       prof: { type: 'string' },
       'node-arg': { type: 'string', multiple: true },
       flags: { type: 'string', multiple: true },
@@ -375,6 +382,12 @@ async function main(): Promise<void> {
   const probeCount = Number(values.probe ?? 0);
   const warmup = Number(values.warmup ?? 2);
   const fresh = values.fresh === true;
+  const mixSize = Number(values.mix ?? 0);
+  const mixSeconds = Number(values['mix-seconds'] ?? 2);
+  const mixScenario: Scenario = { method: 'POST', shape: 'length', size: mixSize };
+  const mix = async (build: Build): Promise<void> => {
+    if (mixSize > 0) await run(build, mixScenario, 10, mixSeconds, 0);
+  };
   const [method, shape] = (values.scenario ?? 'post-length').split('-') as [string, string];
   const scenario: Scenario = { method: method.toUpperCase() as Method, shape: shape as Shape, size: Number(values.size ?? 1024) };
   const nodeArgs = [...(values['node-arg'] ?? [])];
@@ -420,7 +433,8 @@ async function main(): Promise<void> {
     }
     process.stdout.write(
       `${scenario.method} ${scenario.size} B ${scenario.shape} @${connections}, ${requests > 0 ? `${requests} requests` : `${durationS} s`} a run, ${rounds} rounds` +
-        `${probeCount > 0 ? `, probe ${probeCount}` : ''}${fresh ? ', a fresh edge and client for every run' : ''}\n`,
+        `${probeCount > 0 ? `, probe ${probeCount}` : ''}${fresh ? ', a fresh edge and client for every run' : ''}` +
+        `${mixSize > 0 ? `, ${mixSeconds} s of POST ${mixSize} B @10 before each run` : ''}\n`,
     );
     const warmed = new Map<string, number>();
     const warm = async (build: Build): Promise<void> => {
@@ -439,6 +453,7 @@ async function main(): Promise<void> {
           await warm(builds[at]!);
         }
         const build = builds[at]!;
+        await mix(build);
         const result = await run(build, scenario, connections, durationS, requests, values.syscalls === true);
         if (probeCount > 0) {
           const probed = await probe(build, scenario, probeCount);
