@@ -88,26 +88,42 @@ export class CaptureBlocks {
   }
 
   /**
-   * Writes `record` into `blocks` (from `take`), each with its tag, one writev per run of adjacent blocks;
-   * throws the file system's error (a full disk: ENOSPC).
+   * Writes a record, the bytes of `parts` in order, into `blocks` (from `take`), each block with its tag:
+   * one writev per run of adjacent blocks, straight from the parts. Throws the file system's error (a
+   * full disk: ENOSPC).
    */
-  write(blocks: Uint32Array, ringId: number, seq: number, record: Uint8Array): void {
+  write(blocks: Uint32Array, ringId: number, seq: number, parts: readonly Uint8Array[]): void {
     const tags = Buffer.allocUnsafe(blocks.length * TAG_BYTES);
+    let part = 0;
+    let offset = 0;
     let runStart = 0;
-    let parts: Uint8Array[] = [];
+    let iovecs: Uint8Array[] = [];
     for (let i = 0; i < blocks.length; i++) {
       const tag = tags.subarray(i * TAG_BYTES, (i + 1) * TAG_BYTES);
       tag.writeUInt32LE(ringId, 0);
       tag.writeUInt32LE(i, 4);
       tag.writeDoubleLE(seq, 8);
-      parts.push(tag, record.subarray(i * BLOCK_PAYLOAD_BYTES, Math.min(record.byteLength, (i + 1) * BLOCK_PAYLOAD_BYTES)));
-      const last = i === blocks.length - 1;
-      if (last || blocks[i + 1] !== blocks[i]! + 1) {
-        writeAll(this.fd, parts, blocks[runStart]! * BLOCK_BYTES);
-        parts = [];
+      iovecs.push(tag);
+      // The block's payload: the next BLOCK_PAYLOAD_BYTES of the parts, as views.
+      let room = BLOCK_PAYLOAD_BYTES;
+      while (room > 0 && part < parts.length) {
+        const chunk = parts[part]!;
+        const take = Math.min(room, chunk.byteLength - offset);
+        iovecs.push(offset === 0 && take === chunk.byteLength ? chunk : chunk.subarray(offset, offset + take));
+        room -= take;
+        offset += take;
+        if (offset === chunk.byteLength) {
+          part++;
+          offset = 0;
+        }
+      }
+      if (i === blocks.length - 1 || blocks[i + 1] !== blocks[i]! + 1) {
+        writeAll(this.fd, iovecs, blocks[runStart]! * BLOCK_BYTES);
+        iovecs = [];
         runStart = i + 1;
       }
     }
+    if (part < parts.length) throw new Error('capture blocks: a record longer than its blocks');
   }
 
   /**

@@ -265,3 +265,31 @@ test('on a full disk a big capture is skipped and reported, what was stored stay
     await store.close();
   }
 });
+
+test('a body kept in chunks of any size goes from its chunks into blocks, through writeAll and through a turn committed at once, byte for byte', async () => {
+  const store = CaptureStore.open(freshDir());
+  try {
+    const ring = store.ring(ACCOUNT, 'chunks', 8);
+    for (const path of ['writeAll', 'journalAll'] as const) {
+      const { seq, id } = ring.next();
+      const chunks: Buffer[] = [];
+      let size = 0;
+      // Chunks from 1 byte to 50 KB, crossing block boundaries at every offset they happen to.
+      for (let i = 0; size < 3 * MIB; i++) {
+        const chunk = randomBytes(i % 7 === 0 ? 1 + (i % 13) : 1 + ((i * 7_919) % 50_000));
+        chunks.push(chunk);
+        size += chunk.byteLength;
+      }
+      const stored = { ...postCapture(ring, seq, id, size), requestBody: chunks };
+      if (path === 'writeAll') assert.equal(store.writeAll([{ ring, seq, storedCapture: () => stored }]), 1);
+      else {
+        assert.equal(store.journalAll([{ ring, seq, storedCapture: () => stored }]), true, 'a big capture: its turn is committed at once');
+        assert.equal(store.commitQueued(), 1);
+      }
+      assert.deepEqual(bodyOf(store, id), Buffer.concat(chunks), path);
+      assert.equal(store.bytesOf(ACCOUNT) > size, true);
+    }
+  } finally {
+    await store.close();
+  }
+});
