@@ -251,7 +251,7 @@ function categoryOfScript(functionName: string, url: string): string {
   if (url === 'node:internal/stream_base_commons') return STREAM_WRITE_FUNCTIONS.test(functionName) ? 'socket writes' : 'socket read path';
   if (url === 'node:internal/streams/writable' || (url === 'node:net' && /write/i.test(functionName))) return 'socket writes';
   if (url === 'node:internal/streams/readable' || (url === 'node:net' && /read/i.test(functionName))) return 'socket read path';
-  if (url === 'node:fs' || url.startsWith('node:internal/fs/')) return 'file writes (logs)';
+  if (url === 'node:fs' || url.startsWith('node:internal/fs/')) return 'file writes (logs, capture journal and blocks)';
   const burrow = /\/dist\/src\/(?:([^/]+)\/.*)?[^/]+$/.exec(url);
   if (burrow !== null) return `other Burrow JS (src/${burrow[1] ?? '*.ts, top level'})`;
   if (url.includes('/node_modules/')) return 'other packages';
@@ -285,7 +285,7 @@ export function bucketProfile(profile: CpuProfile, fromUs: number, toUs: number)
       const up = parent.get(id);
       const callerCategory = up === undefined ? '(program)' : categoryOf(up);
       // A write native called from fs (the client's log on stdout) is no socket write.
-      category = WRITE_NATIVES.has(functionName) && callerCategory !== 'file writes (logs)' ? 'socket writes' : callerCategory === '(program)' ? 'other natives' : callerCategory;
+      category = WRITE_NATIVES.has(functionName) && callerCategory !== 'file writes (logs, capture journal and blocks)' ? 'socket writes' : callerCategory === '(program)' ? 'other natives' : callerCategory;
     }
     categoryCache.set(id, category);
     return category;

@@ -54,7 +54,7 @@ test('self time goes to its category: natives count where their caller does, soc
   assert.deepEqual(Object.fromEntries(byCategory), {
     'other Burrow JS (src/edge)': 1000,
     'socket writes': 2000,
-    'file writes (logs)': 1000,
+    'file writes (logs, capture journal and blocks)': 1000,
     'LMDB / capture store': 1000,
     GC: 1000,
     'other Burrow JS (src/client)': 1000,
