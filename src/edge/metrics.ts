@@ -36,6 +36,8 @@ export interface StorageGauges {
   minFreeBytes(): number;
   low(): boolean;
   quotaUse(): { storedBytes: number; accountsOver90Percent: number };
+  /** The capture blocks file (big records): its size and its blocks free for reuse, in bytes. */
+  blocksUse(): { fileBytes: number; freeBytes: number };
   skipped(): SkippedCaptures;
   writeFailures(kind: WriteKind): number;
 }
@@ -131,6 +133,12 @@ export class EdgeMetrics {
         'Accounts that wrote captures since the edge started and hold 90% of their capture quota or more.',
         () => storage.quotaUse().accountsOver90Percent,
       );
+      this.gauge(
+        'burrow_capture_blocks_bytes',
+        'Bytes of the capture blocks file (captured exchanges of 32 KiB or more, in 64 KiB blocks): it keeps the largest size it reached.',
+        () => storage.blocksUse().fileBytes,
+      );
+      this.gauge('burrow_capture_blocks_free_bytes', 'Bytes of the capture blocks file free for new captures (their captures overwritten or expired).', () => storage.blocksUse().freeBytes);
       new Counter({
         name: 'burrow_captures_skipped_total',
         help: 'Exchanges forwarded but not captured: over the account\'s capture quota (quota), below the free-space floor (disk), or the commit failed (error).',

@@ -380,6 +380,7 @@ export class Edge {
               minFreeBytes: () => this.space.minFreeBytes,
               low: () => this.space.low,
               quotaUse: () => this.captures.quotaUse(),
+              blocksUse: () => this.captures.blocksUse(),
               skipped: () => this.captures.skipped,
               writeFailures: (kind) => this.writeFailures.count(kind),
             },

@@ -19,7 +19,7 @@ import { closeAfterWrites } from './lmdb-close.js';
 import { Packr, Unpackr } from 'msgpackr';
 import { bodyLength, wholeBody, type KeptBody } from '../capture-buffer.js';
 import { decode, type OpenFrame } from '../protocol/codec.js';
-import { BLOCK_RECORD_MIN_BYTES, BLOCKS_FILE, blocksFor, CaptureBlocks } from './capture-blocks.js';
+import { BLOCK_BYTES, BLOCK_RECORD_MIN_BYTES, BLOCKS_FILE, blocksFor, CaptureBlocks } from './capture-blocks.js';
 import { batchSize, CaptureJournal, type JournalRecord } from './capture-journal.js';
 import { formatBytes } from './free-space.js';
 import { guardLmdbRejections, isWriteFailure, WriteFailures } from './write-failures.js';
@@ -1545,6 +1545,12 @@ export class CaptureStore {
     let over = 0;
     for (const account of this.accounts.values()) if (account.bytes >= account.quota * 0.9) over++;
     return { storedBytes: this.storedBytes, accountsOver90Percent: over };
+  }
+
+  /** The blocks file's size and its free blocks, in bytes (blocks of BLOCK_BYTES; zeros for a store without one). */
+  blocksUse(): { fileBytes: number; freeBytes: number } {
+    if (this.blocks === null) return { fileBytes: 0, freeBytes: 0 };
+    return { fileBytes: this.blocks.blocks * BLOCK_BYTES, freeBytes: this.blocks.freeBlocks * BLOCK_BYTES };
   }
 
   /** The account's capture bytes on this edge. */
