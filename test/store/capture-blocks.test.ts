@@ -293,3 +293,18 @@ test('a body kept in chunks of any size goes from its chunks into blocks, throug
     await store.close();
   }
 });
+
+test('with --capture-fsync (no journal, every commit synced) big records go to blocks and read back', async () => {
+  const dir = freshDir();
+  let store = CaptureStore.open(dir, { fsync: true });
+  const ring = store.ring(ACCOUNT, 'fsync', 4);
+  const written = [capture(store, ring, MIB), capture(store, ring, 80 * 1024)];
+  assert.equal(internals(store).blocks.blocks, Math.ceil(written[0]!.size / BLOCK_PAYLOAD_BYTES) + Math.ceil(written[1]!.size / BLOCK_PAYLOAD_BYTES));
+  await internals(store).root.close();
+  store = CaptureStore.open(dir, { fsync: true });
+  try {
+    for (const each of written) assert.deepEqual(bodyOf(store, each.id), each.body);
+  } finally {
+    await store.close();
+  }
+});
