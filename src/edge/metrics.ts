@@ -135,7 +135,7 @@ export class EdgeMetrics {
       );
       this.gauge(
         'burrow_capture_blocks_bytes',
-        'Bytes of the capture blocks file (captured exchanges of 32 KiB or more, in 64 KiB blocks): it keeps the largest size it reached.',
+        'Bytes of the capture blocks file (captured exchanges of 32 KiB or more, in 64 KiB blocks): it keeps the largest size it reached until a restart cuts its free end off.',
         () => storage.blocksUse().fileBytes,
       );
       this.gauge('burrow_capture_blocks_free_bytes', 'Bytes of the capture blocks file free for new captures (their captures overwritten or expired).', () => storage.blocksUse().freeBytes);

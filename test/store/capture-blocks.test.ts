@@ -308,3 +308,36 @@ test('with --capture-fsync (no journal, every commit synced) big records go to b
     await store.close();
   }
 });
+
+test('a start cuts the free blocks at the file\'s end off it, and keeps the ones before a block in use', async () => {
+  const dir = freshDir();
+  let store = CaptureStore.open(dir);
+  let ring = store.ring(ACCOUNT, 'trim', 4);
+  const first = capture(store, ring, MIB);
+  const second = capture(store, ring, MIB);
+  const perRecord = Math.ceil(first.size / BLOCK_PAYLOAD_BYTES);
+  capture(store, ring, 1_000);
+  capture(store, ring, 1_000);
+  capture(store, ring, 1_000); // over the first: its blocks, at the file's start, are free
+  await store.close();
+  store = CaptureStore.open(dir);
+  assert.equal(internals(store).blocks.blocks, 2 * perRecord, 'a free block before one in use stays');
+  assert.equal(internals(store).blocks.freeBlocks, perRecord);
+  assert.deepEqual(bodyOf(store, second.id), second.body);
+  ring = store.ring(ACCOUNT, 'trim', 4);
+  const last = capture(store, ring, 1_000); // over the second: no block is in use
+  await store.close();
+  assert.ok(blocksFileBytes(dir) > 0, 'not cut while the edge ran');
+  store = CaptureStore.open(dir);
+  try {
+    assert.equal(blocksFileBytes(dir), 0, 'cut at the start');
+    assert.equal(internals(store).blocks.blocks, 0);
+    assert.deepEqual(bodyOf(store, last.id), last.body);
+    const again = store.ring(ACCOUNT, 'trim', 4);
+    const big = capture(store, again, MIB);
+    assert.deepEqual(bodyOf(store, big.id), big.body, 'the file grows again from its start');
+    assert.equal(internals(store).blocks.blocks, perRecord);
+  } finally {
+    await store.close();
+  }
+});
