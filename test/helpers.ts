@@ -402,6 +402,13 @@ const EPHEMERAL_FROM = ((): number => {
   }
 })();
 
+/**
+ * Ports this process handed out: never handed out twice. A port is free until its taker binds it, and
+ * a test that picks several before starting what binds them (three edges of a cluster, nginx and the
+ * edges behind it) could otherwise be given one twice.
+ */
+const handedOut = new Set<number>();
+
 /** Whether nothing listens on 127.0.0.1:`port` (it was free a moment ago). */
 function portFree(port: number): Promise<boolean> {
   return new Promise<boolean>((resolve) => {
@@ -433,8 +440,11 @@ export async function freePortRange(count: number): Promise<string> {
   for (let tries = 0; tries < 50; tries++) {
     const first = PICKED_PORTS_FROM + Math.floor(Math.random() * span);
     let free = true;
-    for (let port = first; port < first + count && free; port++) free = await portFree(port);
-    if (free) return `${first}-${first + count - 1}`;
+    for (let port = first; port < first + count && free; port++) free = !handedOut.has(port) && (await portFree(port));
+    if (free) {
+      for (let port = first; port < first + count; port++) handedOut.add(port);
+      return `${first}-${first + count - 1}`;
+    }
   }
   throw new Error('no free port range');
 }
