@@ -10,9 +10,9 @@
  * So a record of BLOCK_RECORD_MIN_BYTES or more is written here, in blocks of BLOCK_BYTES, and its slot
  * in LMDB holds a stub: the record's header (listings and sweeps read only that) and its length. The
  * store indexes the blocks each slot owns in LMDB, in the commit that writes the stub; the file itself
- * has no structure but the blocks. Blocks are reused, never given back to the file system: a rewrite of
- * pages the file has costs ~0.1 ms a MiB where growing it cost 3.6-4.0 ms on ext4. A start cuts the free
- * blocks at the file's end off it.
+ * has no structure but the blocks. While the edge runs, blocks are reused, not given back to the file
+ * system: a rewrite of pages the file has costs ~0.1 ms a MiB where growing it cost 3.6-4.0 ms on ext4.
+ * A start cuts the free blocks at the file's end off it.
  *
  * Crash rules:
  * - A record's blocks are written before the commit of its stub. Blocks written for a commit that never
