@@ -16,7 +16,8 @@ import { Agent, request } from 'undici';
 import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
 import { parseCaptureId } from '../../src/store/captures.js';
-import { freePort, runCli, spawnNode, startLocal, tempDirs, TEST_MIN_FREE_DISK, type SpawnedProcess } from '../helpers.js';
+import { freePort, runCli, startLocal, tempDirs, TEST_MIN_FREE_DISK, type SpawnedProcess } from '../helpers.js';
+import { startEdgeProcess } from './edge-process.js';
 
 const KILLS = 4;
 const RING = 24;
@@ -27,15 +28,7 @@ const SUBDOMAIN = 'blocks-crash';
 const freshDir = tempDirs('burrow-blocks-crash-');
 
 function startEdge(port: number, dataDir: string, env: Record<string, string>): Promise<SpawnedProcess> {
-  const options = { dataDir, port, host: '127.0.0.1', graceMs: 60_000, rateLimit: 1_000_000, plans: { FREE: { capturedRequests: RING } }, minFreeDisk: TEST_MIN_FREE_DISK };
-  // The edge exits by itself should the test process die without killing it.
-  const script = `
-    const { Edge } = await import(${JSON.stringify(new URL('../../src/edge/server.js', import.meta.url).href)});
-    const edge = await Edge.start(${JSON.stringify(options)});
-    process.stdout.write('listening on ' + edge.url + '\\n');
-    setInterval(() => { if (process.ppid !== ${process.pid}) process.exit(1); }, 500).unref();
-  `;
-  return spawnNode(['--input-type=module', '-e', script], env, /listening on/);
+  return startEdgeProcess({ dataDir, port, host: '127.0.0.1', graceMs: 60_000, rateLimit: 1_000_000, plans: { FREE: { capturedRequests: RING } }, minFreeDisk: TEST_MIN_FREE_DISK }, env);
 }
 
 interface Listed {

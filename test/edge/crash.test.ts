@@ -20,7 +20,8 @@ import { RouteTable } from '../../src/client/routes.js';
 import { TunnelClient } from '../../src/client/tunnel-client.js';
 import { parseCaptureId } from '../../src/store/captures.js';
 import { DEFAULT_PLANS } from '../../src/store/plans.js';
-import { freePort, runCli, spawnCli, spawnNode, startLocal, tempDirs, TEST_MIN_FREE_DISK, type SpawnedProcess } from '../helpers.js';
+import { freePort, runCli, spawnCli, startLocal, tempDirs, TEST_MIN_FREE_DISK, type SpawnedProcess } from '../helpers.js';
+import { startEdgeProcess } from './edge-process.js';
 
 const KILLS = Number(process.env.BURROW_CRASH_KILLS ?? 16);
 const RING = Number(process.env.BURROW_CRASH_RING ?? 50);
@@ -38,15 +39,7 @@ function startEdge(port: number, dataDir: string, env: Record<string, string>): 
     return spawnCli(['edge', '--port', String(port), '--data', dataDir, '--grace', '60000', '--rate-limit', '1000000'], env, ready);
   }
   // The CLI has no option for plan limits: the same Edge the CLI starts, with FREE's ring made small.
-  const options = { dataDir, port, host: '127.0.0.1', graceMs: 60_000, rateLimit: 1_000_000, plans: { FREE: { capturedRequests: RING } }, minFreeDisk: TEST_MIN_FREE_DISK };
-  // The edge exits by itself should the test process die without killing it (a test runner's timeout).
-  const script = `
-    const { Edge } = await import(${JSON.stringify(new URL('../../src/edge/server.js', import.meta.url).href)});
-    const edge = await Edge.start(${JSON.stringify(options)});
-    process.stdout.write('listening on ' + edge.url + '\\n');
-    setInterval(() => { if (process.ppid !== ${process.pid}) process.exit(1); }, 500).unref();
-  `;
-  return spawnNode(['--input-type=module', '-e', script], env, ready);
+  return startEdgeProcess({ dataDir, port, host: '127.0.0.1', graceMs: 60_000, rateLimit: 1_000_000, plans: { FREE: { capturedRequests: RING } }, minFreeDisk: TEST_MIN_FREE_DISK }, env);
 }
 
 interface Listed {
